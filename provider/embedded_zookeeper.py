@@ -1,0 +1,453 @@
+"""A real ZooKeeper server (or an N-node ensemble on loopback) for development, the demo, tests and CI.
+
+Nothing is installed: the server runs on the local ``java`` with ZooKeeper jars already on the
+machine, in this order of preference: ``$ZOOKEEPER_HOME`` (``lib/`` or the folder itself), the
+pyspark wheel's ``jars/`` folder (pyspark 4.x ships ZooKeeper 3.9), Debian's ``zookeeper`` package.
+
+Two traps seen with the pyspark jars are handled here: the server needs snappy-java on its class
+path (without it the port listens but every client is told "not currently serving requests"), and
+kazoo's ``server_version()`` needs the ``srvr`` four-letter word, which is whitelisted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+__all__ = [
+    "EmbeddedZooKeeper",
+    "JavaNotFound",
+    "ZooKeeperEnsemble",
+    "ZooKeeperJarsNotFound",
+    "ZooKeeperStartError",
+    "find_java",
+    "find_zookeeper_jars",
+    "four_letter_word",
+]
+
+# Jars the server needs, by file-name prefix. netty is for the client port's TLS option; the
+# log4j trio makes the server's own log (and startup errors) readable.
+_REQUIRED = ("zookeeper-jute", "zookeeper", "snappy-java", "slf4j-api")
+_OPTIONAL = (
+    "netty-buffer", "netty-codec-4", "netty-codec-base", "netty-common", "netty-handler-4", "netty-resolver-4",
+    "netty-transport-4", "netty-transport-classes-epoll", "netty-transport-native-unix-common",
+    "log4j-slf4j2-impl", "log4j-api", "log4j-core", "commons-io", "metrics-core", "audience-annotations",
+    "commons-cli", "jline",
+)
+_FOUR_LETTER_WORDS = "srvr,ruok,mntr,stat,conf,isro,envi"
+_DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/java")
+
+
+class ZooKeeperError(RuntimeError):
+    """Base class of the embedded server's errors."""
+
+
+class JavaNotFound(ZooKeeperError):
+    """No ``java`` executable was found."""
+
+
+class ZooKeeperJarsNotFound(ZooKeeperError):
+    """No folder with a usable set of ZooKeeper jars was found."""
+
+
+class ZooKeeperStartError(ZooKeeperError):
+    """The server process exited or did not start serving in time."""
+
+
+def find_java(java: str | None = None) -> str:
+    """The ``java`` to run: ``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    candidates: list[str] = []
+    if java:
+        candidates.append(java)
+    else:
+        if os.environ.get("JAVA_HOME"):
+            candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+        found = shutil.which("java")
+        if found:
+            candidates.append(found)
+    for candidate in candidates:
+        path = shutil.which(candidate) if os.sep not in candidate else candidate
+        if path and os.access(path, os.X_OK):
+            return path
+    raise JavaNotFound(
+        f"no Java runtime found (tried {candidates or ['$JAVA_HOME/bin/java', 'java on PATH']}); "
+        "install Java 17, e.g. 'apt-get install -y openjdk-17-jre-headless', or set JAVA_HOME"
+    )
+
+
+def _pyspark_jar_dir() -> Path | None:
+    spec = importlib.util.find_spec("pyspark")  # locate without importing pyspark (slow)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def candidate_jar_dirs() -> list[Path]:
+    """Folders searched for ZooKeeper jars, most preferred first."""
+    dirs: list[Path] = []
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        dirs += [Path(home) / "lib", Path(home)]
+    pyspark = _pyspark_jar_dir()
+    if pyspark is not None:
+        dirs.append(pyspark)
+    dirs += [Path(d) for d in _DEBIAN_DIRS]
+    return dirs
+
+
+def find_zookeeper_jars(search: Iterable[Path | str] | None = None) -> list[Path]:
+    """The class path for the server: the first folder holding every required jar wins.
+
+    :param search: folders to look in instead of :func:`candidate_jar_dirs`.
+    """
+    folders = [Path(d) for d in (search if search is not None else candidate_jar_dirs())]
+    problems: list[str] = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        jars = sorted(p for p in folder.iterdir() if p.suffix == ".jar")
+        chosen: list[Path] = []
+        missing: list[str] = []
+        for prefix in _REQUIRED:
+            hits = [j for j in jars if _matches(j.name, prefix)]
+            if hits:
+                chosen += hits
+            else:
+                missing.append(prefix)
+        if missing:
+            problems.append(f"{folder}: missing {', '.join(missing)}")
+            continue
+        for prefix in _OPTIONAL:
+            chosen += [j for j in jars if _matches(j.name, prefix)]
+        return list(dict.fromkeys(chosen))
+    detail = "; ".join(problems) if problems else "none of the folders exist"
+    raise ZooKeeperJarsNotFound(
+        f"no ZooKeeper jars found in {[str(f) for f in folders]} ({detail}). Install pyspark 4.x (its jars "
+        "include ZooKeeper), set ZOOKEEPER_HOME, or 'apt-get install -y zookeeper'"
+    )
+
+
+def _matches(name: str, prefix: str) -> bool:
+    if prefix == "zookeeper":  # the server jar itself, not zookeeper-jute or zookeeper-prometheus...
+        return name == "zookeeper.jar" or (name.startswith("zookeeper-") and name[10:11].isdigit())
+    return name.startswith(prefix)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
+    """Send a four-letter admin word to a server and return its answer ("" if it does not answer)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Member:
+    myid: int
+    client_port: int
+    peer_port: int
+    election_port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "zoo.cfg"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "zookeeper.log"
+
+    def mode(self) -> str | None:
+        """``standalone``, ``leader`` or ``follower`` while serving; None otherwise."""
+        answer = four_letter_word(self.client_port)
+        for line in answer.splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class ZooKeeperEnsemble:
+    """``size`` ZooKeeper servers on loopback (``size=1`` is a standalone server).
+
+    :param size: number of members (1 for standalone, 3 or 5 for a quorum).
+    :param directory: where data, configs and logs go; a temporary folder (removed on stop) if None.
+    :param client_ports: fixed client ports, one per member; free ports are chosen if None.
+    :param tick_time_ms: ZooKeeper's tick; session timeouts range from 2 to 120 ticks.
+    :param java: the ``java`` to use (see :func:`find_java`).
+    :param jar_dirs: folders to find jars in (see :func:`find_zookeeper_jars`).
+    :param heap_mb: maximum JVM heap per member.
+    """
+
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        directory: str | Path | None = None,
+        client_ports: Sequence[int] | None = None,
+        tick_time_ms: int = 500,
+        java: str | None = None,
+        jar_dirs: Iterable[Path | str] | None = None,
+        heap_mb: int = 256,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"an ensemble needs at least one member, not {size}")
+        if client_ports is not None and len(client_ports) != size:
+            raise ValueError(f"{len(client_ports)} client ports given for {size} members")
+        self.java = find_java(java)
+        self.classpath = find_zookeeper_jars(jar_dirs)
+        self.size = size
+        self.tick_time_ms = tick_time_ms
+        self.heap_mb = heap_mb
+        self._own_dir = directory is None
+        self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="airflow-epochs-zk-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.members = [
+            _Member(
+                myid=i + 1,
+                client_port=client_ports[i] if client_ports else free_port(),
+                peer_port=free_port(),
+                election_port=free_port(),
+                directory=self.directory / f"member-{i + 1}",
+            )
+            for i in range(size)
+        ]
+
+    # -- addresses ---------------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> str:
+        """The connection string of every member, for kazoo or an Airflow connection."""
+        return ",".join(f"127.0.0.1:{m.client_port}" for m in self.members)
+
+    def member_hosts(self, index: int) -> str:
+        return f"127.0.0.1:{self.members[index].client_port}"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> ZooKeeperEnsemble:
+        """Start every member and wait until all of them serve."""
+        for index in range(self.size):
+            self._launch(index)
+        self.wait_serving(timeout=timeout)
+        return self
+
+    def wait_serving(self, indexes: Iterable[int] | None = None, timeout: float = 60.0) -> None:
+        """Wait until the given members (all by default) serve requests."""
+        wanted = list(range(self.size)) if indexes is None else list(indexes)
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = [i for i in wanted if self.members[i].mode() is None]
+            if not pending:
+                return
+            for i in pending:
+                member = self.members[i]
+                if member.process is not None and member.process.poll() is not None:
+                    raise ZooKeeperStartError(
+                        f"ZooKeeper member {member.myid} exited with code {member.process.returncode}; "
+                        f"log tail:\n{self.log_tail(i)}"
+                    )
+            if time.monotonic() > deadline:
+                raise ZooKeeperStartError(
+                    f"ZooKeeper members {[self.members[i].myid for i in pending]} did not serve within "
+                    f"{timeout:g} s; log tail of member {self.members[pending[0]].myid}:\n{self.log_tail(pending[0])}"
+                )
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop every member (TERM, then KILL) and remove a temporary directory."""
+        for index in range(self.size):
+            self.kill(index, sig=signal.SIGTERM)
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def kill(self, index: int, *, sig: int = signal.SIGKILL) -> None:
+        """Stop one member: SIGKILL by default (a crash), SIGTERM for a clean stop."""
+        member = self.members[index]
+        process = member.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def restart(self, index: int, *, timeout: float = 60.0) -> None:
+        """Start a stopped member again (same ports and data) and wait until it serves."""
+        self.kill(index)
+        self._launch(index)
+        self.wait_serving([index], timeout=timeout)
+
+    def leader(self) -> int | None:
+        """Index of the member that is leader (or standalone), or None."""
+        for index, member in enumerate(self.members):
+            if member.running() and member.mode() in ("leader", "standalone"):
+                return index
+        return None
+
+    def followers(self) -> list[int]:
+        return [i for i, m in enumerate(self.members) if m.running() and m.mode() == "follower"]
+
+    def log_tail(self, index: int, lines: int = 30) -> str:
+        member = self.members[index]
+        text = ""
+        for path in (member.log_file, member.directory / "stdout.log"):
+            if path.exists():
+                text += path.read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> ZooKeeperEnsemble:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _write_config(self, member: _Member) -> None:
+        data_dir = member.directory / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"tickTime={self.tick_time_ms}",
+            "initLimit=20",
+            "syncLimit=10",
+            f"dataDir={data_dir}",
+            f"clientPort={member.client_port}",
+            "clientPortAddress=127.0.0.1",
+            "admin.enableServer=false",
+            f"4lw.commands.whitelist={_FOUR_LETTER_WORDS}",
+            f"maxSessionTimeout={120 * self.tick_time_ms}",
+            "autopurge.purgeInterval=0",
+        ]
+        if self.size > 1:
+            (data_dir / "myid").write_text(f"{member.myid}\n")
+            lines += [
+                f"server.{m.myid}=127.0.0.1:{m.peer_port}:{m.election_port}" for m in self.members
+            ]
+        member.config_file.write_text("\n".join(lines) + "\n")
+        (member.directory / "log4j2.properties").write_text(
+            "status = error\n"
+            "appender.file.type = File\n"
+            "appender.file.name = F\n"
+            f"appender.file.fileName = {member.log_file}\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{1} - %m%n\n"
+            "rootLogger.level = info\n"
+            "rootLogger.appenderRef.f.ref = F\n"
+        )
+
+    def _launch(self, index: int) -> None:
+        member = self.members[index]
+        member.directory.mkdir(parents=True, exist_ok=True)
+        self._write_config(member)
+        argv = [
+            self.java,
+            f"-Xmx{self.heap_mb}m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # faster start; a test server needs no C2 compiler
+            "-Dzookeeper.admin.enableServer=false",
+            f"-Dlog4j2.configurationFile={member.directory / 'log4j2.properties'}",
+            "-cp",
+            os.pathsep.join(str(j) for j in self.classpath),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(member.config_file),
+        ]
+        with open(member.directory / "stdout.log", "ab") as out:
+            member.process = subprocess.Popen(  # argv list, no shell
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+
+
+class EmbeddedZooKeeper(ZooKeeperEnsemble):
+    """One standalone ZooKeeper server on 127.0.0.1.
+
+    ::
+
+        with EmbeddedZooKeeper() as zk:
+            client = KazooClient(hosts=zk.hosts)
+    """
+
+    def __init__(
+        self,
+        *,
+        directory: str | Path | None = None,
+        port: int | None = None,
+        tick_time_ms: int = 500,
+        java: str | None = None,
+        jar_dirs: Iterable[Path | str] | None = None,
+        heap_mb: int = 256,
+    ) -> None:
+        super().__init__(
+            1,
+            directory=directory,
+            client_ports=[port] if port else None,
+            tick_time_ms=tick_time_ms,
+            java=java,
+            jar_dirs=jar_dirs,
+            heap_mb=heap_mb,
+        )
+
+    @property
+    def port(self) -> int:
+        return self.members[0].client_port
+
+    @property
+    def pid(self) -> int | None:
+        process = self.members[0].process
+        return process.pid if process is not None else None
+
+    def serving(self) -> bool:
+        return self.members[0].mode() is not None
+
+
+def stop_pid(pid: int, *, timeout: float = 10.0) -> bool:
+    """Stop a detached server process by pid (TERM, then KILL); returns whether it was running."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True

@@ -1,0 +1,99 @@
+"""ZooKeeperHook: an Airflow connection of type ``zookeeper`` -> a started kazoo client."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from airflow.sdk import BaseHook
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
+from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings
+
+
+class ZooKeeperHook(BaseHook):
+    """Connect to a ZooKeeper ensemble described by an Airflow connection.
+
+    Connection fields: *host* is a comma-separated ``host:port`` list, *port* the default port,
+    *schema* an optional chroot, *login*/*password* digest credentials; extras: ``session_timeout``,
+    ``connection_timeout``, ``use_acl``, ``use_tls``, ``ca``, ``certfile``, ``keyfile``,
+    ``keyfile_password``, ``verify_certs``, ``check_hostname`` (on by default with TLS), ``read_only``.
+
+    The client is built on first use (never at DAG parse time) and closed by :meth:`close` or on
+    leaving a ``with`` block.
+
+    :param zookeeper_conn_id: the connection id.
+    """
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = "zookeeper_default"
+    conn_type = "zookeeper"
+    hook_name = "ZooKeeper"
+
+    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self._client: KazooClient | None = None
+        self._settings: ZooKeeperSettings | None = None
+
+    @property
+    def settings(self) -> ZooKeeperSettings:
+        if self._settings is None:
+            conn = self.get_connection(self.zookeeper_conn_id)
+            self._settings = ZooKeeperSettings.from_fields(
+                host=conn.host, port=conn.port, schema=conn.schema, login=conn.login,
+                password=conn.password, extra=conn.extra_dejson,
+            )
+        return self._settings
+
+    def get_conn(self) -> KazooClient:
+        """The started kazoo client (built and connected on first call)."""
+        if self._client is None:
+            settings = self.settings
+            self.log.info("Connecting to ZooKeeper %s", settings.describe())
+            client = KazooClient(**settings.kazoo_kwargs())
+            client.start(timeout=settings.connection_timeout)
+            self._client = client
+        return self._client
+
+    def ledger(self, pipeline: str, *, owner: str, root: str = DEFAULT_ROOT) -> EpochLedger:
+        """The epoch ledger of ``pipeline`` on this connection."""
+        return EpochLedger(self.get_conn(), pipeline, owner=owner, root=root)
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.stop()
+                self._client.close()
+            finally:
+                self._client = None
+
+    def __enter__(self) -> ZooKeeperHook:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Really connect, ask the server its version, and disconnect."""
+        try:
+            settings = self.settings
+        except InvalidConnection as exc:
+            return False, f"Invalid ZooKeeper connection: {exc}"
+        client = KazooClient(**settings.kazoo_kwargs())
+        try:
+            client.start(timeout=min(settings.connection_timeout, 10.0))
+            version = ".".join(str(part) for part in client.server_version())
+            client.exists("/")
+            return True, f"Connected to ZooKeeper {version} at {settings.describe()}"
+        except Exception as exc:  # noqa: BLE001 - report every failure as a message
+            return False, f"Could not connect to ZooKeeper at {settings.describe()}: {type(exc).__name__}: {exc}"
+        finally:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # noqa: BLE001, S110 - closing a failed client must not mask the result
+                pass

@@ -1,0 +1,1 @@
+"""Deferrable triggers (importable by a real triggerer: triggers never live in DAG files)."""

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test suite, with lint and type checks, on a real ZooKeeper, Spark and Airflow started by the tests.
+# Usage: bash scripts/test.sh [pytest arguments]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+cd "$ROOT"
+say "ruff check"
+ruff check provider operators sensors dags tests scripts
+say "mypy --strict on the coordination core"
+mypy --strict provider/coordination
+say "pytest"
+exec pytest "$@"

@@ -1,0 +1,135 @@
+"""Shared fixtures: a real ZooKeeper (one per session, a fresh chroot per test), a 3-node ensemble,
+a local SparkSession and real Airflow DAG runs against a temporary AIRFLOW_HOME."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Airflow reads its configuration when first imported: point it at a throw-away home first.
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-epochs-test-home-"))
+_DAGS = _AIRFLOW_HOME / "dags"
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(_DAGS)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from kazoo.client import KazooClient  # noqa: E402
+
+from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> Iterator[EmbeddedZooKeeper]:
+    """One real standalone ZooKeeper for the whole session."""
+    server = EmbeddedZooKeeper()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _chroot_name(request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:60]
+    return f"/tests/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def zk_chroot(zk_server: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty chroot for this test, created on the real server."""
+    chroot = _chroot_name(request)
+    admin = KazooClient(hosts=zk_server.hosts)
+    admin.start(timeout=15)
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    return chroot
+
+
+@pytest.fixture
+def zk_factory(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
+    """Make started kazoo clients on this test's chroot; all are closed at teardown."""
+    clients: list[KazooClient] = []
+
+    def make(**kwargs: object) -> KazooClient:
+        client = KazooClient(hosts=zk_server.hosts + zk_chroot, **kwargs)  # type: ignore[arg-type]
+        client.start(timeout=15)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # noqa: BLE001 - teardown must go on
+            pass
+
+
+@pytest.fixture
+def zk(zk_factory: Callable[..., KazooClient]) -> KazooClient:
+    """A started kazoo client confined to this test's chroot."""
+    return zk_factory()
+
+
+@pytest.fixture
+def ensemble() -> Iterator[ZooKeeperEnsemble]:
+    """A fresh 3-node ensemble on loopback, for fault tests."""
+    cluster = ZooKeeperEnsemble(3)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A local SparkSession (local[2], bound to loopback)."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-epochs-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def tree(client: KazooClient, path: str = "/") -> dict[str, bytes]:
+    """Every znode under ``path`` with its data: compare before and after to prove nothing changed."""
+    out: dict[str, bytes] = {}
+
+    def walk(p: str) -> None:
+        data, _ = client.get(p)
+        out[p] = data
+        for child in client.get_children(p):
+            walk(p.rstrip("/") + "/" + child)
+
+    walk(path)
+    return out
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Iterator[Path]:
+    """A migrated SQLite metadata database in a temporary AIRFLOW_HOME whose DAGs folder holds the
+    project's example DAGs."""
+    _DAGS.mkdir(parents=True, exist_ok=True)
+    for dag_file in (REPO / "dags").glob("*.py"):
+        shutil.copy(dag_file, _DAGS / dag_file.name)
+    from airflow.utils.db import initdb
+
+    initdb()
+    yield _AIRFLOW_HOME
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
