@@ -6,10 +6,13 @@ arbitrary arguments into the client.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
 DEFAULT_PORT = 2181
@@ -127,6 +130,11 @@ class ZooKeeperSettings:
             )
         return kwargs
 
+    def client(self) -> KazooClient:
+        """A new (not yet started) kazoo client for these settings, logging through a logger that
+        redacts credentials (kazoo logs its Auth request, password included, at DEBUG level)."""
+        return KazooClient(logger=redacting_logger(), **self.kazoo_kwargs())
+
     def describe(self) -> str:
         """A log-safe description: never the password or the key password."""
         parts = [self.connect_string]
@@ -173,3 +181,23 @@ def _as_bool(key: str, value: Any) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
         return value.strip().lower() in ("true", "1", "yes", "on")
     raise InvalidConnection(f"extra {key!r} must be true or false, not {value!r}")
+
+
+_AUTH = re.compile(r"auth=(['\"]).*?\1|auth=b(['\"]).*?\2")
+
+
+class _RedactCredentials(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "auth=" in message:
+            record.msg = _AUTH.sub("auth='***'", message)
+            record.args = None
+        return True
+
+
+def redacting_logger() -> logging.Logger:
+    """The logger kazoo clients of this package log through, with credentials redacted."""
+    logger = logging.getLogger("airflow_epochs.kazoo")
+    if not any(isinstance(f, _RedactCredentials) for f in logger.filters):
+        logger.addFilter(_RedactCredentials())
+    return logger

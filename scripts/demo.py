@@ -128,7 +128,8 @@ def print_table(ledger: object, epochs: int, timings: dict[int, float]) -> None:
     assert isinstance(ledger, EpochLedger)
     print()
     print(f"pipeline {PIPELINE!r}: frontier {ledger.frontier()}")
-    header = f"{'epoch':>5}  {'state':<8} {'attempt':>7}  {'owner':<8} {'partition':<9} {'rows':>6}  {'seal zxid':>10}  {'run s':>6}"
+    header = (f"{'epoch':>5}  {'state':<8} {'attempt':>7}  {'owner':<8} {'partition':<9} {'rows':>6}  "
+              f"{'seal zxid':>10}  {'run s':>6}")
     print(header)
     print("-" * len(header))
     for epoch in range(1, epochs + 1):

@@ -72,7 +72,7 @@ def zk_factory(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[Callabl
         try:
             client.stop()
             client.close()
-        except Exception:  # noqa: BLE001 - teardown must go on
+        except Exception:
             pass
 
 
@@ -107,29 +107,37 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
-def tree(client: KazooClient, path: str = "/") -> dict[str, bytes]:
-    """Every znode under ``path`` with its data: compare before and after to prove nothing changed."""
-    out: dict[str, bytes] = {}
-
-    def walk(p: str) -> None:
-        data, _ = client.get(p)
-        out[p] = data
-        for child in client.get_children(p):
-            walk(p.rstrip("/") + "/" + child)
-
-    walk(path)
-    return out
-
-
 @pytest.fixture(scope="session")
 def airflow_home() -> Iterator[Path]:
     """A migrated SQLite metadata database in a temporary AIRFLOW_HOME whose DAGs folder holds the
     project's example DAGs."""
     _DAGS.mkdir(parents=True, exist_ok=True)
-    for dag_file in (REPO / "dags").glob("*.py"):
+    for dag_file in [*(REPO / "dags").glob("*.py"), *(REPO / "tests" / "dags").glob("*.py")]:
         shutil.copy(dag_file, _DAGS / dag_file.name)
     from airflow.utils.db import initdb
 
     initdb()
     yield _AIRFLOW_HOME
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture
+def dagbag(airflow_home: Path):
+    """The DAGs folder (the project's example DAGs plus tests/dags), parsed."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(airflow_home / "dags"))
+    assert not bag.import_errors, bag.import_errors
+    return bag
+
+
+@pytest.fixture
+def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: EmbeddedZooKeeper, zk_chroot: str) -> str:
+    """Point the ``zookeeper_default`` Airflow connection at this test's chroot."""
+    import json
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT",
+        json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts, "schema": zk_chroot}),
+    )
+    return zk_chroot

@@ -302,7 +302,8 @@ class EpochLedger:
         validate_epoch(epoch)
         best: ConfigVersion | None = None
         for cv in self.config_versions():
-            if cv.from_epoch <= epoch and (best is None or (cv.from_epoch, cv.version) > (best.from_epoch, best.version)):
+            newer = best is None or (cv.from_epoch, cv.version) > (best.from_epoch, best.version)
+            if cv.from_epoch <= epoch and newer:
                 best = cv
         if best is None:
             raise UnknownPartition(f"pipeline {self.pipeline!r} has no configuration for epoch {epoch}")
@@ -386,7 +387,8 @@ class EpochLedger:
                 "opened_at": now,
             }
             ops: list[Op] = [
-                ("set", p.base, payloads.encode("pipeline", {**_body(pipe), "newest_epoch": epoch}), pipe_stat.version),
+                ("set", p.base, payloads.encode("pipeline", {**_body(pipe), "newest_epoch": epoch}),
+                 pipe_stat.version),
                 ("check", p.frontier, frontier_stat.version),
             ]
             if node is None:
@@ -404,7 +406,8 @@ class EpochLedger:
             ]
             for partition in cv.config.partitions:
                 ops += [
-                    ("create", p.partition(epoch, generation, partition), payloads.encode("tally", {"votes": {}}), False),
+                    ("create", p.partition(epoch, generation, partition),
+                     payloads.encode("tally", {"votes": {}}), False),
                     ("create", p.votes(epoch, generation, partition), b"", False),
                 ]
             ops.append(self._event("epoch_opened", epoch=epoch, attempt=token, owner=self.owner,

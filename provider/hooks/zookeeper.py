@@ -52,7 +52,7 @@ class ZooKeeperHook(BaseHook):
         if self._client is None:
             settings = self.settings
             self.log.info("Connecting to ZooKeeper %s", settings.describe())
-            client = KazooClient(**settings.kazoo_kwargs())
+            client = settings.client()
             client.start(timeout=settings.connection_timeout)
             self._client = client
         return self._client
@@ -83,17 +83,17 @@ class ZooKeeperHook(BaseHook):
             settings = self.settings
         except InvalidConnection as exc:
             return False, f"Invalid ZooKeeper connection: {exc}"
-        client = KazooClient(**settings.kazoo_kwargs())
+        client = settings.client()
         try:
             client.start(timeout=min(settings.connection_timeout, 10.0))
             version = ".".join(str(part) for part in client.server_version())
             client.exists("/")
             return True, f"Connected to ZooKeeper {version} at {settings.describe()}"
-        except Exception as exc:  # noqa: BLE001 - report every failure as a message
+        except Exception as exc:
             return False, f"Could not connect to ZooKeeper at {settings.describe()}: {type(exc).__name__}: {exc}"
         finally:
             try:
                 client.stop()
                 client.close()
-            except Exception:  # noqa: BLE001, S110 - closing a failed client must not mask the result
+            except Exception:  # noqa: S110 - closing a failed client must not mask the result
                 pass

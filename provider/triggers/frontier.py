@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -63,10 +64,8 @@ class FrontierReachedTrigger(BaseTrigger):
 
         def wake(*_: Any) -> None:
             # called from kazoo's threads; the loop may be gone if the trigger was cancelled
-            try:
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(changed.set)
-            except RuntimeError:
-                pass
 
         def on_state(state: str) -> bool:
             if state == KazooState.CONNECTED:

@@ -43,7 +43,7 @@ class SharedClients:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                client = KazooClient(**settings.kazoo_kwargs())
+                client = settings.client()
                 client.start(timeout=settings.connection_timeout)
                 entry = _Entry(client, 0)
                 self._entries[key] = entry

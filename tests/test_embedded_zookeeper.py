@@ -1,0 +1,146 @@
+"""The embedded ZooKeeper: a real server and a real 3-node ensemble, started and stopped here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_epochs.embedded_zookeeper import (
+    EmbeddedZooKeeper,
+    JavaNotFound,
+    ZooKeeperJarsNotFound,
+    candidate_jar_dirs,
+    find_zookeeper_jars,
+    four_letter_word,
+)
+
+
+@pytest.mark.integration
+def test_single_server_starts_serves_and_stops(tmp_path):
+    server = EmbeddedZooKeeper(directory=tmp_path / "zk")
+    server.start()
+    try:
+        client = KazooClient(hosts=server.hosts)
+        client.start(timeout=10)
+        assert client.server_version()[:2] == (3, 9)
+        assert "zk_znode_count" in four_letter_word(server.port, "mntr")
+        client.create("/hello", b"world")
+        client.stop()
+    finally:
+        server.stop()
+    assert four_letter_word(server.port) == ""
+    assert not server.members[0].running()
+    # data survives a restart in the same folder: the demo relies on it to resume
+    again = EmbeddedZooKeeper(directory=tmp_path / "zk", port=server.port)
+    with again:
+        client = KazooClient(hosts=again.hosts)
+        client.start(timeout=10)
+        assert client.get("/hello")[0] == b"world"
+        client.stop()
+
+
+def test_missing_java_is_a_clear_error(tmp_path):
+    with pytest.raises(JavaNotFound, match="no Java runtime found"):
+        EmbeddedZooKeeper(java=str(tmp_path / "no-java"))
+
+
+def test_missing_jars_are_a_clear_error(tmp_path):
+    with pytest.raises(ZooKeeperJarsNotFound, match="no ZooKeeper jars found"):
+        EmbeddedZooKeeper(jar_dirs=[tmp_path])
+
+
+def test_jars_without_snappy_are_refused(tmp_path):
+    # Without snappy-java the server listens but never serves; refuse such a class path up front.
+    source = find_zookeeper_jars()[0].parent
+    for jar in source.glob("*.jar"):
+        if not jar.name.startswith("snappy-java"):
+            (tmp_path / jar.name).symlink_to(jar)
+    with pytest.raises(ZooKeeperJarsNotFound, match="snappy-java"):
+        find_zookeeper_jars([tmp_path])
+
+
+def test_zookeeper_home_is_preferred(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
+    assert candidate_jar_dirs()[:2] == [tmp_path / "lib", tmp_path]
+
+
+@pytest.mark.integration
+def test_chroots_isolate_tests(zk_server):
+    a = KazooClient(hosts=zk_server.hosts + "/iso-a")
+    b = KazooClient(hosts=zk_server.hosts + "/iso-b")
+    root = KazooClient(hosts=zk_server.hosts)
+    for client in (a, b, root):
+        client.start(timeout=10)
+    try:
+        root.ensure_path("/iso-a")
+        root.ensure_path("/iso-b")
+        a.create("/only-in-a", b"1")
+        assert not b.exists("/only-in-a")
+        assert root.exists("/iso-a/only-in-a")
+    finally:
+        for client in (a, b, root):
+            client.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.ensemble
+def test_ensemble_survives_member_and_leader_kill(ensemble):
+    client = KazooClient(hosts=ensemble.hosts, timeout=10)
+    client.start(timeout=15)
+    try:
+        client.create("/before", b"0")
+        follower = ensemble.followers()[0]
+        ensemble.kill(follower)
+        client.create("/after-follower-kill", b"1")
+        ensemble.restart(follower)
+        leader = ensemble.leader()
+        assert leader is not None
+        ensemble.kill(leader)
+        deadline = time.monotonic() + 30
+        while True:  # the survivors elect a new leader; the client reconnects on its own
+            try:
+                client.retry(client.create, "/after-leader-kill", b"2")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        new_leader = ensemble.leader()
+        assert new_leader is not None and new_leader != leader
+        ensemble.restart(leader)
+        assert {client.get(p)[0] for p in ("/before", "/after-follower-kill", "/after-leader-kill")} == {
+            b"0", b"1", b"2"}
+        assert ensemble.members[leader].mode() == "follower"
+    finally:
+        client.stop()
+
+
+@pytest.mark.integration
+def test_cli_start_status_stop(tmp_path):
+    cli = str(Path(sys.executable).parent / "airflow-epochs")
+    env = {**os.environ, "AIRFLOW_EPOCHS_HOME": str(tmp_path)}
+
+    def run(*args):
+        return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    assert run("zookeeper", "status").returncode == 1
+    started = run("zookeeper", "start")
+    assert started.returncode == 0, started.stderr
+    assert "ZooKeeper started at 127.0.0.1:" in started.stdout
+    try:
+        again = run("zookeeper", "start")
+        assert "already running" in again.stdout
+        status = run("zookeeper", "status")
+        assert status.returncode == 0 and "mode standalone" in status.stdout
+    finally:
+        stopped = run("zookeeper", "stop")
+    assert "ZooKeeper stopped" in stopped.stdout
+    assert run("zookeeper", "status").returncode == 1
+    assert shutil.which("java")

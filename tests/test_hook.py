@@ -1,0 +1,128 @@
+"""ZooKeeperHook and connection settings: mapping, secrets kept out of logs, real connections."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from airflow_epochs.embedded_zookeeper import free_port
+from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings
+
+
+def settings(**fields):
+    return ZooKeeperSettings.from_fields(**{"host": "zk1:2181", **fields})
+
+
+def test_hosts_ports_and_chroot_mapping():
+    s = settings(host="zk1,zk2:2182, zk3", port=2200, schema="analytics")
+    assert s.hosts == ("zk1:2200", "zk2:2182", "zk3:2200")
+    assert s.kazoo_kwargs()["hosts"] == "zk1:2200,zk2:2182,zk3:2200/analytics"
+    assert settings(host="a:1,b:2/app/x").chroot == "/app/x"
+    assert settings().kazoo_kwargs() == {"hosts": "zk1:2181", "timeout": 10.0, "read_only": False}
+
+
+def test_digest_acl_and_tls_options():
+    s = settings(login="etl", password="s3cret", extra={"use_acl": "true", "use_tls": True, "ca": "/ca.pem",
+                                                       "session_timeout": "30"})
+    kwargs = s.kazoo_kwargs()
+    assert kwargs["auth_data"] == [("digest", "etl:s3cret")]
+    assert kwargs["default_acl"][0].id.scheme == "digest"
+    assert kwargs["use_ssl"] and kwargs["check_hostname"] is True and kwargs["verify_certs"] is True
+    assert kwargs["timeout"] == 30.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"host": ""}, "at least one host"),
+        ({"host": "zk1:99999"}, "invalid host entry"),
+        ({"host": "zk1:2181,,zk2"}, "empty entry"),
+        ({"schema": "../etc"}, "invalid chroot"),
+        ({"host": "a:1/x", "schema": "y"}, "chroot given twice"),
+        ({"login": "etl"}, "both a login and a password"),
+        ({"extra": {"use_acl": True}}, "use_acl needs digest credentials"),
+        ({"extra": {"ca": "/ca.pem"}}, "use_tls is false"),
+        ({"extra": {"session_timeout": "soon"}}, "number of seconds"),
+        ({"extra": {"read_only": "maybe"}}, "true or false"),
+        ({"extra": {"spark-binary": "/bin/sh"}}, "unknown ZooKeeper connection extra 'spark-binary'"),
+    ],
+)
+def test_bad_connections_name_the_bad_value(fields, message):
+    with pytest.raises(InvalidConnection, match=message):
+        settings(**fields)
+
+
+def test_secrets_never_appear_in_descriptions():
+    s = settings(login="etl", password="hunter2-secret", extra={"use_tls": True, "keyfile_password": "kp-secret"})
+    for text in (s.describe(), repr(s), str(s)):
+        assert "hunter2-secret" not in text and "kp-secret" not in text
+    assert "etl" in s.describe()
+
+
+def _set_conn(monkeypatch, conn_id, **fields):
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "zookeeper", **fields}))
+
+
+@pytest.mark.integration
+def test_test_connection_against_real_server_and_closed_port(monkeypatch, zk_server, airflow_home):
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    _set_conn(monkeypatch, "zk_ok", host=zk_server.hosts)
+    ok, message = ZooKeeperHook("zk_ok").test_connection()
+    assert ok, message
+    assert "3.9" in message
+
+    _set_conn(monkeypatch, "zk_closed", host=f"127.0.0.1:{free_port()}", extra={"connection_timeout": 2})
+    ok, message = ZooKeeperHook("zk_closed").test_connection()
+    assert not ok
+    assert "Could not connect to ZooKeeper at 127.0.0.1:" in message
+
+
+@pytest.mark.integration
+def test_hook_is_lazy_and_closes_its_client(monkeypatch, zk_server, zk_chroot, airflow_home):
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    ZooKeeperHook("no_such_connection")  # DAG parse time: must not look the connection up
+    _set_conn(monkeypatch, "zk_lazy", host=zk_server.hosts, schema=zk_chroot)
+    with ZooKeeperHook("zk_lazy") as hook:
+        client = hook.get_conn()
+        assert hook.get_conn() is client
+        client.create("/made-by-hook", b"x")
+    assert not client.connected
+    raw = KazooClient(hosts=zk_server.hosts)
+    raw.start()
+    try:
+        assert raw.exists(f"{zk_chroot}/made-by-hook")  # the chroot was applied
+    finally:
+        raw.stop()
+
+
+@pytest.mark.integration
+def test_digest_acl_protects_created_nodes_and_password_is_not_logged(
+    monkeypatch, zk_server, zk_chroot, airflow_home, caplog
+):
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    _set_conn(monkeypatch, "zk_acl", host=zk_server.hosts, schema=zk_chroot, login="etl",
+              password="pw-never-logged", extra={"use_acl": True})
+    caplog.set_level(logging.DEBUG)
+    with ZooKeeperHook("zk_acl") as hook:
+        hook.get_conn().create("/private", b"secret-data")
+        assert hook.get_conn().get("/private")[0] == b"secret-data"
+    assert "pw-never-logged" not in caplog.text
+    anonymous = KazooClient(hosts=zk_server.hosts + zk_chroot)
+    anonymous.start()
+    try:
+        with pytest.raises(NoAuthError):
+            anonymous.get("/private")
+        wrong = KazooClient(hosts=zk_server.hosts + zk_chroot, auth_data=[("digest", "etl:wrong")])
+        wrong.start()
+        with pytest.raises(NoAuthError):
+            wrong.get("/private")
+        wrong.stop()
+    finally:
+        anonymous.stop()
