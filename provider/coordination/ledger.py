@@ -366,9 +366,11 @@ class EpochLedger:
                     ])
                     return self._attempt(epoch, new)
             if epoch != frontier + 1:
+                still_open = f" (epoch {frontier + 1} is open and must be sealed first)" \
+                    if pipe["newest_epoch"] > frontier else ""
                 raise EpochOutOfOrder(
                     f"pipeline {self.pipeline!r}: cannot open epoch {epoch}: the frontier is {frontier}, "
-                    f"so the next epoch to open is {frontier + 1}"
+                    f"so the next epoch to open is {frontier + 1}{still_open}"
                 )
             cv = self.config_for(epoch)
             generation = 1

@@ -1,0 +1,257 @@
+"""Stateful property test: random opens, takeovers, votes, aborts, closes and rollbacks from three
+clients against a real ZooKeeper, compared step by step with a plain in-memory model of the promises."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from airflow_epochs.coordination import (
+    AttemptSuperseded,
+    DuplicateVote,
+    EpochAlreadyOpen,
+    EpochAlreadySealed,
+    EpochIncomplete,
+    EpochLedger,
+    EpochOutOfOrder,
+    PartitionAlreadySealed,
+    PipelineConfig,
+    RollbackRefused,
+    UnknownPartition,
+    UnknownProducer,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PARTITIONS = {"a": ("x", "y"), "b": ("z",)}
+OWNERS = ("o0", "o1", "o2")
+_CLIENTS: list = []
+
+
+@dataclass
+class ModelEpoch:
+    state: str
+    attempt: int
+    attempt_state: str
+    owner: str
+    generation: int
+    votes: dict[str, dict[str, tuple[int, int]]] = field(default_factory=lambda: {p: {} for p in PARTITIONS})
+    sealed: dict[str, int] = field(default_factory=dict)
+
+
+class Model:
+    """The promises, written as directly as possible."""
+
+    def __init__(self) -> None:
+        self.frontier = 0
+        self.newest = 0
+        self.epochs: dict[int, ModelEpoch] = {}
+
+    def open(self, owner: str, epoch: int, takeover: bool):
+        node = self.epochs.get(epoch)
+        if node is not None:
+            if node.state == "sealed":
+                return EpochAlreadySealed
+            if node.state == "open":
+                if node.attempt_state == "running":
+                    if node.owner == owner:
+                        return (epoch, node.attempt, node.generation)
+                    if not takeover:
+                        return EpochAlreadyOpen
+                node.attempt += 1
+                node.attempt_state = "running"
+                node.owner = owner
+                node.votes = {p: dict(v) for p, v in node.votes.items()}
+                return (epoch, node.attempt, node.generation)
+        if epoch != self.frontier + 1:
+            return EpochOutOfOrder
+        generation = node.generation + 1 if node else 1
+        token = node.attempt + 1 if node else 1
+        self.epochs[epoch] = ModelEpoch("open", token, "running", owner, generation)
+        self.newest = epoch
+        return (epoch, token, generation)
+
+    def _current_error(self, node: ModelEpoch, token: int, generation: int):
+        if node.state == "sealed":
+            return EpochAlreadySealed
+        if node.attempt != token or node.generation != generation or node.state != "open" \
+                or node.attempt_state != "running":
+            return AttemptSuperseded
+        return None
+
+    def vote(self, epoch: int, token: int, generation: int, partition: str, producer: str, manifest: int):
+        node = self.epochs[epoch]
+        if partition not in PARTITIONS:
+            return UnknownPartition
+        if producer not in PARTITIONS[partition]:
+            return UnknownProducer
+        if node.state == "sealed" and node.attempt == token and node.generation == generation:
+            return self._repeat(node, token, partition, producer, manifest)
+        error = self._current_error(node, token, generation)
+        if error:
+            return error
+        if partition in node.sealed or node.votes[partition].get(producer, (None,))[0] == token:
+            return self._repeat(node, token, partition, producer, manifest)
+        node.votes[partition][producer] = (token, manifest)
+        complete = all(node.votes[partition].get(p, (None,))[0] == token for p in PARTITIONS[partition])
+        epoch_sealed = False
+        if complete:
+            node.sealed[partition] = token
+            if set(node.sealed) == set(PARTITIONS):
+                node.state = "sealed"
+                node.attempt_state = "sealed"
+                self.frontier = epoch
+                epoch_sealed = True
+        return ("voted", complete, epoch_sealed)
+
+    def _repeat(self, node: ModelEpoch, token: int, partition: str, producer: str, manifest: int):
+        vote = node.votes[partition].get(producer)
+        if vote is not None and vote[0] == token:
+            return ("duplicate",) if vote[1] == manifest else DuplicateVote
+        if partition in node.sealed:
+            return PartitionAlreadySealed
+        raise AssertionError("model reached an impossible state")
+
+    def abort(self, epoch: int, token: int, generation: int):
+        node = self.epochs[epoch]
+        error = self._current_error(node, token, generation)
+        if error:
+            return error
+        node.attempt_state = "aborted"
+        return ("aborted",)
+
+    def close(self, epoch: int, token: int, generation: int):
+        node = self.epochs[epoch]
+        if node.state == "sealed":
+            return ("closed",) if (node.attempt, node.generation) == (token, generation) else EpochAlreadySealed
+        error = self._current_error(node, token, generation)
+        return error or EpochIncomplete
+
+    def rollback(self, to: int):
+        if to > self.frontier:
+            return RollbackRefused
+        if to >= self.newest:
+            return RollbackRefused
+        for epoch in range(to + 1, self.newest + 1):
+            self.epochs[epoch].state = "rolled_back"
+            self.epochs[epoch].attempt_state = "rolled_back"
+        self.frontier = to
+        self.newest = to
+        return ("rolled back",)
+
+
+def outcome(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the class is what is compared
+        return type(exc)
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    attempts = Bundle("attempts")
+
+    def __init__(self) -> None:
+        super().__init__()
+        name = "m" + uuid.uuid4().hex[:12]
+        self.ledgers = [EpochLedger(client, name, owner=owner) for client, owner in zip(_CLIENTS, OWNERS, strict=True)]
+        self.ledgers[0].create_pipeline(PipelineConfig(PARTITIONS))
+        self.model = Model()
+
+    @rule(target=attempts, who=st.integers(0, 2), delta=st.integers(-1, 2), takeover=st.booleans())
+    def open_epoch(self, who, delta, takeover):
+        epoch = max(1, self.model.frontier + delta)
+        expected = self.model.open(OWNERS[who], epoch, takeover)
+        got = outcome(lambda: self.ledgers[who].open_epoch(epoch, takeover=takeover))
+        if isinstance(expected, tuple):
+            assert not isinstance(got, type), f"open {epoch} by {OWNERS[who]}: expected {expected}, got {got}"
+            assert (got.epoch, got.token, got.generation) == expected
+            return got
+        assert got is expected, f"open {epoch} by {OWNERS[who]}: expected {expected.__name__}, got {got}"
+        return None
+
+    @rule(attempt=attempts, who=st.integers(0, 2), partition=st.sampled_from(["a", "b", "c"]),
+          producer=st.sampled_from(["x", "y", "z"]), manifest=st.integers(0, 1))
+    def vote(self, attempt, who, partition, producer, manifest):
+        if attempt is None:
+            return
+        expected = self.model.vote(attempt.epoch, attempt.token, attempt.generation, partition, producer, manifest)
+        got = outcome(lambda: self.ledgers[who].vote(attempt, partition, producer, {"m": manifest}))
+        if isinstance(expected, tuple):
+            assert not isinstance(got, type), f"vote {attempt} {partition}/{producer}: expected {expected}, got {got}"
+            if expected[0] == "duplicate":
+                assert got.duplicate
+            else:
+                assert (got.partition_sealed, got.epoch_sealed) == expected[1:]
+        else:
+            assert got is expected, f"vote {attempt} {partition}/{producer}: expected {expected.__name__}, got {got}"
+
+    @rule(attempt=attempts, who=st.integers(0, 2))
+    def abort(self, attempt, who):
+        if attempt is None:
+            return
+        expected = self.model.abort(attempt.epoch, attempt.token, attempt.generation)
+        got = outcome(lambda: self.ledgers[who].abort_attempt(attempt, reason="test"))
+        assert (got is None) if isinstance(expected, tuple) else (got is expected), (expected, got)
+
+    @rule(attempt=attempts, who=st.integers(0, 2))
+    def close(self, attempt, who):
+        if attempt is None:
+            return
+        expected = self.model.close(attempt.epoch, attempt.token, attempt.generation)
+        got = outcome(lambda: self.ledgers[who].close_epoch(attempt))
+        if isinstance(expected, tuple):
+            assert not isinstance(got, type) and got.state == "sealed", (expected, got)
+        else:
+            assert got is expected, (expected, got)
+
+    @rule(back=st.integers(0, 3), who=st.integers(0, 2))
+    def rollback(self, back, who):
+        to = max(0, self.model.frontier - back)
+        expected = self.model.rollback(to)
+        got = outcome(lambda: self.ledgers[who].rollback(to, reason="model test"))
+        if isinstance(expected, tuple):
+            assert got == list(range(to + 1, to + 1 + len(got))) and not isinstance(got, type), (expected, got)
+        else:
+            assert got is expected, (expected, got)
+
+    @invariant()
+    def state_matches(self):
+        ledger = self.ledgers[0]
+        assert ledger.frontier() == self.model.frontier
+        assert ledger.newest_epoch() == self.model.newest
+        for epoch, node in self.model.epochs.items():
+            info = ledger.epoch_info(epoch)
+            assert (info.state, info.attempt, info.attempt_state, info.owner, info.generation) == (
+                node.state, node.attempt, node.attempt_state, node.owner, node.generation)
+            if node.state != "rolled_back":
+                assert set(info.sealed_partitions) == set(node.sealed)
+
+
+def test_ledger_matches_model(zk_factory):
+    _CLIENTS[:] = [zk_factory() for _ in OWNERS]
+    run_state_machine_as_test(LedgerMachine, settings=settings(
+        max_examples=40, stateful_step_count=30, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_history_replays_the_frontier(zk):
+    """The recorded history alone is enough to recompute the frontier (the CLI relies on it)."""
+    ledger = EpochLedger(zk, "replay", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    for epoch in (1, 2, 3):
+        ledger.vote(ledger.open_epoch(epoch), "a", "x", {"e": epoch})
+    ledger.rollback(1, reason="reprocess")
+    ledger.vote(ledger.open_epoch(2), "a", "x", {"e": 2, "again": True})
+    frontier = 0
+    for event in ledger.history():
+        if event.event == "epoch_sealed":
+            assert event.detail["epoch"] == frontier + 1
+            frontier = event.detail["epoch"]
+        elif event.event == "rollback":
+            frontier = event.detail["to_epoch"]
+    assert frontier == ledger.frontier() == 2
