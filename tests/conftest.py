@@ -72,7 +72,7 @@ def zk_factory(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[Callabl
         try:
             client.stop()
             client.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - teardown goes on
             pass
 
 
@@ -94,7 +94,11 @@ def ensemble() -> Iterator[ZooKeeperEnsemble]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """A local SparkSession (local[2], bound to loopback)."""
+    import logging
+
     from pyspark.sql import SparkSession
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter hits closed streams
 
     session = (
         SparkSession.builder.master("local[2]")

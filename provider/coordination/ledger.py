@@ -170,7 +170,7 @@ class EpochLedger:
     :param pipeline: the pipeline name; its subtree is ``<root>/<pipeline>``.
     :param owner: identity recorded on the attempts this ledger opens (deployment, host, run).
     :param root: the znode under which pipelines live.
-    :param op_timeout: seconds to wait for ZooKeeper (reconnects included) before giving up.
+    :param op_timeout: seconds to wait for ZooKeeper (reconnects included) before giving up (default 15).
     :param clock: wall clock for recorded timestamps (never used for ordering).
     """
 
@@ -187,7 +187,8 @@ class EpochLedger:
         self.paths = PipelinePaths(pipeline, root)
         self.pipeline = pipeline
         self.owner = validate_name("owner", owner)
-        self.session = Session.of(client, op_timeout=op_timeout)
+        self.session = Session.of(client)
+        self.op_timeout = op_timeout
         self.client = client
         self._clock = clock
         self._config_cache: dict[int, ConfigVersion] = {}
@@ -238,7 +239,7 @@ class EpochLedger:
                 raise PipelineExists(f"pipeline {self.pipeline!r} exists already") from None
             return self.config_for(first_epoch)
 
-        return self.session.call(run, what=f"create pipeline {self.pipeline!r}")
+        return self._call(run, what=f"create pipeline {self.pipeline!r}")
 
     def set_config(self, config: PipelineConfig, *, from_epoch: int) -> ConfigVersion:
         """Schedule a configuration change that applies from ``from_epoch`` on.
@@ -295,7 +296,7 @@ class EpochLedger:
                 self._config_cache[version] = ConfigVersion(version, doc["from_epoch"], config)
             return [self._config_cache[v] for v in versions if v in self._config_cache]
 
-        return self.session.call(run, what="read config versions")
+        return self._call(run, what="read config versions")
 
     def config_for(self, epoch: int) -> ConfigVersion:
         """The configuration version in force at ``epoch``: the newest one starting at or before it."""
@@ -579,6 +580,8 @@ class EpochLedger:
 
     def _seal_epoch_ops(self, attempt: Attempt, doc: Mapping[str, Any], version: int) -> list[Op]:
         frontier, frontier_stat = self._frontier_doc()
+        if frontier >= attempt.epoch:
+            raise _Conflict()  # sealed by a concurrent writer after our reads: decide again on fresh state
         if frontier != attempt.epoch - 1:
             raise EpochOutOfOrder(
                 f"pipeline {self.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
@@ -684,7 +687,7 @@ class EpochLedger:
 
     def frontier(self) -> int:
         """The highest epoch such that it and every earlier epoch are sealed."""
-        return self.session.call(lambda: self._frontier_doc()[0], what="read frontier")
+        return self._call(lambda: self._frontier_doc()[0], what="read frontier")
 
     def watch_frontier(self, callback: Callable[[int], Any]) -> DataWatch:
         """Call ``callback(frontier)`` now and after every change (kazoo DataWatch; survives reconnects).
@@ -710,11 +713,11 @@ class EpochLedger:
                 return None
             return self._info(epoch, payloads.decode("epoch", raw[0], path=self.paths.epoch(epoch)))
 
-        return self.session.call(run, what=f"read epoch {epoch}")
+        return self._call(run, what=f"read epoch {epoch}")
 
     def newest_epoch(self) -> int:
         """The newest epoch opened (and not rolled back); ``first_epoch - 1`` if none."""
-        return int(self.session.call(lambda: self._pipeline_doc()[0]["newest_epoch"], what="read pipeline"))
+        return int(self._call(lambda: self._pipeline_doc()[0]["newest_epoch"], what="read pipeline"))
 
     def seal(self, epoch: int, partition: str) -> SealInfo | None:
         """The seal of ``partition`` at ``epoch`` (current generation) with its votes, or None."""
@@ -730,7 +733,7 @@ class EpochLedger:
                 return None
             return self._read_seal(epoch, doc["generation"], partition)
 
-        return self.session.call(run, what=f"read seal {partition!r} of epoch {epoch}")
+        return self._call(run, what=f"read seal {partition!r} of epoch {epoch}")
 
     def _read_seal(self, epoch: int, generation: int, partition: str) -> SealInfo | None:
         p = self.paths
@@ -794,7 +797,7 @@ class EpochLedger:
                     return SnapshotRef(epoch, partition, name, seal.snapshots[name])
             return None
 
-        return self.session.call(run, what=f"find last snapshot of {partition!r}")
+        return self._call(run, what=f"find last snapshot of {partition!r}")
 
     def history(self, *, since_seq: int = -1) -> list[Event]:
         """Every recorded state change after ``since_seq``, in commit order."""
@@ -815,14 +818,17 @@ class EpochLedger:
             events.sort(key=lambda ev: ev.zxid)
             return events
 
-        return self.session.call(run, what="read history")
+        return self._call(run, what="read history")
 
     def record(self, event: str, **detail: Any) -> None:
         """Append an event to the history outside any transaction (e.g. a leadership change)."""
         op = self._event(event, **detail)
-        self.session.call(lambda: self.session.client.create(op[1], op[2], sequence=True), what="record event")
+        self._call(lambda: self.session.client.create(op[1], op[2], sequence=True), what="record event")
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[[], T], *, what: str) -> T:
+        return self.session.call(fn, what=what, timeout=self.op_timeout)
 
     def _cas(self, once: Callable[[], T], *, what: str) -> T:
         def loop() -> T:
@@ -833,7 +839,7 @@ class EpochLedger:
                     time.sleep(random.uniform(0, min(0.002 * (attempt + 1), 0.05)))  # noqa: S311 - jitter
             raise ContentionExhausted(f"{what}: lost {_CAS_ATTEMPTS} compare-and-set rounds to other writers")
 
-        return self.session.call(loop, what=what)
+        return self._call(loop, what=what)
 
     def _commit(self, ops: Sequence[Op]) -> list[Any]:
         results = self.session.commit(ops)

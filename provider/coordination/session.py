@@ -63,15 +63,13 @@ class Session:
         client.add_listener(self._on_state)
 
     @classmethod
-    def of(cls, client: KazooClient, *, op_timeout: float | None = None) -> Session:
+    def of(cls, client: KazooClient) -> Session:
         """Return the shared :class:`Session` of ``client``, creating it on first use."""
         with _SESSIONS_LOCK:
             session = _SESSIONS.get(client)
             if session is None:
-                session = cls(client, op_timeout=op_timeout or 15.0)
+                session = cls(client)
                 _SESSIONS[client] = session
-            elif op_timeout is not None:
-                session.op_timeout = op_timeout
             return session
 
     # kazoo calls listeners from its connection thread: record, never block here.
@@ -108,12 +106,13 @@ class Session:
                 f"(state {self.client.state}); nothing was written"
             )
 
-    def call(self, fn: Callable[[], T], *, what: str) -> T:
+    def call(self, fn: Callable[[], T], *, what: str, timeout: float | None = None) -> T:
         """Run ``fn`` (which issues ZooKeeper requests) once connected; repeat it after transient
-        errors until :attr:`op_timeout` has passed. ``fn`` must be safe to repeat: the ledger's
-        operations re-read state and are idempotent.
+        errors until ``timeout`` (default :attr:`op_timeout`) has passed. ``fn`` must be safe to
+        repeat: the ledger's operations re-read state and are idempotent.
         """
-        deadline = time.monotonic() + self.op_timeout
+        budget = self.op_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
         last: BaseException | None = None
         while True:
             try:
@@ -130,7 +129,7 @@ class Session:
                 last = exc
                 if time.monotonic() >= deadline:
                     raise CoordinationUnavailable(
-                        f"{what}: ZooKeeper did not answer within {self.op_timeout:.0f} s ({exc!r}); "
+                        f"{what}: ZooKeeper did not answer within {budget:.0f} s ({exc!r}); "
                         "its outcome is unknown, and repeating the same call is safe"
                     ) from exc
                 time.sleep(0.05)
