@@ -14,47 +14,47 @@ from airflow_epochs.coordination.errors import InvalidConfig, InvalidName
 from airflow_epochs.coordination.names import validate_name
 
 MAX_PARTITIONS = 256
-MAX_PRODUCERS = 256
+MAX_PRODUCERS = 4096
+MAX_BUCKETS = 4096
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """Partitions of each epoch and the producers that must vote before a partition is sealed.
+    """What an epoch looks like: partitions and their producers, barriers and their participants,
+    the key-to-bucket map, and the backpressure window.
 
     :param partitions: partition name -> the producers registered for it. A pipeline with no
         partitions is allowed: its epochs are sealed by :meth:`EpochLedger.close_epoch` alone.
+    :param barriers: barrier name -> the participants expected at it (participants may also
+        register dynamically, see :class:`~airflow_epochs.coordination.barriers.Barrier`).
+    :param buckets: the key-to-bucket map: ``buckets[b]`` is the worker that owns bucket ``b``;
+        a key goes to bucket ``bucket_of(key, len(buckets))``.
+    :param window: backpressure: epoch e does not open while e > slowest consumer's ack + window.
     """
 
     partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    barriers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    buckets: tuple[str, ...] = ()
+    window: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.partitions, Mapping):
-            raise InvalidConfig(f"partitions must be a mapping, not {type(self.partitions).__name__}")
-        if len(self.partitions) > MAX_PARTITIONS:
-            raise InvalidConfig(f"{len(self.partitions)} partitions; at most {MAX_PARTITIONS} per epoch")
-        normalised: dict[str, tuple[str, ...]] = {}
-        for name, producers in self.partitions.items():
+        object.__setattr__(self, "partitions", _name_lists(self.partitions, "partition", "producers"))
+        object.__setattr__(self, "barriers", _name_lists(self.barriers, "barrier", "participants"))
+        if isinstance(self.buckets, str) or not isinstance(self.buckets, Iterable):
+            raise InvalidConfig(f"buckets must be a list of worker names, not {self.buckets!r}")
+        buckets = tuple(self.buckets)
+        if len(buckets) > MAX_BUCKETS:
+            raise InvalidConfig(f"{len(buckets)} buckets; at most {MAX_BUCKETS}")
+        for worker in buckets:
             try:
-                validate_name("partition", name)
+                validate_name("producer", worker)
             except InvalidName as exc:
-                raise InvalidConfig(str(exc)) from exc
-            if isinstance(producers, str) or not isinstance(producers, Iterable):
-                raise InvalidConfig(f"producers of partition {name!r} must be a list of names, not {producers!r}")
-            plist = tuple(producers)
-            if not plist:
-                raise InvalidConfig(f"partition {name!r} has no producers; each partition needs at least one")
-            if len(plist) > MAX_PRODUCERS:
-                raise InvalidConfig(f"partition {name!r} has {len(plist)} producers; at most {MAX_PRODUCERS}")
-            for producer in plist:
-                try:
-                    validate_name("producer", producer)
-                except InvalidName as exc:
-                    raise InvalidConfig(f"partition {name!r}: {exc}") from exc
-            duplicates = sorted({p for p in plist if plist.count(p) > 1})
-            if duplicates:
-                raise InvalidConfig(f"partition {name!r} lists producers more than once: {duplicates}")
-            normalised[name] = plist
-        object.__setattr__(self, "partitions", normalised)
+                raise InvalidConfig(f"bucket owner: {exc}") from exc
+        object.__setattr__(self, "buckets", buckets)
+        if self.window is not None and (
+            isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
+        ):
+            raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
 
     @classmethod
     def single(cls, partition: str, *producers: str) -> PipelineConfig:
@@ -64,15 +64,69 @@ class PipelineConfig:
     def producers(self, partition: str) -> tuple[str, ...]:
         return self.partitions[partition]
 
+    def replace(self, **changes: Any) -> PipelineConfig:
+        """A copy with some fields changed."""
+        fields = {"partitions": self.partitions, "barriers": self.barriers, "buckets": self.buckets,
+                  "window": self.window, **changes}
+        return PipelineConfig(**fields)
+
     def to_json(self) -> dict[str, Any]:
-        return {"partitions": {name: list(producers) for name, producers in self.partitions.items()}}
+        data: dict[str, Any] = {"partitions": {name: list(p) for name, p in self.partitions.items()}}
+        if self.barriers:
+            data["barriers"] = {name: list(p) for name, p in self.barriers.items()}
+        if self.buckets:
+            data["buckets"] = list(self.buckets)
+        if self.window is not None:
+            data["window"] = self.window
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PipelineConfig:
         partitions = data.get("partitions")
         if not isinstance(partitions, Mapping):
             raise InvalidConfig(f"config has no 'partitions' mapping: {data!r}")
-        return cls({str(k): tuple(v) for k, v in partitions.items()})
+        unknown = set(data) - {"partitions", "barriers", "buckets", "window", "from_epoch", "schema", "kind"}
+        if unknown:
+            raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
+        barriers = data.get("barriers", {})
+        if not isinstance(barriers, Mapping):
+            raise InvalidConfig(f"'barriers' must be a mapping, not {barriers!r}")
+        return cls(
+            partitions={str(k): tuple(v) for k, v in partitions.items()},
+            barriers={str(k): tuple(v) for k, v in barriers.items()},
+            buckets=tuple(data.get("buckets", ())),
+            window=data.get("window"),
+        )
+
+
+def _name_lists(value: object, kind: str, members: str) -> dict[str, tuple[str, ...]]:
+    if not isinstance(value, Mapping):
+        raise InvalidConfig(f"{kind}s must be a mapping, not {type(value).__name__}")
+    if len(value) > MAX_PARTITIONS:
+        raise InvalidConfig(f"{len(value)} {kind}s; at most {MAX_PARTITIONS} per epoch")
+    normalised: dict[str, tuple[str, ...]] = {}
+    for name, names in value.items():
+        try:
+            validate_name(kind, name)
+        except InvalidName as exc:
+            raise InvalidConfig(str(exc)) from exc
+        if isinstance(names, str) or not isinstance(names, Iterable):
+            raise InvalidConfig(f"{members} of {kind} {name!r} must be a list of names, not {names!r}")
+        plist = tuple(names)
+        if not plist and kind == "partition":
+            raise InvalidConfig(f"partition {name!r} has no producers; each partition needs at least one")
+        if len(plist) > MAX_PRODUCERS:
+            raise InvalidConfig(f"{kind} {name!r} has {len(plist)} {members}; at most {MAX_PRODUCERS}")
+        for member in plist:
+            try:
+                validate_name("producer", member)
+            except InvalidName as exc:
+                raise InvalidConfig(f"{kind} {name!r}: {exc}") from exc
+        duplicates = sorted({p for p in plist if plist.count(p) > 1})
+        if duplicates:
+            raise InvalidConfig(f"{kind} {name!r} lists {members} more than once: {duplicates}")
+        normalised[name] = plist
+    return normalised
 
 
 @dataclass(frozen=True)

@@ -265,7 +265,7 @@ class EpochLedger:
                 )
             results = self._commit([
                 # Bumping the pipeline record's version serialises config changes with openings.
-                ("set", self.paths.base, payloads.encode("pipeline", _body(doc)), stat.version),
+                ("set", self.paths.base, payloads.encode("pipeline", payloads.body(doc)), stat.version),
                 ("create", f"{self.paths.config_dir}/v-", self._encode_config(config, from_epoch), True),
                 self._event("config_set", from_epoch=from_epoch, config=config.to_json()),
             ])
@@ -358,7 +358,7 @@ class EpochLedger:
                                 attempt=doc["attempt"],
                             )
                     token = doc["attempt"] + 1
-                    new = {**_body(doc), "attempt": token, "attempt_state": "running", "owner": self.owner}
+                    new = {**payloads.body(doc), "attempt": token, "attempt_state": "running", "owner": self.owner}
                     self._commit([
                         ("set", p.epoch(epoch), payloads.encode("epoch", new), stat.version),
                         ("create", p.attempt(epoch, token), self._encode_attempt(token, now), False),
@@ -390,7 +390,7 @@ class EpochLedger:
                 "opened_at": now,
             }
             ops: list[Op] = [
-                ("set", p.base, payloads.encode("pipeline", {**_body(pipe), "newest_epoch": epoch}),
+                ("set", p.base, payloads.encode("pipeline", {**payloads.body(pipe), "newest_epoch": epoch}),
                  pipe_stat.version),
                 ("check", p.frontier, frontier_stat.version),
             ]
@@ -435,7 +435,7 @@ class EpochLedger:
         def once() -> None:
             doc, stat = self._epoch_doc_stat(attempt.epoch)
             self._check_current(attempt, doc)
-            new = {**_body(doc), "attempt_state": "aborted"}
+            new = {**payloads.body(doc), "attempt_state": "aborted"}
             self._commit([
                 ("set", p.epoch(attempt.epoch), payloads.encode("epoch", new), stat.version),
                 self._event("attempt_aborted", epoch=attempt.epoch, attempt=attempt.token,
@@ -587,7 +587,7 @@ class EpochLedger:
                 f"pipeline {self.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
                 f"{frontier}"
             )
-        new = {**_body(doc), "state": "sealed", "attempt_state": "sealed", "sealed_at": self._clock()}
+        new = {**payloads.body(doc), "state": "sealed", "attempt_state": "sealed", "sealed_at": self._clock()}
         return [
             ("set", self.paths.epoch(attempt.epoch), payloads.encode("epoch", new), version),
             ("set", self.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), frontier_stat.version),
@@ -669,11 +669,11 @@ class EpochLedger:
                     raise CorruptPayload(f"{p.epoch(epoch)}: epoch {epoch} <= newest {newest} is missing")
                 doc = payloads.decode("epoch", raw[0], path=p.epoch(epoch))
                 undone[str(epoch)] = {"state": doc["state"], "attempt": doc["attempt"], "generation": doc["generation"]}
-                new = {**_body(doc), "state": "rolled_back", "attempt_state": "rolled_back"}
+                new = {**payloads.body(doc), "state": "rolled_back", "attempt_state": "rolled_back"}
                 ops.append(("set", p.epoch(epoch), payloads.encode("epoch", new), raw[1].version))
             ops += [
                 ("set", p.frontier, payloads.encode("frontier", {"epoch": to_epoch}), frontier_stat.version),
-                ("set", p.base, payloads.encode("pipeline", {**_body(pipe), "newest_epoch": to_epoch}),
+                ("set", p.base, payloads.encode("pipeline", {**payloads.body(pipe), "newest_epoch": to_epoch}),
                  pipe_stat.version),
                 self._event("rollback", to_epoch=to_epoch, from_frontier=frontier, epochs=undone,
                             reason=reason[:500], owner=self.owner),
@@ -926,8 +926,3 @@ class EpochLedger:
             owner=doc["owner"], config_version=doc["config_version"], generation=doc["generation"],
             sealed_partitions=tuple(sorted(sealed)), partitions=tuple(sorted(config.partitions)),
         )
-
-
-def _body(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A decoded payload without its envelope, ready to be re-encoded."""
-    return {k: v for k, v in doc.items() if k not in ("schema", "kind")}

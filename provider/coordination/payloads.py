@@ -34,6 +34,10 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "seal": {"partition": (str,), "attempt": (int,), "producers": (list,), "sealed_at": (float, int)},
     "frontier": {"epoch": (int,)},
     "event": {"event": (str,), "at": (float, int), "detail": (dict,)},
+    "barrier": {"policy": (str,), "timeout": (float, int), "deadline": (float, int), "registered": (int,)},
+    "arrival": {"at": (float, int)},
+    "release": {"decision": (str,), "arrived": (list,), "late": (list,), "at": (float, int)},
+    "consumer": {"acked": (int,), "registered_at": (float, int)},
 }
 
 
@@ -70,6 +74,11 @@ def decode(kind: str, raw: bytes | None, *, path: str = "?") -> dict[str, JSON]:
         raise CorruptPayload(f"{path}: holds a {document.get('kind')!r} payload, expected {kind!r}")
     _check_fields(kind, document, error=CorruptPayload, path=path)
     return document
+
+
+def body(document: Mapping[str, JSON]) -> dict[str, JSON]:
+    """A decoded payload without its envelope, ready to be changed and re-encoded."""
+    return {k: v for k, v in document.items() if k not in ("schema", "kind")}
 
 
 def check_manifest(manifest: object, *, what: str = "manifest") -> dict[str, JSON]:

@@ -58,6 +58,8 @@ class Session:
         self._connected = threading.Event()
         self._lost = 0
         self._lock = threading.Lock()
+        # Counted, not guessed: what the coordination costs in ZooKeeper requests.
+        self.stats = {"reads": 0, "transactions": 0, "writes": 0, "failed_transactions": 0}
         if client.state == KazooState.CONNECTED:
             self._connected.set()
         client.add_listener(self._on_state)
@@ -134,10 +136,15 @@ class Session:
                     ) from exc
                 time.sleep(0.05)
 
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[key] += n
+
     # -- bounded primitives (each one waits at most op_timeout for its answer) ---------------
 
     def get(self, path: str) -> tuple[bytes, Any] | None:
         """Data and stat of ``path``, or None if it does not exist."""
+        self._count("reads")
         try:
             data, stat = self.client.get_async(path).get(timeout=self.op_timeout)
         except NoNodeError:
@@ -146,6 +153,7 @@ class Session:
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
         """Pipelined reads: all requests are sent before the first answer is awaited."""
+        self._count("reads", len(paths))
         pending = [self.client.get_async(p) for p in paths]
         out: list[tuple[bytes, Any] | None] = []
         for result in pending:
@@ -158,6 +166,7 @@ class Session:
         return out
 
     def children(self, path: str) -> list[str] | None:
+        self._count("reads")
         try:
             names: list[str] = self.client.get_children_async(path).get(timeout=self.op_timeout)
         except NoNodeError:
@@ -180,6 +189,11 @@ class Session:
             else:  # pragma: no cover - programming error
                 raise ValueError(f"unknown transaction op {kind!r}")
         results: list[Any] = tx.commit_async().get(timeout=self.op_timeout)
+        if failed(results) is None:
+            self._count("transactions")
+            self._count("writes", sum(1 for op in ops if op[0] != "check"))
+        else:
+            self._count("failed_transactions")
         return results
 
 

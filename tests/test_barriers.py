@@ -1,0 +1,203 @@
+"""Barriers on a real ZooKeeper: many participants in threads and processes, O(1) writes per arrival,
+one release watch per waiter, and every straggler policy with a participant frozen past the timeout."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import barrier_workers
+import pytest
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.barriers import (
+    Barrier,
+    BarrierClosed,
+    BarrierConflict,
+    BarrierFailed,
+    StragglerPolicy,
+    UnknownParticipant,
+)
+from airflow_epochs.coordination.errors import InvalidInput
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture
+def epoch_open(zk):
+    ledger = EpochLedger(zk, "bar", owner="coordinator")
+    ledger.create_pipeline(PipelineConfig({"out": ("join",)}, barriers={"ingested": ("flights", "weather")}))
+    ledger.open_epoch(1)
+    return ledger
+
+
+def test_participants_from_config_and_dynamic_registration(zk, epoch_open):
+    barrier = Barrier(zk, "bar", 1, "ingested")
+    barrier.declare(StragglerPolicy.fail(timeout=30))
+    barrier.declare(StragglerPolicy.fail(timeout=30))  # idempotent
+    with pytest.raises(BarrierConflict):
+        barrier.declare(StragglerPolicy.rerun(timeout=30))
+    barrier.register("planes")  # a third producer decided at run time
+    with pytest.raises(UnknownParticipant, match="'hotels'"):
+        barrier.arrive("hotels")
+    assert not barrier.arrive("flights").released
+    assert not barrier.arrive("weather").released
+    assert barrier.outcome() is None
+    last = barrier.arrive("planes")
+    assert last.released and last.index == 3
+    outcome = barrier.wait(timeout=5)
+    assert (outcome.decision, outcome.late) == ("all", ())
+    with pytest.raises(BarrierClosed):
+        barrier.register("late-comer")
+    assert barrier.arrive("planes").index == 0  # a repeat arrival changes nothing
+
+
+def test_policy_arguments_are_checked():
+    with pytest.raises(InvalidInput, match="positive integer k"):
+        StragglerPolicy.quorum(0, 5)
+    with pytest.raises(InvalidInput, match="positive number of seconds"):
+        StragglerPolicy.fail(-1)
+    with pytest.raises(InvalidInput, match="fail, quorum or rerun"):
+        StragglerPolicy("maybe", 5)
+
+
+@pytest.mark.slow
+def test_200_threads_nobody_passes_early_and_arrivals_cost_o1_writes(zk_factory, zk, epoch_open):
+    n = 200
+    names = [f"t{i:03d}" for i in range(n)]
+    Barrier(zk, "bar", 1, "big").declare(StragglerPolicy.fail(timeout=120), names)
+    clients = [zk_factory() for _ in range(8)]
+    barriers = [Barrier(c, "bar", 1, "big") for c in clients]
+    writes_before = sum(b.session.stats["writes"] for b in barriers)
+    began: dict[str, float] = {}
+    passed: dict[str, float] = {}
+    errors: list[BaseException] = []
+
+    def participant(i: int) -> None:
+        try:
+            time.sleep(random.Random(i).uniform(0, 1.0))
+            barrier = barriers[i % len(barriers)]
+            began[names[i]] = time.monotonic()
+            barrier.arrive(names[i])
+            outcome = barrier.wait(timeout=60)
+            assert outcome.decision == "all"
+            passed[names[i]] = time.monotonic()
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=participant, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[:3]
+    assert len(passed) == n
+    assert min(passed.values()) >= max(began.values())  # nobody passed before the last one arrived
+    writes = sum(b.session.stats["writes"] for b in barriers) - writes_before
+    # two creates per arrival (arrival node + ticket); the release adds three writes, once
+    assert writes == 2 * n + 3, writes
+    outcome = Barrier(zk, "bar", 1, "big").outcome()
+    assert outcome.late == () and len(outcome.arrived) == n
+
+
+@pytest.mark.slow
+def test_20_processes(zk_server, zk_chroot, zk, epoch_open):
+    n = 20
+    names = [f"p{i:02d}" for i in range(n)]
+    Barrier(zk, "bar", 1, "procs").declare(StragglerPolicy.fail(timeout=120), names)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(n, mp_context=ctx) as pool:  # all at once: they wait for each other
+        futures = [pool.submit(barrier_workers.arrive_and_wait, zk_server.hosts + zk_chroot, "bar", 1, "procs",
+                               name, i) for i, name in enumerate(names)]
+        results = [f.result(timeout=180) for f in futures]
+    assert {r["decision"] for r in results} == {"all"}
+    assert min(r["passed"] for r in results) >= max(r["began"] for r in results)
+    assert sorted(r["index"] for r in results) == list(range(1, n + 1))
+
+
+def _frozen_participant(zk_server, zk_chroot, name, participant):
+    worker = subprocess.Popen(
+        [sys.executable, str(Path(barrier_workers.__file__)), zk_server.hosts + zk_chroot, "bar", "1", name,
+         participant],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(barrier_workers.__file__).parent)},
+    )
+    assert worker.stdout.readline().strip() == "READY"
+    os.kill(worker.pid, signal.SIGSTOP)
+    return worker
+
+
+def _resume_and_arrive(worker):
+    os.kill(worker.pid, signal.SIGCONT)
+    worker.stdin.write("go\n")
+    worker.stdin.flush()
+    out, _ = worker.communicate(timeout=60)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["fail", "quorum", "rerun"])
+def test_straggler_policies_with_a_frozen_participant(zk_server, zk_chroot, zk, epoch_open, policy):
+    names = ["a", "b", "c", "frozen"]
+    declared = {"fail": StragglerPolicy.fail(2), "quorum": StragglerPolicy.quorum(3, 2),
+                "rerun": StragglerPolicy.rerun(2)}[policy]
+    barrier = Barrier(zk, "bar", 1, f"policy-{policy}")
+    barrier.declare(declared, names)
+    worker = _frozen_participant(zk_server, zk_chroot, f"policy-{policy}", "frozen")
+    try:
+        for name in ("a", "b", "c"):
+            assert not barrier.arrive(name).released
+        assert barrier.outcome() is None  # before the timeout nobody passes
+        started = time.monotonic()
+        if policy == "fail":
+            with pytest.raises(BarrierFailed) as failed:
+                barrier.wait(timeout=30)
+            assert failed.value.late == ("frozen",)
+            assert time.monotonic() - started >= 1.0
+            out = _resume_and_arrive(worker)
+            assert "after_release=True decision=failed" in out
+        elif policy == "quorum":
+            outcome = barrier.wait(timeout=30)
+            assert (outcome.decision, outcome.released, outcome.late) == ("quorum", True, ("frozen",))
+            out = _resume_and_arrive(worker)
+            assert "after_release=True decision=quorum" in out  # the late participant is told
+        else:
+            report = barrier.wait(timeout=30)
+            assert (report.decision, report.released, report.late) == ("rerun", False, ("frozen",))
+            out = _resume_and_arrive(worker)  # the caller re-runs the straggler
+            assert "after_release=False" in out
+            outcome = barrier.wait(timeout=30)
+            assert (outcome.decision, outcome.late) == ("all", ())
+    finally:
+        if worker.poll() is None:
+            os.kill(worker.pid, signal.SIGCONT)
+            worker.kill()
+    events = [e for e in EpochLedger(zk, "bar").history() if e.detail.get("barrier") == f"policy-{policy}"]
+    recorded = [(e.event, e.detail.get("decision"), e.detail.get("late")) for e in events]
+    expected_late = {"fail": ("barrier_released", "failed", ["frozen"]),
+                     "quorum": ("barrier_released", "quorum", ["frozen"]),
+                     "rerun": ("barrier_stragglers", None, ["frozen"])}[policy]
+    assert expected_late in recorded
+
+
+def test_release_callback_fires_once_from_one_watch(zk, epoch_open):
+    barrier = Barrier(zk, "bar", 1, "cb")
+    barrier.declare(StragglerPolicy.fail(60), ["x", "y"])
+    seen = []
+    fired = threading.Event()
+    barrier.on_release(lambda outcome: (seen.append(outcome.decision), fired.set()))
+    barrier.arrive("x")
+    time.sleep(0.2)
+    assert not seen
+    barrier.arrive("y")
+    assert fired.wait(5)
+    time.sleep(0.2)
+    assert seen == ["all"]
