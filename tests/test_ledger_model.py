@@ -1,5 +1,6 @@
-"""Stateful property test: random opens, takeovers, votes, aborts, closes and rollbacks from three
-clients against a real ZooKeeper, compared step by step with a plain in-memory model of the promises."""
+"""Stateful property test: random opens, takeovers, votes, aborts, closes, rollbacks, configuration
+changes and barrier arrivals from three clients against a real ZooKeeper, compared step by step with a
+plain in-memory model of the promises."""
 
 from __future__ import annotations
 
@@ -13,22 +14,29 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule, 
 
 from airflow_epochs.coordination import (
     AttemptSuperseded,
+    Barrier,
+    BarrierNotDeclared,
+    ConfigConflict,
     DuplicateVote,
     EpochAlreadyOpen,
     EpochAlreadySealed,
     EpochIncomplete,
     EpochLedger,
+    EpochNotOpen,
     EpochOutOfOrder,
     PartitionAlreadySealed,
     PipelineConfig,
     RollbackRefused,
+    StragglerPolicy,
+    UnknownParticipant,
     UnknownPartition,
     UnknownProducer,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PARTITIONS = {"a": ("x", "y"), "b": ("z",)}
+CONFIGS = [{"a": ("x", "y"), "b": ("z",)}, {"a": ("x",), "c": ("y", "z")}]
+PARTITIONS = CONFIGS[0]
 OWNERS = ("o0", "o1", "o2")
 _CLIENTS: list = []
 
@@ -40,8 +48,13 @@ class ModelEpoch:
     attempt_state: str
     owner: str
     generation: int
-    votes: dict[str, dict[str, tuple[int, int]]] = field(default_factory=lambda: {p: {} for p in PARTITIONS})
+    partitions: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(PARTITIONS))
+    votes: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     sealed: dict[str, int] = field(default_factory=dict)
+    barriers: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.votes = {p: {} for p in self.partitions}
 
 
 class Model:
@@ -51,6 +64,38 @@ class Model:
         self.frontier = 0
         self.newest = 0
         self.epochs: dict[int, ModelEpoch] = {}
+        self.configs: list[tuple[int, int]] = [(1, 0)]  # (from_epoch, index into CONFIGS), in version order
+
+    def config_at(self, epoch: int) -> dict[str, tuple[str, ...]]:
+        best = max((f, v) for v, (f, _) in enumerate(self.configs) if f <= epoch)
+        return CONFIGS[self.configs[best[1]][1]]
+
+    def set_config(self, from_epoch: int, which: int):
+        if from_epoch <= self.newest:
+            return ConfigConflict
+        self.configs.append((from_epoch, which))
+        return ("set",)
+
+    def declare(self, epoch: int, name: str, participants: tuple[str, ...]):
+        node = self.epochs.get(epoch)
+        if node is None or node.state == "rolled_back":
+            return EpochNotOpen
+        if node.state != "open":
+            return EpochNotOpen
+        node.barriers.setdefault(name, {"registered": set(participants), "arrived": set()})
+        return ("declared",)
+
+    def arrive(self, epoch: int, name: str, participant: str):
+        node = self.epochs.get(epoch)
+        if node is None or node.state == "rolled_back":
+            return EpochNotOpen
+        barrier = node.barriers.get(name)
+        if barrier is None:
+            return BarrierNotDeclared
+        if participant not in barrier["registered"]:
+            return UnknownParticipant
+        barrier["arrived"].add(participant)
+        return ("arrived",)
 
     def open(self, owner: str, epoch: int, takeover: bool):
         node = self.epochs.get(epoch)
@@ -72,7 +117,7 @@ class Model:
             return EpochOutOfOrder
         generation = node.generation + 1 if node else 1
         token = node.attempt + 1 if node else 1
-        self.epochs[epoch] = ModelEpoch("open", token, "running", owner, generation)
+        self.epochs[epoch] = ModelEpoch("open", token, "running", owner, generation, dict(self.config_at(epoch)))
         self.newest = epoch
         return (epoch, token, generation)
 
@@ -86,9 +131,9 @@ class Model:
 
     def vote(self, epoch: int, token: int, generation: int, partition: str, producer: str, manifest: int):
         node = self.epochs[epoch]
-        if partition not in PARTITIONS:
+        if partition not in node.partitions:
             return UnknownPartition
-        if producer not in PARTITIONS[partition]:
+        if producer not in node.partitions[partition]:
             return UnknownProducer
         if node.state == "sealed" and node.attempt == token and node.generation == generation:
             return self._repeat(node, token, partition, producer, manifest)
@@ -98,11 +143,11 @@ class Model:
         if partition in node.sealed or node.votes[partition].get(producer, (None,))[0] == token:
             return self._repeat(node, token, partition, producer, manifest)
         node.votes[partition][producer] = (token, manifest)
-        complete = all(node.votes[partition].get(p, (None,))[0] == token for p in PARTITIONS[partition])
+        complete = all(node.votes[partition].get(p, (None,))[0] == token for p in node.partitions[partition])
         epoch_sealed = False
         if complete:
             node.sealed[partition] = token
-            if set(node.sealed) == set(PARTITIONS):
+            if set(node.sealed) == set(node.partitions):
                 node.state = "sealed"
                 node.attempt_state = "sealed"
                 self.frontier = epoch
@@ -176,6 +221,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(attempt=attempts, who=st.integers(0, 2), partition=st.sampled_from(["a", "b", "c"]),
           producer=st.sampled_from(["x", "y", "z"]), manifest=st.integers(0, 1))
+    def vote_any(self, attempt, who, partition, producer, manifest):
+        self.vote(attempt, who, partition, producer, manifest)
+
     def vote(self, attempt, who, partition, producer, manifest):
         if attempt is None:
             return
@@ -189,6 +237,19 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert (got.partition_sealed, got.epoch_sealed) == expected[1:]
         else:
             assert got is expected, f"vote {attempt} {partition}/{producer}: expected {expected.__name__}, got {got}"
+
+    @rule(attempt=attempts, who=st.integers(0, 2), pick=st.integers(0, 5))
+    def vote_missing(self, attempt, who, pick):
+        """A vote the model says is still missing: drives epochs to their seals (and beyond)."""
+        if attempt is None:
+            return
+        node = self.model.epochs[attempt.epoch]
+        missing = [(p, q) for p, producers in sorted(node.partitions.items()) for q in producers
+                   if node.votes[p].get(q, (None,))[0] != attempt.token and p not in node.sealed]
+        if not missing:
+            return
+        partition, producer = missing[pick % len(missing)]
+        self.vote(attempt, who, partition, producer, 0)
 
     @rule(attempt=attempts, who=st.integers(0, 2))
     def abort(self, attempt, who):
@@ -219,6 +280,40 @@ class LedgerMachine(RuleBasedStateMachine):
         else:
             assert got is expected, (expected, got)
 
+    @rule(delta=st.integers(-1, 3), which=st.integers(0, 1), who=st.integers(0, 2))
+    def set_config(self, delta, which, who):
+        from_epoch = max(1, self.model.newest + delta)
+        expected = self.model.set_config(from_epoch, which)
+        got = outcome(lambda: self.ledgers[who].set_config(PipelineConfig(CONFIGS[which]), from_epoch=from_epoch))
+        if isinstance(expected, tuple):
+            assert not isinstance(got, type), (expected, got)
+        else:
+            assert got is expected, (expected, got)
+
+    @rule(delta=st.integers(-1, 0), who=st.integers(0, 2), name=st.sampled_from(["b1", "b2"]))
+    def declare_barrier(self, delta, who, name):
+        epoch = max(1, self.model.newest + delta)
+        if epoch not in self.model.epochs:
+            return
+        expected = self.model.declare(epoch, name, ("x", "y"))
+        got = outcome(lambda: Barrier(self.ledgers[who].client, self.ledgers[who].pipeline, epoch, name).declare(
+            StragglerPolicy.fail(3600), ["x", "y"]))
+        assert (got is None) if isinstance(expected, tuple) else (got is expected), (expected, got)
+
+    @rule(delta=st.integers(-1, 0), who=st.integers(0, 2), name=st.sampled_from(["b1", "b2"]),
+          participant=st.sampled_from(["x", "y", "q"]))
+    def arrive(self, delta, who, name, participant):
+        epoch = max(1, self.model.newest + delta)
+        if epoch not in self.model.epochs:
+            return
+        expected = self.model.arrive(epoch, name, participant)
+        got = outcome(lambda: Barrier(self.ledgers[who].client, self.ledgers[who].pipeline, epoch, name)
+                      .arrive(participant))
+        if isinstance(expected, tuple):
+            assert not isinstance(got, type), (expected, got)
+        else:
+            assert got is expected, (expected, got)
+
     @invariant()
     def state_matches(self):
         ledger = self.ledgers[0]
@@ -230,6 +325,11 @@ class LedgerMachine(RuleBasedStateMachine):
                 node.state, node.attempt, node.attempt_state, node.owner, node.generation)
             if node.state != "rolled_back":
                 assert set(info.sealed_partitions) == set(node.sealed)
+                assert set(info.partitions) == set(node.partitions)
+                for name, barrier in node.barriers.items():
+                    released = Barrier(ledger.client, ledger.pipeline, epoch, name).outcome()
+                    should = barrier["arrived"] >= barrier["registered"]
+                    assert (released is not None) == should, (epoch, name, barrier, released)
 
 
 def test_ledger_matches_model(zk_factory):

@@ -13,9 +13,30 @@ Typical use::
     assert ledger.frontier() == 1
 """
 
+from airflow_epochs.coordination.backpressure import (
+    ConsumerState,
+    UnknownConsumer,
+    acknowledge,
+    consumers,
+    register_consumer,
+    unregister_consumer,
+)
+from airflow_epochs.coordination.barriers import (
+    Arrival,
+    Barrier,
+    BarrierClosed,
+    BarrierConflict,
+    BarrierError,
+    BarrierFailed,
+    BarrierNotDeclared,
+    BarrierOutcome,
+    StragglerPolicy,
+    UnknownParticipant,
+)
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import (
     AttemptSuperseded,
+    Backpressured,
     ConfigConflict,
     ContentionExhausted,
     CoordinationUnavailable,
@@ -53,17 +74,36 @@ from airflow_epochs.coordination.ledger import (
     SnapshotRef,
     VoteResult,
 )
+from airflow_epochs.coordination.lineage import LineageItem, LineageReport, check_consistency, lineage_of
 from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.reconfig import (
+    BucketAssignment,
+    assignment,
+    bucket_of,
+    plan_migration,
+    schedule_migration,
+)
 from airflow_epochs.coordination.session import Session
 
 __all__ = [
     "DEFAULT_ROOT",
+    "Arrival",
     "Attempt",
     "AttemptSuperseded",
+    "Backpressured",
+    "Barrier",
+    "BarrierClosed",
+    "BarrierConflict",
+    "BarrierError",
+    "BarrierFailed",
+    "BarrierNotDeclared",
+    "BarrierOutcome",
+    "BucketAssignment",
     "ConfigConflict",
     "ConfigVersion",
+    "ConsumerState",
     "ContentionExhausted",
     "CoordinationUnavailable",
     "CorruptPayload",
@@ -83,6 +123,8 @@ __all__ = [
     "InvalidName",
     "LeaderLease",
     "LeaseHolder",
+    "LineageItem",
+    "LineageReport",
     "LockTimeout",
     "NotLeader",
     "PartitionAlreadySealed",
@@ -97,10 +139,23 @@ __all__ = [
     "SessionLost",
     "SnapshotRef",
     "StateError",
+    "StragglerPolicy",
+    "UnknownConsumer",
+    "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
     "VoteResult",
+    "acknowledge",
+    "assignment",
+    "bucket_of",
+    "check_consistency",
+    "consumers",
+    "lineage_of",
+    "plan_migration",
+    "register_consumer",
     "resource_lock",
+    "schedule_migration",
+    "unregister_consumer",
     "validate_epoch",
     "validate_name",
 ]

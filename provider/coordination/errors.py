@@ -121,6 +121,16 @@ class RollbackRefused(StateError):
     """The rollback target is not a sealed epoch that can be rolled back to."""
 
 
+class Backpressured(StateError):
+    """Opening the epoch would run more than the window ahead of the slowest consumer."""
+
+    def __init__(self, message: str, *, consumer: str, acked: int, window: int) -> None:
+        self.consumer = consumer
+        self.acked = acked
+        self.window = window
+        super().__init__(message)
+
+
 class NotLeader(StateError):
     """Another owner holds the pipeline's leadership lease."""
 

@@ -9,6 +9,7 @@ partitions of one epoch serialise only when they seal.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import (
     AttemptSuperseded,
+    Backpressured,
     ConfigConflict,
     ContentionExhausted,
     CorruptPayload,
@@ -33,6 +35,7 @@ from airflow_epochs.coordination.errors import (
     EpochOutOfOrder,
     InvalidConfig,
     InvalidEpoch,
+    InvalidInput,
     PartitionAlreadySealed,
     PipelineExists,
     PipelineNotFound,
@@ -140,6 +143,8 @@ class SealInfo:
     snapshots: Mapping[str, Any]
     sealed_at: float
     zxid: int
+    # upstream pipeline -> newest epoch of it that any producer of this partition read
+    upstream: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,7 @@ class EpochLedger:
                 ("create", p.history, b"", False),
                 ("create", p.locks, b"", False),
                 ("create", p.leader, b"", False),
+                ("create", p.consumers, b"", False),
                 self._event("pipeline_created", first_epoch=first_epoch, config=config.to_json()),
             ]
             try:
@@ -247,30 +253,45 @@ class EpochLedger:
         ``from_epoch`` must be later than every epoch opened so far, so no epoch ever changes
         configuration while it runs.
         """
-        if not isinstance(config, PipelineConfig):
-            raise InvalidConfig(f"config must be a PipelineConfig, not {type(config).__name__}")
-        validate_epoch(from_epoch, what="from_epoch")
+        return self.set_configs([(config, from_epoch)])[0]
 
-        def once() -> ConfigVersion:
+    def set_configs(self, changes: Sequence[tuple[PipelineConfig, int]]) -> list[ConfigVersion]:
+        """Schedule several configuration versions in one transaction (all or none), e.g. the steps of
+        a fluid bucket migration. Each ``(config, from_epoch)`` follows the rule of :meth:`set_config`."""
+        if not changes:
+            raise InvalidConfig("no configuration changes given")
+        for config, from_epoch in changes:
+            if not isinstance(config, PipelineConfig):
+                raise InvalidConfig(f"config must be a PipelineConfig, not {type(config).__name__}")
+            validate_epoch(from_epoch, what="from_epoch")
+
+        def once() -> list[ConfigVersion]:
             doc, stat = self._pipeline_doc()
-            if from_epoch <= doc["newest_epoch"]:
-                raise ConfigConflict(
-                    f"pipeline {self.pipeline!r}: a configuration for epoch {from_epoch} must start after "
-                    f"the newest opened epoch {doc['newest_epoch']}"
-                )
-            if from_epoch < doc["first_epoch"]:
-                raise ConfigConflict(
-                    f"pipeline {self.pipeline!r} starts at epoch {doc['first_epoch']}; from_epoch {from_epoch} "
-                    "is before it"
-                )
-            results = self._commit([
+            for _, from_epoch in changes:
+                if from_epoch <= doc["newest_epoch"]:
+                    raise ConfigConflict(
+                        f"pipeline {self.pipeline!r}: a configuration for epoch {from_epoch} must start after "
+                        f"the newest opened epoch {doc['newest_epoch']}"
+                    )
+                if from_epoch < doc["first_epoch"]:
+                    raise ConfigConflict(
+                        f"pipeline {self.pipeline!r} starts at epoch {doc['first_epoch']}; from_epoch "
+                        f"{from_epoch} is before it"
+                    )
+            ops: list[Op] = [
                 # Bumping the pipeline record's version serialises config changes with openings.
                 ("set", self.paths.base, payloads.encode("pipeline", payloads.body(doc)), stat.version),
-                ("create", f"{self.paths.config_dir}/v-", self._encode_config(config, from_epoch), True),
-                self._event("config_set", from_epoch=from_epoch, config=config.to_json()),
-            ])
-            version = int(str(results[1]).rsplit("-", 1)[1])
-            return ConfigVersion(version, from_epoch, config)
+            ]
+            for config, from_epoch in changes:
+                ops += [
+                    ("create", f"{self.paths.config_dir}/v-", self._encode_config(config, from_epoch), True),
+                    self._event("config_set", from_epoch=from_epoch, config=config.to_json()),
+                ]
+            results = self._commit(ops)
+            return [
+                ConfigVersion(int(str(results[1 + 2 * i]).rsplit("-", 1)[1]), from_epoch, config)
+                for i, (config, from_epoch) in enumerate(changes)
+            ]
 
         return self._cas(once, what=f"set config of {self.pipeline!r}")
 
@@ -320,7 +341,7 @@ class EpochLedger:
 
     # -- epochs and attempts -----------------------------------------------------------------
 
-    def open_epoch(self, epoch: int, *, takeover: bool = False) -> Attempt:
+    def open_epoch(self, epoch: int, *, takeover: bool = False, wait: float | None = None) -> Attempt:
         """Open ``epoch`` (or resume or take over its attempt) and return the attempt to work under.
 
         - a new epoch opens only if ``epoch - 1`` is sealed (or it is the first epoch);
@@ -328,9 +349,25 @@ class EpochLedger:
         - an epoch with another owner's running attempt raises :class:`EpochAlreadyOpen`, unless
           ``takeover`` is set: then a new attempt supersedes it (the old token is fenced off);
         - an epoch whose attempt was aborted gets a new attempt;
-        - a rolled-back epoch is reopened as a new generation under the configuration in force.
+        - a rolled-back epoch is reopened as a new generation under the configuration in force;
+        - with a backpressure window in the configuration, a new epoch e opens only while
+          e <= slowest consumer's acknowledged epoch + window: otherwise :class:`Backpressured` is
+          raised at once, or after waiting up to ``wait`` seconds for the consumers to catch up.
         """
         validate_epoch(epoch)
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0):
+            raise InvalidInput(f"wait must be a non-negative number of seconds or None, not {wait!r}")
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            changed = threading.Event()
+            try:
+                return self._open_epoch(epoch, takeover=takeover, on_consumer_change=changed.set)
+            except Backpressured:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise
+                changed.wait(max(0.0, deadline - time.monotonic()))
+
+    def _open_epoch(self, epoch: int, *, takeover: bool, on_consumer_change: Callable[[], None]) -> Attempt:
         p = self.paths
 
         def once() -> Attempt:
@@ -374,6 +411,7 @@ class EpochLedger:
                     f"so the next epoch to open is {frontier + 1}{still_open}"
                 )
             cv = self.config_for(epoch)
+            consumer_checks = self._backpressure_checks(epoch, cv.config.window, on_consumer_change)
             generation = 1
             token = 1
             if node is not None:  # rolled back: a new generation, tokens keep increasing
@@ -393,6 +431,7 @@ class EpochLedger:
                 ("set", p.base, payloads.encode("pipeline", {**payloads.body(pipe), "newest_epoch": epoch}),
                  pipe_stat.version),
                 ("check", p.frontier, frontier_stat.version),
+                *consumer_checks,
             ]
             if node is None:
                 ops += [
@@ -419,6 +458,39 @@ class EpochLedger:
             return self._attempt(epoch, doc)
 
         return self._cas(once, what=f"open epoch {epoch} of {self.pipeline!r}")
+
+    def _consumer_acks(self, watch: Callable[[], None] | None = None) -> dict[str, tuple[int, int]]:
+        """Registered consumers -> (acknowledged epoch, znode version); optionally watched."""
+        cb = (lambda _event: watch()) if watch is not None else None
+        names = self.client.get_children(self.paths.consumers, watch=cb) \
+            if self.client.exists(self.paths.consumers) else []
+        out: dict[str, tuple[int, int]] = {}
+        for name in names:
+            path = f"{self.paths.consumers}/{name}"
+            try:
+                data, stat = self.client.get(path, watch=cb)
+            except NoNodeError:
+                continue
+            out[name] = (int(payloads.decode("consumer", data, path=path)["acked"]), stat.version)
+        return out
+
+    def _backpressure_checks(self, epoch: int, window: int | None, watch: Callable[[], None]) -> list[Op]:
+        """Refuse to open ``epoch`` too far ahead of the slowest consumer; else the version checks
+        that make the opening fail if a consumer's acknowledgement changes meanwhile."""
+        if window is None:
+            return []
+        acks = self._consumer_acks(watch)
+        if not acks:
+            return []
+        slowest = min(acks, key=lambda name: acks[name][0])
+        acked = acks[slowest][0]
+        if epoch > acked + window:
+            raise Backpressured(
+                f"pipeline {self.pipeline!r}: epoch {epoch} waits for consumer {slowest!r}, which acknowledged "
+                f"epoch {acked}; the window is {window}, so epochs up to {acked + window} may open",
+                consumer=slowest, acked=acked, window=window,
+            )
+        return [("check", f"{self.paths.consumers}/{name}", version) for name, (_, version) in acks.items()]
 
     def current_attempt(self, epoch: int) -> Attempt:
         """The epoch's current attempt (to resume it from another process); raises if not open."""
@@ -454,6 +526,7 @@ class EpochLedger:
         manifest: Mapping[str, Any] | None = None,
         *,
         snapshot: Any = None,
+        upstream: Mapping[str, int] | None = None,
     ) -> VoteResult:
         """Record that ``producer`` finished its part of ``partition`` under ``attempt``.
 
@@ -465,12 +538,15 @@ class EpochLedger:
 
         :param manifest: what the producer wrote: paths, row counts, checksums (small JSON).
         :param snapshot: optional pointer to the state snapshot this epoch leaves for the next one.
+        :param upstream: the upstream frontiers this output was built from (causal lineage), e.g.
+            ``{"flights_raw": 17, "weather_raw": 42}``.
         """
         self._check_handle(attempt)
         validate_name("partition", partition)
         validate_name("producer", producer)
         body = payloads.check_manifest({} if manifest is None else manifest)
         snap = payloads.check_manifest({"snapshot": snapshot}, what="snapshot")["snapshot"]
+        lineage = _check_upstream(upstream)
         p = self.paths
 
         def once() -> VoteResult:
@@ -489,7 +565,7 @@ class EpochLedger:
                     f"{partition!r} at epoch {attempt.epoch} (registered: {list(producers)})"
                 )
             if doc["state"] == "sealed" and doc["attempt"] == attempt.token and gen == attempt.generation:
-                return self._repeat_vote(attempt, partition, producer, body, snap)
+                return self._repeat_vote(attempt, partition, producer, body, snap, lineage)
             self._check_current(attempt, doc)
             tally_path = p.partition(attempt.epoch, gen, partition)
             tally_raw = self.session.get(tally_path)
@@ -498,9 +574,9 @@ class EpochLedger:
             tally = payloads.decode("tally", tally_raw[0], path=tally_path)
             votes: dict[str, int] = dict(tally["votes"])
             if "sealed_by" in tally:
-                return self._repeat_vote(attempt, partition, producer, body, snap)
+                return self._repeat_vote(attempt, partition, producer, body, snap, lineage)
             if votes.get(producer) == attempt.token:
-                return self._repeat_vote(attempt, partition, producer, body, snap)
+                return self._repeat_vote(attempt, partition, producer, body, snap, lineage)
             now = self._clock()
             vote_path = p.vote(attempt.epoch, gen, partition, producer)
             ops: list[Op] = [("check", p.epoch(attempt.epoch), estat.version)]
@@ -515,7 +591,7 @@ class EpochLedger:
                 ("set", tally_path, payloads.encode("tally", new_tally), tally_raw[1].version),
                 ("create", vote_path, payloads.encode("vote", {
                     "producer": producer, "attempt": attempt.token, "manifest": body,
-                    "snapshot": snap, "voted_at": now,
+                    "snapshot": snap, "upstream": lineage, "voted_at": now,
                 }), False),
                 self._event("vote", epoch=attempt.epoch, partition=partition, producer=producer,
                             attempt=attempt.token),
@@ -595,7 +671,9 @@ class EpochLedger:
                         frontier=attempt.epoch),
         ]
 
-    def _repeat_vote(self, attempt: Attempt, partition: str, producer: str, body: Any, snap: Any) -> VoteResult:
+    def _repeat_vote(
+        self, attempt: Attempt, partition: str, producer: str, body: Any, snap: Any, lineage: dict[str, int]
+    ) -> VoteResult:
         """A vote that may already be recorded: a no-op if identical, otherwise a specific refusal."""
         doc = self._epoch_doc(attempt.epoch)
         gen = doc["generation"]
@@ -605,7 +683,8 @@ class EpochLedger:
         seal_token = payloads.decode("seal", seal_raw[0])["attempt"] if seal_raw else None
         if raw is not None:
             existing = payloads.decode("vote", raw[0], path=vote_path)
-            same = existing["manifest"] == body and existing.get("snapshot") == snap
+            same = existing["manifest"] == body and existing.get("snapshot") == snap \
+                and (existing.get("upstream") or {}) == lineage
             if existing["attempt"] == attempt.token and same:
                 return VoteResult(
                     attempt.epoch, partition, producer, attempt.token,
@@ -746,6 +825,7 @@ class EpochLedger:
         votes = self.session.get_many([p.vote(epoch, generation, partition, name) for name in producers])
         manifests: dict[str, Any] = {}
         snapshots: dict[str, Any] = {}
+        upstream: dict[str, int] = {}
         for name, vote_raw in zip(producers, votes, strict=True):
             if vote_raw is None:
                 raise CorruptPayload(f"{seal_path}: the vote of {name!r} is missing")
@@ -753,10 +833,12 @@ class EpochLedger:
             manifests[name] = vote["manifest"]
             if vote.get("snapshot") is not None:
                 snapshots[name] = vote["snapshot"]
+            for upstream_pipeline, upstream_epoch in (vote.get("upstream") or {}).items():
+                upstream[upstream_pipeline] = max(upstream.get(upstream_pipeline, 0), int(upstream_epoch))
         return SealInfo(
             epoch=epoch, partition=partition, attempt=doc["attempt"], generation=generation,
             producers=producers, manifests=manifests, snapshots=snapshots,
-            sealed_at=float(doc["sealed_at"]), zxid=int(raw[1].czxid),
+            sealed_at=float(doc["sealed_at"]), zxid=int(raw[1].czxid), upstream=upstream,
         )
 
     def last_sealed_snapshot(
@@ -926,3 +1008,17 @@ class EpochLedger:
             owner=doc["owner"], config_version=doc["config_version"], generation=doc["generation"],
             sealed_partitions=tuple(sorted(sealed)), partitions=tuple(sorted(config.partitions)),
         )
+
+
+def _check_upstream(upstream: Mapping[str, int] | None) -> dict[str, int]:
+    if upstream is None:
+        return {}
+    if not isinstance(upstream, Mapping):
+        raise InvalidInput(f"upstream must map pipeline names to epochs, not {type(upstream).__name__}")
+    out: dict[str, int] = {}
+    for name, epoch in upstream.items():
+        validate_name("pipeline", name)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInput(f"upstream epoch of {name!r} must be a non-negative integer, not {epoch!r}")
+        out[name] = epoch
+    return out

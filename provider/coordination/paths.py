@@ -14,6 +14,7 @@
                     seal                    the immutable seal
         frontier                            highest epoch with it and all earlier ones sealed
         history/h-<seq>                     every state change, in commit order
+        consumers/<id>                      acknowledged epoch of each consumer (backpressure)
         locks/<resource>                    kazoo Lock / ReadLock / WriteLock
 """
 
@@ -66,6 +67,10 @@ class PipelinePaths:
     @property
     def history(self) -> str:
         return f"{self.base}/history"
+
+    @property
+    def consumers(self) -> str:
+        return f"{self.base}/consumers"
 
     @property
     def locks(self) -> str:
