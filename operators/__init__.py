@@ -1,5 +1,23 @@
 """Operators that make epochs ordinary DAG stages (installed as ``airflow_epochs.operators``)."""
 
-from airflow_epochs.operators.epoch import CloseEpochOperator, OpenEpochOperator, VotePartitionOperator
+from airflow_epochs.operators.epoch import (
+    ArriveAtBarrierOperator,
+    CloseEpochOperator,
+    OpenEpochOperator,
+    ReconfigureOperator,
+    RollbackOperator,
+    VotePartitionOperator,
+    partition_asset,
+)
+from airflow_epochs.operators.group import EpochGroup
 
-__all__ = ["CloseEpochOperator", "OpenEpochOperator", "VotePartitionOperator"]
+__all__ = [
+    "ArriveAtBarrierOperator",
+    "CloseEpochOperator",
+    "EpochGroup",
+    "OpenEpochOperator",
+    "ReconfigureOperator",
+    "RollbackOperator",
+    "VotePartitionOperator",
+    "partition_asset",
+]

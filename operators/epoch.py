@@ -1,17 +1,40 @@
-"""Open an epoch, vote a partition, close the epoch: thin operators over the coordination core."""
+"""Epoch stages as operators: open, vote, arrive at a barrier, close; reconfigure and roll back.
+
+Operators hold arguments and call the coordination core through :class:`ZooKeeperHook`; the
+protocol itself lives in :mod:`airflow_epochs.coordination`.
+"""
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import Asset, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_epochs.coordination import Attempt, PipelineConfig, validate_epoch, validate_name
+from airflow_epochs.coordination import (
+    DEFAULT_ROOT,
+    Attempt,
+    EpochAlreadySealed,
+    EpochLedger,
+    LeaderLease,
+    NotLeader,
+    PipelineConfig,
+    PipelineNotFound,
+    validate_name,
+)
+from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.calendar import EpochCalendar
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.sensors.barrier import barrier_result
+from airflow_epochs.sensors.base import templated_epoch
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, outcome_payload
+from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,17 +48,40 @@ def default_owner() -> str:
     return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in raw)[:128]
 
 
-def _epoch(value: Any) -> int:
-    """Epochs arrive templated (strings); turn them into validated integers."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise AirflowException(f"epoch must be an integer, got {value!r}") from None
-    return validate_epoch(number)
+def partition_asset(pipeline: str, partition: str) -> Asset:
+    """The Airflow asset that stands for a sealed partition; its events carry the epoch as partition key."""
+    return Asset(name=f"epochs.{validate_name('pipeline', pipeline)}.{validate_name('partition', partition)}",
+                 uri=f"epochs://{pipeline}/{partition}")
 
 
-class _EpochOperator(BaseOperator):
-    """Arguments shared by the epoch operators."""
+def _attempt_from_xcom(context: Context, task_id: str | None) -> Attempt:
+    if not task_id:
+        raise AirflowException("no attempt_task_id given and the task is not inside an EpochGroup")
+    value = context["ti"].xcom_pull(task_ids=task_id)
+    if not isinstance(value, Mapping):
+        raise AirflowException(f"task {task_id!r} pushed no epoch attempt to XCom (got {value!r})")
+    return Attempt.from_dict(value)
+
+
+class OpenEpochOperator(BaseOperator):
+    """Take the pipeline's leadership, wait until the previous epoch is sealed, then open (or resume)
+    the epoch and push its context to XCom.
+
+    The epoch is ``epoch`` if given, else the run's data interval through ``calendar``, else the next
+    epoch after the frontier (manual runs). When the epoch is already sealed (another deployment ran
+    it), the task and therefore the epoch's stages are skipped, with a log line naming who sealed it.
+    When another deployment leads, the task waits (deferred) until the epoch is sealed or the leader's
+    lease runs out, and then takes over under a new attempt.
+
+    :param pipeline: pipeline name (templated).
+    :param epoch: epoch number (templated); optional with ``calendar``.
+    :param calendar: maps the run's data interval to an epoch.
+    :param config: ``{"partitions": {...}, "barriers": {...}, ...}`` creating the pipeline if missing.
+    :param lease_seconds: leadership lease length; the leader renews it at every open.
+    :param backpressure_wait: seconds to wait for slow consumers before failing.
+    :param deferrable: wait for the previous epoch (or for the leader) in the triggerer.
+    :param owner_id: this deployment's identity (default ``$AIRFLOW_EPOCHS_DEPLOYMENT`` or host name).
+    """
 
     template_fields: Sequence[str] = ("pipeline", "epoch")
 
@@ -43,126 +89,325 @@ class _EpochOperator(BaseOperator):
         self,
         *,
         pipeline: str,
-        epoch: int | str,
-        zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        epoch: int | str | None = None,
+        calendar: EpochCalendar | None = None,
+        config: Mapping[str, Any] | None = None,
+        lease_seconds: float = 600.0,
+        backpressure_wait: float = 0.0,
+        deferrable: bool = True,
         owner_id: str | None = None,
+        zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.epoch = epoch
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self.owner_id = owner_id
-
-    def _hook(self) -> ZooKeeperHook:
-        return ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id)
-
-    def _owner(self) -> str:
-        return validate_name("owner", self.owner_id or default_owner())
-
-
-class OpenEpochOperator(_EpochOperator):
-    """Open (or resume) an epoch of a pipeline and push its attempt to XCom.
-
-    Creates the pipeline with ``config`` on first use. The pushed value is the attempt as a dict
-    (pipeline, epoch, fencing token, owner, config version), which the vote and close operators read.
-
-    :param pipeline: pipeline name (templated).
-    :param epoch: epoch number (templated).
-    :param config: ``{"partitions": {name: [producers]}}`` used to create the pipeline if missing.
-    :param takeover: supersede another owner's running attempt instead of failing.
-    :param zookeeper_conn_id: ZooKeeper connection.
-    :param owner_id: identity recorded on the attempt; defaults to this deployment's identity.
-    """
-
-    def __init__(self, *, config: Mapping[str, Any] | None = None, takeover: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        self.calendar = calendar
         self.config = config
-        self.takeover = takeover
+        self.lease_seconds = lease_seconds
+        self.backpressure_wait = backpressure_wait
+        self.deferrable = deferrable
+        self.owner_id = owner_id
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+
+    def _epoch(self, context: Context, ledger: EpochLedger) -> int:
+        if self.epoch not in (None, ""):
+            return templated_epoch(self.epoch)
+        start = context.get("data_interval_start")
+        if self.calendar is not None and start is not None:
+            return self.calendar.epoch_for(start)
+        return ledger.frontier() + 1
 
     def execute(self, context: Context) -> dict[str, Any]:
-        epoch = _epoch(self.epoch)
-        with self._hook() as hook:
-            ledger = hook.ledger(self.pipeline, owner=self._owner())
+        return self._open(context, None)
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, epoch_wanted: int | None = None
+    ) -> dict[str, Any]:
+        # Woken by the frontier moving or by the wait running out: decide again on fresh state.
+        return self._open(context, epoch_wanted)
+
+    def _open(self, context: Context, epoch: int | None) -> dict[str, Any]:
+        owner = validate_name("owner", self.owner_id or default_owner())
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            client = hook.get_conn()
+            ledger = EpochLedger(client, self.pipeline, owner=owner, root=self.root)
             if self.config is not None:
                 ledger.create_pipeline(PipelineConfig.from_json(self.config))
-            attempt = ledger.open_epoch(epoch, takeover=self.takeover)
-        self.log.info(
-            "Pipeline %s: epoch %s open under attempt %s of %s", self.pipeline, epoch, attempt.token, attempt.owner
-        )
-        return attempt.to_dict()
+            try:
+                epoch = epoch or self._epoch(context, ledger)
+                info = ledger.epoch_info(epoch)
+                frontier = ledger.frontier()
+            except PipelineNotFound:
+                raise AirflowException(
+                    f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
+                ) from None
+            if info is not None and info.state == "sealed":
+                self._skip_sealed(epoch, info.owner, info.attempt)
+            if frontier < epoch - 1:
+                self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed (frontier %s)",
+                              self.pipeline, epoch, epoch - 1, frontier)
+                return self._wait(context, epoch, epoch - 1, timeout=None)
+            lease = LeaderLease(client, self.pipeline, owner=owner, root=self.root,
+                                duration=datetime.timedelta(seconds=self.lease_seconds))
+            try:
+                lease.acquire()
+            except NotLeader as standby:
+                holder = lease.holder()
+                now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                wait_s = (holder.until - now).total_seconds() if holder else 1.0
+                self.log.info("Pipeline %s: %s leads; %s waits up to %.0f s for epoch %s to be sealed",
+                              self.pipeline, standby.holder, owner, max(1.0, wait_s), epoch)
+                return self._wait(context, epoch, epoch, timeout=max(1.0, wait_s + 1.0))
+            takeover = info is not None and info.state == "open" and info.owner != owner
+            try:
+                attempt = ledger.open_epoch(epoch, takeover=takeover, wait=self.backpressure_wait or None)
+            except EpochAlreadySealed:
+                sealed = ledger.epoch_info(epoch)
+                self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
+            snapshots: dict[str, Any] = {}
+            for partition in ledger.config_for(epoch).config.partitions:
+                ref = ledger.last_sealed_snapshot(partition, before_epoch=epoch) if epoch > 1 else None
+                if ref is not None:
+                    snapshots[partition] = {"epoch": ref.epoch, "producer": ref.producer, "pointer": ref.pointer}
+        if takeover and info is not None:
+            self.log.info("Pipeline %s: %s took over epoch %s from %s (attempt %s supersedes %s)",
+                          self.pipeline, owner, epoch, info.owner, attempt.token, info.attempt)
+        self.log.info("Pipeline %s: epoch %s open under attempt %s of %s (config version %s)",
+                      self.pipeline, epoch, attempt.token, attempt.owner, attempt.config_version)
+        return {**attempt.to_dict(), "snapshots": snapshots}
+
+    def _skip_sealed(self, epoch: int, owner: str, attempt: int) -> None:
+        message = f"Pipeline {self.pipeline}: epoch {epoch} is already sealed by {owner} (attempt {attempt}); skipping"
+        self.log.info(message)
+        raise AirflowSkipException(message)
+
+    def _wait(self, context: Context, epoch: int, frontier_needed: int, timeout: float | None) -> dict[str, Any]:
+        """Wait until the frontier reaches ``frontier_needed`` (or ``timeout`` passes), then decide again."""
+        if self.deferrable:
+            self.defer(
+                trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=frontier_needed, give_up_after=timeout,
+                                               zookeeper_conn_id=self.zookeeper_conn_id, root=self.root),
+                method_name="execute_complete",
+                kwargs={"epoch_wanted": epoch},
+            )
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while ledger.frontier() < frontier_needed and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.5)
+        return self._open(context, epoch)
 
 
 class VotePartitionOperator(BaseOperator):
     """Vote that a producer finished its part of a partition (from a non-Spark task).
 
-    :param attempt_task_id: the task that opened the epoch (its XCom holds the attempt).
     :param partition: partition name (templated).
     :param producer: producer name (templated).
     :param manifest: what the producer wrote (templated): paths, counts, checksums.
+    :param snapshot: optional snapshot pointer this epoch leaves for the next (templated).
+    :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
     """
 
-    template_fields: Sequence[str] = ("partition", "producer", "manifest")
+    template_fields: Sequence[str] = ("partition", "producer", "manifest", "snapshot")
 
     def __init__(
         self,
         *,
-        attempt_task_id: str,
         partition: str,
         producer: str,
         manifest: Mapping[str, Any] | None = None,
+        snapshot: Any = None,
+        attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.attempt_task_id = attempt_task_id
         self.partition = partition
         self.producer = producer
         self.manifest = manifest
+        self.snapshot = snapshot
+        self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
-        attempt = _pulled_attempt(context, self.attempt_task_id)
+        attempt = _attempt_from_xcom(context, self.attempt_task_id)
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            result = hook.ledger(attempt.pipeline, owner=attempt.owner).vote(
-                attempt, self.partition, self.producer, dict(self.manifest or {})
+            result = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root).vote(
+                attempt, self.partition, self.producer, dict(self.manifest or {}), snapshot=self.snapshot
             )
-        self.log.info(
-            "Epoch %s: %s voted %s (partition sealed: %s, epoch sealed: %s)",
-            attempt.epoch, self.producer, self.partition, result.partition_sealed, result.epoch_sealed,
-        )
+        self.log.info("Epoch %s: %s voted %s (partition sealed: %s, epoch sealed: %s)", attempt.epoch,
+                      self.producer, self.partition, result.partition_sealed, result.epoch_sealed)
         return {"partition_sealed": result.partition_sealed, "epoch_sealed": result.epoch_sealed}
 
 
-class CloseEpochOperator(BaseOperator):
-    """Verify every partition of the epoch is sealed and seal the epoch (advances the frontier).
+class ArriveAtBarrierOperator(BaseOperator):
+    """Arrive at a barrier of the epoch and, with ``wait=True``, wait (deferred) until it is released.
 
-    :param attempt_task_id: the task that opened the epoch.
+    Inside one DAG run, prefer ``wait=False`` on the participants and one :class:`BarrierSensor` task
+    downstream of them: the run then reads ``[ingest_a, ingest_b] >> barrier >> join`` and no worker
+    or triggerer slot is held per participant (and ``airflow dags test``, which runs deferred tasks
+    one at a time, can run it).
+
+    :param barrier: barrier name.
+    :param participant: who arrives (templated).
+    :param policy: ``fail``, ``quorum`` or ``rerun``; with ``quorum`` give ``quorum``.
+    :param straggler_timeout: seconds after declaration before the policy applies.
+    :param participants: expected participants (default: from the pipeline's configuration).
+    :param wait: wait for the release (True) or only record the arrival (False).
+    """
+
+    template_fields: Sequence[str] = ("participant",)
+
+    def __init__(
+        self,
+        *,
+        barrier: str,
+        participant: str,
+        policy: str = "fail",
+        straggler_timeout: float = 3600.0,
+        quorum: int | None = None,
+        participants: Sequence[str] | None = None,
+        attempt_task_id: str | None = None,
+        wait: bool = True,
+        deferrable: bool = True,
+        zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.wait = wait
+        self.barrier = barrier
+        self.participant = participant
+        self.policy = StragglerPolicy(policy, straggler_timeout, quorum)  # type: ignore[arg-type]
+        self.participants = list(participants) if participants is not None else None
+        self.attempt_task_id = attempt_task_id or current_open_task_id()
+        self.deferrable = deferrable
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        attempt = _attempt_from_xcom(context, self.attempt_task_id)
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            barrier = Barrier(hook.get_conn(), attempt.pipeline, attempt.epoch, self.barrier, root=self.root)
+            barrier.declare(self.policy, self.participants)
+            arrival = barrier.arrive(self.participant)
+            self.log.info("Epoch %s: %s arrived at barrier %s (#%s)", attempt.epoch, self.participant,
+                          self.barrier, arrival.index)
+            outcome = barrier.outcome()
+            if not self.wait:
+                return {"arrived": self.participant, "index": arrival.index,
+                        "decision": outcome.decision if outcome else None}
+            if outcome is not None or not self.deferrable:
+                outcome = outcome or barrier.wait()
+                return barrier_result({"pipeline": attempt.pipeline, "epoch": attempt.epoch, "barrier": self.barrier,
+                                       **outcome_payload(outcome)})
+        self.defer(
+            trigger=BarrierReleasedTrigger(pipeline=attempt.pipeline, epoch=attempt.epoch, barrier=self.barrier,
+                                           zookeeper_conn_id=self.zookeeper_conn_id, root=self.root),
+            method_name="execute_complete",
+        )
+        raise AssertionError("defer() returns only by raising")  # pragma: no cover
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        return barrier_result(event)
+
+
+class CloseEpochOperator(BaseOperator):
+    """Verify every partition of the epoch is sealed, seal the epoch (advancing the frontier), and emit
+    one asset event per sealed partition with the epoch as its partition key.
+
+    :param partitions: partitions whose assets this task emits (see :func:`partition_asset`); the
+        pipeline name comes from ``pipeline``.
+    :param pipeline: pipeline name, needed with ``partitions``.
+    :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
     """
 
     def __init__(
         self,
         *,
-        attempt_task_id: str,
+        pipeline: str | None = None,
+        partitions: Sequence[str] = (),
+        attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
+        if partitions and not pipeline:
+            raise ValueError("CloseEpochOperator needs pipeline= to emit partition assets")
+        self.partition_assets = {p: partition_asset(pipeline, p) for p in partitions} if pipeline else {}
+        kwargs.setdefault("outlets", list(self.partition_assets.values()))
         super().__init__(**kwargs)
-        self.attempt_task_id = attempt_task_id
+        self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
-        attempt = _pulled_attempt(context, self.attempt_task_id)
+        attempt = _attempt_from_xcom(context, self.attempt_task_id)
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = hook.ledger(attempt.pipeline, owner=attempt.owner)
+            ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
             info = ledger.close_epoch(attempt)
             frontier = ledger.frontier()
+            seals = {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}
+        events = context["outlet_events"]
+        for partition, asset in self.partition_assets.items():
+            seal = seals[partition]
+            accessor = events[asset]
+            accessor.add_partitions(str(attempt.epoch))
+            accessor.extra.update({"pipeline": attempt.pipeline, "partition": partition, "epoch": attempt.epoch,
+                                   "attempt": seal.attempt if seal else attempt.token,
+                                   "seal_zxid": seal.zxid if seal else None})
         self.log.info("Pipeline %s: epoch %s sealed; frontier %s", attempt.pipeline, attempt.epoch, frontier)
         return {"epoch": info.epoch, "frontier": frontier, "partitions": list(info.sealed_partitions)}
 
 
-def _pulled_attempt(context: Context, task_id: str) -> Attempt:
-    value = context["ti"].xcom_pull(task_ids=task_id)
-    if not isinstance(value, Mapping):
-        raise AirflowException(f"task {task_id!r} pushed no epoch attempt to XCom (got {value!r})")
-    return Attempt.from_dict(value)
+class ReconfigureOperator(BaseOperator):
+    """Schedule a pipeline configuration that takes effect at ``from_epoch`` (templated)."""
+
+    template_fields: Sequence[str] = ("pipeline", "from_epoch")
+
+    def __init__(self, *, pipeline: str, config: Mapping[str, Any], from_epoch: int | str,
+                 zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.config = PipelineConfig.from_json(config).to_json()  # validated at parse time
+        self.from_epoch = from_epoch
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+
+    def execute(self, context: Context) -> int:
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            version = EpochLedger(hook.get_conn(), self.pipeline, root=self.root).set_config(
+                PipelineConfig.from_json(self.config), from_epoch=templated_epoch(self.from_epoch))
+        self.log.info("Pipeline %s: config version %s from epoch %s", self.pipeline, version.version,
+                      version.from_epoch)
+        return version.version
+
+
+class RollbackOperator(BaseOperator):
+    """Roll a pipeline back to ``to_epoch`` (recorded with ``reason``), for reprocessing."""
+
+    template_fields: Sequence[str] = ("pipeline", "to_epoch", "reason")
+
+    def __init__(self, *, pipeline: str, to_epoch: int | str, reason: str,
+                 zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.to_epoch = to_epoch
+        self.reason = reason
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+
+    def execute(self, context: Context) -> list[int]:
+        to_epoch = int(str(self.to_epoch).strip())
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            undone = EpochLedger(hook.get_conn(), self.pipeline, owner=default_owner(), root=self.root).rollback(
+                to_epoch, reason=self.reason)
+        self.log.info("Pipeline %s rolled back to epoch %s: %s", self.pipeline, to_epoch, undone)
+        return undone

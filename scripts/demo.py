@@ -13,11 +13,12 @@ import os
 import shutil
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DAG_ID = "example_epoch_smoke"
-PIPELINE = "smoke"
+DAG_ID = "example_epoch_pipeline"
+PIPELINE = "flights_daily"
 
 
 def say(message: str) -> None:
@@ -104,9 +105,11 @@ def run(epochs: int, airflow_home: Path, hosts: str) -> int:
             say(f"resuming: epochs 1..{frontier} are already sealed in ZooKeeper, skipping them")
         timings: dict[int, float] = {}
         for epoch in range(frontier + 1, epochs + 1):
-            say(f"epoch {epoch}: DAG run {DAG_ID} (open -> vote flights, vote weather -> close)")
+            day = datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=epoch - 1)
+            say(f"epoch {epoch} ({day:%Y-%m-%d}): DAG run {DAG_ID}: open -> ingest flights, ingest weather "
+                "-> barrier -> join -> close")
             started = time.monotonic()
-            run = dag.test(run_conf={"epoch": epoch})
+            run = dag.test(logical_date=day, run_conf={"max_delay": 0.2})
             timings[epoch] = time.monotonic() - started
             state = str(getattr(run, "state", "unknown"))
             if "success" not in state:
@@ -138,16 +141,23 @@ def print_table(ledger: object, epochs: int, timings: dict[int, float]) -> None:
             continue
         for partition in info.partitions:
             seal = ledger.seal(epoch, partition)
-            rows = ",".join(str(m.get("rows", "?")) for m in seal.manifests.values()) if seal else "-"
+            rows = ",".join(str(m.get("rows", "-")) for m in seal.manifests.values()) if seal else "-"
             zxid = f"{seal.zxid:x}" if seal else "-"
             took = f"{timings[epoch]:.1f}" if epoch in timings else "earlier"
             print(f"{epoch:>5}  {info.state:<8} {info.attempt:>7}  {info.owner:<8} {partition:<9} {rows:>6}  "
                   f"{zxid:>10}  {took:>6}")
     print()
-    print("history (commit order):")
-    for event in ledger.history()[-12:]:
-        detail = ", ".join(f"{k}={v}" for k, v in sorted(event.detail.items()) if k != "config")
-        print(f"  {event.event:<17} {detail}")
+    barriers = [e for e in ledger.history() if e.event == "barrier_released"]
+    for event in barriers[-epochs:]:
+        print(f"barrier {event.detail['barrier']!r} of epoch {event.detail['epoch']}: released "
+              f"({event.detail['decision']}, {event.detail['arrived']} arrived, "
+              f"late: {event.detail['late'] or 'none'})")
+    print()
+    print("history of the last epoch (commit order, zxid):")
+    last = [e for e in ledger.history() if e.detail.get("epoch") == ledger.frontier()]
+    for event in last:
+        detail = ", ".join(f"{k}={v}" for k, v in sorted(event.detail.items()) if k not in ("config", "epoch"))
+        print(f"  {event.zxid:>6x}  {event.event:<17} {detail}")
 
 
 if __name__ == "__main__":

@@ -32,13 +32,27 @@ def test_smoke_dag_opens_votes_and_seals_epochs_in_zookeeper(dagbag, zk_connecti
     assert events.index(("epoch_sealed", 1)) < events.index(("epoch_opened", 2))
 
 
-def test_out_of_order_epoch_fails_the_run_and_writes_nothing(dagbag, zk_connection, zk):
+def test_out_of_order_epoch_waits_for_its_predecessor_and_writes_nothing_meanwhile(dagbag, zk_connection, zk):
     dag = dagbag.get_dag("example_epoch_smoke")
     assert "success" in str(dag.test(run_conf={"epoch": 1}).state)
     before = tree(zk)
-    run = dag.test(run_conf={"epoch": 3})  # epoch 2 is not sealed
-    assert "failed" in str(run.state)
-    assert tree(zk) == before
+    unchanged_while_waiting: list[bool] = []
+
+    def seal_epoch_2_later():
+        time.sleep(2)
+        unchanged_while_waiting.append(tree(zk) == before)  # epoch 3's run is waiting, deferred
+        ledger = EpochLedger(zk, "smoke", owner="elsewhere")
+        attempt = ledger.open_epoch(2)
+        ledger.vote(attempt, "flights", "ingest_flights", {"rows": 2})
+        ledger.vote(attempt, "weather", "ingest_weather", {"rows": 2})
+
+    helper = threading.Thread(target=seal_epoch_2_later)
+    helper.start()
+    run = dag.test(run_conf={"epoch": 3})
+    helper.join()
+    assert unchanged_while_waiting == [True]
+    assert "success" in str(run.state)
+    assert EpochLedger(zk, "smoke").frontier() == 3
 
 
 def test_frontier_sensor_waits_for_the_seal(dagbag, zk_connection, zk):
@@ -64,3 +78,34 @@ def test_frontier_sensor_waits_for_the_seal(dagbag, zk_connection, zk):
     assert "success" in str(run.state)
     assert sealed_at and finished >= sealed_at[0]  # never before the seal
     assert finished - started >= 3
+
+
+def test_downstream_dags_are_gated_on_the_sealed_partition(dagbag, zk_connection, zk):
+    from airflow.sdk import PartitionedAssetTimetable
+
+    from airflow_epochs.operators import partition_asset
+
+    on_asset = dagbag.get_dag("downstream_on_sealed_asset")
+    assert isinstance(on_asset.timetable, PartitionedAssetTimetable) \
+        or "Partitioned" in type(on_asset.timetable).__name__
+    assert partition_asset("flights_daily", "daily").uri == "epochs://flights_daily/daily"
+
+    sensor_dag = dagbag.get_dag("downstream_with_sensor")
+    ledger = EpochLedger(zk, "flights_daily", owner="upstream")
+    ledger.create_pipeline(PipelineConfig({"daily": ("join",)}))
+    done: list[float] = []
+
+    def seal_later():
+        time.sleep(2)
+        ledger.vote(ledger.open_epoch(1), "daily", "join", {"rows": 1})
+        done.append(time.monotonic())
+
+    helper = threading.Thread(target=seal_later)
+    helper.start()
+    from datetime import datetime, timezone
+
+    run = sensor_dag.test(logical_date=datetime(2013, 1, 1, tzinfo=timezone.utc))
+    finished = time.monotonic()
+    helper.join()
+    assert "success" in str(run.state)
+    assert done and finished >= done[0]

@@ -51,7 +51,11 @@ class SharedClients:
             return entry.client
 
     def release(self, settings: ZooKeeperSettings) -> None:
-        """Give a borrowed client back; the last release stops and closes it."""
+        """Give a borrowed client back; the last release closes it.
+
+        Never blocks: it runs in a cancelled trigger's ``finally`` on the event loop, so the closing
+        itself happens in a background thread.
+        """
         key = self.key(settings)
         with self._lock:
             entry = self._entries.get(key)
@@ -61,8 +65,12 @@ class SharedClients:
             if entry.refs > 0:
                 return
             del self._entries[key]
-        entry.client.stop()
-        entry.client.close()
+
+        def close() -> None:
+            entry.client.stop()
+            entry.client.close()
+
+        threading.Thread(target=close, name="airflow-epochs-zk-close", daemon=True).start()
 
     def sessions(self) -> int:
         """How many ZooKeeper sessions this process holds through the registry."""

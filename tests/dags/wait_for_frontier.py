@@ -5,7 +5,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_epochs.sensors.frontier import FrontierSensor
+from airflow_epochs.sensors import FrontierSensor, SealedPartitionSensor
 
 with DAG(
     dag_id="test_wait_for_frontier",
@@ -28,4 +28,11 @@ with DAG(
         poke_interval=0.2,
         timeout=60,
         mode="poke",
+    )
+    SealedPartitionSensor(
+        task_id="wait_partition_deferred",
+        pipeline="{{ params.pipeline }}",
+        partitions=["flights"],
+        epoch="{{ params.epoch }}",
+        timeout=60,
     )

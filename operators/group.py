@@ -1,0 +1,69 @@
+"""EpochGroup: a task group that reads like ``open >> [ingest_a, ingest_b] >> barrier >> join >> seal``.
+
+Inside the group, epoch operators find the group's open task by themselves (no XCom wiring by hand)::
+
+    with EpochGroup("epoch", pipeline="flights", config=CONFIG, calendar=DAILY) as epoch:
+        ingest = [VotePartitionOperator(task_id=p, partition=p, producer=p) for p in ("a", "b")]
+        wait = ArriveAtBarrierOperator(task_id="both_in", barrier="ingested", participant="join")
+        epoch.open >> ingest >> wait >> epoch.close
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import TaskGroup
+
+_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("airflow_epochs_open_task", default=None)
+
+
+def current_open_task_id() -> str | None:
+    """The open task of the innermost EpochGroup being defined, if any (used at DAG parse time)."""
+    return _CURRENT.get()
+
+
+class EpochGroup(TaskGroup):
+    """A TaskGroup with an ``open`` (OpenEpochOperator) and a ``close`` (CloseEpochOperator) task.
+
+    :param group_id: the group's id.
+    :param pipeline: pipeline name.
+    :param config: pipeline configuration (creates the pipeline if missing).
+    :param close_partitions: partitions whose asset events ``close`` emits (default: all in ``config``).
+    :param open_kwargs: further arguments of the open task (calendar, lease_seconds, ...).
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        *,
+        pipeline: str,
+        config: Mapping[str, Any] | None = None,
+        close_partitions: Sequence[str] | None = None,
+        open_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._token: contextvars.Token[str | None] | None = None
+        super().__init__(group_id, **kwargs)
+        from airflow_epochs.operators.epoch import CloseEpochOperator, OpenEpochOperator
+
+        with self:
+            self.open = OpenEpochOperator(task_id="open", pipeline=pipeline, config=config, **dict(open_kwargs or {}))
+            partitions = list(close_partitions) if close_partitions is not None else \
+                list((config or {}).get("partitions", {}))
+            self.close = CloseEpochOperator(task_id="close", pipeline=pipeline, partitions=partitions,
+                                            attempt_task_id=self.open.task_id)
+
+    def __enter__(self) -> EpochGroup:
+        group = super().__enter__()
+        opener = getattr(self, "open", None)
+        if opener is not None:
+            self._token = _CURRENT.set(opener.task_id)
+        return group  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+            self._token = None
+        super().__exit__(*exc)

@@ -1,0 +1,69 @@
+"""BarrierSensor: wait for a barrier's decision without arriving at it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_epochs.sensors.base import ZooKeeperTriggerSensor, templated_epoch
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
+    """The task result of a barrier decision; a failed barrier or reported stragglers fail the task."""
+    where = f"barrier {event['barrier']!r} of {event['pipeline']!r} epoch {event['epoch']}"
+    if event["decision"] == "failed":
+        raise AirflowFailException(f"{where} failed: {event['late']} did not arrive in time")
+    if event["decision"] == "rerun":
+        raise AirflowFailException(f"{where}: stragglers {event['late']} must be re-run (rerun policy)")
+    return {k: event[k] for k in ("decision", "arrived", "late")}
+
+
+class BarrierSensor(ZooKeeperTriggerSensor):
+    """Succeed once the barrier is released (all arrived, or a quorum after the timeout).
+
+    :param pipeline: pipeline name (templated).
+    :param epoch: the epoch (templated).
+    :param barrier: barrier name (templated).
+    :param attempt_task_id: instead of ``pipeline``/``epoch``, the task that opened the epoch
+        (defaults to the enclosing EpochGroup's open task).
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "epoch", "barrier")
+
+    def __init__(
+        self,
+        *,
+        barrier: str,
+        pipeline: str | None = None,
+        epoch: int | str | None = None,
+        attempt_task_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        from airflow_epochs.operators.group import current_open_task_id
+
+        self.pipeline = pipeline
+        self.epoch = epoch
+        self.barrier = barrier
+        self.attempt_task_id = attempt_task_id or (current_open_task_id() if pipeline is None else None)
+        if self.pipeline is None and self.attempt_task_id is None:
+            raise ValueError("BarrierSensor needs pipeline= and epoch=, or to be inside an EpochGroup")
+
+    def pre_execute(self, context: Context) -> None:
+        if self.attempt_task_id:
+            attempt = context["ti"].xcom_pull(task_ids=self.attempt_task_id)
+            self.pipeline, self.epoch = attempt["pipeline"], attempt["epoch"]
+        super().pre_execute(context)
+
+    def build_trigger(self) -> BarrierReleasedTrigger:
+        return BarrierReleasedTrigger(pipeline=str(self.pipeline), epoch=templated_epoch(self.epoch),
+                                      barrier=self.barrier, zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)
+
+    def on_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        return barrier_result(event)

@@ -1,0 +1,89 @@
+"""Shared shape of the sensors: poke with the trigger's own check, or defer to the trigger."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch
+from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def templated_epoch(value: Any) -> int:
+    """Epochs arrive templated (strings): turn them into validated integers."""
+    try:
+        return validate_epoch(int(str(value).strip()))
+    except ValueError as exc:
+        raise AirflowException(f"epoch must be a positive integer, got {value!r}: {exc}") from None
+
+
+class ZooKeeperTriggerSensor(BaseSensorOperator):
+    """A sensor whose condition is a :class:`ZooKeeperWatchTrigger`'s ``check``.
+
+    Poke mode runs the check on a short-lived client; deferrable mode (the default) checks once and
+    then hands the wait to the trigger, which sleeps on ZooKeeper watches in the triggerer.
+
+    :param zookeeper_conn_id: ZooKeeper connection.
+    :param root: znode under which pipelines live.
+    :param deferrable: wait in the triggerer (default) instead of occupying a worker slot.
+    """
+
+    def __init__(
+        self,
+        *,
+        zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+        self.deferrable = deferrable
+
+    def build_trigger(self) -> ZooKeeperWatchTrigger:
+        raise NotImplementedError
+
+    def on_event(self, event: dict[str, Any]) -> Any:
+        """Turn the trigger's payload into the task's result (or raise)."""
+        return event
+
+    def _check_now(self) -> dict[str, Any] | None:
+        trigger = self.build_trigger()
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            client = hook.get_conn()
+            payload = trigger.check(client, lambda *_: None)
+            if payload is None and trigger.tick_seconds is not None and trigger.tick_seconds <= 0.05:
+                trigger.on_tick(client)  # a deadline has passed: let the policy decide now
+                payload = trigger.check(client, lambda *_: None)
+            return payload
+
+    def poke(self, context: Context) -> PokeReturnValue | bool:
+        payload = self._check_now()
+        if payload is None:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self.on_event(payload))
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        payload = self._check_now()
+        if payload is not None:
+            return self.on_event(payload)
+        self.defer(
+            trigger=self.build_trigger(),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        if event.get("status") not in (None, "success"):
+            raise AirflowException(f"{self.task_id}: the trigger reported {event}")
+        return self.on_event(event)

@@ -1,0 +1,41 @@
+"""SealedPartitionSensor: wait until one or several partitions of an epoch are sealed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_epochs.coordination import validate_name
+from airflow_epochs.sensors.base import ZooKeeperTriggerSensor, templated_epoch
+from airflow_epochs.triggers.seals import PartitionsSealedTrigger
+
+
+class SealedPartitionSensor(ZooKeeperTriggerSensor):
+    """Succeed once every partition in ``partitions`` is sealed at ``epoch`` (several partitions =
+    alignment, as with aligned checkpoint barriers). Returns ``{partition: {attempt, zxid}}``.
+
+    :param pipeline: pipeline name (templated).
+    :param partitions: a partition name or a list of them (templated).
+    :param epoch: the epoch (templated).
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "partitions", "epoch")
+
+    def __init__(self, *, pipeline: str, partitions: str | Sequence[str], epoch: int | str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.partitions = partitions
+        self.epoch = epoch
+
+    def _partition_list(self) -> list[str]:
+        names = [self.partitions] if isinstance(self.partitions, str) else list(self.partitions)
+        return [validate_name("partition", name) for name in names]
+
+    def build_trigger(self) -> PartitionsSealedTrigger:
+        return PartitionsSealedTrigger(pipeline=self.pipeline, epoch=templated_epoch(self.epoch),
+                                       partitions=self._partition_list(), zookeeper_conn_id=self.zookeeper_conn_id,
+                                       root=self.root)
+
+    def on_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.log.info("Pipeline %s epoch %s: sealed %s", self.pipeline, event["epoch"], sorted(event["seals"]))
+        return dict(event["seals"])

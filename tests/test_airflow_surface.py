@@ -1,0 +1,139 @@
+"""The Airflow surface with real DAG runs against a real ZooKeeper: the full epoch stage shape,
+ordering across overlapping runs, two deployments racing, sensors and asset events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+
+pytestmark = [pytest.mark.integration]
+
+PIPELINE = "flights_daily"
+
+
+def day(n: int) -> datetime:
+    return datetime(2013, 1, n, tzinfo=timezone.utc)
+
+
+def test_full_stage_shape_seals_partitions_and_emits_partitioned_asset_events(dagbag, zk_connection, zk):
+    dag = dagbag.get_dag("example_epoch_pipeline")
+    for n in (1, 2):
+        run = dag.test(logical_date=day(n), run_conf={"max_delay": 0})
+        assert "success" in str(run.state), run.state
+    ledger = EpochLedger(zk, PIPELINE)
+    assert ledger.frontier() == 2
+    for epoch in (1, 2):
+        info = ledger.epoch_info(epoch)
+        assert info.state == "sealed" and set(info.sealed_partitions) == {"flights", "weather", "daily"}
+    barrier_events = [e for e in ledger.history() if e.event == "barrier_released"]
+    assert [(e.detail["epoch"], e.detail["decision"]) for e in barrier_events] == [(1, "all"), (2, "all")]
+    # the join voted only after both producers passed the barrier
+    events = [(e.event, e.detail.get("epoch"), e.detail.get("producer") or e.detail.get("barrier"))
+              for e in ledger.history()]
+    assert events.index(("barrier_released", 1, "ingested")) < events.index(("vote", 1, "join"))
+
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(AssetEvent).all()
+        keys = sorted((row.partition_key, row.extra.get("epoch")) for row in rows
+                      if row.extra.get("pipeline") == PIPELINE)
+    assert keys == [("1", 1), ("2", 2)]
+
+
+def test_open_waits_for_previous_epoch_then_opens(dagbag, zk_connection, zk):
+    """Epoch 2's run starts first; its open task defers until epoch 1 is sealed by another run."""
+    dag = dagbag.get_dag("example_epoch_pipeline")
+    ledger = EpochLedger(zk, PIPELINE, owner="elsewhere")
+    ledger.create_pipeline(PipelineConfig.from_json({
+        "partitions": {"flights": ["ingest_flights"], "weather": ["ingest_weather"], "daily": ["join"]},
+        "barriers": {"ingested": ["ingest_flights", "ingest_weather"]}}))
+    sealed_first: list[float] = []
+
+    def seal_epoch_1_later():
+        time.sleep(3)
+        attempt = ledger.open_epoch(1)
+        for partition, producer in (("flights", "ingest_flights"), ("weather", "ingest_weather"), ("daily", "join")):
+            ledger.vote(attempt, partition, producer, {"by": "elsewhere"})
+        sealed_first.append(time.monotonic())
+
+    helper = threading.Thread(target=seal_epoch_1_later)
+    helper.start()
+    run = dag.test(logical_date=day(2), run_conf={"max_delay": 0})
+    helper.join()
+    assert "success" in str(run.state)
+    history = [(e.event, e.detail.get("epoch")) for e in EpochLedger(zk, PIPELINE).history()]
+    assert history.index(("epoch_sealed", 1)) < history.index(("epoch_opened", 2))
+    assert EpochLedger(zk, PIPELINE).frontier() == 2
+
+
+def _deployment_home(airflow_home: Path, name: str, tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / name
+    home.mkdir()
+    shutil.copy(airflow_home / "airflow.db", home / "airflow.db")
+    return {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(airflow_home / "dags"), "AIRFLOW_EPOCHS_DEPLOYMENT": name}
+
+
+def _dags_test(env: dict[str, str], date: str, log: Path) -> subprocess.Popen:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    handle = open(log, "w")  # noqa: SIM115 - closed by the caller through the process
+    return subprocess.Popen([airflow, "dags", "test", "example_epoch_pipeline", date, "-c",
+                             json.dumps({"max_delay": 0.5})], env={**os.environ, **env},
+                            stdout=handle, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow
+def test_overlapping_runs_seal_epochs_in_order(airflow_home, zk_connection, zk, tmp_path):
+    """Six daily intervals run at once (started newest first, three per deployment home): every epoch
+    is opened after the previous one is sealed, and sealed exactly once."""
+    procs = []
+    for n in (6, 5, 4, 3, 2, 1):
+        env = _deployment_home(airflow_home, f"run{n}", tmp_path)
+        env["AIRFLOW_EPOCHS_DEPLOYMENT"] = "deploy-a"  # one deployment, overlapping runs
+        procs.append(_dags_test(env, f"2013-01-0{n}", tmp_path / f"run{n}.log"))
+        time.sleep(0.3)
+    for proc in procs:
+        assert proc.wait(timeout=600) == 0, (tmp_path / "run1.log").read_text()[-3000:]
+    ledger = EpochLedger(zk, PIPELINE)
+    assert ledger.frontier() == 6
+    opened = sealed = 0
+    for event in ledger.history():
+        if event.event == "epoch_opened":
+            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
+            opened = event.detail["epoch"]
+        elif event.event == "epoch_sealed":
+            assert event.detail["epoch"] == opened
+            sealed = event.detail["epoch"]
+    assert (opened, sealed) == (6, 6)
+
+
+@pytest.mark.slow
+def test_two_deployments_race_one_seals_the_other_skips(airflow_home, zk_connection, zk, tmp_path):
+    procs = []
+    for name in ("deploy-a", "deploy-b"):
+        env = _deployment_home(airflow_home, name, tmp_path)
+        procs.append((name, _dags_test(env, "2013-01-01", tmp_path / f"{name}.log")))
+    for _, proc in procs:
+        assert proc.wait(timeout=600) == 0
+    ledger = EpochLedger(zk, PIPELINE)
+    info = ledger.epoch_info(1)
+    assert info.state == "sealed"
+    seals = [e for e in ledger.history() if e.event == "epoch_sealed"]
+    assert len(seals) == 1 and seals[0].detail["owner"] == info.owner
+    loser = "deploy-b" if info.owner == "deploy-a" else "deploy-a"
+    log = (tmp_path / f"{loser}.log").read_text()
+    assert f"epoch 1 is already sealed by {info.owner}" in log
+    assert "skipped" in log.lower()

@@ -1,0 +1,157 @@
+"""Triggers in Airflow's style: serialisation, firing only after the seal and promptly, one shared
+kazoo session, re-reading after a reconnect, and one asset event per seal even when run twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
+from airflow_epochs.triggers.frontier import FrontierReachedTrigger
+from airflow_epochs.triggers.seals import PartitionsSealedTrigger
+from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+pytestmark = pytest.mark.integration
+
+TRIGGERS = [
+    FrontierReachedTrigger(pipeline="p", epoch=3, give_up_after=5.0),
+    PartitionsSealedTrigger(pipeline="p", epoch=3, partitions=["a", "b"]),
+    BarrierReleasedTrigger(pipeline="p", epoch=3, barrier="ingested"),
+    SealedPartitionEventTrigger(pipeline="p", partition="a", scope="deploy-a", from_epoch=2),
+]
+
+
+@pytest.mark.parametrize("trigger", TRIGGERS, ids=lambda t: type(t).__name__)
+def test_serialize_returns_package_path_and_primitives(trigger):
+    path, kwargs = trigger.serialize()
+    assert path.startswith("airflow_epochs.triggers.")
+    assert path.endswith(type(trigger).__name__)
+    assert json.loads(json.dumps(kwargs)) == kwargs
+    module, _, name = path.rpartition(".")
+    clone = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
+    assert clone.serialize() == (path, kwargs)
+
+
+@pytest.fixture
+def pipeline(zk, zk_connection):
+    ledger = EpochLedger(zk, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}))
+    return ledger
+
+
+async def _first_event(trigger, timeout):
+    """Take the first event and close the generator, as the triggerer does."""
+    events = trigger.run()
+    try:
+        return await asyncio.wait_for(events.__anext__(), timeout)
+    finally:
+        await events.aclose()
+
+
+def test_fires_only_after_the_seal_and_within_a_second(pipeline):
+    async def scenario():
+        trigger = PartitionsSealedTrigger(pipeline="p", epoch=1, partitions=["a", "b"])
+        task = asyncio.create_task(_first_event(trigger, 30))
+        attempt = await asyncio.to_thread(pipeline.open_epoch, 1)
+        await asyncio.to_thread(pipeline.vote, attempt, "a", "x")
+        await asyncio.sleep(1.0)
+        assert not task.done()  # "b" is not sealed yet
+        await asyncio.to_thread(pipeline.vote, attempt, "b", "y")
+        sealed_at = time.monotonic()
+        event = await task
+        return event, time.monotonic() - sealed_at
+
+    event, latency = asyncio.run(scenario())
+    assert event.payload["status"] == "success" and set(event.payload["seals"]) == {"a", "b"}
+    assert latency < 1.0
+
+
+def test_two_triggers_share_one_session(pipeline):
+    async def scenario():
+        first = asyncio.create_task(_first_event(FrontierReachedTrigger(pipeline="p", epoch=1), 30))
+        second = asyncio.create_task(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=1, partitions=["a"]), 30))
+        await asyncio.sleep(1.0)
+        sessions_while_waiting = SHARED_CLIENTS.sessions()
+        attempt = await asyncio.to_thread(pipeline.open_epoch, 1)
+        await asyncio.to_thread(pipeline.vote, attempt, "a", "x")
+        await asyncio.to_thread(pipeline.vote, attempt, "b", "y")
+        await asyncio.gather(first, second)
+        return sessions_while_waiting, SHARED_CLIENTS.sessions()
+
+    during, after = asyncio.run(scenario())
+    assert (during, after) == (1, 0)
+
+
+def test_timeout_event_when_giving_up(pipeline):
+    event = asyncio.run(_first_event(FrontierReachedTrigger(pipeline="p", epoch=1, give_up_after=0.5), 10))
+    assert event.payload["status"] == "timeout"
+
+
+def test_barrier_trigger_applies_the_policy_at_the_deadline(pipeline, zk):
+    pipeline.open_epoch(1)
+    barrier = Barrier(zk, "p", 1, "ingested")
+    barrier.declare(StragglerPolicy.quorum(1, timeout=1.0), ["x", "y"])
+    barrier.arrive("x")
+    event = asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="ingested"), 20))
+    assert (event.payload["decision"], event.payload["late"]) == ("quorum", ["y"])
+
+
+def test_asset_event_trigger_emits_each_seal_once_across_two_instances(pipeline):
+    async def scenario():
+        events: list[dict] = []
+
+        async def collect(trigger):
+            async for event in trigger.run():
+                events.append(event.payload)
+
+        runners = [asyncio.create_task(collect(SealedPartitionEventTrigger(pipeline="p", partition="a", scope="s")))
+                   for _ in range(2)]
+        for epoch in (1, 2, 3):
+            attempt = await asyncio.to_thread(pipeline.open_epoch, epoch)
+            await asyncio.to_thread(pipeline.vote, attempt, "a", "x")
+            await asyncio.to_thread(pipeline.vote, attempt, "b", "y")
+        await asyncio.sleep(1.5)
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        return events
+
+    events = asyncio.run(scenario())
+    assert sorted(e["epoch"] for e in events) == [1, 2, 3]
+    assert [e["partition_key"] for e in sorted(events, key=lambda e: e["epoch"])] == ["1", "2", "3"]
+
+
+@pytest.mark.slow
+@pytest.mark.ensemble
+def test_seal_made_while_disconnected_is_not_missed(ensemble, monkeypatch):
+    """The trigger's client talks to member 0 only; the seal is written while member 0 is down."""
+    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT",
+                       json.dumps({"conn_type": "zookeeper", "host": ensemble.member_hosts(0)}))
+    writer = KazooClient(hosts=",".join(ensemble.member_hosts(i) for i in (1, 2)))
+    writer.start(timeout=20)
+    ledger = EpochLedger(writer, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    attempt = ledger.open_epoch(1)
+
+    async def scenario():
+        task = asyncio.create_task(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=1, partitions=["a"]), 60))
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(ensemble.kill, 0)
+        await asyncio.to_thread(ledger.vote, attempt, "a", "x")
+        await asyncio.sleep(0.5)
+        assert not task.done()
+        await asyncio.to_thread(ensemble.restart, 0)
+        return await task
+
+    try:
+        event = asyncio.run(scenario())
+    finally:
+        writer.stop()
+    assert event.payload["status"] == "success"
