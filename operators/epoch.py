@@ -23,6 +23,7 @@ from airflow_epochs.coordination import (
     EpochLedger,
     LeaderLease,
     NotLeader,
+    PartitionAlreadySealed,
     PipelineConfig,
     PipelineNotFound,
     validate_name,
@@ -237,9 +238,17 @@ class VotePartitionOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = _attempt_from_xcom(context, self.attempt_task_id)
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            result = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root).vote(
-                attempt, self.partition, self.producer, dict(self.manifest or {}), snapshot=self.snapshot
-            )
+            ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
+            try:
+                result = ledger.vote(attempt, self.partition, self.producer, dict(self.manifest or {}),
+                                     snapshot=self.snapshot)
+            except PartitionAlreadySealed:
+                # Sealed by an earlier attempt of this epoch (e.g. before a takeover): seals are
+                # immutable, so this attempt's output for it is never used.
+                seal = ledger.seal(attempt.epoch, self.partition)
+                self.log.info("Epoch %s: partition %s was sealed earlier by attempt %s; nothing to vote",
+                              attempt.epoch, self.partition, seal.attempt if seal else "?")
+                return {"partition_sealed": True, "epoch_sealed": False, "sealed_by": seal.attempt if seal else None}
         self.log.info("Epoch %s: %s voted %s (partition sealed: %s, epoch sealed: %s)", attempt.epoch,
                       self.producer, self.partition, result.partition_sealed, result.epoch_sealed)
         return {"partition_sealed": result.partition_sealed, "epoch_sealed": result.epoch_sealed}

@@ -5,7 +5,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
 say "ruff check"
-ruff check provider operators sensors dags tests scripts
+ruff check provider operators sensors dags tests scripts bench
 say "mypy --strict on the coordination core"
 # mypy cannot follow setuptools' editable finder (provider/ installs as airflow_epochs): give it the
 # package under its real name through a link.

@@ -137,3 +137,39 @@ def test_two_deployments_race_one_seals_the_other_skips(airflow_home, zk_connect
     log = (tmp_path / f"{loser}.log").read_text()
     assert f"epoch 1 is already sealed by {info.owner}" in log
     assert "skipped" in log.lower()
+
+
+def test_standby_takes_over_when_the_leader_dies(dagbag, zk_connection, zk, monkeypatch):
+    """A leader (another deployment) sealed epoch 1, opened epoch 2 and died holding a short lease.
+    This deployment's run waits for the lease to run out, takes over epoch 2 under a new attempt and
+    finishes it; the dead leader's attempt can no longer vote."""
+    import datetime as dt
+
+    from airflow_epochs.coordination import AttemptSuperseded, LeaderLease
+
+    monkeypatch.setenv("AIRFLOW_EPOCHS_DEPLOYMENT", "deploy-a")
+    ghost = EpochLedger(zk, PIPELINE, owner="deploy-ghost")
+    ghost.create_pipeline(PipelineConfig.from_json({
+        "partitions": {"flights": ["ingest_flights"], "weather": ["ingest_weather"], "daily": ["join"]},
+        "barriers": {"ingested": ["ingest_flights", "ingest_weather"]}}))
+    first = ghost.open_epoch(1)
+    for partition, producer in (("flights", "ingest_flights"), ("weather", "ingest_weather"), ("daily", "join")):
+        ghost.vote(first, partition, producer, {"by": "ghost"}, snapshot=f"totals@1/{partition}")
+    LeaderLease(zk, PIPELINE, owner="deploy-ghost", duration=dt.timedelta(seconds=3)).acquire()
+    zombie = ghost.open_epoch(2)
+    ghost.vote(zombie, "flights", "ingest_flights", {"by": "ghost"})
+
+    run = dagbag.get_dag("example_epoch_pipeline").test(logical_date=day(2), run_conf={"max_delay": 0})
+    assert "success" in str(run.state)
+    info = EpochLedger(zk, PIPELINE).epoch_info(2)
+    assert (info.state, info.owner, info.attempt) == ("sealed", "deploy-a", zombie.token + 1)
+    ledger = EpochLedger(zk, PIPELINE)
+    # what the dead leader sealed stays sealed (immutable); the rest is sealed by the successor
+    assert ledger.seal(2, "flights").attempt == zombie.token
+    assert ledger.seal(2, "weather").attempt == zombie.token + 1
+    assert ledger.seal(2, "weather").manifests["ingest_weather"]["rows"] == "20"
+    with pytest.raises((AttemptSuperseded, Exception)) as refused:
+        ghost.vote(zombie, "weather", "ingest_weather", {"by": "ghost"})
+    assert type(refused.value).__name__ in ("AttemptSuperseded", "EpochAlreadySealed")
+    opened = run.get_task_instance("epoch.open")
+    assert opened is not None and "success" in str(opened.state)
