@@ -19,10 +19,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from airflow_epochs.coordination import (
     DEFAULT_ROOT,
     Attempt,
-    EpochAlreadySealed,
     EpochLedger,
-    LeaderLease,
-    NotLeader,
     PartitionAlreadySealed,
     PipelineConfig,
     PipelineNotFound,
@@ -30,6 +27,7 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
 from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.coordinator import open_as_leader
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
 from airflow_epochs.sensors.barrier import barrier_result
@@ -133,51 +131,39 @@ class OpenEpochOperator(BaseOperator):
     def _open(self, context: Context, epoch: int | None) -> dict[str, Any]:
         owner = validate_name("owner", self.owner_id or default_owner())
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            client = hook.get_conn()
-            ledger = EpochLedger(client, self.pipeline, owner=owner, root=self.root)
+            ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
             if self.config is not None:
                 ledger.create_pipeline(PipelineConfig.from_json(self.config))
             try:
                 epoch = epoch or self._epoch(context, ledger)
-                info = ledger.epoch_info(epoch)
-                frontier = ledger.frontier()
+                decision = open_as_leader(ledger, epoch, lease_duration=datetime.timedelta(seconds=self.lease_seconds),
+                                          backpressure_wait=self.backpressure_wait or None)
             except PipelineNotFound:
                 raise AirflowException(
                     f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
                 ) from None
-            if info is not None and info.state == "sealed":
-                self._skip_sealed(epoch, info.owner, info.attempt)
-            if frontier < epoch - 1:
-                self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed (frontier %s)",
-                              self.pipeline, epoch, epoch - 1, frontier)
-                return self._wait(context, epoch, epoch - 1, timeout=None)
-            lease = LeaderLease(client, self.pipeline, owner=owner, root=self.root,
-                                duration=datetime.timedelta(seconds=self.lease_seconds))
-            try:
-                lease.acquire()
-            except NotLeader as standby:
-                holder = lease.holder()
-                now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-                wait_s = (holder.until - now).total_seconds() if holder else 1.0
+        if decision.action == "sealed":
+            sealed = decision.sealed
+            self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
+        if decision.action == "wait":
+            assert decision.wait_for_frontier is not None
+            if decision.leader:
                 self.log.info("Pipeline %s: %s leads; %s waits up to %.0f s for epoch %s to be sealed",
-                              self.pipeline, standby.holder, owner, max(1.0, wait_s), epoch)
-                return self._wait(context, epoch, epoch, timeout=max(1.0, wait_s + 1.0))
-            takeover = info is not None and info.state == "open" and info.owner != owner
-            try:
-                attempt = ledger.open_epoch(epoch, takeover=takeover, wait=self.backpressure_wait or None)
-            except EpochAlreadySealed:
-                sealed = ledger.epoch_info(epoch)
-                self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
-            snapshots: dict[str, Any] = {}
-            for partition in ledger.config_for(epoch).config.partitions:
-                ref = ledger.last_sealed_snapshot(partition, before_epoch=epoch) if epoch > 1 else None
-                if ref is not None:
-                    snapshots[partition] = {"epoch": ref.epoch, "producer": ref.producer, "pointer": ref.pointer}
-        if takeover and info is not None:
+                              self.pipeline, decision.leader, owner, decision.wait_seconds, epoch)
+            else:
+                self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed", self.pipeline, epoch,
+                              decision.wait_for_frontier)
+            return self._wait(context, epoch, decision.wait_for_frontier, timeout=decision.wait_seconds)
+        attempt = decision.attempt
+        assert attempt is not None
+        if decision.took_over is not None:
             self.log.info("Pipeline %s: %s took over epoch %s from %s (attempt %s supersedes %s)",
-                          self.pipeline, owner, epoch, info.owner, attempt.token, info.attempt)
+                          self.pipeline, owner, epoch, decision.took_over.owner, attempt.token,
+                          decision.took_over.attempt)
         self.log.info("Pipeline %s: epoch %s open under attempt %s of %s (config version %s)",
                       self.pipeline, epoch, attempt.token, attempt.owner, attempt.config_version)
+        snapshots = {p: {"epoch": r.epoch, "producer": r.producer, "pointer": r.pointer}
+                     for p, r in decision.snapshots.items()}
         return {**attempt.to_dict(), "snapshots": snapshots}
 
     def _skip_sealed(self, epoch: int, owner: str, attempt: int) -> None:

@@ -33,7 +33,9 @@ from airflow_epochs.coordination.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
+from airflow_epochs.coordination.calendar import EpochCalendar
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
 from airflow_epochs.coordination.errors import (
     AttemptSuperseded,
     Backpressured,
@@ -110,6 +112,7 @@ __all__ = [
     "DuplicateVote",
     "EpochAlreadyOpen",
     "EpochAlreadySealed",
+    "EpochCalendar",
     "EpochIncomplete",
     "EpochInfo",
     "EpochLedger",
@@ -127,6 +130,7 @@ __all__ = [
     "LineageReport",
     "LockTimeout",
     "NotLeader",
+    "OpenDecision",
     "PartitionAlreadySealed",
     "PayloadTooLarge",
     "PipelineConfig",
@@ -151,6 +155,7 @@ __all__ = [
     "check_consistency",
     "consumers",
     "lineage_of",
+    "open_as_leader",
     "plan_migration",
     "register_consumer",
     "resource_lock",
