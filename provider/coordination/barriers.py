@@ -297,10 +297,11 @@ class Barrier:
         give_up = None if timeout is None else time.monotonic() + timeout
         changed = threading.Event()
         path = self._child("release")
+        deadline = float(self._doc()[0]["deadline"])  # fixed at declaration: read it once
         while True:
             changed.clear()
             outcome = self._watch_release(path, changed)
-            if outcome is None and self._clock() >= self._doc()[0]["deadline"]:
+            if outcome is None and self._clock() >= deadline:
                 outcome = self._apply_policy()
             if outcome is not None:
                 if outcome.decision == "failed":
@@ -309,7 +310,7 @@ class Barrier:
                         "arrive in time", late=outcome.late,
                     )
                 return outcome
-            until_deadline = max(0.0, self._doc()[0]["deadline"] - self._clock())
+            until_deadline = max(0.0, deadline - self._clock())
             wait_for = until_deadline + 0.01
             if give_up is not None:
                 remaining = give_up - time.monotonic()

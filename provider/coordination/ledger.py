@@ -550,7 +550,17 @@ class EpochLedger:
         p = self.paths
 
         def once() -> VoteResult:
-            doc, estat = self._epoch_doc_stat(attempt.epoch)
+            # One round trip for everything a vote may need; every decision taken on these reads is
+            # guarded by a version check in the transaction below. The attempt's own generation is
+            # the only one it may vote in, so its paths can be read before the epoch record.
+            epoch_raw, tally_raw, prog_raw, frontier_raw = self.session.get_many([
+                p.epoch(attempt.epoch), p.partition(attempt.epoch, attempt.generation, partition),
+                p.progress(attempt.epoch, attempt.generation), p.frontier,
+            ])
+            if epoch_raw is None:
+                doc, estat = self._epoch_doc_stat(attempt.epoch)  # raises the specific error
+            else:
+                doc, estat = payloads.decode("epoch", epoch_raw[0], path=p.epoch(attempt.epoch)), epoch_raw[1]
             gen = doc["generation"]
             config = self._config_version(doc["config_version"]).config
             if partition not in config.partitions:
@@ -568,7 +578,6 @@ class EpochLedger:
                 return self._repeat_vote(attempt, partition, producer, body, snap, lineage)
             self._check_current(attempt, doc)
             tally_path = p.partition(attempt.epoch, gen, partition)
-            tally_raw = self.session.get(tally_path)
             if tally_raw is None:
                 raise CorruptPayload(f"{tally_path}: missing partition tally")
             tally = payloads.decode("tally", tally_raw[0], path=tally_path)
@@ -599,7 +608,6 @@ class EpochLedger:
             epoch_sealed = False
             if complete:
                 progress_path = p.progress(attempt.epoch, gen)
-                prog_raw = self.session.get(progress_path)
                 if prog_raw is None:
                     raise CorruptPayload(f"{progress_path}: missing epoch progress")
                 sealed = list(payloads.decode("progress", prog_raw[0], path=progress_path)["sealed"])
@@ -615,7 +623,10 @@ class EpochLedger:
                                 attempt=attempt.token, producers=list(producers)),
                 ]
                 if set(config.partitions) <= set(sealed):
-                    ops += self._seal_epoch_ops(attempt, doc, estat.version)
+                    if frontier_raw is None:
+                        raise CorruptPayload(f"{p.frontier}: missing frontier")
+                    frontier_now = int(payloads.decode("frontier", frontier_raw[0], path=p.frontier)["epoch"])
+                    ops += self._seal_epoch_ops(attempt, doc, estat.version, (frontier_now, frontier_raw[1]))
                     epoch_sealed = True
             self._commit(ops)
             return VoteResult(attempt.epoch, partition, producer, attempt.token, complete, epoch_sealed)
@@ -654,8 +665,10 @@ class EpochLedger:
 
         return self._cas(once, what=f"close epoch {attempt.epoch} of {self.pipeline!r}")
 
-    def _seal_epoch_ops(self, attempt: Attempt, doc: Mapping[str, Any], version: int) -> list[Op]:
-        frontier, frontier_stat = self._frontier_doc()
+    def _seal_epoch_ops(
+        self, attempt: Attempt, doc: Mapping[str, Any], version: int, frontier_read: tuple[int, Any] | None = None
+    ) -> list[Op]:
+        frontier, frontier_stat = frontier_read if frontier_read is not None else self._frontier_doc()
         if frontier >= attempt.epoch:
             raise _Conflict()  # sealed by a concurrent writer after our reads: decide again on fresh state
         if frontier != attempt.epoch - 1:
