@@ -6,6 +6,7 @@ version (configuration changes are timestamped data, as in Megaphone).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,24 +46,12 @@ class PipelineConfig:
         buckets = tuple(self.buckets)
         if len(buckets) > MAX_BUCKETS:
             raise InvalidConfig(f"{len(buckets)} buckets; at most {MAX_BUCKETS}")
-        for worker in buckets:
-            try:
-                validate_name("producer", worker)
-            except InvalidName as exc:
-                raise InvalidConfig(f"bucket owner: {exc}") from exc
+        _check_members(buckets, "bucket owner")
         object.__setattr__(self, "buckets", buckets)
         if self.window is not None and (
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
         ):
             raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
-
-    @classmethod
-    def single(cls, partition: str, *producers: str) -> PipelineConfig:
-        """A configuration with one partition (a convenience for scripts and tests)."""
-        return cls({partition: producers or (partition,)})
-
-    def producers(self, partition: str) -> tuple[str, ...]:
-        return self.partitions[partition]
 
     def replace(self, **changes: Any) -> PipelineConfig:
         """A copy with some fields changed."""
@@ -117,12 +106,8 @@ def _name_lists(value: object, kind: str, members: str) -> dict[str, tuple[str, 
             raise InvalidConfig(f"partition {name!r} has no producers; each partition needs at least one")
         if len(plist) > MAX_PRODUCERS:
             raise InvalidConfig(f"{kind} {name!r} has {len(plist)} {members}; at most {MAX_PRODUCERS}")
-        for member in plist:
-            try:
-                validate_name("producer", member)
-            except InvalidName as exc:
-                raise InvalidConfig(f"{kind} {name!r}: {exc}") from exc
-        duplicates = sorted({p for p in plist if plist.count(p) > 1})
+        _check_members(plist, f"{kind} {name!r}")
+        duplicates = sorted(p for p, n in Counter(plist).items() if n > 1)
         if duplicates:
             raise InvalidConfig(f"{kind} {name!r} lists {members} more than once: {duplicates}")
         normalised[name] = plist
@@ -136,3 +121,12 @@ class ConfigVersion:
     version: int
     from_epoch: int
     config: PipelineConfig
+
+
+def _check_members(names: tuple[str, ...], where: str) -> None:
+    """Producer, participant and worker names are znode-safe names too."""
+    for member in names:
+        try:
+            validate_name("producer", member)
+        except InvalidName as exc:
+            raise InvalidConfig(f"{where}: {exc}") from exc
