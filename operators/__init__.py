@@ -10,6 +10,7 @@ from airflow_epochs.operators.epoch import (
     partition_asset,
 )
 from airflow_epochs.operators.group import EpochGroup
+from airflow_epochs.operators.spark import SparkEpochOperator
 
 __all__ = [
     "ArriveAtBarrierOperator",
@@ -18,6 +19,7 @@ __all__ = [
     "OpenEpochOperator",
     "ReconfigureOperator",
     "RollbackOperator",
+    "SparkEpochOperator",
     "VotePartitionOperator",
     "partition_asset",
 ]

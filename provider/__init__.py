@@ -28,7 +28,8 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper"]}],
-        "operators": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.operators.epoch"]}],
+        "operators": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.operators.epoch",
+                                                                  "airflow_epochs.operators.spark"]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.sensors.frontier"]}],
         "triggers": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.triggers.frontier"]}],
         "connection-types": [

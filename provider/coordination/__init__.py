@@ -57,6 +57,7 @@ from airflow_epochs.coordination.errors import (
     LockTimeout,
     NotLeader,
     PartitionAlreadySealed,
+    PartitionNotSealed,
     PayloadTooLarge,
     PipelineExists,
     PipelineNotFound,
@@ -74,6 +75,7 @@ from airflow_epochs.coordination.ledger import (
     Event,
     SealInfo,
     SnapshotRef,
+    VoteRecord,
     VoteResult,
 )
 from airflow_epochs.coordination.lineage import LineageItem, LineageReport, check_consistency, lineage_of
@@ -88,6 +90,7 @@ from airflow_epochs.coordination.reconfig import (
     schedule_migration,
 )
 from airflow_epochs.coordination.session import Session
+from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -132,6 +135,7 @@ __all__ = [
     "NotLeader",
     "OpenDecision",
     "PartitionAlreadySealed",
+    "PartitionNotSealed",
     "PayloadTooLarge",
     "PipelineConfig",
     "PipelineExists",
@@ -144,15 +148,18 @@ __all__ = [
     "SnapshotRef",
     "StateError",
     "StragglerPolicy",
+    "SubmitDecision",
     "UnknownConsumer",
     "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
+    "VoteRecord",
     "VoteResult",
     "acknowledge",
     "assignment",
     "bucket_of",
     "check_consistency",
+    "check_submission",
     "consumers",
     "lineage_of",
     "open_as_leader",

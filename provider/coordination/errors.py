@@ -109,6 +109,10 @@ class DuplicateVote(StateError):
     """The producer already voted for this attempt with a different manifest."""
 
 
+class PartitionNotSealed(StateError):
+    """A reader asked for a partition at an epoch that is not sealed: its output is not visible."""
+
+
 class PartitionAlreadySealed(StateError):
     """The partition is sealed by another attempt or with another manifest."""
 

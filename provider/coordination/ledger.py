@@ -148,6 +148,18 @@ class SealInfo:
 
 
 @dataclass(frozen=True)
+class VoteRecord:
+    """One producer's recorded vote: the attempt it was cast under, its manifest and snapshot pointer."""
+
+    epoch: int
+    partition: str
+    producer: str
+    attempt: int
+    manifest: Any
+    snapshot: Any
+
+
+@dataclass(frozen=True)
 class SnapshotRef:
     """The snapshot a sealed epoch left for the next one."""
 
@@ -562,18 +574,9 @@ class EpochLedger:
             else:
                 doc, estat = payloads.decode("epoch", epoch_raw[0], path=p.epoch(attempt.epoch)), epoch_raw[1]
             gen = doc["generation"]
-            config = self._config_version(doc["config_version"]).config
-            if partition not in config.partitions:
-                raise UnknownPartition(
-                    f"pipeline {self.pipeline!r}: partition {partition!r} is not in the configuration of epoch "
-                    f"{attempt.epoch} (version {doc['config_version']}: {sorted(config.partitions)})"
-                )
-            producers = config.partitions[partition]
-            if producer not in producers:
-                raise UnknownProducer(
-                    f"pipeline {self.pipeline!r}: producer {producer!r} is not registered for partition "
-                    f"{partition!r} at epoch {attempt.epoch} (registered: {list(producers)})"
-                )
+            version = self._config_version(doc["config_version"])
+            config = version.config
+            producers = producers_of(version, self.pipeline, attempt.epoch, partition, producer)
             if doc["state"] == "sealed" and doc["attempt"] == attempt.token and gen == attempt.generation:
                 return self._repeat_vote(attempt, partition, producer, body, snap, lineage)
             self._check_current(attempt, doc)
@@ -827,6 +830,26 @@ class EpochLedger:
 
         return self._call(run, what=f"read seal {partition!r} of epoch {epoch}")
 
+    def vote_of(self, epoch: int, partition: str, producer: str) -> VoteRecord | None:
+        """The vote ``producer`` cast on ``partition`` in the epoch's current generation, or None."""
+        validate_epoch(epoch)
+        validate_name("partition", partition)
+        validate_name("producer", producer)
+
+        def run() -> VoteRecord | None:
+            raw = self.session.get(self.paths.epoch(epoch))
+            if raw is None:
+                return None
+            doc = payloads.decode("epoch", raw[0], path=self.paths.epoch(epoch))
+            path = self.paths.vote(epoch, doc["generation"], partition, producer)
+            vote_raw = self.session.get(path)
+            if vote_raw is None:
+                return None
+            vote = payloads.decode("vote", vote_raw[0], path=path)
+            return VoteRecord(epoch, partition, producer, int(vote["attempt"]), vote["manifest"], vote.get("snapshot"))
+
+        return self._call(run, what=f"read the vote of {producer!r} on {partition!r} at epoch {epoch}")
+
     def _read_seal(self, epoch: int, generation: int, partition: str) -> SealInfo | None:
         p = self.paths
         seal_path = p.seal(epoch, generation, partition)
@@ -1021,6 +1044,23 @@ class EpochLedger:
             owner=doc["owner"], config_version=doc["config_version"], generation=doc["generation"],
             sealed_partitions=tuple(sorted(sealed)), partitions=tuple(sorted(config.partitions)),
         )
+
+
+def producers_of(version: ConfigVersion, pipeline: str, epoch: int, partition: str, producer: str) -> tuple[str, ...]:
+    """The producers registered for ``partition`` under ``version``; refuses an unknown partition or producer."""
+    config = version.config
+    if partition not in config.partitions:
+        raise UnknownPartition(
+            f"pipeline {pipeline!r}: partition {partition!r} is not in the configuration of epoch "
+            f"{epoch} (version {version.version}: {sorted(config.partitions)})"
+        )
+    producers = config.partitions[partition]
+    if producer not in producers:
+        raise UnknownProducer(
+            f"pipeline {pipeline!r}: producer {producer!r} is not registered for partition "
+            f"{partition!r} at epoch {epoch} (registered: {list(producers)})"
+        )
+    return tuple(producers)
 
 
 def _check_upstream(upstream: Mapping[str, int] | None) -> dict[str, int]:

@@ -12,7 +12,7 @@ MAX_EPOCH = 9_999_999_999  # epochs are stored as 10 zero-padded digits
 # A conservative, printable ASCII alphabet: it keeps paths readable in zkCli and safe as file
 # and URL segments, and allows partition names such as "region=eu" or "date:2013-01-01".
 _ALLOWED = re.compile(r"[A-Za-z0-9_.=:@+\-]+")
-_KINDS = ("pipeline", "partition", "producer", "barrier", "consumer", "resource", "owner")
+_KINDS = ("pipeline", "partition", "producer", "barrier", "consumer", "resource", "owner", "input")
 
 
 def validate_name(kind: str, value: object) -> str:

@@ -1,0 +1,130 @@
+"""Where epoch output lives, and the file operations around it (manifests, listing, garbage collection).
+
+Layout under a pipeline's storage root::
+
+    <storage>/<pipeline>/<partition>/epoch=<e>/attempt=<token>/run=<id>/
+        data/            the job's output (any Spark format)
+        snapshot/        the state it leaves for the next epoch, if any
+        _MANIFEST.json   written last: paths, row counts, checksums
+
+A run directory is visible to readers only when a seal's manifest names it. File access goes through
+pyarrow's filesystems, so the same code serves local paths, ``file://``, ``s3://``, ``gs://`` and
+``hdfs://`` (whichever the installed pyarrow supports).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyarrow import fs as pafs
+
+from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
+from airflow_epochs.coordination.names import validate_epoch, validate_name
+
+MANIFEST_FILE = "_MANIFEST.json"
+MANIFEST_VERSION = 1
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def epoch_location(storage: str, pipeline: str, partition: str, epoch: int) -> str:
+    """The directory holding every attempt's output of ``partition`` at ``epoch``."""
+    validate_name("pipeline", pipeline)
+    validate_name("partition", partition)
+    validate_epoch(epoch)
+    return _join(storage, pipeline, partition, f"epoch={epoch}")
+
+
+def run_location(storage: str, pipeline: str, partition: str, epoch: int, attempt: int, run: str) -> str:
+    """The attempt- and run-scoped output directory of one submission."""
+    return _join(epoch_location(storage, pipeline, partition, epoch), f"attempt={int(attempt)}", f"run={run}")
+
+
+def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and in-filesystem path of ``location`` (a path or a URI)."""
+    if not isinstance(location, str) or not location:
+        raise InvalidInput(f"storage location must be a non-empty string, not {location!r}")
+    if "://" not in location:
+        return pafs.LocalFileSystem(), posixpath.abspath(location)
+    try:
+        return pafs.FileSystem.from_uri(location)  # type: ignore[no-any-return]
+    except (ValueError, OSError) as exc:
+        raise InvalidInput(f"storage location {location!r} is not usable: {exc}") from None
+
+
+def write_manifest(location: str, manifest: Mapping[str, Any]) -> str:
+    """Write ``_MANIFEST.json`` into a run directory (temporary file, then rename: readers see all or nothing)."""
+    fs, path = filesystem(location)
+    body = json.dumps({"version": MANIFEST_VERSION, **manifest}, sort_keys=True, indent=1).encode()
+    fs.create_dir(path, recursive=True)
+    tmp = f"{path}/.{MANIFEST_FILE}.tmp"
+    with fs.open_output_stream(tmp) as out:
+        out.write(body)
+    fs.move(tmp, f"{path}/{MANIFEST_FILE}")
+    return _join(location, MANIFEST_FILE)
+
+
+def read_manifest(location: str) -> dict[str, Any] | None:
+    """The manifest of a run directory, or None if the job has not finished one."""
+    fs, path = filesystem(location)
+    target = f"{path}/{MANIFEST_FILE}"
+    if fs.get_file_info(target).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(target) as stream:
+        raw = stream.read()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptPayload(f"{location}/{MANIFEST_FILE}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
+        raise CorruptPayload(f"{location}/{MANIFEST_FILE}: unknown manifest version {data.get('version')!r}"
+                             if isinstance(data, dict) else f"{location}/{MANIFEST_FILE}: not an object")
+    return data
+
+
+def data_files(location: str) -> list[tuple[str, int]]:
+    """Data files under ``location`` (relative path, size), without Spark's marker and checksum files."""
+    fs, path = filesystem(location)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
+        name = info.base_name
+        if info.type == pafs.FileType.File and not name.startswith(("_", ".")):
+            found.append((info.path[len(path) + 1:], int(info.size or 0)))
+    return sorted(found)
+
+
+def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, keep: Iterable[str]) -> list[str]:
+    """Delete the run directories of ``partition`` at ``epoch`` that are not in ``keep``.
+
+    Call it only with the run locations a seal names (see :func:`airflow_epochs.spark.sealed_runs`):
+    everything else at that epoch is a failed, killed or superseded attempt that no reader can see.
+    Returns the deleted locations.
+    """
+    fs, base = filesystem(epoch_location(storage, pipeline, partition, epoch))
+    kept = {filesystem(location)[1].rstrip("/") for location in keep}
+    if not kept:
+        raise InvalidInput(f"refusing to collect garbage of {partition!r} at epoch {epoch} with nothing to keep")
+    if fs.get_file_info(base).type != pafs.FileType.Directory:
+        return []
+    deleted = []
+    for attempt_dir in fs.get_file_info(pafs.FileSelector(base)):
+        if attempt_dir.type != pafs.FileType.Directory:
+            continue
+        runs = [r for r in fs.get_file_info(pafs.FileSelector(attempt_dir.path)) if r.type == pafs.FileType.Directory]
+        survivors = 0
+        for run in runs:
+            if run.path.rstrip("/") in kept:
+                survivors += 1
+                continue
+            fs.delete_dir(run.path)
+            deleted.append(run.path)
+        if survivors == 0:
+            fs.delete_dir(attempt_dir.path)
+    return deleted

@@ -1,0 +1,148 @@
+"""Submit-and-seal, the protocol around one producer's Spark job (no Airflow import).
+
+1. Ask the ledger whether the job may run (previous epoch sealed, attempt current) and from which
+   snapshot; a retry after this attempt's vote landed runs nothing.
+2. Hold the partition's write lock while the job runs, and ask again holding it.
+3. Run the job into its own run directory (the caller's ``runner``: spark-submit, Spark Connect, a
+   local session), read its manifest, check it belongs to this run.
+4. Vote the manifest and the snapshot pointer; once the partition is sealed, delete the run
+   directories the seal does not name.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination.errors import CorruptPayload, PartitionAlreadySealed
+from airflow_epochs.coordination.ledger import Attempt, EpochLedger
+from airflow_epochs.coordination.locks import resource_lock
+from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.submission import SubmitDecision, check_submission
+from airflow_epochs.spark.context import EpochContext
+from airflow_epochs.spark.sealed import sealed_runs
+from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[EpochContext], "Mapping[str, Any] | None"]
+
+
+class JobWithoutManifest(CorruptPayload):
+    """The job ended without writing its manifest (it failed, or never called ``finish``)."""
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    """What :func:`submit_and_seal` did: ``ran`` the job, or found it ``voted``/``sealed`` already."""
+
+    action: Literal["ran", "voted", "sealed"]
+    epoch: int
+    partition: str
+    producer: str
+    manifest: Mapping[str, Any] | None
+    partition_sealed: bool
+    epoch_sealed: bool = False
+    run: str | None = None
+    snapshot_epoch: int | None = None
+    removed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "epoch": self.epoch, "partition": self.partition, "producer": self.producer,
+                "manifest": None if self.manifest is None else dict(self.manifest),
+                "partition_sealed": self.partition_sealed, "epoch_sealed": self.epoch_sealed, "run": self.run,
+                "snapshot_epoch": self.snapshot_epoch, "removed": len(self.removed)}
+
+
+def vote_summary(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run's manifest that goes into the vote (small: locations, counts, checksums)."""
+    keys = ("epoch", "attempt", "run", "location", "outputs", "config_version", "snapshot_from", "seconds")
+    return {k: manifest[k] for k in keys if k in manifest}
+
+
+def snapshot_pointer(manifest: Mapping[str, Any], epoch: int) -> dict[str, Any] | None:
+    snapshot = (manifest.get("outputs") or {}).get("snapshot")
+    if snapshot is None:
+        return None
+    return {"path": snapshot["path"], "format": snapshot.get("format", "parquet"), "epoch": epoch,
+            "checksum": snapshot.get("checksum")}
+
+
+def _settled(decision: SubmitDecision) -> SubmitOutcome | None:
+    if decision.action == "submit":
+        return None
+    return SubmitOutcome("sealed" if decision.action == "sealed" else "voted", decision.attempt.epoch,
+                         decision.partition, decision.producer, decision.manifest,
+                         partition_sealed=decision.action == "sealed")
+
+
+def submit_and_seal(
+    client: KazooClient,
+    attempt: Attempt,
+    partition: str,
+    producer: str,
+    *,
+    storage: str,
+    runner: Runner,
+    inputs: Mapping[str, str] | None = None,
+    buckets: tuple[int, ...] = (),
+    lock_timeout: float = 300.0,
+    root: str = DEFAULT_ROOT,
+) -> SubmitOutcome:
+    """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
+
+    :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
+        read from the run directory (a job submitted elsewhere writes it there).
+    :raises EpochOutOfOrder: the previous epoch is not sealed (nothing ran).
+    :raises AttemptSuperseded: the attempt is not current (nothing ran).
+    :raises JobWithoutManifest: the job returned without a manifest (nothing was voted).
+    """
+    ledger = EpochLedger(client, attempt.pipeline, owner=attempt.owner, root=root)
+    # Asked before queueing for the lock (cheap), and again holding it (decisive).
+    done = _settled(check_submission(ledger, attempt, partition, producer))
+    if done is not None:
+        return done
+    with resource_lock(client, attempt.pipeline, f"write.{partition}", mode="write", timeout=lock_timeout,
+                       identifier=attempt.owner):
+        decision = check_submission(ledger, attempt, partition, producer)
+        done = _settled(decision)
+        if done is not None:
+            return done
+        context = EpochContext(
+            pipeline=attempt.pipeline, partition=partition, producer=producer, epoch=attempt.epoch,
+            attempt=attempt.token, config_version=attempt.config_version, run=uuid.uuid4().hex[:16],
+            storage=storage, inputs=dict(inputs or {}), buckets=buckets,
+            snapshot=None if decision.snapshot is None else dict(decision.snapshot.pointer),
+        )
+        location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)
+        log.info("epoch %s: running %s/%s (attempt %s, run %s, snapshot from epoch %s)", attempt.epoch, partition,
+                 producer, attempt.token, context.run, decision.snapshot.epoch if decision.snapshot else None)
+        manifest = runner(context)
+        if manifest is None:
+            manifest = read_manifest(location)
+        if manifest is None:
+            raise JobWithoutManifest(f"epoch {attempt.epoch}: the job for {partition!r} ended without a manifest "
+                                     f"in {location}; nothing was voted")
+        if (manifest.get("epoch"), manifest.get("attempt"), manifest.get("run")) != \
+                (attempt.epoch, attempt.token, context.run):
+            raise JobWithoutManifest(f"the manifest in {location} belongs to another run: "
+                                     f"{manifest.get('epoch')}/{manifest.get('attempt')}/{manifest.get('run')}")
+        summary = vote_summary(manifest)
+        epoch_sealed = False
+        try:
+            result = ledger.vote(attempt, partition, producer, summary,
+                                 snapshot=snapshot_pointer(manifest, attempt.epoch))
+            sealed, epoch_sealed = result.partition_sealed, result.epoch_sealed
+        except PartitionAlreadySealed:
+            log.info("epoch %s: %s was sealed meanwhile by another attempt; run %s stays invisible",
+                     attempt.epoch, partition, context.run)
+            sealed = True
+        removed = collect_garbage(storage, attempt.pipeline, partition, attempt.epoch,
+                                  sealed_runs(ledger, partition, attempt.epoch)) if sealed else []
+    return SubmitOutcome("ran", attempt.epoch, partition, producer, summary, sealed, epoch_sealed, context.run,
+                         decision.snapshot.epoch if decision.snapshot else None, removed)
