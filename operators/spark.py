@@ -46,15 +46,18 @@ class SparkEpochOperator(BaseOperator):
     :param partition: the partition the job writes (templated).
     :param producer: the producer it votes as (default: the partition's name) (templated).
     :param storage: root location of the pipeline's output (templated).
-    :param inputs: named input locations of the epoch (templated).
-    :param conn_id: Spark connection for ``spark-submit`` (its master: ``local[*]``, ``spark://``, YARN, k8s).
-    :param spark_connect_conn_id: run on this Spark Connect connection instead of ``spark-submit``.
+    :param inputs: named input locations of the epoch (templated); ``{epoch}`` in a location becomes the
+        epoch number (``"s3://raw/events/day={epoch}/"``).
+    :param conn_id: (templated) Spark connection for ``spark-submit``; its master may be ``local[*]``,
+        ``spark://``, YARN or Kubernetes.
+    :param spark_connect_conn_id: (templated) run on this Spark Connect connection instead of ``spark-submit``.
     :param submit_options: further ``SparkSubmitHook`` settings, limited to :data:`SUBMIT_OPTIONS`.
     :param lock_timeout: seconds to wait for the partition's write lock.
     :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
     """
 
-    template_fields: Sequence[str] = ("application", "partition", "producer", "storage", "inputs")
+    template_fields: Sequence[str] = ("application", "partition", "producer", "storage", "inputs", "conn_id",
+                                      "spark_connect_conn_id")
     ui_color = "#f4a460"
 
     def __init__(
@@ -103,7 +106,8 @@ class SparkEpochOperator(BaseOperator):
         runner = self._run_on_connect if self.spark_connect_conn_id else self._run_spark_submit
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             outcome = submit_and_seal(hook.get_conn(), attempt, self.partition, self.producer, storage=self.storage,
-                                      runner=runner, inputs=self.inputs, lock_timeout=self.lock_timeout,
+                                      runner=runner, inputs=self._inputs_for(attempt.epoch),
+                                      lock_timeout=self.lock_timeout,
                                       root=self.root)
         if outcome.action != "ran":
             self.log.info("Epoch %s: partition %s %s; nothing was submitted", attempt.epoch, self.partition,
@@ -115,6 +119,9 @@ class SparkEpochOperator(BaseOperator):
                           "superseded runs)", attempt.epoch, outcome.run, self.producer, self.partition, rows,
                           outcome.partition_sealed, len(outcome.removed))
         return outcome.to_dict()
+
+    def _inputs_for(self, epoch: int) -> dict[str, str]:
+        return {name: str(location).replace("{epoch}", str(epoch)) for name, location in self.inputs.items()}
 
     def _run_spark_submit(self, job_context: EpochContext) -> None:
         """Submit through SparkSubmitHook; the driver writes the manifest into its run directory."""
@@ -140,19 +147,31 @@ class SparkEpochOperator(BaseOperator):
     def _run_on_connect(self, job_context: EpochContext) -> dict[str, Any]:
         """Run ``main(spark, job)`` in this process against the Spark Connect server."""
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-        from pyspark.sql import SparkSession
+
+        # The Connect session class itself: the generic builder refuses when a classic session
+        # exists in this process.
+        from pyspark.sql.connect.session import SparkSession
 
         url = SparkConnectHook(conn_id=self.spark_connect_conn_id or "").get_connection_url()
         namespace = runpy.run_path(self.application, run_name="airflow_epochs_job")
         main = namespace.get("main")
         if not callable(main):
             raise AirflowException(f"{self.application} defines no main(spark, job) function")
-        session = SparkSession.builder.remote(url).getOrCreate()
+        session = SparkSession.builder.remote(url).create()
         self._connect_session = session
+        # pyspark.sql.functions build Connect columns only in "Connect mode", which the generic
+        # builder switches on for good; here it lasts for the job only.
+        previous = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
         try:
             return run_epoch(main, session, job_context)
         finally:
+            if previous is None:
+                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+            else:
+                os.environ["SPARK_CONNECT_MODE_ENABLED"] = previous
             self._connect_session = None
+            session.stop()
 
     def on_kill(self) -> None:
         if self._submit_hook is not None:

@@ -5,6 +5,9 @@
     airflow-epochs zookeeper start [--port N]   # detached server, data kept in the state dir
     airflow-epochs zookeeper status
     airflow-epochs zookeeper stop
+    airflow-epochs spark-connect start [--port N] [--master local[2]]   # warm Spark Connect server
+    airflow-epochs spark-connect status
+    airflow-epochs spark-connect stop
     airflow-epochs history PIPELINE --hosts 127.0.0.1:2181
 """
 
@@ -120,6 +123,72 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connect_state_file(base: Path) -> Path:
+    return base / "spark-connect.json"
+
+
+def running_connect_server(base: Path) -> dict[str, Any] | None:
+    """The CLI-managed Spark Connect server's state if its process is alive and its port answers."""
+    from airflow_epochs.embedded_spark_connect import listening
+
+    try:
+        state: dict[str, Any] = json.loads(_connect_state_file(base).read_text())
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(state["pid"])) or not listening(int(state["port"])):
+        return None
+    return state
+
+
+def start_connect_server(base: Path, port: int | None = None, master: str = "local[2]") -> dict[str, Any]:
+    """Start (or find) the detached Spark Connect server; returns its state."""
+    from airflow_epochs.embedded_spark_connect import SparkConnectServer
+
+    current = running_connect_server(base)
+    if current:
+        return {**current, "already_running": True}
+    server = SparkConnectServer(base / "spark-connect", port=port, master=master).start()
+    state = {"pid": server.pid, "port": server.port, "url": server.url, "master": master,
+             "log": str(server.log_file)}
+    _connect_state_file(base).write_text(json.dumps(state))
+    return {**state, "already_running": False}
+
+
+def stop_connect_server(base: Path) -> bool:
+    from airflow_epochs.embedded_spark_connect import stop_server_pid
+
+    try:
+        state = json.loads(_connect_state_file(base).read_text())
+    except (OSError, ValueError):
+        return False
+    return _alive(int(state["pid"])) and stop_server_pid(int(state["pid"]))
+
+
+def _cmd_spark_connect(args: argparse.Namespace) -> int:
+    from airflow_epochs.embedded_spark_connect import SparkConnectStartError
+
+    base = state_dir(args.state_dir)
+    if args.action == "start":
+        try:
+            state = start_connect_server(base, args.port, args.master)
+        except SparkConnectStartError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        verb = "already running" if state["already_running"] else "started"
+        print(f"Spark Connect {verb} at {state['url']} (pid {state['pid']}, master {state['master']}, "
+              f"log {state['log']})")
+        return 0
+    if args.action == "status":
+        state = running_connect_server(base)
+        if state is None:
+            print("Spark Connect is not running")
+            return 1
+        print(f"Spark Connect running at {state['url']} (pid {state['pid']}, master {state['master']})")
+        return 0
+    print("Spark Connect stopped" if stop_connect_server(base) else "Spark Connect was not running")
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from kazoo.client import KazooClient
 
@@ -152,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("action", choices=["start", "stop", "status"])
     zk.add_argument("--port", type=int, help="client port (default: the previous one, else a free one)")
     zk.set_defaults(func=_cmd_zookeeper)
+    connect = sub.add_parser("spark-connect", help="start, stop or check a warm Spark Connect server")
+    connect.add_argument("action", choices=["start", "stop", "status"])
+    connect.add_argument("--port", type=int, help="gRPC port (default: a free one)")
+    connect.add_argument("--master", default="local[2]", help="Spark master of the server (default local[2])")
+    connect.set_defaults(func=_cmd_spark_connect)
     history = sub.add_parser("history", help="print a pipeline's recorded state changes")
     history.add_argument("pipeline")
     history.add_argument("--hosts", help="ZooKeeper connect string (default: the embedded server)")

@@ -39,7 +39,7 @@ def spark_home() -> Path:
     return home
 
 
-def _listening(port: int, host: str = "127.0.0.1") -> bool:
+def listening(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True
@@ -98,7 +98,7 @@ class SparkConnectServer:
 
     def start(self, timeout: float = 120.0) -> SparkConnectServer:
         self.directory.mkdir(parents=True, exist_ok=True)
-        if _listening(self.port):
+        if listening(self.port):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         home = spark_home()
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0",
@@ -112,7 +112,7 @@ class SparkConnectServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SparkConnectStartError(f"Spark Connect exited with {self.process.returncode}:\n{self.log_tail()}")
-            if _listening(self.port):
+            if listening(self.port):
                 return self
             time.sleep(0.25)
         self.stop()
@@ -133,7 +133,7 @@ class SparkConnectServer:
         self.process = None
 
     def serving(self) -> bool:
-        return self.process is not None and self.process.poll() is None and _listening(self.port)
+        return self.process is not None and self.process.poll() is None and listening(self.port)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.spark import read_sealed, sealed_outputs
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.spark import read_sealed, run_epoch, sealed_outputs, submit_and_seal
 
 JOB = Path(__file__).resolve().parent / "spark_jobs" / "running_totals.py"
 PARTITION = "totals"
 PRODUCER = "job"
 KEYS = "abcdefg"
+EPOCHS = 5
 
 
 def write_inputs(folder: Path, epochs: int, *, seed: int = 7) -> dict[int, str]:
@@ -76,3 +77,31 @@ def run_dirs(storage: Path, pipeline: str, epoch: int) -> list[str]:
     """Every run directory present on disk for the partition at ``epoch`` (sealed or not)."""
     base = storage / pipeline / PARTITION / f"epoch={epoch}"
     return sorted(str(p) for p in base.glob("attempt=*/run=*"))
+
+
+def job_main():
+    import runpy
+
+    return runpy.run_path(str(JOB), run_name="job")["main"]
+
+
+def runner_for(spark):
+    main = job_main()
+    return lambda context: run_epoch(main, spark, context)
+
+
+def pipeline(zk, name: str) -> EpochLedger:
+    ledger = EpochLedger(zk, name, owner="tests")
+    ledger.create_pipeline(PipelineConfig({PARTITION: (PRODUCER,)}))
+    return ledger
+
+
+def run_clean(zk, spark, storage: Path, inputs, name: str) -> EpochLedger:
+    ledger = pipeline(zk, name)
+    for epoch in range(1, EPOCHS + 1):
+        attempt = ledger.open_epoch(epoch)
+        outcome = submit_and_seal(zk, attempt, PARTITION, PRODUCER, storage=str(storage), runner=runner_for(spark),
+                                  inputs={"events": inputs[epoch]})
+        assert outcome.action == "ran" and outcome.partition_sealed and outcome.epoch_sealed
+        assert outcome.snapshot_epoch == (epoch - 1 or None)
+    return ledger

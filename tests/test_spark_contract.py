@@ -11,15 +11,18 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from spark_pipeline import (
-    JOB,
+    EPOCHS,
     PARTITION,
     PRODUCER,
     assert_matches_pandas,
+    job_main,
+    pipeline,
+    run_clean,
     run_dirs,
+    runner_for,
     sealed_result,
     write_inputs,
 )
@@ -30,7 +33,6 @@ from airflow_epochs.coordination import (
     EpochLedger,
     EpochOutOfOrder,
     PartitionNotSealed,
-    PipelineConfig,
     check_submission,
 )
 from airflow_epochs.spark import (
@@ -45,40 +47,11 @@ from airflow_epochs.spark import (
 
 pytestmark = pytest.mark.timeout(600)
 
-EPOCHS = 5
-
-
-def _main():
-    import runpy
-
-    return runpy.run_path(str(JOB), run_name="job")["main"]
-
-
-def _runner(spark):
-    main = _main()
-    return lambda context: run_epoch(main, spark, context)
-
-
-def _pipeline(zk, name: str) -> EpochLedger:
-    ledger = EpochLedger(zk, name, owner="tests")
-    ledger.create_pipeline(PipelineConfig({PARTITION: (PRODUCER,)}))
-    return ledger
-
-
-def _run_clean(zk, spark, storage: Path, inputs, name: str) -> EpochLedger:
-    ledger = _pipeline(zk, name)
-    for epoch in range(1, EPOCHS + 1):
-        attempt = ledger.open_epoch(epoch)
-        outcome = submit_and_seal(zk, attempt, PARTITION, PRODUCER, storage=str(storage), runner=_runner(spark),
-                                  inputs={"events": inputs[epoch]})
-        assert outcome.action == "ran" and outcome.partition_sealed and outcome.epoch_sealed
-        assert outcome.snapshot_epoch == (epoch - 1 or None)
-    return ledger
 
 
 def test_fault_free_pipeline_matches_pandas_and_runs_once_per_epoch(zk, spark, tmp_path):
     inputs = write_inputs(tmp_path / "in", EPOCHS)
-    ledger = _run_clean(zk, spark, tmp_path / "out", inputs, "clean")
+    ledger = run_clean(zk, spark, tmp_path / "out", inputs, "clean")
     daily, running, checksums = sealed_result(spark, ledger, EPOCHS)
     assert_matches_pandas(daily, running, inputs, EPOCHS)
     assert len(checksums) == EPOCHS + 1 and len(set(checksums)) == len(checksums)
@@ -92,7 +65,7 @@ def test_faults_at_random_points_change_nothing_in_the_sealed_result(zk_factory,
     successor sealed the epoch. The checksums of everything visible are identical."""
     zk = zk_factory()
     inputs = write_inputs(tmp_path / "in", EPOCHS)
-    clean = _run_clean(zk, spark, tmp_path / "clean", inputs, "clean")
+    clean = run_clean(zk, spark, tmp_path / "clean", inputs, "clean")
     _, _, want = sealed_result(spark, clean, EPOCHS)
 
     rng = random.Random(int(os.environ.get("EPOCHS_FAULT_SEED", "20261122")))
@@ -101,8 +74,8 @@ def test_faults_at_random_points_change_nothing_in_the_sealed_result(zk_factory,
     faults = tmp_path / "faults"
     faults.mkdir()
     storage = tmp_path / "faulty"
-    ledger = _pipeline(zk, "faulty")
-    runner = _runner(spark)
+    ledger = pipeline(zk, "faulty")
+    runner = runner_for(spark)
     for epoch in range(1, EPOCHS + 1):
         extra = {"faults": str(faults)}
         if epoch in fail_epochs:
@@ -142,7 +115,7 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
 
     def zombie() -> None:
         try:
-            submit_and_seal(zk_a, passed, PARTITION, PRODUCER, storage=str(storage), runner=_runner(spark),
+            submit_and_seal(zk_a, passed, PARTITION, PRODUCER, storage=str(storage), runner=runner_for(spark),
                             inputs=inputs, lock_timeout=60)
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             result["error"] = exc
@@ -160,7 +133,7 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
     ledger_b = EpochLedger(zk_b, ledger.pipeline, owner="worker-b")
     attempt_b = ledger_b.open_epoch(epoch, takeover=True)
     assert attempt_b.token > attempt_a.token
-    outcome = submit_and_seal(zk_b, attempt_b, PARTITION, PRODUCER, storage=str(storage), runner=_runner(spark),
+    outcome = submit_and_seal(zk_b, attempt_b, PARTITION, PRODUCER, storage=str(storage), runner=runner_for(spark),
                               inputs=inputs)
     assert outcome.snapshot_epoch == epoch - 1
     release.write_text("go")
@@ -176,20 +149,20 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
 
 def test_unsealed_output_is_invisible_and_a_retry_after_the_vote_runs_nothing(zk, spark, tmp_path):
     inputs = write_inputs(tmp_path / "in", 2)
-    ledger = _pipeline(zk, "visible")
+    ledger = pipeline(zk, "visible")
     attempt = ledger.open_epoch(1)
     storage = str(tmp_path / "out")
     calls = []
 
     def runner(context: EpochContext):
         calls.append(context.run)
-        return run_epoch(_main(), spark, context)
+        return run_epoch(job_main(), spark, context)
 
     # A finished run that was never voted: its manifest is on disk, yet readers see nothing.
     context = EpochContext(pipeline="visible", partition=PARTITION, producer=PRODUCER, epoch=1,
                            attempt=attempt.token, config_version=attempt.config_version, run="0" * 16,
                            storage=storage, inputs={"events": inputs[1]})
-    manifest = run_epoch(_main(), spark, context)
+    manifest = run_epoch(job_main(), spark, context)
     assert read_manifest(manifest["location"])["outputs"]["data"]["rows"] > 0
     with pytest.raises(PartitionNotSealed, match="'totals' is not sealed at epoch 1"):
         read_sealed(spark, "visible", PARTITION, [1], zookeeper=ledger)
@@ -215,7 +188,7 @@ def test_unsealed_output_is_invisible_and_a_retry_after_the_vote_runs_nothing(zk
 
 def test_a_job_that_writes_no_manifest_is_not_voted(zk, spark, tmp_path):
     inputs = write_inputs(tmp_path / "in", 1)
-    ledger = _pipeline(zk, "nomanifest")
+    ledger = pipeline(zk, "nomanifest")
     attempt = ledger.open_epoch(1)
     with pytest.raises(JobWithoutManifest, match="ended without a manifest"):
         submit_and_seal(zk, attempt, PARTITION, PRODUCER, storage=str(tmp_path / "out"), runner=lambda c: None,

@@ -104,7 +104,7 @@ class EpochJob:
         if name in self.outputs:
             raise InvalidInput(f"epoch {self.epoch}: output {name!r} is already written")
         path = f"{self.location}/{name}"
-        writer = frame.write.format(_check_format(format)).mode("errorifexists")
+        writer = frame.write.format(_check_format(format)).mode("error")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(path)

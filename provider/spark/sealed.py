@@ -85,7 +85,7 @@ def read_sealed(spark: Any, pipeline: str, partition: str, epochs: Iterable[int]
     ledger = zookeeper if isinstance(zookeeper, EpochLedger) else EpochLedger(zookeeper, pipeline, root=root)
     if ledger.pipeline != pipeline:
         raise InvalidInput(f"the ledger is for pipeline {ledger.pipeline!r}, not {pipeline!r}")
-    frames = []
+    frames: list[DataFrame] = []
     for item in sealed_outputs(ledger, partition, epochs, output=output):
         frame = spark.read.format(item.format).load(item.path)
         frames.append(frame.withColumn("epoch", F.lit(item.epoch)) if with_epoch else frame)

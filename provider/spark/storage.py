@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyarrow import fs as pafs
+from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
