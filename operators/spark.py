@@ -7,10 +7,11 @@ the Spark connection), or, with ``spark_connect_conn_id``, on a warm Spark Conne
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -34,6 +35,21 @@ SUBMIT_OPTIONS = frozenset({
 })
 
 
+@contextlib.contextmanager
+def _connect_mode() -> Iterator[None]:
+    """Switch pyspark into "Connect mode" for the job only: ``pyspark.sql.functions`` build Connect
+    columns only then, and the generic builder would switch it on for the rest of the process."""
+    previous = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        else:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = previous
+
+
 class SparkEpochOperator(BaseOperator):
     """Submit the epoch's Spark job for one partition, wait for it, and vote its manifest.
 
@@ -48,6 +64,8 @@ class SparkEpochOperator(BaseOperator):
     :param storage: root location of the pipeline's output (templated).
     :param inputs: named input locations of the epoch (templated); ``{epoch}`` in a location becomes the
         epoch number (``"s3://raw/events/day={epoch}/"``).
+    :param sealed_inputs: input name -> partition of the same epoch whose sealed output the job reads
+        (templated), e.g. ``{"flights": "flights"}`` for a join after a barrier.
     :param conn_id: (templated) Spark connection for ``spark-submit``; its master may be ``local[*]``,
         ``spark://``, YARN or Kubernetes.
     :param spark_connect_conn_id: (templated) run on this Spark Connect connection instead of ``spark-submit``.
@@ -56,8 +74,8 @@ class SparkEpochOperator(BaseOperator):
     :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
     """
 
-    template_fields: Sequence[str] = ("application", "partition", "producer", "storage", "inputs", "conn_id",
-                                      "spark_connect_conn_id")
+    template_fields: Sequence[str] = ("application", "partition", "producer", "storage", "inputs", "sealed_inputs",
+                                      "conn_id", "spark_connect_conn_id")
     ui_color = "#f4a460"
 
     def __init__(
@@ -68,6 +86,7 @@ class SparkEpochOperator(BaseOperator):
         storage: str,
         producer: str | None = None,
         inputs: Mapping[str, str] | None = None,
+        sealed_inputs: Mapping[str, str] | None = None,
         conn_id: str = "spark_default",
         spark_connect_conn_id: str | None = None,
         submit_options: Mapping[str, Any] | None = None,
@@ -89,6 +108,7 @@ class SparkEpochOperator(BaseOperator):
         self.producer = producer or partition
         self.storage = storage
         self.inputs = dict(inputs or {})
+        self.sealed_inputs = dict(sealed_inputs or {})
         self.conn_id = conn_id
         self.spark_connect_conn_id = spark_connect_conn_id
         self.submit_options = dict(submit_options or {})
@@ -107,6 +127,7 @@ class SparkEpochOperator(BaseOperator):
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             outcome = submit_and_seal(hook.get_conn(), attempt, self.partition, self.producer, storage=self.storage,
                                       runner=runner, inputs=self._inputs_for(attempt.epoch),
+                                      sealed_inputs=self.sealed_inputs,
                                       lock_timeout=self.lock_timeout,
                                       root=self.root)
         if outcome.action != "ran":
@@ -153,25 +174,18 @@ class SparkEpochOperator(BaseOperator):
         from pyspark.sql.connect.session import SparkSession
 
         url = SparkConnectHook(conn_id=self.spark_connect_conn_id or "").get_connection_url()
-        namespace = runpy.run_path(self.application, run_name="airflow_epochs_job")
-        main = namespace.get("main")
-        if not callable(main):
-            raise AirflowException(f"{self.application} defines no main(spark, job) function")
-        session = SparkSession.builder.remote(url).create()
-        self._connect_session = session
-        # pyspark.sql.functions build Connect columns only in "Connect mode", which the generic
-        # builder switches on for good; here it lasts for the job only.
-        previous = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-        try:
-            return run_epoch(main, session, job_context)
-        finally:
-            if previous is None:
-                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
-            else:
-                os.environ["SPARK_CONNECT_MODE_ENABLED"] = previous
-            self._connect_session = None
-            session.stop()
+        with _connect_mode():
+            namespace = runpy.run_path(self.application, run_name="airflow_epochs_job")
+            main = namespace.get("main")
+            if not callable(main):
+                raise AirflowException(f"{self.application} defines no main(spark, job) function")
+            session = SparkSession.builder.remote(url).create()
+            self._connect_session = session
+            try:
+                return run_epoch(main, session, job_context)
+            finally:
+                self._connect_session = None
+                session.stop()
 
     def on_kill(self) -> None:
         if self._submit_hook is not None:

@@ -9,15 +9,18 @@
     airflow-epochs spark-connect status
     airflow-epochs spark-connect stop
     airflow-epochs history PIPELINE --hosts 127.0.0.1:2181
+    airflow-epochs status PIPELINE [--hosts H]                  # tables: frontier, leader, votes, barriers
+    airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,28 +192,69 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_history(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _ledger(args: argparse.Namespace) -> Iterator[Any]:
+    """A ledger of ``args.pipeline`` on ``--hosts`` (or the CLI's embedded server), closed afterwards."""
     from kazoo.client import KazooClient
 
-    from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, EpochsError
+    from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
 
     hosts = args.hosts or (running_server(state_dir(args.state_dir)) or {}).get("hosts")
     if not hosts:
-        print("error: no --hosts given and no embedded ZooKeeper running", file=sys.stderr)
-        return 2
+        raise CliError("no --hosts given and no embedded ZooKeeper running")
     client = KazooClient(hosts=hosts)
     client.start(timeout=15)
     try:
-        for event in EpochLedger(client, args.pipeline, root=args.root or DEFAULT_ROOT).history():
-            detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()) if k != "config")
-            print(f"{event.zxid:>12x}  {event.event:<18} {detail}")
-    except EpochsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        yield EpochLedger(client, args.pipeline, root=args.root or DEFAULT_ROOT)
     finally:
         client.stop()
         client.close()
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    with _ledger(args) as ledger:
+        for event in ledger.history():
+            detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()) if k != "config")
+            print(f"{event.zxid:>12x}  {event.event:<18} {detail}")
     return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from airflow_epochs.status import pipeline_status, render
+
+    with _ledger(args) as ledger:
+        print(render(pipeline_status(ledger, recent=args.recent)))
+    return 0
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from airflow_epochs.timeline import draw
+
+    epochs = None
+    if args.epochs:
+        first, _, last = args.epochs.partition("..")
+        if not (first.isdigit() and (not last or last.isdigit())):
+            raise CliError(f"--epochs must look like 3..9 or 5, not {args.epochs!r}")
+        epochs = list(range(int(first), int(last or first) + 1))
+    with _ledger(args) as ledger:
+        try:
+            found = draw(ledger, args.out, epochs=epochs)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    lanes = sorted({s.lane for s in found})
+    print(f"timeline of {len({s.epoch for s in found})} epochs, lanes {', '.join(lanes)}: {', '.join(args.out)}")
+    return 0
+
+
+def _pipeline_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline")
+    parser.add_argument("--hosts", help="ZooKeeper connect string, with an optional chroot (default: the embedded "
+                        "server)")
+    parser.add_argument("--root", help="znode under which pipelines live")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,16 +271,29 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--master", default="local[2]", help="Spark master of the server (default local[2])")
     connect.set_defaults(func=_cmd_spark_connect)
     history = sub.add_parser("history", help="print a pipeline's recorded state changes")
-    history.add_argument("pipeline")
-    history.add_argument("--hosts", help="ZooKeeper connect string (default: the embedded server)")
-    history.add_argument("--root", help="znode under which pipelines live")
+    _pipeline_args(history)
     history.set_defaults(func=_cmd_history)
+    status = sub.add_parser("status", help="frontier, leader, open epochs, votes, seals and barriers as a table")
+    _pipeline_args(status)
+    status.add_argument("--recent", type=int, default=1, help="also show the last N sealed epochs (default 1)")
+    status.set_defaults(func=_cmd_status)
+    timeline = sub.add_parser("timeline", help="draw each epoch's stages on a time axis (PNG and/or HTML)")
+    _pipeline_args(timeline)
+    timeline.add_argument("--out", action="append", required=True, help="output file, .png or .html (repeatable)")
+    timeline.add_argument("--epochs", help="only these epochs, e.g. 3..9")
+    timeline.set_defaults(func=_cmd_timeline)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from airflow_epochs.coordination import EpochsError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except (CliError, EpochsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

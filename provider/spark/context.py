@@ -19,6 +19,12 @@ CONTEXT_ARG = "--epoch-context"
 _RUN_ID = re.compile(r"^[0-9a-f]{8,32}$")
 
 
+def _is_location(value: object) -> bool:
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
 @dataclass(frozen=True)
 class EpochContext:
     """Everything one producer's job needs for one epoch.
@@ -32,7 +38,7 @@ class EpochContext:
     :param run: this submission's id; separates two submissions inside one attempt (a retried task
         whose first driver may still be running).
     :param storage: root URI of the pipeline's storage (``/data/epochs``, ``file:///...``, ``s3://...``).
-    :param inputs: named input locations of this epoch.
+    :param inputs: named input locations of this epoch (one location, or a list of them).
     :param snapshot: pointer to the last sealed snapshot (``{"path": ..., "epoch": ...}``), or None.
     :param buckets: the key buckets this producer owns at this epoch (empty: all).
     """
@@ -45,7 +51,7 @@ class EpochContext:
     config_version: int
     run: str
     storage: str
-    inputs: Mapping[str, str] = field(default_factory=dict)
+    inputs: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     snapshot: Mapping[str, Any] | None = None
     buckets: Sequence[int] = ()
 
@@ -62,7 +68,7 @@ class EpochContext:
         if not isinstance(self.storage, str) or not self.storage.strip():
             raise InvalidInput(f"epoch context: storage must be a non-empty location, not {self.storage!r}")
         if not isinstance(self.inputs, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) and v for k, v in self.inputs.items()
+            isinstance(k, str) and _is_location(v) for k, v in self.inputs.items()
         ):
             raise InvalidInput(f"epoch context: inputs must map names to locations, not {self.inputs!r}")
         for name in self.inputs:
@@ -77,7 +83,8 @@ class EpochContext:
         return json.dumps({
             "pipeline": self.pipeline, "partition": self.partition, "producer": self.producer,
             "epoch": self.epoch, "attempt": self.attempt, "config_version": self.config_version,
-            "run": self.run, "storage": self.storage, "inputs": dict(self.inputs),
+            "run": self.run, "storage": self.storage,
+            "inputs": {k: v if isinstance(v, str) else list(v) for k, v in self.inputs.items()},
             "snapshot": None if self.snapshot is None else dict(self.snapshot), "buckets": list(self.buckets),
         }, sort_keys=True)
 

@@ -75,13 +75,15 @@ class EpochJob:
     def epoch(self) -> int:
         return self.context.epoch
 
-    def input(self, name: str) -> str:
-        """The location of input ``name`` for this epoch."""
+    def input(self, name: str) -> str | list[str]:
+        """The location (or locations) of input ``name`` for this epoch."""
         try:
-            return self.context.inputs[name]
+            value = self.context.inputs[name]
         except KeyError:
             raise InvalidInput(f"epoch {self.epoch}: no input named {name!r} (have {sorted(self.context.inputs)})"
                                ) from None
+
+        return value if isinstance(value, str) else list(value)
 
     def read_input(self, name: str, *, format: str = "parquet", **options: Any) -> DataFrame:
         """Read input ``name`` (any Spark reader format; ``options`` go to the reader)."""

@@ -25,7 +25,7 @@ from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 from airflow_epochs.spark.context import EpochContext
-from airflow_epochs.spark.sealed import sealed_runs
+from airflow_epochs.spark.sealed import sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
 
 log = logging.getLogger(__name__)
@@ -90,12 +90,15 @@ def submit_and_seal(
     storage: str,
     runner: Runner,
     inputs: Mapping[str, str] | None = None,
+    sealed_inputs: Mapping[str, str] | None = None,
     buckets: tuple[int, ...] = (),
     lock_timeout: float = 300.0,
     root: str = DEFAULT_ROOT,
 ) -> SubmitOutcome:
     """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
 
+    :param sealed_inputs: input name -> partition of the same epoch whose sealed output the job reads
+        (resolved through the seal's manifests; e.g. a join after a barrier).
     :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
         read from the run directory (a job submitted elsewhere writes it there).
     :raises EpochOutOfOrder: the previous epoch is not sealed (nothing ran).
@@ -113,10 +116,14 @@ def submit_and_seal(
         done = _settled(decision)
         if done is not None:
             return done
+        resolved: dict[str, str | list[str]] = dict(inputs or {})
+        for name, upstream in (sealed_inputs or {}).items():
+            paths = [item.path for item in sealed_outputs(ledger, upstream, [attempt.epoch])]
+            resolved[name] = paths[0] if len(paths) == 1 else paths
         context = EpochContext(
             pipeline=attempt.pipeline, partition=partition, producer=producer, epoch=attempt.epoch,
             attempt=attempt.token, config_version=attempt.config_version, run=uuid.uuid4().hex[:16],
-            storage=storage, inputs=dict(inputs or {}), buckets=buckets,
+            storage=storage, inputs=resolved, buckets=buckets,
             snapshot=None if decision.snapshot is None else dict(decision.snapshot.pointer),
         )
         location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)

@@ -1,0 +1,141 @@
+"""A picture of each epoch's stages on a time axis, drawn from the recorded history in ZooKeeper.
+
+Lanes, top to bottom: ``open`` (the epoch opened), one lane per barrier (first arrival to release),
+one lane per partition (from the epoch's opening, or from the release of the barrier it follows, to
+its seal), and ``seal`` (the epoch sealed). A stalled epoch shows as a long bar; a straggler as a long
+barrier bar with its name in the tooltip. Output: PNG (matplotlib) and/or self-contained HTML (SVG).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_epochs.coordination import EpochLedger, Event
+
+MARK = 0.05  # seconds: width of instant stages so that they stay visible
+
+
+@dataclass(frozen=True)
+class Span:
+    epoch: int
+    lane: str
+    start: float
+    end: float
+    note: str = ""
+
+
+def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list[Span]:
+    """The stage spans of each epoch in ``history`` (optionally only ``epochs``)."""
+    by_epoch: dict[int, list[Event]] = {}
+    for event in history:
+        epoch = event.detail.get("epoch")
+        if isinstance(epoch, int) and (epochs is None or epoch in epochs):
+            by_epoch.setdefault(epoch, []).append(event)
+    found: list[Span] = []
+    for epoch, events in sorted(by_epoch.items()):
+        opened = [e for e in events if e.event == "epoch_opened"]
+        if not opened:
+            continue
+        start = opened[-1].at  # a takeover reopens: the current attempt's opening counts
+        found.append(Span(epoch, "open", start, start + MARK, f"attempt {opened[-1].detail.get('attempt')}"))
+        releases: list[tuple[float, str]] = []
+        for released in (e for e in events if e.event == "barrier_released"):
+            name = str(released.detail.get("barrier"))
+            first = min((e.at for e in events if e.event == "barrier_declared" and e.detail.get("barrier") == name),
+                        default=start)
+            late = released.detail.get("late") or []
+            found.append(Span(epoch, f"barrier {name}", first, max(released.at, first + MARK),
+                              f"{released.detail.get('decision')}; late: {', '.join(late) or 'none'}"))
+            releases.append((released.at, name))
+        votes: dict[str, float] = {}
+        for vote in (e for e in events if e.event == "vote" and e.at >= start):
+            votes.setdefault(str(vote.detail.get("partition")), vote.at)
+        for sealed in (e for e in events if e.event == "partition_sealed" and e.at >= start):
+            partition = str(sealed.detail.get("partition"))
+            first_vote = votes.get(partition, sealed.at)
+            # A partition produced after a barrier starts at that barrier's release.
+            begin = max([start, *(at for at, _ in releases if at <= first_vote)])
+            found.append(Span(epoch, partition, begin, max(sealed.at, begin + MARK),
+                              f"sealed by attempt {sealed.detail.get('attempt')}"))
+        for sealed in (e for e in events if e.event == "epoch_sealed"):
+            found.append(Span(epoch, "seal", sealed.at, sealed.at + MARK, "epoch sealed"))
+    return found
+
+
+def lanes(found: Sequence[Span]) -> list[str]:
+    order = {"open": 0, "seal": 3}
+    names = sorted({s.lane for s in found}, key=lambda n: (order.get(n, 1 if n.startswith("barrier ") else 2),
+                                                          min(s.start for s in found if s.lane == n)))
+    return names
+
+
+def draw_png(found: Sequence[Span], path: str | Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = lanes(found)
+    t0 = min(s.start for s in found)
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.55 * len(names)))
+    colours = plt.get_cmap("tab10")
+    for span in found:
+        y = names.index(span.lane)
+        ax.barh(y, max(span.end - span.start, MARK), left=span.start - t0, height=0.6,
+                color=colours((span.epoch - 1) % 10), edgecolor="black", linewidth=0.3)
+        ax.text(span.start - t0, y, str(span.epoch), va="center", ha="left", fontsize=7)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first epoch opened (bar label: epoch)")
+    ax.set_title(title)
+    ax.grid(axis="x", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_html(found: Sequence[Span], path: str | Path, title: str) -> None:
+    names = lanes(found)
+    t0 = min(s.start for s in found)
+    t1 = max(s.end for s in found)
+    width, left, row = 1000, 150, 28
+    scale = (width - left - 20) / max(t1 - t0, 1e-3)
+    palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row * len(names) + 40}" '
+             'font-family="sans-serif" font-size="12">']
+    for i, name in enumerate(names):
+        parts.append(f'<g data-lane="{html.escape(name)}"><text x="4" y="{i * row + 18}">{html.escape(name)}</text>')
+        for span in (s for s in found if s.lane == name):
+            x = left + (span.start - t0) * scale
+            w = max((span.end - span.start) * scale, 2)
+            tip = f"epoch {span.epoch}: {name}, {span.end - span.start:.2f} s ({span.note})"
+            parts.append(f'<rect class="bar" x="{x:.1f}" y="{i * row + 4}" width="{w:.1f}" height="{row - 8}" '
+                         f'fill="{palette[(span.epoch - 1) % len(palette)]}"><title>{html.escape(tip)}</title></rect>')
+        parts.append("</g>")
+    parts.append(f'<text x="{left}" y="{row * len(names) + 30}">0 s</text>'
+                 f'<text x="{width - 60}" y="{row * len(names) + 30}">{t1 - t0:.1f} s</text></svg>')
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
+            f"<h1>{html.escape(title)}</h1><p>One lane per stage; colour = epoch; hover a bar for details.</p>"
+            + "".join(parts) + "</body></html>")
+    Path(path).write_text(page)
+
+
+def draw(ledger: EpochLedger, outputs: Sequence[str | Path], *, epochs: Sequence[int] | None = None) -> list[Span]:
+    """Draw the timeline of ``ledger``'s pipeline into each output (``.png`` or ``.html``)."""
+    for out in outputs:
+        if Path(out).suffix.lower() not in (".png", ".html", ".htm"):
+            raise ValueError(f"timeline output must end in .png or .html, not {str(out)!r}")
+    found = spans(ledger.history(), epochs)
+    if not found:
+        raise ValueError(f"pipeline {ledger.pipeline!r} has no opened epoch to draw")
+    title = f"pipeline {ledger.pipeline}: epochs {found[0].epoch}..{found[-1].epoch}"
+    for out in outputs:
+        suffix = Path(out).suffix.lower()
+        if suffix == ".png":
+            draw_png(found, out, title)
+        else:
+            draw_html(found, out, title)
+    return found
