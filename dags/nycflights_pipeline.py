@@ -11,8 +11,8 @@
 - ``close`` seals the epoch and emits one asset event per partition with the epoch as partition key
   (``nycflights_report`` runs on the ``daily`` one).
 
-Spark runs through ``spark-submit`` on the ``spark_conn`` connection, or on a warm Spark Connect
-server when ``spark_connect`` names a Spark Connect connection (the demo does that). Data lives under
+Spark runs through ``spark-submit`` on the ``spark_conn`` connection (``local[*]`` when empty), or on
+a warm Spark Connect server when ``spark_connect`` names a Spark Connect connection (the demo does). Data lives under
 ``$AIRFLOW_EPOCHS_DATA`` (default ``~/airflow-epochs-data``): ``raw/`` (landed input) and ``lake/``.
 """
 
@@ -47,7 +47,7 @@ with DAG(
     end_date=pendulum.datetime(2013, 12, 31, tz="UTC"),
     catchup=True,
     max_active_runs=3,
-    params={"raw": str(DATA / "raw"), "storage": str(DATA / "lake"), "spark_conn": "spark_default",
+    params={"raw": str(DATA / "raw"), "storage": str(DATA / "lake"), "spark_conn": "",
             "spark_connect": ""},
     tags=["airflow-epochs", "example", "spark"],
 ) as dag, EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG, close_partitions=list(CONFIG["partitions"]),

@@ -7,6 +7,7 @@ the Spark connection), or, with ``spark_connect_conn_id``, on a warm Spark Conne
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,9 @@ SUBMIT_OPTIONS = frozenset({
 })
 
 
+LOCAL_SPARK_CONN = "airflow_epochs_local_spark"
+
+
 class SparkEpochOperator(BaseOperator):
     """Submit the epoch's Spark job for one partition, wait for it, and vote its manifest.
 
@@ -51,7 +55,7 @@ class SparkEpochOperator(BaseOperator):
     :param sealed_inputs: input name -> partition of the same epoch whose sealed output the job reads
         (templated), e.g. ``{"flights": "flights"}`` for a join after a barrier.
     :param conn_id: (templated) Spark connection for ``spark-submit``; its master may be ``local[*]``,
-        ``spark://``, YARN or Kubernetes.
+        ``spark://``, YARN or Kubernetes. None or empty: ``local[*]`` on the worker.
     :param spark_connect_conn_id: (templated) run on this Spark Connect connection instead of ``spark-submit``.
     :param submit_options: further ``SparkSubmitHook`` settings, limited to :data:`SUBMIT_OPTIONS`.
     :param lock_timeout: seconds to wait for the partition's write lock.
@@ -71,7 +75,7 @@ class SparkEpochOperator(BaseOperator):
         producer: str | None = None,
         inputs: Mapping[str, str] | None = None,
         sealed_inputs: Mapping[str, str] | None = None,
-        conn_id: str = "spark_default",
+        conn_id: str | None = None,
         spark_connect_conn_id: str | None = None,
         submit_options: Mapping[str, Any] | None = None,
         lock_timeout: float = 300.0,
@@ -140,8 +144,15 @@ class SparkEpochOperator(BaseOperator):
         env.setdefault("SPARK_LOCAL_IP", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
         # Fall back to the wheel's spark-submit when none is on PATH (appended: an installed Spark wins).
         env.setdefault("PATH", os.pathsep.join([os.environ.get("PATH", ""), os.path.dirname(sys.executable)]))
+        conn_id = self.conn_id
+        if not conn_id:
+            # The Spark provider falls back to YARN without a connection; the default here is a local
+            # master, given to the hook as a connection of this task process only.
+            conn_id = LOCAL_SPARK_CONN
+            os.environ[f"AIRFLOW_CONN_{LOCAL_SPARK_CONN.upper()}"] = json.dumps({"conn_type": "spark",
+                                                                                  "host": "local[*]"})
         self._submit_hook = SparkSubmitHook(
-            conn_id=self.conn_id,
+            conn_id=conn_id,
             name=f"epochs-{job_context.pipeline}-{job_context.partition}-{job_context.epoch}",
             application_args=[CONTEXT_ARG, job_context.to_json()],
             env_vars=env,

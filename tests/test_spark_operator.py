@@ -58,12 +58,13 @@ def test_submit_and_seal_survives_a_killed_driver_and_a_killed_task_process(
 
     # Epoch 1: the Spark driver dies (SIGKILL) after writing its data: the task fails, nothing is sealed.
     (faults / "epoch-1").write_text("kill_driver")
-    run = dag.test(run_conf=_conf(tmp_path, 1, inputs, spark_conn=spark_local))
+    # (Epoch 1 runs with no Spark connection: the operator's default, local[*].)
+    run = dag.test(run_conf=_conf(tmp_path, 1, inputs, spark_conn=""))
     assert _state(run) == "failed"
     ledger = EpochLedger(zk, "spark_totals_submit")
     assert ledger.seal(1, PARTITION) is None and ledger.frontier() == 0
     # The rerun submits again into a new run directory and seals.
-    assert _state(dag.test(run_conf=_conf(tmp_path, 1, inputs, spark_conn=spark_local))) == "success"
+    assert _state(dag.test(run_conf=_conf(tmp_path, 1, inputs, spark_conn=""))) == "success"
     assert ledger.frontier() == 1
     assert run_dirs(tmp_path / "out", "spark_totals_submit", 1) == sealed_runs(ledger, PARTITION, 1)
 
