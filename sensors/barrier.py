@@ -61,6 +61,9 @@ class BarrierSensor(ZooKeeperTriggerSensor):
             self.pipeline, self.epoch = attempt["pipeline"], attempt["epoch"]
         super().pre_execute(context)
 
+    def waiting_for(self) -> str:
+        return f"barrier {self.barrier!r} of pipeline {self.pipeline!r} at epoch {self.epoch} to be released"
+
     def build_trigger(self) -> BarrierReleasedTrigger:
         return BarrierReleasedTrigger(pipeline=str(self.pipeline), epoch=templated_epoch(self.epoch),
                                       barrier=self.barrier, zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
@@ -51,6 +51,15 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
     def build_trigger(self) -> ZooKeeperWatchTrigger:
         raise NotImplementedError
 
+    def waiting_for(self) -> str:
+        """What the sensor waits for, in words (used in its timeout message)."""
+        return "its condition"
+
+    def _timed_out(self, exc: AirflowSensorTimeout) -> AirflowSensorTimeout:
+        return AirflowSensorTimeout(
+            f"{self.task_id}: timed out after {self.timeout:g} s waiting for {self.waiting_for()}"
+        )
+
     def on_event(self, event: dict[str, Any]) -> Any:
         """Turn the trigger's payload into the task's result (or raise)."""
         return event
@@ -73,7 +82,10 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                raise self._timed_out(exc) from exc
         payload = self._check_now()
         if payload is not None:
             return self.on_event(payload)
@@ -82,6 +94,14 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        # Airflow turns a deferral timeout into AirflowSensorTimeout (or a skip with soft_fail);
+        # say what was awaited instead of its generic message.
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as exc:
+            raise self._timed_out(exc) from exc
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         if event.get("status") not in (None, "success"):

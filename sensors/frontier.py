@@ -23,6 +23,9 @@ class FrontierSensor(ZooKeeperTriggerSensor):
         self.pipeline = pipeline
         self.epoch = epoch
 
+    def waiting_for(self) -> str:
+        return f"the frontier of pipeline {self.pipeline!r} to reach epoch {self.epoch}"
+
     def build_trigger(self) -> FrontierReachedTrigger:
         return FrontierReachedTrigger(pipeline=self.pipeline, epoch=templated_epoch(self.epoch),
                                       zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)

@@ -31,6 +31,10 @@ class SealedPartitionSensor(ZooKeeperTriggerSensor):
         names = [self.partitions] if isinstance(self.partitions, str) else list(self.partitions)
         return [validate_name("partition", name) for name in names]
 
+    def waiting_for(self) -> str:
+        return (f"partition(s) {', '.join(self._partition_list())} of pipeline {self.pipeline!r} to be sealed "
+                f"at epoch {self.epoch}")
+
     def build_trigger(self) -> PartitionsSealedTrigger:
         return PartitionsSealedTrigger(pipeline=self.pipeline, epoch=templated_epoch(self.epoch),
                                        partitions=self._partition_list(), zookeeper_conn_id=self.zookeeper_conn_id,
