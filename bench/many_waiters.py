@@ -50,30 +50,46 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _pipeline(zk: KazooClient, name: str, n: int) -> tuple[EpochLedger, Any]:
-    ledger = EpochLedger(zk, name, owner="bench")
-    ledger.create_pipeline(PipelineConfig({f"p{i}": ("job",) for i in range(n)}))
-    return ledger, ledger.open_epoch(1)
+PER_PIPELINE = 200  # partitions per pipeline (an epoch holds at most 256)
 
 
-async def _seal_all(ledger: EpochLedger, attempt: Any, n: int, sealed_at: dict[int, float]) -> None:
+def _where(name: str, i: int) -> tuple[str, str]:
+    """Waiter i waits for this pipeline's partition."""
+    return f"{name}-{i // PER_PIPELINE}", f"p{i % PER_PIPELINE}"
+
+
+def _pipelines(zk: KazooClient, name: str, n: int) -> dict[str, tuple[EpochLedger, Any]]:
+    opened = {}
+    for start in range(0, n, PER_PIPELINE):
+        pipeline = _where(name, start)[0]
+        ledger = EpochLedger(zk, pipeline, owner="bench")
+        ledger.create_pipeline(PipelineConfig({f"p{i}": ("job",) for i in range(min(PER_PIPELINE, n - start))}))
+        opened[pipeline] = (ledger, ledger.open_epoch(1))
+    return opened
+
+
+async def _seal_all(name: str, opened: dict[str, tuple[EpochLedger, Any]], n: int,
+                    sealed_at: dict[int, float]) -> None:
     for i in range(n):
+        pipeline, partition = _where(name, i)
+        ledger, attempt = opened[pipeline]
         # Timed from the start of the sealing vote (the commit lands inside the call), so a latency
         # includes the vote's own round trip, for ours and the peer alike.
         sealed_at[i] = time.perf_counter()
-        await asyncio.to_thread(ledger.vote, attempt, f"p{i}", "job")
+        await asyncio.to_thread(ledger.vote, attempt, partition, "job")
 
 
 async def ours(hosts: str, port: int, zk: KazooClient, n: int) -> dict[str, float]:
     from airflow_epochs.triggers.seals import PartitionsSealedTrigger
 
     os.environ["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"] = json.dumps({"conn_type": "zookeeper", "host": hosts})
-    ledger, attempt = _pipeline(zk, "waiters-ours", n)
+    opened = _pipelines(zk, "waiters-ours", n)
     base_sessions, base_rss = _sessions(port), _rss_mb()
     woke: dict[int, float] = {}
 
     async def wait(i: int) -> None:
-        trigger = PartitionsSealedTrigger(pipeline="waiters-ours", epoch=1, partitions=[f"p{i}"])
+        pipeline, partition = _where("waiters-ours", i)
+        trigger = PartitionsSealedTrigger(pipeline=pipeline, epoch=1, partitions=[partition])
         async for _event in trigger.run():
             woke[i] = time.perf_counter()
             break
@@ -82,15 +98,13 @@ async def ours(hosts: str, port: int, zk: KazooClient, n: int) -> dict[str, floa
     await asyncio.sleep(1.0 + n / 500)  # every waiter has read the state and set its watch
     sessions, rss = _sessions(port) - base_sessions, _rss_mb() - base_rss
     sealed_at: dict[int, float] = {}
-    await _seal_all(ledger, attempt, n, sealed_at)
+    await _seal_all("waiters-ours", opened, n, sealed_at)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=120)
     return _summary(sealed_at, woke, sessions, rss)
 
 
 async def peer(hosts: str, port: int, zk: KazooClient, n: int) -> dict[str, float]:
-    ledger, attempt = _pipeline(zk, "waiters-peer", n)
-    paths = PipelinePaths("waiters-peer")
-    generation = attempt.generation
+    opened = _pipelines(zk, "waiters-peer", n)
     base_sessions, base_rss = _sessions(port), _rss_mb()
     loop = asyncio.get_running_loop()
     woke: dict[int, float] = {}
@@ -101,7 +115,8 @@ async def peer(hosts: str, port: int, zk: KazooClient, n: int) -> dict[str, floa
         await asyncio.to_thread(client.start, 30)
         clients.append(client)
         done = asyncio.Event()
-        path = paths.seal(1, generation, f"p{i}")
+        pipeline, partition = _where("waiters-peer", i)
+        path = PipelinePaths(pipeline).seal(1, opened[pipeline][1].generation, partition)
 
         def created(_event: Any) -> None:  # a watch on a missing node fires once: when it is created
             loop.call_soon_threadsafe(done.set)
@@ -115,7 +130,7 @@ async def peer(hosts: str, port: int, zk: KazooClient, n: int) -> dict[str, floa
     await asyncio.sleep(1.0 + n / 100)
     sessions, rss = _sessions(port) - base_sessions, _rss_mb() - base_rss
     sealed_at: dict[int, float] = {}
-    await _seal_all(ledger, attempt, n, sealed_at)
+    await _seal_all("waiters-peer", opened, n, sealed_at)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=300)
     for client in clients:
         client.stop()

@@ -1,0 +1,207 @@
+"""A real Airflow deployment on loopback for tests and benchmarks: PostgreSQL (Debian's server, run as
+the ``postgres`` user), then Airflow's API server, scheduler, triggerer and DAG processor with the
+LocalExecutor. Every process is started here, bound to 127.0.0.1, and stopped by its process group.
+
+(The triggerer on SQLite was seen here to reuse a trigger id and never run the trigger: PostgreSQL.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _json_list(text: str) -> list[dict[str, str]]:
+    """The JSON list in a CLI's output (log lines may come before it)."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("[{") or line.strip() == "[]":
+            return list(json.loads(line))
+    return []
+
+
+def postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
+    return Path(found[-1]).parent if found else None
+
+
+class AirflowStack:
+    """PostgreSQL + api-server + scheduler + triggerer + dag-processor in ``base``."""
+
+    def __init__(self, base: Path, *, env: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.extra_env = dict(env or {})
+        self.pg_port = _free_port()
+        self.api_port = _free_port()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.home = base / "airflow"
+        self.dags = self.home / "dags"
+
+    # -- PostgreSQL ----------------------------------------------------------------------------
+
+    def _as_postgres(self, argv: list[str]) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+    def start_postgres(self) -> None:
+        bindir = postgres_bin()
+        if bindir is None:
+            raise RuntimeError("PostgreSQL server not installed (apt-get install -y postgresql)")
+        data = self.base / "pgdata"
+        data.mkdir(parents=True)
+        sock = self.base / "pgsock"
+        sock.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(data, "postgres", "postgres")
+            shutil.chown(sock, "postgres", "postgres")
+            for parent in (self.base, *self.base.parents):
+                if parent == Path("/"):
+                    break
+                os.chmod(parent, os.stat(parent).st_mode | 0o011)  # let postgres traverse to its folders
+        subprocess.run(self._as_postgres([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
+                       check=True, capture_output=True, timeout=120)
+        log = open(self.base / "postgres.log", "ab")  # noqa: SIM115 - kept open with the process
+        self.procs["postgres"] = subprocess.Popen(
+            self._as_postgres([str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(self.pg_port),
+                               "-k", str(sock), "-c", "max_connections=200", "-c", "fsync=off"]),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            ready = subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.pg_port)],
+                                   capture_output=True)
+            if ready.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError((self.base / "postgres.log").read_text()[-2000:])
+            time.sleep(0.3)
+        subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres",
+                        "airflow"], check=True, capture_output=True, timeout=60)
+
+    # -- Airflow -------------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+        return {
+            **base,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "8",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
+                f"postgresql+psycopg2://postgres@127.0.0.1:{self.pg_port}/airflow",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.api_port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.api_port}/execution/",
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{self.api_port}",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__API_AUTH__JWT_SECRET": "tests-only-secret",
+            "AIRFLOW__API__SECRET_KEY": "tests-only-secret",
+            **self.extra_env,
+        }
+
+    def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(Path(sys.executable).parent / "airflow"), *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, dag_files: list[Path]) -> AirflowStack:
+        self.start_postgres()
+        self.dags.mkdir(parents=True)
+        for path in dag_files:
+            if path.is_dir():
+                shutil.copytree(path, self.dags / path.name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(path, self.dags / path.name)
+        migrated = self.airflow("db", "migrate", timeout=600)
+        if migrated.returncode:
+            raise RuntimeError(migrated.stderr[-3000:])
+        for name, argv in (("api-server", ["api-server", "--host", "127.0.0.1", "--port", str(self.api_port)]),
+                           ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"]),
+                           ("triggerer", ["triggerer"])):
+            log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
+            self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
+                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health",
+                                            timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(self.log_tail("api-server"))
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited:\n{self.log_tail(name)}")
+            time.sleep(0.5)
+        return self
+
+    def wait_for_dags(self, dag_ids: list[str], timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = self.airflow("dags", "list", "-o", "json", timeout=120)
+            if listed.returncode == 0:
+                found = {d["dag_id"] for d in _json_list(listed.stdout)}
+                if set(dag_ids) <= found:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"DAGs {dag_ids} not parsed: {listed.stdout[-500:]} {listed.stderr[-2000:]}")
+            time.sleep(2)
+
+    def runs(self, dag_id: str) -> list[dict[str, str]]:
+        listed = self.airflow("dags", "list-runs", dag_id, "-o", "json", timeout=120)
+        if listed.returncode:
+            raise RuntimeError(listed.stderr[-2000:])
+        return _json_list(listed.stdout)
+
+    def query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
+        """Rows from the metadata database (for what the CLI does not print, e.g. partition keys)."""
+        import psycopg2
+
+        with psycopg2.connect(host="127.0.0.1", port=self.pg_port, user="postgres", dbname="airflow") as conn, \
+                conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        try:
+            return (self.base / f"{name}.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        for name in ("scheduler", "triggerer", "dag-processor", "api-server", "postgres"):
+            proc = self.procs.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGINT if name != "postgres" else signal.SIGTERM)
+                proc.wait(20)
+            except (subprocess.TimeoutExpired, ProcessLookupError, PermissionError):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
