@@ -17,6 +17,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def say(message: str) -> None:
 
 
 def main() -> int:
+    # Library deprecation chatter (pyspark on pandas 3, Airflow internals) would bury the progress lines.
+    for category in (FutureWarning, DeprecationWarning, PendingDeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=7, help="seal days (epochs) 1..N of 2013 (default 7)")
     parser.add_argument("--all", action="store_true", help="all 365 days of 2013")

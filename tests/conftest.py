@@ -28,6 +28,7 @@ os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME /
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from kazoo.client import KazooClient  # noqa: E402
+from zk_helpers import pid_alive  # noqa: E402
 
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
 
@@ -149,14 +150,6 @@ def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: EmbeddedZooKeeper,
     return zk_chroot
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A warm Spark Connect server for the session, managed through the CLI: start and status here;
@@ -173,7 +166,7 @@ def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[i
     yield port
     stopped = subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, text=True, timeout=60)
     assert "Spark Connect stopped" in stopped.stdout
-    assert not _alive(pid) and not listening(port)
+    assert not pid_alive(pid) and not listening(port)
     assert subprocess.run([*cli, "spark-connect", "status"], capture_output=True, timeout=30).returncode == 1
 
 

@@ -23,6 +23,7 @@ from spark_pipeline import (
     sealed_result,
     write_inputs,
 )
+from zk_helpers import pid_alive
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.embedded_spark_connect import spark_home
@@ -92,7 +93,7 @@ def test_submit_and_seal_survives_a_killed_driver_and_a_killed_task_process(
     # The orphaned driver of the killed task is released and may finish after its successor.
     release.write_text("go")
     deadline = time.monotonic() + 60
-    while _alive(held_driver) and time.monotonic() < deadline:
+    while pid_alive(held_driver) and time.monotonic() < deadline:
         time.sleep(0.5)
     daily, running, _ = sealed_result(spark, ledger, 2)
     assert_matches_pandas(daily, running, inputs, 2)
@@ -100,14 +101,6 @@ def test_submit_and_seal_survives_a_killed_driver_and_a_killed_task_process(
     assert len(sealed) == 1 and not any(faults.glob(f"held-2-{Path(sealed[0]).name[4:]}"))
     history = [(e.event, e.detail.get("epoch")) for e in ledger.history()]
     assert history.count(("partition_sealed", 2)) == 1
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_out_of_order_submission_is_refused_with_nothing_submitted(dagbag, zk_connection, zk, tmp_path):

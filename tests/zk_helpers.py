@@ -17,3 +17,14 @@ def tree(client: KazooClient, path: str = "/") -> dict[str, bytes]:
 
     walk(path)
     return out
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process exists (a zombie child not yet reaped still counts)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
