@@ -40,13 +40,14 @@ def state_dir(explicit: str | None) -> Path:
     return Path(explicit or os.environ.get(STATE_ENV) or Path.home() / ".airflow-epochs").resolve()
 
 
-def _state_file(base: Path) -> Path:
-    return base / "zookeeper.json"
+def _state_file(base: Path, server: str = "zookeeper") -> Path:
+    return base / f"{server}.json"
 
 
-def _read_state(base: Path) -> dict[str, Any] | None:
+def _read_state(base: Path, server: str = "zookeeper") -> dict[str, Any] | None:
+    """What the CLI recorded when it started ``server`` (``zookeeper`` or ``spark-connect``)."""
     try:
-        data: dict[str, Any] = json.loads(_state_file(base).read_text())
+        data: dict[str, Any] = json.loads(_state_file(base, server).read_text())
     except (OSError, ValueError):
         return None
     return data
@@ -126,19 +127,12 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
     return 0
 
 
-def _connect_state_file(base: Path) -> Path:
-    return base / "spark-connect.json"
-
-
 def running_connect_server(base: Path) -> dict[str, Any] | None:
     """The CLI-managed Spark Connect server's state if its process is alive and its port answers."""
     from airflow_epochs.embedded_spark_connect import listening
 
-    try:
-        state: dict[str, Any] = json.loads(_connect_state_file(base).read_text())
-    except (OSError, ValueError):
-        return None
-    if not _alive(int(state["pid"])) or not listening(int(state["port"])):
+    state = _read_state(base, "spark-connect")
+    if not state or not _alive(int(state["pid"])) or not listening(int(state["port"])):
         return None
     return state
 
@@ -153,18 +147,15 @@ def start_connect_server(base: Path, port: int | None = None, master: str = "loc
     server = SparkConnectServer(base / "spark-connect", port=port, master=master).start()
     state = {"pid": server.pid, "port": server.port, "url": server.url, "master": master,
              "log": str(server.log_file)}
-    _connect_state_file(base).write_text(json.dumps(state))
+    _state_file(base, "spark-connect").write_text(json.dumps(state))
     return {**state, "already_running": False}
 
 
 def stop_connect_server(base: Path) -> bool:
     from airflow_epochs.embedded_spark_connect import stop_server_pid
 
-    try:
-        state = json.loads(_connect_state_file(base).read_text())
-    except (OSError, ValueError):
-        return False
-    return _alive(int(state["pid"])) and stop_server_pid(int(state["pid"]))
+    state = _read_state(base, "spark-connect")
+    return bool(state) and _alive(int(state["pid"])) and stop_server_pid(int(state["pid"]))
 
 
 def _cmd_spark_connect(args: argparse.Namespace) -> int:
