@@ -55,7 +55,7 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
         """What the sensor waits for, in words (used in its timeout message)."""
         return "its condition"
 
-    def _timed_out(self, exc: AirflowSensorTimeout) -> AirflowSensorTimeout:
+    def _timed_out(self) -> AirflowSensorTimeout:
         return AirflowSensorTimeout(
             f"{self.task_id}: timed out after {self.timeout:g} s waiting for {self.waiting_for()}"
         )
@@ -85,7 +85,7 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
             try:
                 return super().execute(context)
             except AirflowSensorTimeout as exc:
-                raise self._timed_out(exc) from exc
+                raise self._timed_out() from exc
         payload = self._check_now()
         if payload is not None:
             return self.on_event(payload)
@@ -101,7 +101,7 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
         try:
             return super().resume_execution(next_method, next_kwargs, context)
         except AirflowSensorTimeout as exc:
-            raise self._timed_out(exc) from exc
+            raise self._timed_out() from exc
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         if event.get("status") not in (None, "success"):
