@@ -26,7 +26,7 @@ from airflow_epochs.coordination import (
     validate_name,
 )
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.calendar import Calendar
 from airflow_epochs.coordination.coordinator import open_as_leader
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
@@ -74,7 +74,8 @@ class OpenEpochOperator(BaseOperator):
 
     :param pipeline: pipeline name (templated).
     :param epoch: epoch number (templated); optional with ``calendar``.
-    :param calendar: maps the run's data interval to an epoch.
+    :param calendar: maps the run's data interval to an epoch (:class:`EpochCalendar` or
+        :class:`CronEpochCalendar`).
     :param config: ``{"partitions": {...}, "barriers": {...}, ...}`` creating the pipeline if missing.
     :param lease_seconds: leadership lease length; the leader renews it at every open.
     :param backpressure_wait: seconds to wait for slow consumers before failing.
@@ -89,7 +90,7 @@ class OpenEpochOperator(BaseOperator):
         *,
         pipeline: str,
         epoch: int | str | None = None,
-        calendar: EpochCalendar | None = None,
+        calendar: Calendar | None = None,
         config: Mapping[str, Any] | None = None,
         lease_seconds: float = 600.0,
         backpressure_wait: float = 0.0,

@@ -33,7 +33,7 @@ from airflow_epochs.coordination.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.calendar import Calendar, CronEpochCalendar, EpochCalendar
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
 from airflow_epochs.coordination.errors import (
@@ -106,12 +106,14 @@ __all__ = [
     "BarrierNotDeclared",
     "BarrierOutcome",
     "BucketAssignment",
+    "Calendar",
     "ConfigConflict",
     "ConfigVersion",
     "ConsumerState",
     "ContentionExhausted",
     "CoordinationUnavailable",
     "CorruptPayload",
+    "CronEpochCalendar",
     "DuplicateVote",
     "EpochAlreadyOpen",
     "EpochAlreadySealed",
