@@ -1,5 +1,6 @@
 """Operators that make epochs ordinary DAG stages (installed as ``airflow_epochs.operators``)."""
 
+from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
     CloseEpochOperator,
@@ -13,6 +14,7 @@ from airflow_epochs.operators.group import EpochGroup
 from airflow_epochs.operators.spark import SparkEpochOperator
 
 __all__ = [
+    "AcknowledgeEpochOperator",
     "ArriveAtBarrierOperator",
     "CloseEpochOperator",
     "EpochGroup",

@@ -32,6 +32,7 @@ from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
 from airflow_epochs.sensors.barrier import barrier_result
 from airflow_epochs.sensors.base import templated_epoch
+from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, outcome_payload
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
@@ -78,8 +79,9 @@ class OpenEpochOperator(BaseOperator):
         :class:`CronEpochCalendar`).
     :param config: ``{"partitions": {...}, "barriers": {...}, ...}`` creating the pipeline if missing.
     :param lease_seconds: leadership lease length; the leader renews it at every open.
-    :param backpressure_wait: seconds to wait for slow consumers before failing.
-    :param deferrable: wait for the previous epoch (or for the leader) in the triggerer.
+    :param backpressure_wait: seconds to wait for slow consumers (a backpressure window in ``config``)
+        before failing; ``None`` waits as long as it takes, ``0`` fails at once.
+    :param deferrable: wait for the previous epoch, the leader or slow consumers in the triggerer.
     :param owner_id: this deployment's identity (default ``$AIRFLOW_EPOCHS_DEPLOYMENT`` or host name).
     """
 
@@ -93,7 +95,7 @@ class OpenEpochOperator(BaseOperator):
         calendar: Calendar | None = None,
         config: Mapping[str, Any] | None = None,
         lease_seconds: float = 600.0,
-        backpressure_wait: float = 0.0,
+        backpressure_wait: float | None = None,
         deferrable: bool = True,
         owner_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
@@ -101,6 +103,10 @@ class OpenEpochOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if backpressure_wait is not None and (isinstance(backpressure_wait, bool) or
+                                              not isinstance(backpressure_wait, (int, float)) or backpressure_wait < 0):
+            raise ValueError(f"backpressure_wait must be None or a non-negative number of seconds, "
+                             f"not {backpressure_wait!r}")
         self.pipeline = pipeline
         self.epoch = epoch
         self.calendar = calendar
@@ -121,28 +127,58 @@ class OpenEpochOperator(BaseOperator):
         return ledger.frontier() + 1
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._open(context, None)
+        deadline = None if self.backpressure_wait is None else time.time() + self.backpressure_wait
+        return self._open(context, None, deadline)
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any] | None = None, epoch_wanted: int | None = None
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        epoch_wanted: int | None = None,
+        backpressure_deadline: float | None = None,
     ) -> dict[str, Any]:
-        # Woken by the frontier moving or by the wait running out: decide again on fresh state.
-        return self._open(context, epoch_wanted)
+        # Woken by the frontier moving, by the consumers catching up or by the wait running out:
+        # decide again on fresh state. (The deadline also rides in the backpressure trigger's event:
+        # `airflow dags test` resumes with the event only.)
+        if backpressure_deadline is None and event:
+            backpressure_deadline = event.get("deadline")
+        return self._open(context, epoch_wanted, backpressure_deadline)
 
-    def _open(self, context: Context, epoch: int | None) -> dict[str, Any]:
+    def _open(self, context: Context, epoch: int | None, deadline: float | None) -> dict[str, Any]:
         owner = validate_name("owner", self.owner_id or default_owner())
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
-            if self.config is not None:
-                ledger.create_pipeline(PipelineConfig.from_json(self.config))
-            try:
-                epoch = epoch or self._epoch(context, ledger)
-                decision = open_as_leader(ledger, epoch, lease_duration=datetime.timedelta(seconds=self.lease_seconds),
-                                          backpressure_wait=self.backpressure_wait or None)
-            except PipelineNotFound:
-                raise AirflowException(
-                    f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
-                ) from None
+        while True:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
+                if self.config is not None:
+                    ledger.create_pipeline(PipelineConfig.from_json(self.config))
+                try:
+                    epoch = epoch or self._epoch(context, ledger)
+                    # Without deferral the ledger itself waits (on watches) for the consumers, a bounded
+                    # slice at a time so the lease is renewed and the deadline honoured.
+                    left = None if deadline is None else max(0.0, deadline - time.time())
+                    in_process = 0.0 if self.deferrable else min(60.0, 60.0 if left is None else left)
+                    decision = open_as_leader(ledger, epoch,
+                                              lease_duration=datetime.timedelta(seconds=self.lease_seconds),
+                                              backpressure_wait=in_process or None, wait_on_backpressure=True)
+                except PipelineNotFound:
+                    raise AirflowException(
+                        f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
+                    ) from None
+            if decision.action != "backpressured":
+                break
+            if deadline is not None and time.time() >= deadline:
+                raise AirflowException(f"gave up after waiting {self.backpressure_wait:g} s for backpressure: "
+                                       f"{decision.reason}")
+            self.log.info("Pipeline %s: %s", self.pipeline, decision.reason)
+            if self.deferrable:
+                assert decision.wait_for_consumers is not None
+                self.defer(
+                    trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
+                                                     deadline=deadline, zookeeper_conn_id=self.zookeeper_conn_id,
+                                                     root=self.root),
+                    method_name="execute_complete",
+                    kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
+                )
         if decision.action == "sealed":
             sealed = decision.sealed
             self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
@@ -154,7 +190,7 @@ class OpenEpochOperator(BaseOperator):
             else:
                 self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed", self.pipeline, epoch,
                               decision.wait_for_frontier)
-            return self._wait(context, epoch, decision.wait_for_frontier, timeout=decision.wait_seconds)
+            return self._wait(context, epoch, decision.wait_for_frontier, decision.wait_seconds, deadline)
         attempt = decision.attempt
         assert attempt is not None
         if decision.took_over is not None:
@@ -172,21 +208,22 @@ class OpenEpochOperator(BaseOperator):
         self.log.info(message)
         raise AirflowSkipException(message)
 
-    def _wait(self, context: Context, epoch: int, frontier_needed: int, timeout: float | None) -> dict[str, Any]:
+    def _wait(self, context: Context, epoch: int, frontier_needed: int, timeout: float | None,
+              deadline: float | None) -> dict[str, Any]:
         """Wait until the frontier reaches ``frontier_needed`` (or ``timeout`` passes), then decide again."""
         if self.deferrable:
             self.defer(
                 trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=frontier_needed, give_up_after=timeout,
                                                zookeeper_conn_id=self.zookeeper_conn_id, root=self.root),
                 method_name="execute_complete",
-                kwargs={"epoch_wanted": epoch},
+                kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
             )
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
             deadline = None if timeout is None else time.monotonic() + timeout
             while ledger.frontier() < frontier_needed and (deadline is None or time.monotonic() < deadline):
                 time.sleep(0.5)
-        return self._open(context, epoch)
+        return self._open(context, epoch, deadline)
 
 
 class VotePartitionOperator(BaseOperator):

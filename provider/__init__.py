@@ -28,10 +28,13 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper"]}],
-        "operators": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.operators.epoch",
-                                                                  "airflow_epochs.operators.spark"]}],
-        "sensors": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.sensors.frontier"]}],
-        "triggers": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.triggers.frontier"]}],
+        "operators": [{"integration-name": "Epochs", "python-modules": [
+            f"airflow_epochs.operators.{name}" for name in ("epoch", "group", "consumer", "spark")]}],
+        "sensors": [{"integration-name": "Epochs", "python-modules": [
+            f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier")]}],
+        "triggers": [{"integration-name": "Epochs", "python-modules": [
+            f"airflow_epochs.triggers.{name}" for name in ("seals", "frontier", "barriers", "backpressure",
+                                                           "assets")]}],
         "connection-types": [
             {
                 "connection-type": "zookeeper",

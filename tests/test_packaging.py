@@ -12,6 +12,8 @@ import pytest
 
 from airflow_epochs import get_provider_info
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -61,6 +63,12 @@ def test_provider_info_names_importable_modules():
         for entry in info[section]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)
+    # every public module of the operator, sensor and trigger folders is declared (helpers aside)
+    helpers = {"__init__", "base", "shared_client"}
+    for section, folder in (("operators", "operators"), ("sensors", "sensors"), ("triggers", "provider/triggers")):
+        on_disk = {p.stem for p in (REPO / folder).glob("*.py")} - helpers
+        declared = {m.rpartition(".")[2] for entry in info[section] for m in entry["python-modules"]}
+        assert declared == on_disk, section
     for conn in info["connection-types"]:
         module, _, cls = conn["hook-class-name"].rpartition(".")
         assert getattr(importlib.import_module(module), cls).conn_type == conn["connection-type"]

@@ -11,8 +11,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.backpressure import acknowledge, register_consumer, unregister_consumer
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
+from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 from airflow_epochs.triggers.seals import PartitionsSealedTrigger
@@ -25,6 +27,7 @@ TRIGGERS = [
     PartitionsSealedTrigger(pipeline="p", epoch=3, partitions=["a", "b"]),
     BarrierReleasedTrigger(pipeline="p", epoch=3, barrier="ingested"),
     SealedPartitionEventTrigger(pipeline="p", partition="a", scope="deploy-a", from_epoch=2),
+    ConsumersCaughtUpTrigger(pipeline="p", epoch=2, deadline=1_900_000_000.0),
 ]
 
 
@@ -70,6 +73,33 @@ def test_fires_only_after_the_seal_and_within_a_second(pipeline):
 
     event, latency = asyncio.run(scenario())
     assert event.payload["status"] == "success" and set(event.payload["seals"]) == {"a", "b"}
+    assert latency < 1.0
+
+
+def test_consumers_trigger_fires_when_the_slowest_consumer_acknowledges(pipeline):
+    for epoch in (1, 2):
+        attempt = pipeline.open_epoch(epoch)
+        pipeline.vote(attempt, "a", "x")
+        pipeline.vote(attempt, "b", "y")
+    register_consumer(pipeline, "fast", acked=2)
+    register_consumer(pipeline, "slow", acked=0)
+    register_consumer(pipeline, "leaving", acked=0)
+
+    async def scenario():
+        task = asyncio.create_task(_first_event(ConsumersCaughtUpTrigger(pipeline="p", epoch=2), 30))
+        await asyncio.to_thread(acknowledge, pipeline, "slow", 1)
+        await asyncio.sleep(1.0)
+        assert not task.done()  # "slow" is at 1 and "leaving" at 0
+        await asyncio.to_thread(acknowledge, pipeline, "slow", 2)
+        await asyncio.sleep(1.0)
+        assert not task.done()  # "leaving" still holds it back
+        await asyncio.to_thread(unregister_consumer, pipeline, "leaving")
+        left_at = time.monotonic()
+        event = await task
+        return event, time.monotonic() - left_at
+
+    event, latency = asyncio.run(scenario())
+    assert event.payload == {"status": "success", "pipeline": "p", "epoch": 2, "deadline": None}
     assert latency < 1.0
 
 

@@ -11,7 +11,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Literal
 
-from airflow_epochs.coordination.errors import EpochAlreadySealed, NotLeader
+from airflow_epochs.coordination.errors import Backpressured, EpochAlreadySealed, NotLeader
 from airflow_epochs.coordination.leadership import LeaderLease, _utcnow
 from airflow_epochs.coordination.ledger import Attempt, EpochInfo, EpochLedger, SnapshotRef
 from airflow_epochs.coordination.names import validate_epoch
@@ -22,11 +22,13 @@ class OpenDecision:
     """The outcome of :func:`open_as_leader`.
 
     ``action`` is ``opened`` (work under ``attempt``), ``sealed`` (someone sealed it: ``sealed`` says
-    who; skip the epoch's work), or ``wait`` (wait until the frontier reaches ``wait_for_frontier``, at
-    most ``wait_seconds`` if set, then decide again).
+    who; skip the epoch's work), ``wait`` (wait until the frontier reaches ``wait_for_frontier``, at
+    most ``wait_seconds`` if set, then decide again), or ``backpressured`` (asked for with
+    ``wait_on_backpressure``: wait until every registered consumer acknowledged
+    ``wait_for_consumers``, then decide again; ``reason`` names the slowest consumer).
     """
 
-    action: Literal["opened", "sealed", "wait"]
+    action: Literal["opened", "sealed", "wait", "backpressured"]
     epoch: int
     attempt: Attempt | None = None
     sealed: EpochInfo | None = None
@@ -35,6 +37,8 @@ class OpenDecision:
     leader: str | None = None
     took_over: EpochInfo | None = None
     snapshots: dict[str, SnapshotRef] = field(default_factory=dict)
+    wait_for_consumers: int | None = None
+    reason: str | None = None
 
 
 def open_as_leader(
@@ -43,12 +47,17 @@ def open_as_leader(
     *,
     lease_duration: datetime.timedelta,
     backpressure_wait: float | None = None,
+    wait_on_backpressure: bool = False,
 ) -> OpenDecision:
     """Decide, and if it falls to us, open ``epoch`` as the pipeline's leader.
 
     Order of the checks: an epoch sealed already is never opened again; epoch e waits for e-1; only
     the lease holder opens (renewing the lease each time); a leader that finds another owner's open
     attempt (its lease ran out) supersedes it. The snapshots a retry starts from are included.
+
+    A backpressure window that holds the epoch back waits up to ``backpressure_wait`` seconds here;
+    after that :class:`Backpressured` is raised, or with ``wait_on_backpressure`` a ``backpressured``
+    decision is returned so the caller can wait elsewhere (e.g. deferred in Airflow's triggerer).
     """
     validate_epoch(epoch)
     info = ledger.epoch_info(epoch)
@@ -68,6 +77,10 @@ def open_as_leader(
     takeover = info is not None and info.state == "open" and info.owner != ledger.owner
     try:
         attempt = ledger.open_epoch(epoch, takeover=takeover, wait=backpressure_wait)
+    except Backpressured as held:
+        if not wait_on_backpressure:
+            raise
+        return OpenDecision("backpressured", epoch, wait_for_consumers=epoch - held.window, reason=str(held))
     except EpochAlreadySealed:
         return OpenDecision("sealed", epoch, sealed=ledger.epoch_info(epoch))
     snapshots: dict[str, SnapshotRef] = {}

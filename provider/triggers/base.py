@@ -42,6 +42,10 @@ class ZooKeeperWatchTrigger(BaseTrigger):
     def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:  # pragma: no cover
         raise NotImplementedError
 
+    def timeout_payload(self) -> dict[str, Any]:
+        """The event fired when :attr:`give_up_after` runs out."""
+        return {"status": "timeout", "waited": self.give_up_after}
+
     def on_tick(self, client: KazooClient) -> None:
         """Called (in a thread) at each :attr:`tick_seconds`, for time-based decisions."""
 
@@ -87,7 +91,7 @@ class ZooKeeperWatchTrigger(BaseTrigger):
                     await asyncio.wait_for(changed.wait(), timeout=max(0.0, min(waits)))
                 except asyncio.TimeoutError:
                     if give_up is not None and loop.time() >= give_up:
-                        yield TriggerEvent({"status": "timeout", "waited": self.give_up_after})
+                        yield TriggerEvent(self.timeout_payload())
                         return
                     await asyncio.to_thread(self.on_tick, client)
         finally:

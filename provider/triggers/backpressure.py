@@ -1,0 +1,75 @@
+"""ConsumersCaughtUpTrigger: fires once every registered consumer has acknowledged an epoch."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
+from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
+
+
+class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
+    """Wait until each consumer registered on ``pipeline`` acknowledged ``epoch`` (or left).
+
+    Watches the consumers' folder (a consumer joining or leaving) and each consumer's node (its
+    acknowledgement), so it wakes on the acknowledgement itself, not on a polling interval.
+
+    :param pipeline: pipeline name.
+    :param epoch: the epoch every consumer must have acknowledged.
+    :param zookeeper_conn_id: ZooKeeper connection id.
+    :param root: znode under which pipelines live.
+    :param deadline: wall-clock time (seconds since the Unix epoch) at which it fires
+        ``{"status": "timeout"}`` instead. Every event carries it back: ``airflow dags test`` resumes
+        a deferred task with the event alone, without the task's own resume arguments.
+    """
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        epoch: int,
+        zookeeper_conn_id: str = "zookeeper_default",
+        root: str = DEFAULT_ROOT,
+        deadline: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.pipeline = pipeline
+        self.epoch = validate_epoch(epoch)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+        self.deadline = deadline
+        self.give_up_after = None if deadline is None else max(0.0, deadline - time.time())
+        self.paths = PipelinePaths(pipeline, root)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "airflow_epochs.triggers.backpressure.ConsumersCaughtUpTrigger",
+            {"pipeline": self.pipeline, "epoch": self.epoch, "zookeeper_conn_id": self.zookeeper_conn_id,
+             "root": self.root, "deadline": self.deadline},
+        )
+
+    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
+        folder = self.paths.consumers
+        names = client.get_children(folder, watch=wake) if client.exists(folder, watch=wake) else []
+        behind: dict[str, int] = {}
+        for name in names:
+            path = f"{folder}/{name}"
+            try:
+                data, _ = client.get(path, watch=wake)
+            except NoNodeError:  # left meanwhile: the children watch covers it
+                continue
+            acked = int(decode("consumer", data, path=path)["acked"])
+            if acked < self.epoch:
+                behind[name] = acked
+        if behind:
+            return None
+        return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "deadline": self.deadline}
+
+    def timeout_payload(self) -> dict[str, Any]:
+        return {**super().timeout_payload(), "pipeline": self.pipeline, "epoch": self.epoch,
+                "deadline": self.deadline}
