@@ -53,6 +53,16 @@ def test_cron_calendar_matches_airflow_data_intervals(cron, tz, start, count):
         assert calendar.epoch_for(interval.end) == epoch + 1
 
 
+def test_cron_calendar_takes_pendulum_datetimes():
+    # what a DAG file passes (pendulum origin) and what a task gets (pendulum data interval start)
+    calendar = CronEpochCalendar(pendulum.datetime(2024, 1, 1, 6, tz="UTC"), "0 6 * * *")
+    assert calendar.epoch_for(pendulum.datetime(2024, 1, 3, 6, tz="UTC")) == 3
+    amsterdam = CronEpochCalendar(pendulum.datetime(2024, 3, 30, tz="Europe/Amsterdam"), "0 6 * * *",
+                                  "Europe/Amsterdam")
+    assert amsterdam.epoch_for(pendulum.datetime(2024, 3, 31, 6, tz="Europe/Amsterdam")) == 2
+    assert amsterdam.span(2)[0].utcoffset() == timedelta(hours=2)
+
+
 def test_cron_calendar_origin_on_a_fire_time_is_epoch_one():
     calendar = CronEpochCalendar(datetime(2024, 1, 1, 6, tzinfo=timezone.utc), "0 6 * * *")
     assert calendar.span(1)[0] == datetime(2024, 1, 1, 6, tzinfo=timezone.utc)

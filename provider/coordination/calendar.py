@@ -116,7 +116,8 @@ class CronEpochCalendar:
     def _first(self) -> datetime:
         # croniter's next fire time is strictly after its start: start one microsecond earlier so a
         # fire time equal to the origin counts as epoch 1.
-        start = self.origin.astimezone(ZoneInfo(self.timezone)) - timedelta(microseconds=1)
+        # Through a plain datetime: croniter loses the zone of a pendulum DateTime (Airflow's type).
+        start = datetime.fromtimestamp(self.origin.timestamp(), ZoneInfo(self.timezone)) - timedelta(microseconds=1)
         tick: datetime = croniter(self.cron, start).get_next(datetime)
         return tick
 

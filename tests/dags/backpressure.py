@@ -20,9 +20,10 @@ VARIANTS = {
 }
 
 for dag_id, open_kwargs in VARIANTS.items():
-    with DAG(dag_id=dag_id, schedule=None, start_date=START, catchup=False, params={"epoch": 1},
-             tags=["airflow-epochs", "test"]), EpochGroup("epoch", pipeline="bp", config=CONFIG,
-                    open_kwargs={"epoch": "{{ params.epoch }}", **open_kwargs}) as group:
+    producer = DAG(dag_id=dag_id, schedule=None, start_date=START, catchup=False, params={"epoch": 1},
+                   tags=["airflow-epochs", "test"])
+    with producer, EpochGroup("epoch", pipeline="bp", config=CONFIG,
+                              open_kwargs={"epoch": "{{ params.epoch }}", **open_kwargs}) as group:
         job = VotePartitionOperator(task_id="job", partition="out", producer="job")
         group.open >> job >> group.close
 

@@ -1,0 +1,127 @@
+"""Epochs under Airflow's own scheduling (not dag.test): PostgreSQL, API server, scheduler, triggerer
+and DAG processor started once for this module.
+
+- Gating: each sealed partition gives exactly one downstream run (a partitioned-asset run whose
+  partition key is the epoch), and the deferred sensor in it passes only because the seal exists.
+- Catch-up: six daily intervals with ``max_active_runs=3`` and random task delays; the runs overlap,
+  yet every epoch opens after the previous one is sealed (waits deferred in the real triggerer).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from airflow_stack import REPO, AirflowStack, postgres_bin
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import EpochLedger
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def stack_zk(zk_server):
+    """A chroot for this module's deployment (its connection is fixed when the stack starts)."""
+    chroot = f"/tests/scheduled-{uuid.uuid4().hex[:8]}"
+    client = KazooClient(hosts=zk_server.hosts)
+    client.start(timeout=15)
+    client.ensure_path(chroot)
+    client.stop()
+    client.close()
+    client = KazooClient(hosts=zk_server.hosts + chroot)
+    client.start(timeout=15)
+    yield chroot, client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, zk_server, stack_zk):
+    if postgres_bin() is None:
+        pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
+    deployment = AirflowStack(tmp_path_factory.mktemp("stack"), env={"AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
+        {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]})})
+    try:
+        deployment.start([REPO / "tests" / "dags" / name for name in ("scheduled_gating.py", "scheduled_catchup.py")])
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+def _wait_for_runs(stack: AirflowStack, dag_id: str, count: int, timeout: float) -> list[dict[str, str]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = stack.runs(dag_id)
+        if len([r for r in runs if r["state"] == "success"]) >= count:
+            return runs
+        assert not [r for r in runs if r["state"] == "failed"], (runs, stack.log_tail("scheduler"))
+        assert time.monotonic() < deadline, (runs, stack.log_tail("scheduler"), stack.log_tail("triggerer"))
+        time.sleep(3)
+
+
+def test_one_downstream_run_per_sealed_partition_under_the_scheduler(stack, stack_zk):
+    zk = stack_zk[1]
+    stack.wait_for_dags(["gating_upstream", "gating_downstream"])
+    for dag_id in ("gating_downstream", "gating_upstream"):
+        assert stack.airflow("dags", "unpause", dag_id).returncode == 0
+    epochs = (1, 2, 3)
+    for epoch in epochs:
+        triggered = stack.airflow("dags", "trigger", "gating_upstream", "-c", json.dumps({"epoch": epoch}))
+        assert triggered.returncode == 0, triggered.stderr[-2000:]
+    _wait_for_runs(stack, "gating_downstream", len(epochs), 480)
+    time.sleep(10)  # no late duplicate arrives
+    runs = stack.runs("gating_downstream")
+    ledger = EpochLedger(zk, "gating")
+    assert ledger.frontier() == len(epochs)
+    assert len(runs) == len(epochs), runs
+    rows = stack.query("SELECT partition_key, extract(epoch FROM start_date) FROM dag_run WHERE dag_id = %s",
+                       "gating_downstream")
+    assert sorted(str(key) for key, _ in rows) == [str(e) for e in epochs], rows
+    for key, started in rows:  # a downstream run never starts before its partition's seal
+        seal = ledger.seal(int(str(key)), "daily")
+        assert seal is not None
+        assert float(started) >= seal.sealed_at - 0.5, (key, started, seal.sealed_at)
+
+
+def test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order(stack, stack_zk):
+    zk = stack_zk[1]
+    stack.wait_for_dags(["catchup_epochs"])
+    assert stack.airflow("dags", "unpause", "catchup_epochs").returncode == 0
+    runs = _wait_for_runs(stack, "catchup_epochs", 6, 600)
+    time.sleep(5)  # the scheduler creates no seventh run past end_date
+    assert len(stack.runs("catchup_epochs")) == 6, runs
+
+    ledger = EpochLedger(zk, "catchup")
+    assert ledger.frontier() == 6
+    opened = sealed = 0
+    for event in ledger.history():
+        if event.event == "epoch_opened":
+            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
+            opened = event.detail["epoch"]
+        elif event.event == "epoch_sealed":
+            assert event.detail["epoch"] == opened
+            sealed = event.detail["epoch"]
+    assert (opened, sealed) == (6, 6)
+
+    # The calendar gave each interval its own epoch: the run of day n sealed epoch n.
+    rows = stack.query(
+        "SELECT extract(day FROM dr.data_interval_start), x.value FROM dag_run dr JOIN xcom x "
+        "ON x.dag_id = dr.dag_id AND x.run_id = dr.run_id WHERE dr.dag_id = %s AND x.task_id = %s "
+        "AND x.key = %s", "catchup_epochs", "epoch.open", "return_value")
+    epochs = {int(day): json.loads(value if isinstance(value, str) else json.dumps(value))["epoch"]
+              for day, value in rows}
+    assert epochs == {n: n for n in range(1, 7)}, rows
+
+    # Up to three runs really were in flight at once: the order came from the epochs, not from Airflow.
+    spans = stack.query("SELECT extract(epoch FROM start_date), extract(epoch FROM end_date) FROM dag_run "
+                        "WHERE dag_id = %s ORDER BY start_date", "catchup_epochs")
+    overlapping = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
+    assert 2 <= overlapping <= 3, spans
+    # ... and the runs that came early waited deferred in the triggerer, not in a worker slot.
+    open_logs = sorted((stack.home / "logs" / "dag_id=catchup_epochs").glob("run_id=*/task_id=epoch.open/*.log"))
+    deferred = [log for log in open_logs if "waits for epoch" in log.read_text()
+                and "Pausing task as DEFERRED" in log.read_text()]
+    assert len(open_logs) == 6 and deferred, open_logs
