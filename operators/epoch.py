@@ -438,7 +438,10 @@ class RollbackOperator(BaseOperator):
         self.root = root
 
     def execute(self, context: Context) -> list[int]:
-        to_epoch = int(str(self.to_epoch).strip())
+        try:
+            to_epoch = int(str(self.to_epoch).strip())
+        except ValueError:
+            raise AirflowException(f"to_epoch must be an integer, got {self.to_epoch!r}") from None
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             undone = EpochLedger(hook.get_conn(), self.pipeline, owner=default_owner(), root=self.root).rollback(
                 to_epoch, reason=self.reason)

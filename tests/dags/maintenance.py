@@ -1,0 +1,28 @@
+"""Maintenance as DAG runs: schedule a reconfiguration and roll back epochs of pipeline ``maint``,
+next to the producer DAG that runs its epochs."""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_epochs.operators import EpochGroup, ReconfigureOperator, RollbackOperator, VotePartitionOperator
+
+START = pendulum.datetime(2024, 1, 1, tz="UTC")
+CONFIG = {"partitions": {"out": ["job"]}}
+
+producer = DAG(dag_id="maint_producer", schedule=None, start_date=START, catchup=False, params={"epoch": 1},
+               tags=["airflow-epochs", "test"])
+with producer, EpochGroup("epoch", pipeline="maint", config=CONFIG,
+                          open_kwargs={"epoch": "{{ params.epoch }}"}) as group:
+    group.open >> VotePartitionOperator(task_id="job", partition="out", producer="job") >> group.close
+
+with DAG(dag_id="maint_reconfigure", schedule=None, start_date=START, catchup=False, params={"from_epoch": 3},
+         tags=["airflow-epochs", "test"]):
+    ReconfigureOperator(task_id="reconfigure", pipeline="maint", from_epoch="{{ params.from_epoch }}",
+                        config={"partitions": {"out": ["job"]}, "window": 5})
+
+with DAG(dag_id="maint_rollback", schedule=None, start_date=START, catchup=False,
+         params={"to_epoch": 1, "reason": "reprocess"}, tags=["airflow-epochs", "test"]):
+    RollbackOperator(task_id="rollback", pipeline="maint", to_epoch="{{ params.to_epoch }}",
+                     reason="{{ params.reason }}")
