@@ -140,9 +140,7 @@ class AirflowStack:
         for name, argv in (("api-server", ["api-server", "--host", "127.0.0.1", "--port", str(self.api_port)]),
                            ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"]),
                            ("triggerer", ["triggerer"])):
-            log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
-            self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
-                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.spawn(name, argv)
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -159,6 +157,20 @@ class AirflowStack:
                     raise RuntimeError(f"{name} exited:\n{self.log_tail(name)}")
             time.sleep(0.5)
         return self
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Start ``airflow <argv>`` as component ``name`` (e.g. a second triggerer), logging to ``<name>.log``."""
+        log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
+        self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self.procs[name]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a component's whole process group, as a crash would."""
+        proc = self.procs.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(20)
 
     def wait_for_dags(self, dag_ids: list[str], timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -194,7 +206,8 @@ class AirflowStack:
             return ""
 
     def stop(self) -> None:
-        for name in ("scheduler", "triggerer", "dag-processor", "api-server", "postgres"):
+        core = ("scheduler", "triggerer", "dag-processor", "api-server", "postgres")
+        for name in (*[n for n in self.procs if n not in core], *core):
             proc = self.procs.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue

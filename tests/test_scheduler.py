@@ -5,11 +5,15 @@ and DAG processor started once for this module.
   partition key is the epoch), and the deferred sensor in it passes only because the seal exists.
 - Catch-up: six daily intervals with ``max_active_runs=3`` and random task delays; the runs overlap,
   yet every epoch opens after the previous one is sealed (waits deferred in the real triggerer).
+- HA triggerers: seals written outside Airflow become asset events through an AssetWatcher; the
+  triggerer running the watcher is killed -9, the other one takes the trigger over and starts it
+  again from the first epoch, and still every seal gives exactly one asset event.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -43,9 +47,13 @@ def stack(tmp_path_factory, zk_server, stack_zk):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     deployment = AirflowStack(tmp_path_factory.mktemp("stack"), env={"AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-        {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]})})
+        {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
+        # a dead triggerer's triggers move to a live one after this many seconds without heartbeat
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"})
     try:
-        deployment.start([REPO / "tests" / "dags" / name for name in ("scheduled_gating.py", "scheduled_catchup.py")])
+        deployment.start([REPO / "tests" / "dags" / name
+                          for name in ("scheduled_gating.py", "scheduled_catchup.py", "watched_seals.py")])
         yield deployment
     finally:
         deployment.stop()
@@ -121,7 +129,65 @@ def test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order(stack, stack_zk
     overlapping = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
     assert 2 <= overlapping <= 3, spans
     # ... and the runs that came early waited deferred in the triggerer, not in a worker slot.
-    open_logs = sorted((stack.home / "logs" / "dag_id=catchup_epochs").glob("run_id=*/task_id=epoch.open/*.log"))
+    open_logs = sorted(log for log in (stack.home / "logs" / "dag_id=catchup_epochs").glob(
+        "run_id=*/task_id=epoch.open/attempt=*.log") if ".trigger." not in log.name)
     deferred = [log for log in open_logs if "waits for epoch" in log.read_text()
                 and "Pausing task as DEFERRED" in log.read_text()]
     assert len(open_logs) == 6 and deferred, open_logs
+
+
+def _watched_epochs(stack: AirflowStack) -> list[int]:
+    rows = stack.query("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri = %s",
+                       "epochs://watched/daily")
+    extras = [json.loads(extra) if isinstance(extra, str) else extra for (extra,) in rows]
+    return sorted(int(extra["payload"]["epoch"]) for extra in extras)
+
+
+def _watcher_triggerer(stack: AirflowStack) -> str | None:
+    """Which of the two triggerer processes runs the watcher's trigger (jobs in start order)."""
+    owner = stack.query("SELECT t.triggerer_id FROM trigger t JOIN asset_watcher w ON w.trigger_id = t.id")
+    jobs = [job for (job,) in stack.query("SELECT id FROM job WHERE job_type = 'TriggererJob' AND state = 'running' "
+                                          "ORDER BY start_date")]
+    if not owner or owner[0][0] not in jobs:
+        return None
+    return ("triggerer", "triggerer-2")[jobs.index(owner[0][0])]
+
+
+def _seal(ledger: EpochLedger, epoch: int) -> None:
+    ledger.vote(ledger.open_epoch(epoch), "daily", "job", {"rows": epoch})
+
+
+def _wait_until(predicate, timeout: float, what) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what()
+        time.sleep(1)
+
+
+def test_watched_seals_give_one_asset_event_each_across_a_triggerer_crash(stack, stack_zk):
+    from airflow_epochs.coordination import PipelineConfig
+
+    ledger = EpochLedger(stack_zk[1], "watched", owner="outside")
+    ledger.create_pipeline(PipelineConfig({"daily": ("job",)}))
+    stack.wait_for_dags(["watched_consumer"])
+    assert stack.airflow("dags", "unpause", "watched_consumer").returncode == 0
+    stack.spawn("triggerer-2", ["triggerer"])
+    for epoch in (1, 2, 3):
+        _seal(ledger, epoch)
+    _wait_until(lambda: len(_watched_epochs(stack)) >= 3, 180,
+                lambda: (_watched_epochs(stack), stack.log_tail("triggerer"), stack.log_tail("triggerer-2")))
+    _wait_until(lambda: _watcher_triggerer(stack) is not None, 60, lambda: "no triggerer owns the watcher")
+    crashed = _watcher_triggerer(stack)
+    stack.kill(crashed)
+
+    # The survivor restarts the trigger from epoch 1: epochs 1-3 are refused by their markers.
+    _seal(ledger, 4)
+    _wait_until(lambda: len(_watched_epochs(stack)) >= 4, 180,
+                lambda: (_watched_epochs(stack), stack.log_tail("triggerer"), stack.log_tail("triggerer-2")))
+    time.sleep(8)  # room for a late duplicate
+    assert _watched_epochs(stack) == [1, 2, 3, 4]
+    survivor = "triggerer-2" if crashed == "triggerer" else "triggerer"
+    assert _watcher_triggerer(stack) == survivor
+    # the survivor ran the trigger from epoch 1 and fired for epoch 4 only
+    fired = re.findall(r"Trigger fired event.*?'epoch': (\d+)", stack.log_tail(survivor, 1_000_000))
+    assert fired == ["4"], fired
