@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from zk_helpers import assert_epochs_in_order
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 
@@ -109,15 +110,7 @@ def test_overlapping_runs_seal_epochs_in_order(airflow_home, zk_connection, zk, 
         assert proc.wait(timeout=600) == 0, (tmp_path / "run1.log").read_text()[-3000:]
     ledger = EpochLedger(zk, PIPELINE)
     assert ledger.frontier() == 6
-    opened = sealed = 0
-    for event in ledger.history():
-        if event.event == "epoch_opened":
-            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
-            opened = event.detail["epoch"]
-        elif event.event == "epoch_sealed":
-            assert event.detail["epoch"] == opened
-            sealed = event.detail["epoch"]
-    assert (opened, sealed) == (6, 6)
+    assert_epochs_in_order(ledger, 6)
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import uuid
 import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
 from kazoo.client import KazooClient
+from zk_helpers import assert_epochs_in_order
 
 from airflow_epochs.coordination import EpochLedger
 
@@ -104,15 +105,7 @@ def test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order(stack, stack_zk
 
     ledger = EpochLedger(zk, "catchup")
     assert ledger.frontier() == 6
-    opened = sealed = 0
-    for event in ledger.history():
-        if event.event == "epoch_opened":
-            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
-            opened = event.detail["epoch"]
-        elif event.event == "epoch_sealed":
-            assert event.detail["epoch"] == opened
-            sealed = event.detail["epoch"]
-    assert (opened, sealed) == (6, 6)
+    assert_epochs_in_order(ledger, 6)
 
     # The calendar gave each interval its own epoch: the run of day n sealed epoch n.
     rows = stack.query(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 
+from airflow_epochs.coordination import EpochLedger
+
 
 def tree(client: KazooClient, path: str = "/") -> dict[str, bytes]:
     """Every znode under ``path`` with its data: compare before and after to prove nothing changed."""
@@ -28,3 +30,17 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def assert_epochs_in_order(ledger: EpochLedger, count: int) -> None:
+    """The recorded history opens epochs 1..count one at a time, each only after the previous one
+    is sealed, and seals each exactly once."""
+    opened = sealed = 0
+    for event in ledger.history():
+        if event.event == "epoch_opened":
+            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
+            opened = event.detail["epoch"]
+        elif event.event == "epoch_sealed":
+            assert event.detail["epoch"] == opened, "sealed an epoch that is not the open one"
+            sealed = event.detail["epoch"]
+    assert (opened, sealed) == (count, count)

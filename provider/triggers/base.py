@@ -16,11 +16,29 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 from airflow_epochs.zk_settings import ZooKeeperSettings
 
 Wake = Callable[..., None]
+
+
+def watched_get(client: KazooClient, path: str, wake: Wake | None) -> tuple[bytes, ZnodeStat] | None:
+    """Read ``path`` leaving a watch on it; None (with a watch on its creation) if it does not exist.
+
+    One round trip when the node exists (the common case once woken), where exists-then-get costs
+    two: with a thousand triggers woken by one seal on a shared session, round trips are the cost.
+    """
+    while True:
+        try:
+            data, stat = client.get(path, watch=wake)
+            return data, stat
+        except NoNodeError:
+            # A failed read leaves no watch; exists() does, and catches a creation in between.
+            if client.exists(path, watch=wake) is None:
+                return None
 
 
 async def connection_settings(conn_id: str) -> ZooKeeperSettings:

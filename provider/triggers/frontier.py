@@ -8,7 +8,7 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
 from airflow_epochs.coordination.payloads import decode
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
+from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger, watched_get
 
 
 class FrontierReachedTrigger(ZooKeeperWatchTrigger):
@@ -46,11 +46,11 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         )
 
     def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        # exists() with a watch also covers a pipeline that does not exist yet
-        if client.exists(self.paths.frontier, watch=wake) is None:
+        # a missing node leaves a creation watch: covers a pipeline that does not exist yet
+        node = watched_get(client, self.paths.frontier, wake)
+        if node is None:
             return None
-        data, _ = client.get(self.paths.frontier, watch=wake)
-        frontier = int(decode("frontier", data, path=self.paths.frontier)["epoch"])
+        frontier = int(decode("frontier", node[0], path=self.paths.frontier)["epoch"])
         if frontier < self.epoch:
             return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "frontier": frontier}

@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.payloads import decode
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
+from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger, watched_get
 
 
 def read_seals(
@@ -21,19 +21,19 @@ def read_seals(
     caller hears of the next change (a seal, or a rollback that starts a new generation).
     """
     epoch_path = paths.epoch(epoch)
-    if client.exists(epoch_path, watch=wake) is None:
+    node = watched_get(client, epoch_path, wake)
+    if node is None:
         return None
-    data, _ = client.get(epoch_path, watch=wake)
-    doc = decode("epoch", data, path=epoch_path)
+    doc = decode("epoch", node[0], path=epoch_path)
     if doc["state"] == "rolled_back":
         return None
     seals: dict[str, dict[str, Any]] = {}
     for partition in partitions:
         path = paths.seal(epoch, doc["generation"], partition)
-        stat = client.exists(path, watch=wake)
-        if stat is None:
+        found = watched_get(client, path, wake)
+        if found is None:
             return None
-        raw, stat = client.get(path)
+        raw, stat = found
         seal = decode("seal", raw, path=path)
         seals[partition] = {"attempt": seal["attempt"], "generation": doc["generation"], "zxid": stat.czxid}
     return seals
