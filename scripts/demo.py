@@ -93,8 +93,9 @@ def main() -> int:
         say("Spark Connect and ZooKeeper stopped (state stays in the state folder, so a rerun resumes)")
 
 
-def _watch(ledger, stop: threading.Event, t0: dict[int, float]) -> None:
-    """Print each stage as ZooKeeper records it (the same events the timeline draws)."""
+def _watch(ledger, stop: threading.Event, t0: dict[int, float], sealed: dict[int, threading.Event]) -> None:
+    """Print each stage as ZooKeeper records it (the same events the timeline draws); ``sealed[e]`` is
+    set once epoch e's seal is printed, so the summary line comes after the stage lines."""
     from airflow_epochs.coordination import PipelineNotFound
 
     try:  # only what happens from now on
@@ -117,6 +118,8 @@ def _watch(ledger, stop: threading.Event, t0: dict[int, float]) -> None:
                     "epoch_sealed": "epoch sealed"}.get(event.event)
             if what:
                 say(f"  epoch {epoch} {since}: {what}")
+            if event.event == "epoch_sealed" and epoch in sealed:
+                sealed[epoch].set()
 
 
 def run(days: int, airflow_home: Path, hosts: str, data: Path, base: Path) -> int:
@@ -158,8 +161,9 @@ def run(days: int, airflow_home: Path, hosts: str, data: Path, base: Path) -> in
         conf = {"raw": str(data / "raw"), "storage": str(data / "lake"), "spark_connect": "spark_connect_demo"}
         timings: dict[int, float] = {}
         t0: dict[int, float] = {}
+        sealed: dict[int, threading.Event] = {}
         stop = threading.Event()
-        watcher = threading.Thread(target=_watch, args=(ledger, stop, t0), daemon=True)
+        watcher = threading.Thread(target=_watch, args=(ledger, stop, t0, sealed), daemon=True)
         watcher.start()
         reports = data / "reports"
         try:
@@ -167,12 +171,14 @@ def run(days: int, airflow_home: Path, hosts: str, data: Path, base: Path) -> in
                 day = datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=epoch - 1)
                 say(f"epoch {epoch} ({day:%Y-%m-%d}): {DAG_ID}: open -> clean_flights, hourly_weather (Spark) "
                     "-> barrier -> join (Spark) -> close")
+                sealed[epoch] = threading.Event()
                 t0[epoch] = time.monotonic()
                 run = dag.test(logical_date=day, run_conf=conf)
                 if "success" not in str(run.state):
                     say(f"epoch {epoch}: DAG run ended {run.state}; stopping (rerun to resume)")
                     return 1
                 timings[epoch] = time.monotonic() - t0[epoch]
+                sealed[epoch].wait(3)  # let the stage lines of this epoch come out first
                 say(f"epoch {epoch}: sealed in {timings[epoch]:.1f} s; frontier now {ledger.frontier()}")
                 report = report_dag.test(run_conf={"epoch": epoch, "reports": str(reports)})
                 if "success" not in str(report.state):
