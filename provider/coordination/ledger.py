@@ -180,6 +180,26 @@ class Event:
     detail: Mapping[str, Any]
 
 
+def read_consumer_acks(
+    client: KazooClient, folder: str, watch: Callable[[Any], None] | None = None
+) -> dict[str, tuple[int, int]]:
+    """The consumers registered under ``folder`` -> (acknowledged epoch, znode version).
+
+    With ``watch`` (a kazoo watcher), one-shot watches are left on the folder and on each consumer,
+    so the caller hears of a consumer joining, leaving or acknowledging.
+    """
+    names = client.get_children(folder, watch=watch) if client.exists(folder, watch=watch) else []
+    out: dict[str, tuple[int, int]] = {}
+    for name in names:
+        path = f"{folder}/{name}"
+        try:
+            data, stat = client.get(path, watch=watch)
+        except NoNodeError:  # left meanwhile: the folder's watch covers it
+            continue
+        out[name] = (int(payloads.decode("consumer", data, path=path)["acked"]), stat.version)
+    return out
+
+
 class EpochLedger:
     """The epoch protocol of one pipeline over a started kazoo client.
 
@@ -473,18 +493,8 @@ class EpochLedger:
 
     def _consumer_acks(self, watch: Callable[[], None] | None = None) -> dict[str, tuple[int, int]]:
         """Registered consumers -> (acknowledged epoch, znode version); optionally watched."""
-        cb = (lambda _event: watch()) if watch is not None else None
-        names = self.client.get_children(self.paths.consumers, watch=cb) \
-            if self.client.exists(self.paths.consumers) else []
-        out: dict[str, tuple[int, int]] = {}
-        for name in names:
-            path = f"{self.paths.consumers}/{name}"
-            try:
-                data, stat = self.client.get(path, watch=cb)
-            except NoNodeError:
-                continue
-            out[name] = (int(payloads.decode("consumer", data, path=path)["acked"]), stat.version)
-        return out
+        return read_consumer_acks(self.client, self.paths.consumers,
+                                  (lambda _event: watch()) if watch is not None else None)
 
     def _backpressure_checks(self, epoch: int, window: int | None, watch: Callable[[], None]) -> list[Op]:
         """Refuse to open ``epoch`` too far ahead of the slowest consumer; else the version checks

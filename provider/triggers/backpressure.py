@@ -6,10 +6,9 @@ import time
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.ledger import read_consumer_acks
 from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
 
 
@@ -54,19 +53,8 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
         )
 
     def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        folder = self.paths.consumers
-        names = client.get_children(folder, watch=wake) if client.exists(folder, watch=wake) else []
-        behind: dict[str, int] = {}
-        for name in names:
-            path = f"{folder}/{name}"
-            try:
-                data, _ = client.get(path, watch=wake)
-            except NoNodeError:  # left meanwhile: the children watch covers it
-                continue
-            acked = int(decode("consumer", data, path=path)["acked"])
-            if acked < self.epoch:
-                behind[name] = acked
-        if behind:
+        acks = read_consumer_acks(client, self.paths.consumers, wake)
+        if any(acked < self.epoch for acked, _ in acks.values()):
             return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "deadline": self.deadline}
 
