@@ -16,13 +16,12 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger
@@ -31,8 +30,6 @@ from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from airflow_stack import AirflowStack  # noqa: E402
-
-Row = Callable[..., None]
 
 
 def _mark_start(stack: AirflowStack, dag_id: str, run_id: str | None = None,
@@ -53,7 +50,7 @@ def _trigger(stack: AirflowStack, *args: str) -> None:
         raise RuntimeError(f"airflow dags trigger {' '.join(args)}: {done.stderr[-2000:]}")
 
 
-def measure(hosts: str, samples: int, smoke: bool, row: Row) -> None:
+def measure(hosts: str, samples: int, smoke: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="epochs-bench-sched-") as tmp:
         env = {"AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": hosts})}
         if smoke:
@@ -98,12 +95,12 @@ def measure(hosts: str, samples: int, smoke: bool, row: Row) -> None:
             stack.stop()
             zk.stop()
             zk.close()
-    peer = statistics.median(found["external"])
     poke = "5 s (smoke)" if smoke else "default 60 s"
-    row("2. seal -> downstream task running, deferrable sensor (median)", statistics.median(found["sensor"]), peer,
-        "s", f"ExternalTaskSensor, poke {poke}", f"{samples} samples; real scheduler + triggerer on PostgreSQL")
-    row("2. seal -> downstream task running, partitioned asset (median)", statistics.median(found["asset"]), peer,
-        "s", f"ExternalTaskSensor, poke {poke}", f"{samples} samples")
+    compare("scheduler_sensor_s", "scheduler", "seal -> downstream task running, deferrable sensor (median)",
+            found["sensor"], found["external"], "s", f"ExternalTaskSensor, poke {poke}",
+            note=f"{samples} samples; real scheduler + triggerer on PostgreSQL")
+    compare("scheduler_asset_s", "scheduler", "seal -> downstream task running, partitioned asset (median)",
+            found["asset"], found["external"], "s", f"ExternalTaskSensor, poke {poke}", note=f"{samples} samples")
 
 
 def main() -> int:
@@ -111,12 +108,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="one sample, ExternalTaskSensor poking every 5 s")
     args = parser.parse_args()
 
-    def row(measure: str, ours: float, peer: float, unit: str, peer_name: str, note: str = "") -> None:
-        print(f"  {measure}: ours {ours:.3g} {unit}, {peer_name} {peer:.3g} {unit}; {note}", flush=True)
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with EmbeddedZooKeeper() as server:
-        measure(server.hosts, 1 if args.smoke else 3, args.smoke, row)
+        measure(server.hosts, 1 if args.smoke else 3, args.smoke)
     return 0
 
 

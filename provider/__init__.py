@@ -35,6 +35,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.triggers.{name}" for name in ("seals", "frontier", "barriers", "backpressure",
                                                            "assets")]}],
+        "plugins": [{"name": "epochs", "plugin-class": "airflow_epochs.ui.plugin.EpochsPlugin"}],
         "connection-types": [
             {
                 "connection-type": "zookeeper",

@@ -4,12 +4,20 @@ Each epoch's job then costs a ``SparkSession.builder.remote(...)`` call (about h
 of a JVM start under ``spark-submit``. The server runs the wheel's own ``spark-submit`` with the
 Spark Connect server class, bound to 127.0.0.1, in its own process group so that stopping it stops
 every process it started.
+
+Secure by default: the server requires a token (``SPARK_CONNECT_AUTHENTICATE_TOKEN``, passed in its
+environment, never on its command line), generated with :mod:`secrets` and kept in a 0600 file in the
+server's 0700 folder, or given by the caller (e.g. from an Airflow connection). Without it any local
+user could run code as the server's user. Clients send it in the URL, ``sc://localhost:PORT/;token=T``:
+the host must be literally ``localhost`` for pyspark to send a token over plain loopback gRPC (with
+any other host a token switches the client to TLS, which this server does not serve).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -17,9 +25,14 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from airflow_epochs.embedded_zookeeper import find_java, free_port, stop_pid
+from airflow_epochs.die_with_parent import launcher
+from airflow_epochs.embedded_zookeeper import find_java, free_port
+from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
+from airflow_epochs.process_identity import ProcessIdentity, identify
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable name
+TOKEN_FILE = "token"  # noqa: S105 - a file name
 
 
 class SparkConnectStartError(RuntimeError):
@@ -55,20 +68,54 @@ class SparkConnectServer:
     :param master: the Spark master it runs on (``local[2]`` by default).
     :param driver_memory: the server JVM's heap.
     :param conf: further Spark settings (``key -> value``), passed as ``--conf`` pairs.
+    :param token: the token clients must send; by default the one in ``<directory>/token`` (so that
+        connections configured with it keep working across restarts), else a new one.
+    :param bind_address: where the gRPC port listens (loopback unless told otherwise; remote clients
+        send their token over TLS, which needs a TLS-terminating proxy in front of this server).
+    :param die_with_parent: the server stops when this process exits, even by ``kill -9`` (Linux;
+        start it from a thread that lives as long as the run, see :mod:`airflow_epochs.die_with_parent`).
     """
 
     def __init__(self, directory: str | Path, *, port: int | None = None, master: str = "local[2]",
-                 driver_memory: str = "1g", conf: dict[str, str] | None = None) -> None:
+                 driver_memory: str = "1g", conf: dict[str, str] | None = None, token: str | None = None,
+                 bind_address: str = "127.0.0.1", die_with_parent: bool = False) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
         self.master = master
         self.driver_memory = driver_memory
         self.conf = dict(conf or {})
+        self.die_with_parent = die_with_parent
+        self.bind_address = bind_address
+        if token is not None and (len(token) < 16 or any(not ch.isprintable() or ch in ";/ " for ch in token)):
+            raise ValueError("a Spark Connect token needs at least 16 printable characters, without ';', '/' or "
+                             "spaces")
+        self.token = token or self._stored_token() or secrets.token_urlsafe(32)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
+    def token_file(self) -> Path:
+        return self.directory / TOKEN_FILE
+
+    def _stored_token(self) -> str | None:
+        try:
+            return self.token_file.read_text().strip() or None
+        except OSError:
+            return None
+
+    @property
+    def host(self) -> str:
+        """The host clients name: ``localhost`` for a loopback server (see the module docstring)."""
+        return "localhost" if self.bind_address in ("127.0.0.1", "::1", "localhost") else self.bind_address
+
+    @property
     def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        """The URL a client connects with, token included: keep it out of logs (see :attr:`display_url`)."""
+        return f"sc://{self.host}:{self.port}/;token={self.token}"
+
+    @property
+    def display_url(self) -> str:
+        """The URL without the token, for messages."""
+        return f"sc://{self.host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -80,7 +127,7 @@ class SparkConnectServer:
 
     def argv(self) -> list[str]:
         conf = {
-            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.address": self.bind_address,
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.enabled": "false",
             "spark.driver.host": "127.0.0.1",
@@ -97,22 +144,26 @@ class SparkConnectServer:
         return argv
 
     def start(self, timeout: float = 120.0) -> SparkConnectServer:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if listening(self.port):
+        private_dir(self.directory)
+        tighten(self.directory)
+        write_private(self.token_file, self.token + "\n")
+        if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         home = spark_home()
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0",
-               "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent)}
-        with open(self.log_file, "ab") as out:
-            self.process = subprocess.Popen(  # argv list, no shell
-                self.argv(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                cwd=self.directory, start_new_session=True,
+               "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent),
+               TOKEN_ENV: self.token}
+        argv = [*launcher(), *self.argv()] if self.die_with_parent else self.argv()
+        with open(open_private_log(self.log_file), "ab") as out:
+            self.process = subprocess.Popen(  # argv list, no shell; the token only in the environment
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=self.directory, start_new_session=True, umask=0o077,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SparkConnectStartError(f"Spark Connect exited with {self.process.returncode}:\n{self.log_tail()}")
-            if listening(self.port):
+            if listening(self.port, self._probe_host):
                 return self
             time.sleep(0.25)
         self.stop()
@@ -132,8 +183,16 @@ class SparkConnectServer:
                 self.process.wait(timeout=10)
         self.process = None
 
+    @property
+    def _probe_host(self) -> str:
+        return "127.0.0.1" if self.bind_address in ("0.0.0.0", "localhost") else self.bind_address  # noqa: S104
+
     def serving(self) -> bool:
-        return self.process is not None and self.process.poll() is None and listening(self.port)
+        return self.process is not None and self.process.poll() is None and listening(self.port, self._probe_host)
+
+    def identity(self) -> ProcessIdentity | None:
+        """The running server's process identity (recorded to stop or adopt it safely later)."""
+        return identify(self.process.pid) if self.process is not None and self.process.poll() is None else None
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -148,11 +207,3 @@ class SparkConnectServer:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-
-def stop_server_pid(pid: int) -> bool:
-    """Stop a detached server (started by the CLI) and its process group."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return stop_pid(pid)
-    return stop_pid(pid)

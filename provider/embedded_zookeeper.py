@@ -6,12 +6,17 @@ pyspark wheel's ``jars/`` folder (pyspark 4.x ships ZooKeeper 3.9), Debian's ``z
 
 Two traps seen with the pyspark jars are handled here: the server needs snappy-java on its class
 path (without it the port listens but every client is told "not currently serving requests"), and
-kazoo's ``server_version()`` needs the ``srvr`` four-letter word, which is whitelisted.
+the four-letter words must be whitelisted: only ``srvr`` (mode and version) and ``mntr`` (metrics)
+are, never ``envi`` or ``conf``, which tell any local user the server's environment and paths.
+
+Secure by default: the server's folder is 0700 and every file in it 0600 (the Java process runs with
+umask 077), because ZooKeeper's transaction log holds everything the ACLs protect. With ``tls`` it
+also serves TLS on a ``secureClientPort`` (Netty, PEM key and trust stores; see
+:mod:`airflow_epochs.dev_certificates` for test certificates).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import shutil
@@ -25,9 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from airflow_epochs.die_with_parent import launcher
+from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
+from airflow_epochs.process_identity import ProcessIdentity, identify
+
 __all__ = [
     "EmbeddedZooKeeper",
     "JavaNotFound",
+    "ServerTls",
     "ZooKeeperEnsemble",
     "ZooKeeperJarsNotFound",
     "ZooKeeperStartError",
@@ -45,7 +55,8 @@ _OPTIONAL = (
     "log4j-slf4j2-impl", "log4j-api", "log4j-core", "commons-io", "metrics-core", "audience-annotations",
     "commons-cli", "jline",
 )
-_FOUR_LETTER_WORDS = "srvr,ruok,mntr,stat,conf,isro,envi"
+# Only the words this project uses: srvr (mode, version), mntr (metrics in tests and benchmarks).
+FOUR_LETTER_WORDS = ("srvr", "mntr")
 _DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/java")
 
 
@@ -167,6 +178,31 @@ def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", 
         return ""
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """What the server needs to serve TLS on a ``secureClientPort``.
+
+    :param keystore: PEM file with the server's private key (PKCS#8, unencrypted) and certificate chain.
+    :param truststore: PEM file with the CA certificates the server trusts (for client certificates).
+    :param client_auth: ``none``, ``want`` or ``need`` (client certificates).
+    """
+
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.client_auth not in ("none", "want", "need"):
+            raise ValueError(f"client_auth must be none, want or need, not {self.client_auth!r}")
+        for path in (self.keystore, self.truststore):
+            if not Path(path).is_file():
+                raise ValueError(f"TLS file {path} does not exist")
+
+
+def _host(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 @dataclass
 class _Member:
     myid: int
@@ -174,6 +210,8 @@ class _Member:
     peer_port: int
     election_port: int
     directory: Path
+    secure_port: int | None = None
+    address: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -186,7 +224,7 @@ class _Member:
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` while serving; None otherwise."""
-        answer = four_letter_word(self.client_port)
+        answer = four_letter_word(self.client_port, host=self.address)
         for line in answer.splitlines():
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
@@ -208,6 +246,10 @@ class ZooKeeperEnsemble:
     :param heap_mb: maximum JVM heap per member.
     :param max_client_connections: connections one client address may hold (ZooKeeper's
         ``maxClientCnxns``; its default is 60, 0 means no limit).
+    :param tls: also serve TLS on a ``secureClientPort`` per member (see :class:`ServerTls`).
+    :param address: the loopback address to bind (``127.0.0.1`` or ``::1``).
+    :param die_with_parent: the members stop when this process exits, even by ``kill -9`` (Linux;
+        start them from a thread that lives as long as the run, see :mod:`airflow_epochs.die_with_parent`).
     """
 
     def __init__(
@@ -221,6 +263,9 @@ class ZooKeeperEnsemble:
         jar_dirs: Iterable[Path | str] | None = None,
         heap_mb: int = 256,
         max_client_connections: int = 60,
+        tls: ServerTls | None = None,
+        address: str = "127.0.0.1",
+        die_with_parent: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -232,9 +277,12 @@ class ZooKeeperEnsemble:
         self.tick_time_ms = tick_time_ms
         self.heap_mb = heap_mb
         self.max_client_connections = max_client_connections
+        self.tls = tls
+        self.address = address
+        self.die_with_parent = die_with_parent
         self._own_dir = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="airflow-epochs-zk-"))
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         self.members = [
             _Member(
                 myid=i + 1,
@@ -242,6 +290,8 @@ class ZooKeeperEnsemble:
                 peer_port=free_port(),
                 election_port=free_port(),
                 directory=self.directory / f"member-{i + 1}",
+                secure_port=free_port() if tls else None,
+                address=address,
             )
             for i in range(size)
         ]
@@ -251,10 +301,17 @@ class ZooKeeperEnsemble:
     @property
     def hosts(self) -> str:
         """The connection string of every member, for kazoo or an Airflow connection."""
-        return ",".join(f"127.0.0.1:{m.client_port}" for m in self.members)
+        return ",".join(_host(m.address, m.client_port) for m in self.members)
+
+    @property
+    def secure_hosts(self) -> str:
+        """The TLS connection string of every member (``tls`` must be set)."""
+        if self.tls is None:
+            raise ValueError("this server was started without tls")
+        return ",".join(_host(m.address, m.secure_port or 0) for m in self.members)
 
     def member_hosts(self, index: int) -> str:
-        return f"127.0.0.1:{self.members[index].client_port}"
+        return _host(self.address, self.members[index].client_port)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -323,6 +380,11 @@ class ZooKeeperEnsemble:
     def followers(self) -> list[int]:
         return [i for i, m in enumerate(self.members) if m.running() and m.mode() == "follower"]
 
+    def identity(self, index: int) -> ProcessIdentity | None:
+        """The running member's process identity (recorded to stop or adopt it safely later)."""
+        process = self.members[index].process
+        return identify(process.pid) if process is not None and process.poll() is None else None
+
     def log_tail(self, index: int, lines: int = 30) -> str:
         member = self.members[index]
         text = ""
@@ -342,28 +404,38 @@ class ZooKeeperEnsemble:
     # -- internals ---------------------------------------------------------------------------
 
     def _write_config(self, member: _Member) -> None:
-        data_dir = member.directory / "data"
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = private_dir(member.directory / "data")
         lines = [
             f"tickTime={self.tick_time_ms}",
             "initLimit=20",
             "syncLimit=10",
             f"dataDir={data_dir}",
             f"clientPort={member.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={member.address}",
             "admin.enableServer=false",
-            f"4lw.commands.whitelist={_FOUR_LETTER_WORDS}",
+            f"4lw.commands.whitelist={','.join(FOUR_LETTER_WORDS)}",
             f"maxSessionTimeout={120 * self.tick_time_ms}",
             "autopurge.purgeInterval=0",
             f"maxClientCnxns={self.max_client_connections}",
         ]
-        if self.size > 1:
-            (data_dir / "myid").write_text(f"{member.myid}\n")
+        if self.tls is not None:
             lines += [
-                f"server.{m.myid}=127.0.0.1:{m.peer_port}:{m.election_port}" for m in self.members
+                f"secureClientPort={member.secure_port}",
+                f"secureClientPortAddress={member.address}",
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                f"ssl.keyStore.location={Path(self.tls.keystore).resolve()}",
+                "ssl.keyStore.type=PEM",
+                f"ssl.trustStore.location={Path(self.tls.truststore).resolve()}",
+                "ssl.trustStore.type=PEM",
+                f"ssl.clientAuth={self.tls.client_auth}",
             ]
-        member.config_file.write_text("\n".join(lines) + "\n")
-        (member.directory / "log4j2.properties").write_text(
+        if self.size > 1:
+            write_private(data_dir / "myid", f"{member.myid}\n")
+            lines += [
+                f"server.{m.myid}={_host(m.address, m.peer_port)}:{m.election_port}" for m in self.members
+            ]
+        write_private(member.config_file, "\n".join(lines) + "\n")
+        write_private(member.directory / "log4j2.properties",
             "status = error\n"
             "appender.file.type = File\n"
             "appender.file.name = F\n"
@@ -376,7 +448,8 @@ class ZooKeeperEnsemble:
 
     def _launch(self, index: int) -> None:
         member = self.members[index]
-        member.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(member.directory)
+        tighten(member.directory)  # files of an earlier run, possibly from a version that left them 0644
         self._write_config(member)
         argv = [
             self.java,
@@ -390,9 +463,12 @@ class ZooKeeperEnsemble:
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(member.config_file),
         ]
-        with open(member.directory / "stdout.log", "ab") as out:
-            member.process = subprocess.Popen(  # argv list, no shell
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        if self.die_with_parent:
+            argv = [*launcher(), *argv]
+        with open(open_private_log(member.directory / "stdout.log"), "ab") as out:
+            member.process = subprocess.Popen(  # argv list, no shell; umask: the data it writes is 0600
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                umask=0o077,
             )
 
 
@@ -415,6 +491,9 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         jar_dirs: Iterable[Path | str] | None = None,
         heap_mb: int = 256,
         max_client_connections: int = 60,
+        tls: ServerTls | None = None,
+        address: str = "127.0.0.1",
+        die_with_parent: bool = False,
     ) -> None:
         super().__init__(
             1,
@@ -425,11 +504,18 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             jar_dirs=jar_dirs,
             heap_mb=heap_mb,
             max_client_connections=max_client_connections,
+            tls=tls,
+            address=address,
+            die_with_parent=die_with_parent,
         )
 
     @property
     def port(self) -> int:
         return self.members[0].client_port
+
+    @property
+    def secure_port(self) -> int | None:
+        return self.members[0].secure_port
 
     @property
     def pid(self) -> int | None:
@@ -439,22 +525,3 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
     def serving(self) -> bool:
         return self.members[0].mode() is not None
 
-
-def stop_pid(pid: int, *, timeout: float = 10.0) -> bool:
-    """Stop a detached server process by pid (TERM, then KILL); returns whether it was running."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return True

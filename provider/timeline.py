@@ -50,12 +50,9 @@ def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list
             found.append(Span(epoch, f"barrier {name}", first, max(released.at, first + MARK),
                               f"{released.detail.get('decision')}; late: {', '.join(late) or 'none'}"))
             releases.append((released.at, name))
-        votes: dict[str, float] = {}
-        for vote in (e for e in events if e.event == "vote" and e.at >= start):
-            votes.setdefault(str(vote.detail.get("partition")), vote.at)
         for sealed in (e for e in events if e.event == "partition_sealed" and e.at >= start):
             partition = str(sealed.detail.get("partition"))
-            first_vote = votes.get(partition, sealed.at)
+            first_vote = float(sealed.detail.get("first_vote_at") or sealed.at)
             # A partition produced after a barrier starts at that barrier's release.
             begin = max([start, *(at for at, _ in releases if at <= first_vote)])
             found.append(Span(epoch, partition, begin, max(sealed.at, begin + MARK),
@@ -97,7 +94,8 @@ def draw_png(found: Sequence[Span], path: str | Path, title: str) -> None:
     plt.close(fig)
 
 
-def draw_html(found: Sequence[Span], path: str | Path, title: str) -> None:
+def render_svg(found: Sequence[Span]) -> str:
+    """The timeline as one SVG element (lanes, bars coloured by epoch, a tooltip on each bar)."""
     names = lanes(found)
     t0 = min(s.start for s in found)
     t1 = max(s.end for s in found)
@@ -117,9 +115,13 @@ def draw_html(found: Sequence[Span], path: str | Path, title: str) -> None:
         parts.append("</g>")
     parts.append(f'<text x="{left}" y="{row * len(names) + 30}">0 s</text>'
                  f'<text x="{width - 60}" y="{row * len(names) + 30}">{t1 - t0:.1f} s</text></svg>')
+    return "".join(parts)
+
+
+def draw_html(found: Sequence[Span], path: str | Path, title: str) -> None:
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
             f"<h1>{html.escape(title)}</h1><p>One lane per stage; colour = epoch; hover a bar for details.</p>"
-            + "".join(parts) + "</body></html>")
+            + render_svg(found) + "</body></html>")
     Path(path).write_text(page)
 
 

@@ -6,14 +6,20 @@ arbitrary arguments into the client.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-import re
+import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
+
+from airflow_epochs.coordination.errors import CoordinationUnavailable
+from airflow_epochs.redaction import RedactingFilter, register_secret
 
 DEFAULT_PORT = 2181
 _LEGACY_PREFIX = "extra__zookeeper__"
@@ -25,6 +31,15 @@ _KNOWN = set(_BOOL_EXTRAS + _NUMBER_EXTRAS + _STRING_EXTRAS)
 
 class InvalidConnection(ValueError):
     """A ZooKeeper connection's fields cannot be turned into a client."""
+
+
+class TlsHandshakeFailed(InvalidConnection):
+    """The server's certificate was refused (wrong CA, host name not in the certificate, expired...) or
+    the server does not speak TLS on that port: a configuration error, not an outage."""
+
+
+class ZooKeeperUnreachable(CoordinationUnavailable):
+    """No ZooKeeper server of the connection answered within the connection timeout."""
 
 
 @dataclass(frozen=True)
@@ -82,20 +97,12 @@ class ZooKeeperSettings:
         ):
             raise InvalidConnection(f"invalid chroot {chroot!r}")
         default_port = int(port) if port else DEFAULT_PORT
-        hosts = []
-        for item in text.split(","):
-            item = item.strip()
-            if not item:
-                raise InvalidConnection(f"empty entry in hosts {host!r}")
-            name, sep, port_text = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
-            if not sep:
-                name, port_text = item, str(default_port)
-            if not name or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-                raise InvalidConnection(f"invalid host entry {item!r} in {host!r} (expected host:port)")
-            hosts.append(f"{name}:{int(port_text)}")
+        hosts = [_host_entry(item.strip(), default_port, host) for item in text.split(",")]
         if bool(login) != bool(password):
             raise InvalidConnection("digest authentication needs both a login and a password")
         values = _normalise_extras(extra or {})
+        # Secure by default: credentials protect what this client creates unless use_acl says otherwise.
+        values.setdefault("use_acl", bool(login))
         if values.get("use_acl") and not login:
             raise InvalidConnection("use_acl needs digest credentials (login and password)")
         if not values.get("use_tls", False) and any(values.get(k) for k in _STRING_EXTRAS):
@@ -133,7 +140,79 @@ class ZooKeeperSettings:
     def client(self) -> KazooClient:
         """A new (not yet started) kazoo client for these settings, logging through a logger that
         redacts credentials (kazoo logs its Auth request, password included, at DEBUG level)."""
+        register_secret(self.password, self.keyfile_password)
         return KazooClient(logger=redacting_logger(), **self.kazoo_kwargs())
+
+    def start_client(self, timeout: float | None = None) -> KazooClient:
+        """A started client, or a clear error: :class:`TlsHandshakeFailed` as soon as every server refused
+        the TLS handshake (kazoo itself would retry until the timeout and say only "time-out"), else
+        :class:`ZooKeeperUnreachable` after ``timeout`` (the connection timeout by default).
+        """
+        timeout = self.connection_timeout if timeout is None else timeout
+        if self.use_tls:
+            self.check_tls(timeout=min(timeout, 5.0))
+        client = self.client()
+        try:
+            client.start(timeout=timeout)
+        except KazooTimeoutError:  # kazoo has stopped and closed the client
+            raise ZooKeeperUnreachable(
+                f"no ZooKeeper server answered at {self.describe()} within {timeout:g} s") from None
+        return client
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The client TLS context these settings describe (the one kazoo builds, for probes)."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        context.check_hostname = self.check_hostname and self.verify_certs
+        context.verify_mode = ssl.CERT_REQUIRED if self.verify_certs else ssl.CERT_NONE
+        try:
+            if self.ca:
+                context.load_verify_locations(self.ca)
+            if self.certfile and self.keyfile:
+                context.load_cert_chain(self.certfile, self.keyfile, password=self.keyfile_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidConnection(f"TLS files of the connection cannot be loaded: {exc}") from None
+        return context
+
+    def check_tls(self, timeout: float = 5.0) -> None:
+        """Shake hands with each server; raise :class:`TlsHandshakeFailed` if every reachable server's
+        handshake failed (a server that cannot be reached at all is left to the client's retries)."""
+        context = self.ssl_context()
+        failures: list[str] = []
+        for entry in self.hosts:
+            name, port = split_host(entry)
+            try:
+                with socket.create_connection((name, port), timeout=timeout) as sock, \
+                        context.wrap_socket(sock, server_hostname=name):
+                    return
+            except ssl.SSLCertVerificationError as exc:
+                failures.append(f"{entry}: certificate refused: {exc.verify_message}")
+            except ssl.SSLError as exc:
+                failures.append(f"{entry}: {exc.reason or exc} (does the server serve TLS on this port?)")
+            except OSError:
+                continue
+        if failures:
+            raise TlsHandshakeFailed(
+                "TLS handshake refused (" + "; ".join(failures) + "): check the connection's ca, and that the "
+                "host names are in the server certificate (check_hostname is on)")
+
+    def server_version(self, timeout: float = 3.0) -> str | None:
+        """The version a server reports through the ``srvr`` four-letter word (over TLS when the connection
+        uses it), or None if no server answers it (the word may be disabled)."""
+        context = self.ssl_context() if self.use_tls else None
+        for entry in self.hosts:
+            name, port = split_host(entry)
+            try:
+                with socket.create_connection((name, port), timeout=timeout) as raw:
+                    sock = context.wrap_socket(raw, server_hostname=name) if context else raw
+                    sock.sendall(b"srvr")
+                    answer = sock.recv(4096).decode(errors="replace")
+            except OSError:
+                continue
+            for line in answer.splitlines():
+                if line.startswith("Zookeeper version:"):
+                    return line.split(":", 1)[1].split("-", 1)[0].split(",", 1)[0].strip()
+        return None
 
     def describe(self) -> str:
         """A log-safe description: never the password or the key password."""
@@ -183,21 +262,46 @@ def _as_bool(key: str, value: Any) -> bool:
     raise InvalidConnection(f"extra {key!r} must be true or false, not {value!r}")
 
 
-_AUTH = re.compile(r"auth=(['\"]).*?\1|auth=b(['\"]).*?\2")
+def _host_entry(item: str, default_port: int, text: str) -> str:
+    """``host:port``, ``[v6]:port``, ``host``, ``v6`` or ``[v6]`` -> ``host:port`` / ``[v6]:port``."""
+    if not item:
+        raise InvalidConnection(f"empty entry in hosts {text!r}")
+    bad = InvalidConnection(f"invalid host entry {item!r} in {text!r} (expected host:port, or [IPv6]:port)")
+    if item.startswith("["):
+        address, _, rest = item[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise bad
+        name, port_text = f"[{address}]", rest[1:] if rest else str(default_port)
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            raise bad from None
+    elif item.count(":") > 1:  # a bare IPv6 address: no port can follow it unambiguously
+        try:
+            name, port_text = f"[{ipaddress.IPv6Address(item)}]", str(default_port)
+        except ValueError:
+            raise bad from None
+    else:
+        name, sep, port_text = item.rpartition(":")
+        if not sep:
+            name, port_text = item, str(default_port)
+        if not name or any(ch.isspace() or not ch.isprintable() or ch in "@/[]" for ch in name):
+            raise bad
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise bad
+    return f"{name}:{int(port_text)}"
 
 
-class _RedactCredentials(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "auth=" in message:
-            record.msg = _AUTH.sub("auth='***'", message)
-            record.args = None
-        return True
+def split_host(entry: str) -> tuple[str, int]:
+    """A validated ``host:port`` / ``[v6]:port`` entry -> (host, port) for a socket."""
+    name, _, port = entry.rpartition(":")
+    return name.strip("[]"), int(port)
 
 
 def redacting_logger() -> logging.Logger:
-    """The logger kazoo clients of this package log through, with credentials redacted."""
+    """The logger kazoo clients of this package log through, with credentials redacted (kazoo logs its
+    Auth request, password included, at DEBUG level)."""
     logger = logging.getLogger("airflow_epochs.kazoo")
-    if not any(isinstance(f, _RedactCredentials) for f in logger.filters):
-        logger.addFilter(_RedactCredentials())
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
     return logger

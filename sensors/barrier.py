@@ -5,23 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
-from airflow_epochs.sensors.base import ZooKeeperTriggerSensor, templated_epoch
+from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
+from airflow_epochs.stages import barrier_result, current_open_task_id, templated_epoch
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
-    """The task result of a barrier decision; a failed barrier or reported stragglers fail the task."""
-    where = f"barrier {event['barrier']!r} of {event['pipeline']!r} epoch {event['epoch']}"
-    if event["decision"] == "failed":
-        raise AirflowFailException(f"{where} failed: {event['late']} did not arrive in time")
-    if event["decision"] == "rerun":
-        raise AirflowFailException(f"{where}: stragglers {event['late']} must be re-run (rerun policy)")
-    return {k: event[k] for k in ("decision", "arrived", "late")}
 
 
 class BarrierSensor(ZooKeeperTriggerSensor):
@@ -46,8 +35,6 @@ class BarrierSensor(ZooKeeperTriggerSensor):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_epochs.operators.group import current_open_task_id
-
         self.pipeline = pipeline
         self.epoch = epoch
         self.barrier = barrier

@@ -8,23 +8,19 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
-from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch
+from airflow_epochs.coordination import DEFAULT_ROOT
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.stages import templated_epoch
+from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+
+__all__ = ["ZooKeeperTriggerSensor", "templated_epoch"]
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-def templated_epoch(value: Any) -> int:
-    """Epochs arrive templated (strings): turn them into validated integers."""
-    try:
-        return validate_epoch(int(str(value).strip()))
-    except ValueError as exc:
-        raise AirflowException(f"epoch must be a positive integer, got {value!r}: {exc}") from None
-
-
-class ZooKeeperTriggerSensor(BaseSensorOperator):
+class ZooKeeperTriggerSensor(CoordinationRetries, BaseSensorOperator):
     """A sensor whose condition is a :class:`ZooKeeperWatchTrigger`'s ``check``.
 
     Poke mode runs the check on a short-lived client; deferrable mode (the default) checks once and
@@ -43,7 +39,7 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
         deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
         self.deferrable = deferrable
@@ -66,13 +62,12 @@ class ZooKeeperTriggerSensor(BaseSensorOperator):
 
     def _check_now(self) -> dict[str, Any] | None:
         trigger = self.build_trigger()
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            client = hook.get_conn()
-            payload = trigger.check(client, lambda *_: None)
-            if payload is None and trigger.tick_seconds is not None and trigger.tick_seconds <= 0.05:
-                trigger.on_tick(client)  # a deadline has passed: let the policy decide now
-                payload = trigger.check(client, lambda *_: None)
-            return payload
+
+        def check() -> dict[str, Any] | None:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                return trigger.check_now(hook.get_conn())  # a deadline that passed is applied first
+
+        return self.coordinated(check, what=f"{self.task_id}: check for {self.waiting_for()}")
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         payload = self._check_now()

@@ -126,7 +126,9 @@ class AirflowStack:
         return subprocess.run([str(Path(sys.executable).parent / "airflow"), *args], env=self.env,
                               capture_output=True, text=True, timeout=timeout)
 
-    def start(self, dag_files: list[Path]) -> AirflowStack:
+    def start(self, dag_files: list[Path], *, setup: list[list[str]] | None = None) -> AirflowStack:
+        """Start everything with ``dag_files`` (files or folders) in the DAGs folder; ``setup``: airflow
+        commands (argv lists) to run after the database is migrated, before the components start."""
         self.start_postgres()
         self.dags.mkdir(parents=True)
         for path in dag_files:
@@ -137,6 +139,10 @@ class AirflowStack:
         migrated = self.airflow("db", "migrate", timeout=600)
         if migrated.returncode:
             raise RuntimeError(migrated.stderr[-3000:])
+        for argv in setup or ():
+            done = self.airflow(*argv)
+            if done.returncode:
+                raise RuntimeError(f"airflow {' '.join(argv)}: {done.stderr[-3000:]}")
         for name, argv in (("api-server", ["api-server", "--host", "127.0.0.1", "--port", str(self.api_port)]),
                            ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"]),
                            ("triggerer", ["triggerer"])):

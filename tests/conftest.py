@@ -124,6 +124,14 @@ def airflow_home() -> Iterator[Path]:
     # The CLI's migration (not initdb): `airflow dags test` in other processes checks for it.
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, timeout=300)
+    # Several tests run `airflow dags test` in a subprocess beside this process's own sessions: in
+    # SQLite's default journal a reader left in a transaction here stalls the other process's writes
+    # past its 5 s busy timeout ("Database error" from the in-process API). WAL lets readers and one
+    # writer proceed together; the mode is stored in the database file, so every process gets it.
+    import sqlite3
+
+    with sqlite3.connect(_AIRFLOW_HOME / "airflow.db") as db:
+        assert db.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
     yield _AIRFLOW_HOME
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
@@ -151,17 +159,23 @@ def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: EmbeddedZooKeeper,
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def spark_connect_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CLI state folder of the session's Spark Connect server (its token is in ``spark-connect/token``)."""
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     """A warm Spark Connect server for the session, managed through the CLI: start and status here;
     at the end stop, and check its processes and port are gone."""
     from airflow_epochs.embedded_spark_connect import listening
 
-    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(tmp_path_factory.mktemp("cli"))]
+    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state)]
     started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stderr
     status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=30)
-    assert status.returncode == 0 and "running at sc://127.0.0.1:" in status.stdout, status
-    port = int(status.stdout.split("sc://127.0.0.1:")[1].split()[0])
+    assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
+    port = int(status.stdout.split("sc://localhost:")[1].split()[0])
     pid = int(status.stdout.split("(pid ")[1].split(",")[0])
     yield port
     stopped = subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, text=True, timeout=60)
@@ -171,10 +185,12 @@ def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[i
 
 
 @pytest.fixture
-def spark_connect(spark_connect_server: int, monkeypatch: pytest.MonkeyPatch) -> str:
-    """An Airflow connection id (``spark_connect_test``) pointing at the session's Spark Connect server."""
+def spark_connect(spark_connect_server: int, spark_connect_state: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An Airflow connection id (``spark_connect_test``) pointing at the session's Spark Connect server,
+    with its token as the password (host 127.0.0.1, as users write it: the client names it localhost)."""
     import json
 
+    token = (spark_connect_state / "spark-connect" / "token").read_text().strip()
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
-        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server}))
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server, "password": token}))
     return "spark_connect_test"

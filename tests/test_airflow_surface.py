@@ -28,6 +28,7 @@ def day(n: int) -> datetime:
 
 
 def test_full_stage_shape_seals_partitions_and_emits_partitioned_asset_events(dagbag, zk_connection, zk):
+    started = datetime.now(timezone.utc)  # the metadata database is shared with earlier tests' runs
     dag = dagbag.get_dag("example_epoch_pipeline")
     for n in (1, 2):
         run = dag.test(logical_date=day(n), run_conf={"max_delay": 0})
@@ -40,15 +41,14 @@ def test_full_stage_shape_seals_partitions_and_emits_partitioned_asset_events(da
     barrier_events = [e for e in ledger.history() if e.event == "barrier_released"]
     assert [(e.detail["epoch"], e.detail["decision"]) for e in barrier_events] == [(1, "all"), (2, "all")]
     # the join voted only after both producers passed the barrier
-    events = [(e.event, e.detail.get("epoch"), e.detail.get("producer") or e.detail.get("barrier"))
-              for e in ledger.history()]
-    assert events.index(("barrier_released", 1, "ingested")) < events.index(("vote", 1, "join"))
+    released_at = next(e.at for e in barrier_events if e.detail["epoch"] == 1)
+    assert released_at < ledger.vote_of(1, "daily", "join").voted_at
 
     from airflow.models.asset import AssetEvent
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        rows = session.query(AssetEvent).all()
+        rows = session.query(AssetEvent).filter(AssetEvent.timestamp >= started).all()
         keys = sorted((row.partition_key, row.extra.get("epoch")) for row in rows
                       if row.extra.get("pipeline") == PIPELINE)
     assert keys == [("1", 1), ("2", 2)]
@@ -78,6 +78,29 @@ def test_open_waits_for_previous_epoch_then_opens(dagbag, zk_connection, zk):
     history = [(e.event, e.detail.get("epoch")) for e in EpochLedger(zk, PIPELINE).history()]
     assert history.index(("epoch_sealed", 1)) < history.index(("epoch_opened", 2))
     assert EpochLedger(zk, PIPELINE).frontier() == 2
+
+
+def test_open_without_deferral_waits_on_a_watch_with_no_deadline(dagbag, zk_connection, zk):
+    """deferrable=False, backpressure_wait=None: the open task of epoch 2 waits in the worker, with no
+    deadline, until another deployment seals epoch 1, and opens epoch 2 as soon as it is sealed."""
+    other = EpochLedger(zk, "in-worker", owner="elsewhere")
+    other.create_pipeline(PipelineConfig({"out": ("job",)}))
+    first = other.open_epoch(1)
+    sealed_at: list[float] = []
+
+    def seal_later() -> None:
+        time.sleep(4)
+        other.vote(first, "out", "job")
+        sealed_at.append(time.time())
+
+    helper = threading.Thread(target=seal_later)
+    helper.start()
+    run = dagbag.get_dag("test_open_in_worker").test(run_conf={"pipeline": "in-worker", "epoch": 2})
+    helper.join()
+    assert "success" in str(run.state)
+    info = other.epoch_info(2)
+    assert (info.state, info.owner) == ("open", "worker-deployment")
+    assert 0 <= info.opened_at - sealed_at[0] < 2.0  # woken by the seal, not by a poll or a deadline
 
 
 def _deployment_home(airflow_home: Path, name: str, tmp_path: Path) -> dict[str, str]:

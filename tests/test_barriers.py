@@ -102,10 +102,11 @@ def test_200_threads_nobody_passes_early_and_arrivals_cost_o1_writes(zk_factory,
     assert len(passed) == n
     assert min(passed.values()) >= max(began.values())  # nobody passed before the last one arrived
     writes = sum(b.session.stats["writes"] for b in barriers) - writes_before
-    # two creates per arrival (arrival node + ticket); the release adds three writes, once
+    # two writes per arrival (its arrival node, the arrivals counter); the release adds three, once
+    # (closing the record, the release node, the history event)
     assert writes == 2 * n + 3, writes
     outcome = Barrier(zk, "bar", 1, "big").outcome()
-    assert outcome.late == () and len(outcome.arrived) == n
+    assert outcome.late == () and outcome.arrived == n
 
 
 @pytest.mark.slow
@@ -201,3 +202,31 @@ def test_release_callback_fires_once_from_one_watch(zk, epoch_open):
     assert fired.wait(5)
     time.sleep(0.2)
     assert seen == ["all"]
+
+
+def test_a_repeated_completing_arrival_releases(zk_server, zk_chroot, zk, epoch_open):
+    """The process of the arrival that completes the set dies after its arrival committed and before
+    it wrote the release (here: killed -9 in a worker process, between the two). Repeating that
+    arrival releases the barrier at once, instead of leaving everyone to the straggler deadline."""
+    barrier = Barrier(zk, "bar", 1, "repeat")
+    barrier.declare(StragglerPolicy.fail(timeout=3600), ["x", "y"])
+    assert not barrier.arrive("x").released
+    code = (
+        "import os, signal, sys\n"
+        "from kazoo.client import KazooClient\n"
+        "from airflow_epochs.coordination import Barrier\n"
+        "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=15)\n"
+        "b = Barrier(zk, 'bar', 1, 'repeat')\n"
+        "def die(*_a, **_k):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "b._decide = die  # the process dies right after the arrival committed\n"
+        "b.arrive('y')\n"
+    )
+    dead = subprocess.run([sys.executable, "-c", code, zk_server.hosts + zk_chroot], capture_output=True, timeout=60)
+    assert dead.returncode == -signal.SIGKILL, dead.stderr[-2000:]
+    assert barrier.status()["arrived"] == ["x", "y"] and barrier.outcome() is None  # arrived, not released
+    started = time.monotonic()
+    repeat = barrier.arrive("y")
+    assert repeat.released and repeat.index == 0
+    assert barrier.wait(timeout=5).decision == "all"
+    assert time.monotonic() - started < 5

@@ -36,5 +36,5 @@ def test_every_branch_of_the_decision(zk_factory):
     sealed = open_as_leader(a, 1, lease_duration=SHORT)
     assert sealed.action == "sealed" and sealed.sealed.owner == "deploy-b"
     second = open_as_leader(b, 2, lease_duration=SHORT)
-    assert second.action == "opened" and second.snapshots["out"].pointer == "totals@1"
+    assert second.action == "opened" and second.snapshots["out"]["job"].pointer == "totals@1"
     assert LeaderLease(a.client, "coord", owner="deploy-a").holder().owner == "deploy-b"

@@ -29,8 +29,11 @@ def test_single_server_starts_serves_and_stops(tmp_path):
     try:
         client = KazooClient(hosts=server.hosts)
         client.start(timeout=10)
-        assert client.server_version()[:2] == (3, 9)
+        assert four_letter_word(server.port, "srvr").startswith("Zookeeper version: 3.9")
         assert "zk_znode_count" in four_letter_word(server.port, "mntr")
+        # Only the words the project uses: envi and conf would tell any local user paths and environment.
+        for word in ("envi", "conf", "stat", "isro", "ruok", "dump", "wchp"):
+            assert "not in the whitelist" in four_letter_word(server.port, word), word
         client.create("/hello", b"world")
         client.stop()
     finally:

@@ -7,7 +7,13 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import CoordinationUnavailable, EpochLedger, PipelineConfig
+from airflow_epochs.coordination import (
+    CoordinationUnavailable,
+    EpochLedger,
+    OutcomeUnknown,
+    PipelineConfig,
+    PipelinePaths,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble]
 
@@ -15,13 +21,13 @@ PRODUCERS = tuple(f"p{i}" for i in range(1, 7))
 
 
 def _seal_nodes(client, epoch):
-    base = f"/airflow-epochs/ens/epochs/{epoch:010d}"
+    """(generation, partition) of every seal written for ``epoch``."""
+    paths = PipelinePaths("ens")
     found = []
-    for gen in client.get_children(base):
-        if gen.startswith("gen-"):
-            for partition in client.get_children(f"{base}/{gen}/partitions"):
-                if client.exists(f"{base}/{gen}/partitions/{partition}/seal"):
-                    found.append((gen, partition))
+    for name in client.get_children(paths.epoch(epoch)):
+        if name.startswith("g-"):
+            generation = int(name[2:])
+            found += [(generation, partition) for partition in client.get_children(paths.seals(epoch, generation))]
     return found
 
 
@@ -47,14 +53,15 @@ def test_leader_then_follower_die_mid_vote_and_quorum_loss_writes_nothing(ensemb
         ensemble.restart(follower)
         assert ledger.vote(attempt, "out", "p6", {"n": 6}).epoch_sealed
 
-        assert _seal_nodes(client, 1) == [("gen-1", "out")]
+        assert _seal_nodes(client, 1) == [(1, "out")]
         seal = ledger.seal(1, "out")
         assert seal.manifests == {p: {"n": i} for i, p in enumerate(PRODUCERS, start=1)}
         events = [e.event for e in ledger.history() if e.detail.get("epoch") == 1]
         assert events.count("partition_sealed") == 1 and events.count("epoch_sealed") == 1
         assert ledger.frontier() == 1
 
-        # Quorum lost: two of three servers down. The last vote must fail clearly and write nothing.
+        # Quorum lost: two of three servers down. The last vote cannot commit: it fails clearly, as
+        # unavailable (nothing sent) or outcome unknown (sent, answer lost), and writes nothing.
         attempt2 = ledger.open_epoch(2)
         for i, producer in enumerate(PRODUCERS[:-1], start=1):
             ledger.vote(attempt2, "out", producer, {"n": i})
@@ -63,8 +70,9 @@ def test_leader_then_follower_die_mid_vote_and_quorum_loss_writes_nothing(ensemb
         ensemble.kill(survivors[0])
         impatient = EpochLedger(client, "ens", owner="coordinator", op_timeout=4)
         started = time.monotonic()
-        with pytest.raises(CoordinationUnavailable, match=r"not reachable or has no quorum|did not answer"):
-            impatient.vote(attempt2, "out", "p6", {"n": 6})
+        with pytest.raises((CoordinationUnavailable, OutcomeUnknown),
+                           match=r"not reachable or has no quorum|could not"):
+            impatient.vote(attempt2, "out", "p6", {"n": 6}, request_id="vote-p6")
         assert time.monotonic() - started < 20
         for index in range(3):
             if not ensemble.members[index].running():
@@ -73,9 +81,9 @@ def test_leader_then_follower_die_mid_vote_and_quorum_loss_writes_nothing(ensemb
         ledger = EpochLedger(client, "ens", owner="coordinator", op_timeout=30)
         assert _seal_nodes(client, 2) == []
         assert ledger.frontier() == 1
-        # the same call, repeated once the quorum is back, completes the epoch exactly once
-        assert ledger.vote(attempt2, "out", "p6", {"n": 6}).epoch_sealed
-        assert _seal_nodes(client, 2) == [("gen-1", "out")]
+        # the same request, repeated once the quorum is back, completes the epoch exactly once
+        assert ledger.vote(attempt2, "out", "p6", {"n": 6}, request_id="vote-p6").epoch_sealed
+        assert _seal_nodes(client, 2) == [(1, "out")]
         assert ledger.frontier() == 2
     finally:
         client.stop()

@@ -74,8 +74,8 @@ def test_epochs_open_only_after_previous_sealed(ledger):
 
 
 def test_resume_takeover_and_zombie_fencing(zk, ledger):
-    attempt = ledger.open_epoch(1)
-    assert ledger.open_epoch(1) == attempt  # same owner resumes
+    attempt = ledger.open_epoch(1, request_id="open-1")
+    assert ledger.open_epoch(1, request_id="open-1") == attempt  # the same request resumes its attempt
     other = EpochLedger(zk, "demo", owner="deploy-b")
     with pytest.raises(EpochAlreadyOpen) as held:
         other.open_epoch(1)
@@ -91,6 +91,20 @@ def test_resume_takeover_and_zombie_fencing(zk, ledger):
     seal = other.seal(1, "flights")
     assert seal.attempt == successor.token
     assert seal.manifests == {"ingest_a": {"rows": 2}, "ingest_b": {"rows": 2}}
+
+
+def test_a_same_named_replacement_never_shares_the_zombies_token(zk, ledger):
+    """Two processes of one deployment (the same owner name): the second opening supersedes the first
+    instead of resuming it, so the first (maybe a zombie) is fenced off."""
+    zombie = ledger.open_epoch(1, request_id="try-1")
+    replacement = EpochLedger(zk, "demo", owner="deploy-a").open_epoch(1, request_id="try-2")
+    assert replacement.token == zombie.token + 1
+    with pytest.raises(AttemptSuperseded):
+        ledger.vote(zombie, "weather", "ingest_w")
+    # repeating the zombie's request does not bring it back, and writes nothing
+    with pytest.raises(AttemptSuperseded):
+        ledger.open_epoch(1, request_id="try-1")
+    assert ledger.epoch_info(1).attempt == replacement.token
 
 
 def test_votes_are_idempotent_and_duplicates_refused(zk, ledger):
@@ -148,7 +162,7 @@ def test_rollback_is_recorded_and_reopens_new_generation(zk, ledger):
     again = ledger.open_epoch(2)
     assert again.generation == 2 and again.token == 2
     # the old generation's seal is still there, as the record of what was rolled back
-    assert zk.exists("/airflow-epochs/demo/epochs/0000000002/gen-1/partitions/flights/seal")
+    assert zk.exists(ledger.paths.seal(2, 1, "flights"))
     events = [e.event for e in ledger.history()]
     assert "rollback" in events and events[-1] == "epoch_opened"
     zxids = [e.zxid for e in ledger.history()]

@@ -1,16 +1,24 @@
 """Stateful property test: random opens, takeovers, votes, aborts, closes, rollbacks, configuration
 changes and barrier arrivals from three clients against a real ZooKeeper, compared step by step with a
-plain in-memory model of the promises."""
+plain in-memory model of the promises.
+
+The second run sends every client through a proxy that, when a rule says so, drops the answer of the
+next committed write: every answer must still match the model (a refusal wrote nothing, a success is
+visible), and repeating an earlier request with its request id must change nothing."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from kazoo.client import KazooClient
+from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import (
     AttemptSuperseded,
@@ -24,6 +32,7 @@ from airflow_epochs.coordination import (
     EpochLedger,
     EpochNotOpen,
     EpochOutOfOrder,
+    EpochsError,
     PartitionAlreadySealed,
     PipelineConfig,
     RollbackRefused,
@@ -39,6 +48,7 @@ CONFIGS = [{"a": ("x", "y"), "b": ("z",)}, {"a": ("x",), "c": ("y", "z")}]
 PARTITIONS = CONFIGS[0]
 OWNERS = ("o0", "o1", "o2")
 _CLIENTS: list = []
+_PROXY: list[LostAnswerProxy] = []  # set for the lost-answer run
 
 
 @dataclass
@@ -64,6 +74,9 @@ class Model:
         self.frontier = 0
         self.newest = 0
         self.epochs: dict[int, ModelEpoch] = {}
+        # the configuration each opening (epoch, generation) runs under: a vote is checked against
+        # its own attempt's configuration, read-free, before the fence says whether it is current
+        self.opened_under: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {}
         self.configs: list[tuple[int, int]] = [(1, 0)]  # (from_epoch, index into CONFIGS), in version order
 
     def config_at(self, epoch: int) -> dict[str, tuple[str, ...]]:
@@ -103,11 +116,10 @@ class Model:
             if node.state == "sealed":
                 return EpochAlreadySealed
             if node.state == "open":
-                if node.attempt_state == "running":
-                    if node.owner == owner:
-                        return (epoch, node.attempt, node.generation)
-                    if not takeover:
-                        return EpochAlreadyOpen
+                # every call is a new request: the same owner supersedes its own running attempt
+                # (a replacement never shares a zombie's token); another owner needs takeover
+                if node.attempt_state == "running" and node.owner != owner and not takeover:
+                    return EpochAlreadyOpen
                 node.attempt += 1
                 node.attempt_state = "running"
                 node.owner = owner
@@ -118,6 +130,7 @@ class Model:
         generation = node.generation + 1 if node else 1
         token = node.attempt + 1 if node else 1
         self.epochs[epoch] = ModelEpoch("open", token, "running", owner, generation, dict(self.config_at(epoch)))
+        self.opened_under[(epoch, generation)] = dict(self.config_at(epoch))
         self.newest = epoch
         return (epoch, token, generation)
 
@@ -131,9 +144,10 @@ class Model:
 
     def vote(self, epoch: int, token: int, generation: int, partition: str, producer: str, manifest: int):
         node = self.epochs[epoch]
-        if partition not in node.partitions:
+        partitions = self.opened_under[(epoch, generation)]
+        if partition not in partitions:
             return UnknownPartition
-        if producer not in node.partitions[partition]:
+        if producer not in partitions[partition]:
             return UnknownProducer
         if node.state == "sealed" and node.attempt == token and node.generation == generation:
             return self._repeat(node, token, partition, producer, manifest)
@@ -206,12 +220,22 @@ class LedgerMachine(RuleBasedStateMachine):
         self.ledgers = [EpochLedger(client, name, owner=owner) for client, owner in zip(_CLIENTS, OWNERS, strict=True)]
         self.ledgers[0].create_pipeline(PipelineConfig(PARTITIONS))
         self.model = Model()
+        # repeats of successful requests, with their request ids: each must change nothing
+        self.repeats: list[Callable[[], Any]] = []
+
+    def remember(self, call: Callable[[str], Any]) -> Any:
+        """Run ``call`` under a fresh request id; if it succeeds, keep a repeat of it."""
+        rid = uuid.uuid4().hex
+        result = outcome(lambda: call(rid))
+        if not isinstance(result, type):
+            self.repeats.append(lambda: call(rid))
+        return result
 
     @rule(target=attempts, who=st.integers(0, 2), delta=st.integers(-1, 2), takeover=st.booleans())
     def open_epoch(self, who, delta, takeover):
         epoch = max(1, self.model.frontier + delta)
         expected = self.model.open(OWNERS[who], epoch, takeover)
-        got = outcome(lambda: self.ledgers[who].open_epoch(epoch, takeover=takeover))
+        got = self.remember(lambda rid: self.ledgers[who].open_epoch(epoch, takeover=takeover, request_id=rid))
         if isinstance(expected, tuple):
             assert not isinstance(got, type), f"open {epoch} by {OWNERS[who]}: expected {expected}, got {got}"
             assert (got.epoch, got.token, got.generation) == expected
@@ -228,7 +252,8 @@ class LedgerMachine(RuleBasedStateMachine):
         if attempt is None:
             return
         expected = self.model.vote(attempt.epoch, attempt.token, attempt.generation, partition, producer, manifest)
-        got = outcome(lambda: self.ledgers[who].vote(attempt, partition, producer, {"m": manifest}))
+        got = self.remember(lambda rid: self.ledgers[who].vote(attempt, partition, producer, {"m": manifest},
+                                                               request_id=rid))
         if isinstance(expected, tuple):
             assert not isinstance(got, type), f"vote {attempt} {partition}/{producer}: expected {expected}, got {got}"
             if expected[0] == "duplicate":
@@ -256,7 +281,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if attempt is None:
             return
         expected = self.model.abort(attempt.epoch, attempt.token, attempt.generation)
-        got = outcome(lambda: self.ledgers[who].abort_attempt(attempt, reason="test"))
+        got = self.remember(lambda rid: self.ledgers[who].abort_attempt(attempt, reason="test", request_id=rid))
         assert (got is None) if isinstance(expected, tuple) else (got is expected), (expected, got)
 
     @rule(attempt=attempts, who=st.integers(0, 2))
@@ -274,7 +299,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def rollback(self, back, who):
         to = max(0, self.model.frontier - back)
         expected = self.model.rollback(to)
-        got = outcome(lambda: self.ledgers[who].rollback(to, reason="model test"))
+        got = self.remember(lambda rid: self.ledgers[who].rollback(to, reason="model test", request_id=rid))
         if isinstance(expected, tuple):
             assert got == list(range(to + 1, to + 1 + len(got))) and not isinstance(got, type), (expected, got)
         else:
@@ -284,7 +309,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def set_config(self, delta, which, who):
         from_epoch = max(1, self.model.newest + delta)
         expected = self.model.set_config(from_epoch, which)
-        got = outcome(lambda: self.ledgers[who].set_config(PipelineConfig(CONFIGS[which]), from_epoch=from_epoch))
+        got = self.remember(lambda rid: self.ledgers[who].set_config(PipelineConfig(CONFIGS[which]),
+                                                                     from_epoch=from_epoch, request_id=rid))
         if isinstance(expected, tuple):
             assert not isinstance(got, type), (expected, got)
         else:
@@ -314,6 +340,20 @@ class LedgerMachine(RuleBasedStateMachine):
         else:
             assert got is expected, (expected, got)
 
+    @rule(pick=st.integers(0, 1000))
+    def repeat_a_request(self, pick):
+        """Repeat an earlier successful request with its id: whatever it answers (its first result, or
+        a refusal if things moved on), the state must not change (the model is not told anything)."""
+        if not self.repeats:
+            return
+        got = outcome(self.repeats[pick % len(self.repeats)])
+        assert not isinstance(got, type) or issubclass(got, EpochsError), got
+
+    @rule(count=st.integers(1, 2))
+    def lose_the_next_answer(self, count):
+        if _PROXY:
+            _PROXY[0].drop_next_committed_write(count)
+
     @invariant()
     def state_matches(self):
         ledger = self.ledgers[0]
@@ -334,9 +374,31 @@ class LedgerMachine(RuleBasedStateMachine):
 
 def test_ledger_matches_model(zk_factory):
     _CLIENTS[:] = [zk_factory() for _ in OWNERS]
+    _PROXY.clear()
     run_state_machine_as_test(LedgerMachine, settings=settings(
         max_examples=40, stateful_step_count=30, deadline=None, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_ledger_matches_model_when_answers_are_lost(zk_server, zk_chroot, zk):
+    proxy = LostAnswerProxy(zk_server.hosts)
+    clients = [KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10) for _ in OWNERS]
+    for client in clients:
+        client.start(timeout=15)
+    # the invariant reads through a direct client: what is really in ZooKeeper
+    _CLIENTS[:] = [zk, *clients[1:]]
+    _PROXY[:] = [proxy]
+    try:
+        run_state_machine_as_test(LedgerMachine, settings=settings(
+            max_examples=25, stateful_step_count=30, deadline=None, database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        assert proxy.dropped, "no answer was lost: the run tested nothing"
+    finally:
+        _PROXY.clear()
+        proxy.close()
+        for client in clients:
+            client.stop()
+            client.close()
 
 
 def test_history_replays_the_frontier(zk):

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,50 +24,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "dags"))
-from nycflights.data import land_days, package_data_dir  # noqa: E402
+from nycflights.data import land_days  # noqa: E402
+from nycflights_reference import reference, running_reference, source_tables  # noqa: E402
 
 PIPELINE = "nycflights"
 
 
-# -- the reference, computed with pandas only --------------------------------------------------
-
-def _source() -> tuple[pd.DataFrame, pd.DataFrame]:
-    with zipfile.ZipFile(package_data_dir() / "flights.csv.zip") as archive, \
-            archive.open(archive.namelist()[0]) as handle:
-        flights = pd.read_csv(handle)
-    weather = pd.read_csv(package_data_dir() / "weather.csv")
-    return flights, weather
-
-
-def reference(day: date, flights: pd.DataFrame, weather: pd.DataFrame) -> pd.DataFrame:
-    f = flights[(flights.year == day.year) & (flights.month == day.month) & (flights.day == day.day)]
-    w = (weather[(weather.year == day.year) & (weather.month == day.month) & (weather.day == day.day)]
-         .groupby(["origin", "time_hour"]).agg(precip=("precip", "max"), visib=("visib", "min")).reset_index())
-    j = f.merge(w, on=["origin", "time_hour"], how="left")
-    known = j.precip.notna() | j.visib.notna()
-    adverse = known & ((j.precip > 0) | (j.visib < 5))
-    j = j.assign(cancelled=j.dep_time.isna(), delayed=j.dep_delay > 0, adverse=adverse, clear=known & ~adverse)
-    rows = []
-    for dimension in ("carrier", "origin"):
-        for key, g in j.groupby(dimension):
-            rows.append({"dimension": dimension, "key": key, "flights": len(g), "cancelled": int(g.cancelled.sum()),
-                         "delayed": int(g.delayed.sum()), "mean_dep_delay": g.dep_delay.mean(),
-                         "adverse_flights": int(g.adverse.sum()),
-                         "clear_mean_delay": g.dep_delay[g.clear].mean(),
-                         "adverse_mean_delay": g.dep_delay[g.adverse].mean()})
-    return pd.DataFrame(rows).sort_values(["dimension", "key"]).reset_index(drop=True)
-
-
-def running_reference(days: list[date], flights: pd.DataFrame) -> pd.DataFrame:
-    dates = pd.to_datetime(flights[["year", "month", "day"]]).dt.date
-    f = flights[dates.isin(days)]
-    return (f.groupby("carrier").agg(cum_flights=("flight", "size"), cum_delay_minutes=("dep_delay", "sum"),
-                                     cum_cancelled=("dep_time", lambda s: int(s.isna().sum())))
-            .reset_index().astype({"cum_delay_minutes": "int64"}).sort_values("carrier").reset_index(drop=True))
-
-
 def check_against_pandas(ledger: EpochLedger, days: list[date]) -> None:
-    flights, weather = _source()
+    flights, weather = source_tables()
     for epoch, day in enumerate(days, start=1):
         [daily] = sealed_outputs(ledger, "daily", [epoch])
         got = (pd.read_parquet(daily.path).drop(columns=["epoch"]).sort_values(["dimension", "key"])
@@ -95,19 +58,24 @@ def _day(n: int) -> datetime:
     return datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=n - 1)
 
 
-def _conf(data: Path, spark_connect: str) -> dict:
-    return {"raw": str(data / "raw"), "storage": str(data / "lake"), "spark_connect": spark_connect}
+def _configure(monkeypatch, data: Path, spark_connect: str) -> dict:
+    """The deployment's settings of the pipeline (Airflow Variables: run params cannot choose them)."""
+    for name, value in (("raw", data / "raw"), ("storage", data / "lake"), ("spark_connect", spark_connect),
+                        ("reports", data / "reports")):
+        monkeypatch.setenv(f"AIRFLOW_VAR_NYCFLIGHTS_{name.upper()}", str(value))
+    return {}
 
 
 def _state(run) -> str:
     return str(run.state).rsplit(".", 1)[-1].lower()
 
 
-def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, zk_connection, zk, spark_connect, tmp_path):
+def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, zk_connection, zk, spark_connect, tmp_path,
+                                                                 monkeypatch):
     days = 3
     land_days(tmp_path / "raw", [_day(n).date() for n in range(1, days + 1)])
     dag = dagbag.get_dag("nycflights_daily")
-    conf = _conf(tmp_path, spark_connect)
+    conf = _configure(monkeypatch, tmp_path, spark_connect)
     assert _state(dag.test(logical_date=_day(1), run_conf=conf)) == "success"
     ledger = EpochLedger(zk, PIPELINE)
     assert ledger.frontier() == 1
@@ -138,10 +106,10 @@ def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, zk_conne
     check_against_pandas(ledger, [_day(n).date() for n in range(1, days + 1)])
 
     # Downstream: the report DAG reads the sealed epoch 2 (its sensor passes at once: it is sealed).
-    run = dagbag.get_dag("nycflights_report").test(run_conf={"epoch": 2, "reports": str(tmp_path / "reports")})
+    run = dagbag.get_dag("nycflights_report").test(run_conf={"epoch": 2})
     assert _state(run) == "success"
     report = (tmp_path / "reports" / "report-2013-01-02.md").read_text()
-    flights, weather = _source()
+    flights, weather = source_tables()
     want = reference(_day(2).date(), flights, weather)
     assert f"| JFK | {int(want[(want.dimension == 'origin') & (want.key == 'JFK')].flights.iloc[0])} |" in report
     assert (tmp_path / "reports" / "report-2013-01-02.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -64,7 +64,7 @@ def test_provider_info_names_importable_modules():
             for module in entry["python-modules"]:
                 importlib.import_module(module)
     # every public module of the operator, sensor and trigger folders is declared (helpers aside)
-    helpers = {"__init__", "base", "shared_client"}
+    helpers = {"__init__", "base", "shared_client", "async_zk"}
     for section, folder in (("operators", "operators"), ("sensors", "sensors"), ("triggers", "provider/triggers")):
         on_disk = {p.stem for p in (REPO / folder).glob("*.py")} - helpers
         declared = {m.rpartition(".")[2] for entry in info[section] for m in entry["python-modules"]}
@@ -99,10 +99,12 @@ def test_airflow_cli_lists_provider_and_accepts_connection_type(airflow_home):
 @pytest.mark.integration
 def test_providers_manager_sees_hook_fields_and_trigger(airflow_home):
     from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     manager = ProvidersManager()
     assert "airflow-provider-epochs" in manager.providers
-    hook = manager.hooks["zookeeper"]
+    # Hooks are the task runtime's business since Airflow 3.2 (ProvidersManager.hooks is deprecated).
+    hook = ProvidersManagerTaskRuntime().hooks["zookeeper"]
     assert hook is not None and hook.hook_class_name == "airflow_epochs.hooks.zookeeper.ZooKeeperHook"
     assert manager.field_behaviours["zookeeper"]["relabeling"]["schema"] == "Chroot"
     assert "extra__zookeeper__session_timeout" in manager.connection_form_widgets

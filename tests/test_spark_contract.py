@@ -33,6 +33,7 @@ from airflow_epochs.coordination import (
     EpochLedger,
     EpochOutOfOrder,
     PartitionNotSealed,
+    SessionLost,
     check_submission,
 )
 from airflow_epochs.spark import (
@@ -110,7 +111,9 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
     (faults / f"epoch-{epoch}").write_text(f"hold:{release}")
     zk_a = zk_factory()
     attempt_a = EpochLedger(zk_a, ledger.pipeline, owner="worker-a").open_epoch(epoch)
-    passed = Attempt.from_dict(attempt_a.to_dict())  # as it travels through XCom: fenced by token only
+    # As it reaches another process through XCom: no session of that process guards it, only the
+    # fencing token does (in this process, the expired session's guard would refuse it first).
+    passed = Attempt.from_dict({**attempt_a.to_dict(), "session": None})
     result: dict[str, object] = {}
 
     def zombie() -> None:
@@ -139,6 +142,8 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
     release.write_text("go")
     thread.join(120)
     assert isinstance(result.get("error"), EpochAlreadySealed), result
+    with pytest.raises(SessionLost):  # the handle as this process obtained it, session guard kept
+        EpochLedger(zk_a, ledger.pipeline).vote(Attempt.from_dict(attempt_a.to_dict()), PARTITION, PRODUCER)
     seal = ledger.seal(epoch, PARTITION)
     assert seal is not None and seal.attempt == attempt_b.token
     # A's late manifest exists on disk but no seal names it.
@@ -150,7 +155,7 @@ def _zombie_then_successor(zk_factory, spark, ledger, epoch, storage, faults, in
 def test_unsealed_output_is_invisible_and_a_retry_after_the_vote_runs_nothing(zk, spark, tmp_path):
     inputs = write_inputs(tmp_path / "in", 2)
     ledger = pipeline(zk, "visible")
-    attempt = ledger.open_epoch(1)
+    attempt = ledger.open_epoch(1, request_id="open-visible-1")
     storage = str(tmp_path / "out")
     calls = []
 
@@ -168,7 +173,7 @@ def test_unsealed_output_is_invisible_and_a_retry_after_the_vote_runs_nothing(zk
         read_sealed(spark, "visible", PARTITION, [1], zookeeper=ledger)
 
     # Epoch 2 may not run before epoch 1 is sealed: refused before the runner is called.
-    ledger.open_epoch(1)  # resume
+    assert ledger.open_epoch(1, request_id="open-visible-1") == attempt  # the same request resumes
     early = Attempt("visible", 2, attempt.token + 1, "tests", attempt.config_version, 0)
     with pytest.raises(EpochOutOfOrder, match="refusing to submit epoch 2"):
         submit_and_seal(zk, early, PARTITION, PRODUCER, storage=storage, runner=runner,

@@ -185,3 +185,42 @@ def test_seal_made_while_disconnected_is_not_missed(ensemble, monkeypatch):
     finally:
         writer.stop()
     assert event.payload["status"] == "success"
+
+
+@pytest.mark.slow
+def test_a_trigger_rides_through_a_zookeeper_restart(monkeypatch, tmp_path):
+    """The (standalone) server dies with kill -9 while a deferred sensor's trigger waits, comes back
+    on the same port and data 3 s later; the seal written after that wakes the trigger, which never
+    failed on the lost connection."""
+    from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+
+    server = EmbeddedZooKeeper(directory=tmp_path / "zk")
+    server.start()
+    try:
+        monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT",
+                           json.dumps({"conn_type": "zookeeper", "host": server.hosts,
+                                       "extra": {"session_timeout": 30}}))
+        writer = KazooClient(hosts=server.hosts, timeout=30)
+        writer.start(timeout=20)
+        ledger = EpochLedger(writer, "p", owner="o")
+        ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+        attempt = ledger.open_epoch(1)
+
+        async def scenario():
+            task = asyncio.create_task(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=1, partitions=["a"]),
+                                                    90))
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(server.kill, 0)
+            await asyncio.sleep(3.0)
+            assert not task.done()  # still waiting: the lost connection did not end it
+            await asyncio.to_thread(server.restart, 0)
+            await asyncio.to_thread(ledger.vote, attempt, "a", "x", None)
+            sealed_at = time.monotonic()
+            event = await task
+            return event, time.monotonic() - sealed_at
+
+        event, latency = asyncio.run(scenario())
+        writer.stop()
+        assert event.payload["status"] == "success" and latency < 5.0, (event, latency)
+    finally:
+        server.stop()

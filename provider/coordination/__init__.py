@@ -13,6 +13,7 @@ Typical use::
     assert ledger.frontier() == 1
 """
 
+from airflow_epochs.coordination.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
 from airflow_epochs.coordination.backpressure import (
     ConsumerState,
     UnknownConsumer,
@@ -37,6 +38,7 @@ from airflow_epochs.coordination.calendar import Calendar, CronEpochCalendar, Ep
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
 from airflow_epochs.coordination.errors import (
+    AccessDenied,
     AttemptSuperseded,
     Backpressured,
     ConfigConflict,
@@ -56,11 +58,13 @@ from airflow_epochs.coordination.errors import (
     InvalidName,
     LockTimeout,
     NotLeader,
+    OutcomeUnknown,
     PartitionAlreadySealed,
     PartitionNotSealed,
     PayloadTooLarge,
     PipelineExists,
     PipelineNotFound,
+    RetryableError,
     RollbackRefused,
     SessionLost,
     StateError,
@@ -68,20 +72,12 @@ from airflow_epochs.coordination.errors import (
     UnknownProducer,
 )
 from airflow_epochs.coordination.leadership import LeaderLease, LeaseHolder
-from airflow_epochs.coordination.ledger import (
-    Attempt,
-    EpochInfo,
-    EpochLedger,
-    Event,
-    SealInfo,
-    SnapshotRef,
-    VoteRecord,
-    VoteResult,
-)
+from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.lineage import LineageItem, LineageReport, check_consistency, lineage_of
 from airflow_epochs.coordination.locks import resource_lock
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.reader import PipelineReader
 from airflow_epochs.coordination.reconfig import (
     BucketAssignment,
     assignment,
@@ -89,11 +85,23 @@ from airflow_epochs.coordination.reconfig import (
     plan_migration,
     schedule_migration,
 )
-from airflow_epochs.coordination.session import Session
+from airflow_epochs.coordination.records import (
+    Attempt,
+    EpochInfo,
+    Event,
+    SealInfo,
+    SealRecord,
+    SnapshotRef,
+    VoteRecord,
+    VoteResult,
+)
+from airflow_epochs.coordination.retention import CompactionReport
+from airflow_epochs.coordination.session import Session, new_request_id
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 
 __all__ = [
     "DEFAULT_ROOT",
+    "AccessDenied",
     "Arrival",
     "Attempt",
     "AttemptSuperseded",
@@ -107,6 +115,7 @@ __all__ = [
     "BarrierOutcome",
     "BucketAssignment",
     "Calendar",
+    "CompactionReport",
     "ConfigConflict",
     "ConfigVersion",
     "ConsumerState",
@@ -125,6 +134,7 @@ __all__ = [
     "EpochOutOfOrder",
     "EpochsError",
     "Event",
+    "InsecureAcl",
     "InvalidConfig",
     "InvalidEpoch",
     "InvalidInput",
@@ -136,6 +146,7 @@ __all__ = [
     "LockTimeout",
     "NotLeader",
     "OpenDecision",
+    "OutcomeUnknown",
     "PartitionAlreadySealed",
     "PartitionNotSealed",
     "PayloadTooLarge",
@@ -143,8 +154,11 @@ __all__ = [
     "PipelineExists",
     "PipelineNotFound",
     "PipelinePaths",
+    "PipelineReader",
+    "RetryableError",
     "RollbackRefused",
     "SealInfo",
+    "SealRecord",
     "Session",
     "SessionLost",
     "SnapshotRef",
@@ -164,12 +178,16 @@ __all__ = [
     "check_submission",
     "consumers",
     "lineage_of",
+    "new_request_id",
     "open_as_leader",
     "plan_migration",
     "register_consumer",
+    "repair_pipeline_acls",
     "resource_lock",
     "schedule_migration",
     "unregister_consumer",
     "validate_epoch",
     "validate_name",
+    "validate_root",
+    "verify_pipeline_acls",
 ]

@@ -1,5 +1,11 @@
 """Backpressure: consumers acknowledge epochs; a producer does not open epoch e while
-e > (slowest registered consumer's acknowledged epoch) + the pipeline's window."""
+e > (slowest registered consumer's acknowledged epoch) + the pipeline's window.
+
+Each consumer is one znode. Registration is create-only (with its request id, and its history
+record in the same transaction), acknowledgement is a monotone compare-and-set (repeating it changes
+nothing), and unregistration stores its outcome under ``requests/<id>``, so every answer stays true
+when ZooKeeper's reply is lost.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,11 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, StateError
+from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
+from airflow_epochs.coordination.reader import consumer_acks, frontier
+from airflow_epochs.coordination.session import Call, Conflict, first_failure
 
 
 class UnknownConsumer(StateError):
@@ -23,77 +32,105 @@ class ConsumerState:
     acked: int
 
 
-def _path(ledger: EpochLedger, consumer: str) -> str:
-    return f"{ledger.paths.consumers}/{validate_name('consumer', consumer)}"
-
-
-def register_consumer(ledger: EpochLedger, consumer: str, *, acked: int | None = None) -> ConsumerState:
+def register_consumer(
+    ledger: EpochLedger, consumer: str, *, acked: int | None = None, request_id: str | None = None
+) -> ConsumerState:
     """Register ``consumer`` (idempotent). A new consumer starts at the current frontier unless told
     otherwise, so registering never blocks epochs that are already allowed."""
-    path = _path(ledger, consumer)
+    ctx = ledger.ctx
+    path = ctx.paths.consumer(validate_name("consumer", consumer))
     if acked is not None and (isinstance(acked, bool) or not isinstance(acked, int) or acked < 0):
         raise InvalidInput(f"acked must be a non-negative integer, not {acked!r}")
 
-    def run() -> ConsumerState:
-        existing = ledger.session.get(path)
+    def body(call: Call) -> ConsumerState:
+        existing = call.get(path)
         if existing is not None:
             return ConsumerState(consumer, int(payloads.decode("consumer", existing[0], path=path)["acked"]))
-        start = ledger.frontier() if acked is None else acked
-        ledger.client.ensure_path(ledger.paths.consumers)
-        try:
-            ledger.client.create(path, payloads.encode("consumer", {"acked": start, "registered_at": ledger._clock()}))
-        except NodeExistsError:
-            return run()
-        ledger.record("consumer_registered", consumer=consumer, acked=start)
+        start = frontier(call, ctx) if acked is None else acked
+        results = commit(call, [
+            ("create", path, payloads.encode("consumer", {"acked": start, "registered_at": ctx.clock(),
+                                                          "request": call.request_id}), False),
+            *ctx.event("consumer_registered", consumer=consumer, acked=start),
+        ])
+        failure = first_failure(results)
+        if failure is not None:
+            if isinstance(failure[1], NodeExistsError):
+                raise Conflict()  # registered meanwhile: report what is there
+            raise failure[1]
         return ConsumerState(consumer, start)
 
-    return ledger._call(run, what=f"register consumer {consumer!r}")
+    def find(call: Call) -> ConsumerState | None:
+        raw = call.get(path)
+        if raw is None:
+            return None
+        doc = payloads.decode("consumer", raw[0], path=path)
+        return ConsumerState(consumer, int(doc["acked"])) if doc.get("request") == call.request_id else None
+
+    return ctx.call(body, what=f"register consumer {consumer!r}", request_id=request_id, find=find)
 
 
 def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState:
-    """Record that ``consumer`` has processed everything up to ``epoch`` (monotone: never moves back)."""
-    path = _path(ledger, consumer)
+    """Record that ``consumer`` has processed everything up to ``epoch`` (monotone: never moves back,
+    so repeating it, after a lost answer or not, changes nothing)."""
+    ctx = ledger.ctx
+    path = ctx.paths.consumer(validate_name("consumer", consumer))
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise InvalidInput(f"acknowledged epoch must be a non-negative integer, not {epoch!r}")
 
-    def run() -> ConsumerState:
-        frontier = ledger.frontier()
-        if epoch > frontier:
+    def body(call: Call) -> ConsumerState:
+        sealed = frontier(call, ctx)
+        if epoch > sealed:
             raise InvalidInput(
-                f"consumer {consumer!r} cannot acknowledge epoch {epoch}: only epochs up to {frontier} are sealed"
+                f"consumer {consumer!r} cannot acknowledge epoch {epoch}: only epochs up to {sealed} are sealed"
             )
-        while True:
-            raw = ledger.session.get(path)
-            if raw is None:
-                raise UnknownConsumer(f"consumer {consumer!r} of {ledger.pipeline!r} is not registered")
-            doc = payloads.decode("consumer", raw[0], path=path)
-            if doc["acked"] >= epoch:
-                return ConsumerState(consumer, int(doc["acked"]))
-            try:
-                ledger.client.set(path, payloads.encode("consumer", {**payloads.body(doc), "acked": epoch}),
-                                  version=raw[1].version)
-            except BadVersionError:
-                continue
-            return ConsumerState(consumer, epoch)
+        raw = call.get(path)
+        if raw is None:
+            raise UnknownConsumer(f"consumer {consumer!r} of {ledger.pipeline!r} is not registered")
+        doc = payloads.decode("consumer", raw[0], path=path)
+        if doc["acked"] >= epoch:
+            return ConsumerState(consumer, int(doc["acked"]))
+        results = commit(call, [("set", path, payloads.encode("consumer", {**payloads.body(doc), "acked": epoch}),
+                                raw[1].version)])
+        failure = first_failure(results)
+        if failure is not None:
+            if isinstance(failure[1], (BadVersionError, NoNodeError)):
+                raise Conflict()
+            raise failure[1]
+        return ConsumerState(consumer, epoch)
 
-    return ledger._call(run, what=f"acknowledge epoch {epoch} for {consumer!r}")
+    # No find: the body itself reads the acknowledgement first, and a repeat is a no-op.
+    return ctx.call(body, what=f"acknowledge epoch {epoch} for {consumer!r}")
 
 
-def unregister_consumer(ledger: EpochLedger, consumer: str) -> bool:
-    """Remove a consumer that leaves; returns whether it was registered."""
-    path = _path(ledger, consumer)
+def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str | None = None) -> bool:
+    """Remove a consumer that leaves; returns whether it was registered (true even after a lost answer)."""
+    ctx = ledger.ctx
+    path = ctx.paths.consumer(validate_name("consumer", consumer))
 
-    def run() -> bool:
-        try:
-            ledger.client.delete(path)
-        except NoNodeError:
+    def body(call: Call) -> bool:
+        raw = call.get(path)
+        if raw is None:
             return False
-        ledger.record("consumer_unregistered", consumer=consumer)
+        results = commit(call, [
+            ("delete", path, raw[1].version),
+            ("create", ctx.paths.request(call.request_id),
+             payloads.encode("request", {"call": "unregister_consumer", "at": ctx.clock(), "result": True}), False),
+            *ctx.event("consumer_unregistered", consumer=consumer),
+        ])
+        failure = first_failure(results)
+        if failure is not None:
+            if isinstance(failure[1], (BadVersionError, NoNodeError)):
+                raise Conflict()
+            raise failure[1]
         return True
 
-    return ledger._call(run, what=f"unregister consumer {consumer!r}")
+    def find(call: Call) -> bool | None:
+        return True if call.exists(ctx.paths.request(call.request_id)) is not None else None
+
+    return ctx.call(body, what=f"unregister consumer {consumer!r}", request_id=request_id, find=find)
 
 
 def consumers(ledger: EpochLedger) -> list[ConsumerState]:
     """Every registered consumer with its acknowledged epoch."""
-    return [ConsumerState(name, acked) for name, (acked, _) in ledger._consumer_acks().items()]
+    acks = ledger.ctx.call(lambda c: consumer_acks(c, ledger.ctx), what="read consumers")
+    return [ConsumerState(name, acked) for name, (acked, _) in acks.items()]

@@ -1,25 +1,28 @@
 """Barriers inside an epoch, with declared straggler policies.
 
 A barrier is a named point of an epoch ("both ingest jobs done before the join"). Participants are
-registered (from the configuration in force at the epoch, or one by one before the barrier closes),
-arrive, and wait. The costs are bounded:
+registered (from the configuration in force at the epoch, or one by one before the barrier is
+decided), arrive, and wait. On the happy path each participant costs three requests and O(1) bytes,
+whatever the number of participants:
 
-- an arrival is one transaction of two creates (its arrival node and a sequential ticket whose
-  number tells the arriver how many arrived before it), so it is O(1) writes whatever the size;
-- only the arrival that completes the set (or a waiter whose deadline passed) reads the whole set
-  and writes the release node;
-- every waiter watches the one release node (no herd of watches on siblings, no N-squared watches).
+1. one read of the barrier record (registered count, deadline, version);
+2. one transaction: the participant is registered (``check``), the record is unchanged (``check``:
+   no registration or decision raced with it), its arrival znode is created (create-only: an
+   arrival counts once) and the arrivals folder's version is bumped (the new version is the number
+   of arrivals, so exactly one arrival learns that it completed the set);
+3. an exists-watch on the release znode, which wakes the waiter when it is created; nothing is read
+   on wake. The arrival that completes the set creates the release znode instead (its third request)
+   and does not wait.
 
-Straggler policies, decided once and recorded with who was late:
-``fail`` (after the timeout the barrier fails), ``quorum(k)`` (after the timeout it releases once k
-participants arrived) and ``rerun`` (after the timeout the stragglers are reported so the caller can
-run them again; the barrier stays closed until they arrive). Deadlines are wall-clock times written
-at declaration (``declared_at + timeout``): keep clocks in sync within a small part of the timeout.
+Straggler policies are decided once, after the deadline (``declared_at + timeout``, wall clock),
+by whoever looks first, and recorded with who was late: ``fail`` creates the ``failed`` znode,
+``quorum(k)`` releases once k participants arrived, ``rerun`` reports the stragglers (``report``) and
+leaves the barrier open for them. Release and failure both close the record in the same transaction,
+so at most one of them happens. Keep clocks in sync within a small part of the timeout.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,20 +30,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
-from airflow_epochs.coordination.errors import (
-    EpochNotOpen,
-    InvalidInput,
-    StateError,
-)
-from airflow_epochs.coordination.ledger import EpochLedger, _Conflict
+from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput, StateError
+from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.session import Op, failed
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.reader import epoch_record
+from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
+# Near the deadline another process's clock may already have let a policy decide: read, don't infer.
+_SKEW_MARGIN = 1.0
 
 
 class BarrierError(StateError):
@@ -108,11 +111,15 @@ class StragglerPolicy:
 
 @dataclass(frozen=True)
 class BarrierOutcome:
-    """How a barrier ended (or, for ``rerun``, who is late)."""
+    """How a barrier ended (or, for ``rerun``, who is late).
+
+    ``arrived`` counts the arrivals; it is None when a waiter learned only that every participant
+    arrived (it was woken by the release before the deadline and read nothing).
+    """
 
     decision: str  # "all" | "quorum" | "failed" | "rerun"
     released: bool
-    arrived: tuple[str, ...]
+    arrived: int | None
     late: tuple[str, ...]
     zxid: int = 0
 
@@ -122,19 +129,34 @@ class Arrival:
     """What one arrival found."""
 
     participant: str
-    index: int  # 1 for the first arrival
-    released: bool  # this arrival released the barrier
+    index: int  # how many had arrived with this arrival (1 for the first); 0 for a repeat
+    released: bool  # the barrier is released (by this arrival or before it)
     after_release: bool  # the barrier had already been decided before this arrival
     outcome: BarrierOutcome | None
 
 
+@dataclass(frozen=True)
+class BarrierRecord:
+    """The decoded barrier record."""
+
+    policy: str
+    k: int | None
+    timeout: float
+    deadline: float
+    registered: int
+    closed: bool
+    version: int
+    doc: dict[str, Any]
+
+
 class Barrier:
-    """One barrier of one epoch of a pipeline (the epoch must be open).
+    """One barrier of one opening of an epoch of a pipeline (the epoch must be open to declare it).
 
     :param client: a started kazoo client.
     :param pipeline: pipeline name.
     :param epoch: the epoch.
     :param name: barrier name.
+    :param generation: the epoch's opening (from the attempt); read from the epoch record if None.
     :param clock: wall clock for deadlines.
     """
 
@@ -145,30 +167,58 @@ class Barrier:
         epoch: int,
         name: str,
         *,
+        generation: int | None = None,
         root: str = DEFAULT_ROOT,
         op_timeout: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = validate_name("barrier", name)
         self.epoch = validate_epoch(epoch)
-        self.ledger = EpochLedger(client, pipeline, root=root, op_timeout=op_timeout, clock=clock)
+        self.ctx = PipelineContext(client, pipeline, root=root, op_timeout=op_timeout, clock=clock)
+        self.pipeline = pipeline
         self.client = client
-        self.session = self.ledger.session
+        self.session = self.ctx.session
         self._clock = clock
-        self._base: str | None = None
+        self._generation = generation
+        self._deadline: float | None = None
 
     # -- paths -------------------------------------------------------------------------------
 
-    def _path(self) -> str:
-        if self._base is None:
-            doc = self.ledger._epoch_doc(self.epoch)
-            if doc["state"] == "rolled_back":
-                raise EpochNotOpen(f"epoch {self.epoch} of {self.ledger.pipeline!r} was rolled back")
-            self._base = f"{self.ledger.paths.generation(self.epoch, doc['generation'])}/barriers/{self.name}"
-        return self._base
+    def generation(self, call: Call) -> int:
+        """The epoch's current opening (read once)."""
+        if self._generation is None:
+            found = epoch_record(call, self.ctx, self.epoch)
+            if found is None:
+                raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} has not been opened")
+            if found[0]["state"] == "rolled_back":
+                raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} was rolled back")
+            self._generation = int(found[0]["generation"])
+        return self._generation
 
-    def _child(self, kind: str, name: str = "") -> str:
-        return f"{self._path()}/{kind}" + (f"/{name}" if name else "")
+    def _paths(self, call: Call) -> _BarrierPaths:
+        return _BarrierPaths(self.ctx, self.epoch, self.generation(call), self.name)
+
+    def release_path(self) -> str:
+        """The znode whose creation releases the waiters (for a watch)."""
+        return self.ctx.call(lambda c: self._paths(c).release, what="read the barrier's epoch")
+
+    def record(self) -> BarrierRecord:
+        """The barrier record (policy, deadline, registered count, decided or not)."""
+        return self.ctx.call(self._record, what=f"read barrier {self.name!r}")
+
+    def deadline(self) -> float:
+        """When the straggler policy applies (wall-clock seconds)."""
+        return self.record().deadline
+
+    def _record(self, call: Call, watch: Callable[[Any], Any] | None = None) -> BarrierRecord:
+        path = self._paths(call).barrier
+        raw = call.get(path, watch=watch)
+        if raw is None:
+            raise BarrierNotDeclared(f"barrier {self.name!r} is not declared for epoch {self.epoch}")
+        doc = payloads.decode("barrier", raw[0], path=path)
+        self._deadline = float(doc["deadline"])  # fixed at declaration: a later wait() need not read it
+        return BarrierRecord(str(doc["policy"]), doc.get("k"), float(doc["timeout"]), float(doc["deadline"]),
+                             int(doc["registered"]), bool(doc.get("closed")), raw[1].version, doc)
 
     # -- declaring and registering -----------------------------------------------------------
 
@@ -184,241 +234,355 @@ class Barrier:
         if names is not None and len(set(names)) != len(names):
             raise InvalidInput(f"participants of barrier {self.name!r} are listed more than once: {names}")
 
-        def once() -> None:
-            doc, _ = self.ledger._epoch_doc_stat(self.epoch)
-            if doc["state"] != "open":
-                raise EpochNotOpen(f"epoch {self.epoch} is {doc['state']}; barriers live in open epochs")
-            base = self._path()
-            existing = self.session.get(base)
+        def body(call: Call) -> None:
+            found = epoch_record(call, self.ctx, self.epoch)
+            if found is None or found[0]["state"] != "open":
+                state = found[0]["state"] if found else "not opened"
+                raise EpochNotOpen(f"epoch {self.epoch} is {state}; barriers live in open epochs")
+            self._generation = int(found[0]["generation"])
+            paths = self._paths(call)
+            existing = call.get(paths.barrier)
             if existing is not None:
-                current = payloads.decode("barrier", existing[0], path=base)
+                current = payloads.decode("barrier", existing[0], path=paths.barrier)
                 if (current["policy"], current["timeout"], current.get("k")) != (
                     policy.kind, float(policy.timeout), policy.k
                 ):
                     raise BarrierConflict(
-                        f"barrier {self.name!r} of epoch {self.epoch} is declared with policy "
-                        f"{current['policy']} (timeout {current['timeout']}, k {current.get('k')})"
+                        f"barrier {self.name!r} of epoch {self.epoch} is declared with policy {current['policy']} "
+                        f"(timeout {current['timeout']}, k {current.get('k')}); nothing was written"
                     )
-                return
+                return None
             expected = names
             if expected is None:
-                config = self.ledger._config_version(doc["config_version"]).config
+                config = self.ctx.config(call, int(found[0]["config_version"])).config
                 expected = list(config.barriers.get(self.name, ()))
             now = self._clock()
-            body = {**policy.to_json(), "declared_at": now, "deadline": now + float(policy.timeout),
-                    "registered": len(expected), "closed": False}
-            ops: list[Op] = [
-                ("create", f"{self.ledger.paths.generation(self.epoch, doc['generation'])}/barriers", b"", False),
-                ("create", base, payloads.encode("barrier", body), False),
-                ("create", f"{base}/participants", b"", False),
-                ("create", f"{base}/arrived", b"", False),
-                ("create", f"{base}/tickets", b"", False),
-                *[("create", f"{base}/participants/{p}", b"", False) for p in expected],
-                self.ledger._event("barrier_declared", epoch=self.epoch, barrier=self.name,
-                                   policy=policy.to_json(), participants=len(expected)),
+            body_doc = {**policy.to_json(), "declared_at": now, "deadline": now + float(policy.timeout),
+                        "registered": len(expected), "closed": False}
+            ops: list[Op] = []
+            if call.exists(paths.folder) is None:
+                ops.append(("create", paths.folder, b"", False))
+            ops += [
+                ("create", paths.barrier, payloads.encode("barrier", body_doc), False),
+                ("create", paths.participants, b"", False),
+                ("create", paths.arrivals, b"", False),
+                *[("create", paths.participant(p), b"", False) for p in expected],
+                *self.ctx.event("barrier_declared", epoch=self.epoch, barrier=self.name, policy=policy.to_json(),
+                                participants=len(expected)),
             ]
-            try:
-                self._commit(ops)
-            except _Conflict:
-                # the shared "barriers" folder may exist already: retry without creating it
-                ops.pop(0)
-                self._commit(ops)
+            results = commit(call, ops)
+            if first_failure(results) is not None:
+                raise Conflict()  # declared (or the folder created) meanwhile: look again
+            return None
 
-        self.ledger._cas(once, what=f"declare barrier {self.name!r}")
+        self.ctx.call(body, what=f"declare barrier {self.name!r}")
 
     def register(self, participant: str) -> None:
-        """Add a participant before the barrier closes (idempotent)."""
+        """Add a participant before the barrier is decided (idempotent)."""
         validate_name("producer", participant)
 
-        def once() -> None:
-            doc, stat = self._doc()
-            if self.session.get(self._child("participants", participant)) is not None:
-                return
-            if doc["closed"]:
-                raise BarrierClosed(f"barrier {self.name!r} of epoch {self.epoch} is closed; "
-                                    f"{participant!r} cannot register")
-            body = {**payloads.body(doc), "registered": doc["registered"] + 1}
-            self._commit([
-                ("create", self._child("participants", participant), b"", False),
-                ("set", self._path(), payloads.encode("barrier", body), stat.version),
+        def body(call: Call) -> None:
+            record = self._record(call)
+            paths = self._paths(call)
+            if call.exists(paths.participant(participant)) is not None:
+                return None
+            if record.closed:
+                raise BarrierClosed(f"barrier {self.name!r} of epoch {self.epoch} is decided; {participant!r} "
+                                    "cannot register; nothing was written")
+            results = commit(call, [
+                ("create", paths.participant(participant), b"", False),
+                # bumping the record's version refuses an arrival that counted without this participant
+                ("set", paths.barrier, payloads.encode("barrier", {**record.doc, "registered": record.registered + 1}),
+                 record.version),
             ])
+            if first_failure(results) is not None:
+                raise Conflict()
+            return None
 
-        self.ledger._cas(once, what=f"register {participant!r} at barrier {self.name!r}")
+        self.ctx.call(body, what=f"register {participant!r} at barrier {self.name!r}")
 
     # -- arriving and waiting ----------------------------------------------------------------
 
     def arrive(self, participant: str) -> Arrival:
-        """Record that ``participant`` reached the barrier; O(1) writes. Idempotent per participant."""
+        """Record that ``participant`` reached the barrier (two requests, O(1) bytes); idempotent.
+
+        The arrival that completes the set releases the barrier; so does a repeat of it, if the
+        release was not written (say, its process died in between).
+        """
         validate_name("producer", participant)
 
-        def once() -> Arrival:
-            doc, _ = self._doc()
-            already = self.session.get(self._child("arrived", participant))
-            if already is not None:
-                outcome = self.outcome()
-                return Arrival(participant, 0, False, outcome is not None and outcome.decision != "rerun", outcome)
-            # One transaction: registered? + arrival node + ticket. A failed transaction consumes no
-            # sequence number, so the ticket counts distinct arrivals.
-            results = self.session.commit([
-                ("check", self._child("participants", participant), -1),
-                ("create", self._child("arrived", participant),
-                 payloads.encode("arrival", {"at": self._clock()}), False),
-                ("create", self._child("tickets", "t-"), b"", True),
+        def body(call: Call) -> Arrival:
+            record = self._record(call)
+            paths = self._paths(call)
+            results = commit(call, [
+                ("check", paths.participant(participant), -1),
+                ("check", paths.barrier, record.version),
+                ("create", paths.arrival(participant), payloads.encode(
+                    "arrival", {"at": self._clock(), "request": call.request_id}), False),
+                ("set", paths.arrivals, b"", -1),
             ])
-            error = failed(results)
-            if isinstance(error, NoNodeError):
-                raise UnknownParticipant(
-                    f"{participant!r} is not registered at barrier {self.name!r} of epoch {self.epoch}"
-                )
-            if isinstance(error, NodeExistsError):
-                raise _Conflict()  # a concurrent arrival of the same participant: report it as a repeat
-            if error is not None:
+            failure = first_failure(results)
+            if failure is not None:
+                index, error = failure
+                if index == 0 and isinstance(error, NoNodeError):
+                    raise UnknownParticipant(
+                        f"{participant!r} is not registered at barrier {self.name!r} of epoch {self.epoch}; "
+                        "nothing was written"
+                    )
+                if index == 2 and isinstance(error, NodeExistsError):
+                    return self._repeat(call, participant, record)
+                if isinstance(error, (BadVersionError, NoNodeError)):
+                    raise Conflict()  # a registration or a decision came first: count again
                 raise error
-            index = int(str(results[2]).rsplit("-", 1)[1]) + 1
-            if doc["closed"]:
-                return Arrival(participant, index, False, True, self.outcome())
-            released = False
-            now = self._clock()
-            quorum_due = doc["policy"] == "quorum" and index >= int(doc["k"]) and now >= doc["deadline"]
-            if index >= doc["registered"] or quorum_due:
-                released = self._try_release() is not None
-            return Arrival(participant, index, released, False, self.outcome() if released else None)
+            count = int(results[3].version)
+            if record.closed:
+                return Arrival(participant, count, self._outcome(call) is not None, True, self._outcome(call))
+            if count >= record.registered or self._quorum_due(record, count):
+                outcome = self._decide(call, known=(record, count))
+                return Arrival(participant, count, bool(outcome and outcome.released), False, outcome)
+            return Arrival(participant, count, False, False, None)
 
-        return self.ledger._cas(once, what=f"arrive {participant!r} at barrier {self.name!r}")
+        def find(call: Call) -> Arrival | None:
+            raw = call.get(self._paths(call).arrival(participant))
+            if raw is None or payloads.decode("arrival", raw[0]).get("request") != call.request_id:
+                return None
+            record = self._record(call)
+            count = int(call.exists(self._paths(call).arrivals).version)
+            outcome = self._outcome(call)
+            if outcome is None and (count >= record.registered or self._quorum_due(record, count)):
+                outcome = self._decide(call)
+            return Arrival(participant, count, bool(outcome and outcome.released), False, outcome)
+
+        return self.ctx.call(body, what=f"arrive {participant!r} at barrier {self.name!r}", find=find)
+
+    def _repeat(self, call: Call, participant: str, record: BarrierRecord) -> Arrival:
+        outcome = self._outcome(call)
+        if outcome is None and not record.closed:
+            count = int(call.exists(self._paths(call).arrivals).version)
+            if count >= record.registered or self._quorum_due(record, count):
+                outcome = self._decide(call)
+        decided_before = outcome is not None and outcome.decision != "rerun"
+        return Arrival(participant, 0, bool(outcome and outcome.released), decided_before, outcome)
+
+    def _quorum_due(self, record: BarrierRecord, count: int) -> bool:
+        return record.policy == "quorum" and record.k is not None and count >= int(record.k) \
+            and self._clock() >= record.deadline
 
     def wait(self, timeout: float | None = None) -> BarrierOutcome:
         """Block until the barrier is released (or the policy decides); returns the outcome.
 
-        Raises :class:`BarrierFailed` when the ``fail`` policy fired, and returns a ``rerun`` outcome
+        One exists-watch on the release znode; nothing is read when it fires. Raises
+        :class:`BarrierFailed` when the ``fail`` policy fired, and returns a ``rerun`` outcome
         (``released=False``, the stragglers in ``late``) when the ``rerun`` policy's timeout passed.
 
         :param timeout: seconds to wait at most; :class:`TimeoutError` after that.
         """
         give_up = None if timeout is None else time.monotonic() + timeout
-        changed = threading.Event()
-        path = self._child("release")
-        deadline = float(self._doc()[0]["deadline"])  # fixed at declaration: read it once
+        released = threading.Event()
+        state: dict[str, Any] = {}
+
+        def arm(call: Call) -> bool:
+            paths = self._paths(call)
+            if "deadline" not in state:
+                state["deadline"] = self._deadline if self._deadline is not None else self._record(call).deadline
+            return call.exists(paths.release, watch=lambda _event: released.set()) is not None
+
+        if self.ctx.call(arm, what=f"watch barrier {self.name!r}"):
+            released.set()
         while True:
-            changed.clear()
-            outcome = self._watch_release(path, changed)
-            if outcome is None and self._clock() >= deadline:
-                outcome = self._apply_policy()
-            if outcome is not None:
-                if outcome.decision == "failed":
-                    raise BarrierFailed(
-                        f"barrier {self.name!r} of epoch {self.epoch} failed: {list(outcome.late)} did not "
-                        "arrive in time", late=outcome.late,
-                    )
-                return outcome
-            until_deadline = max(0.0, deadline - self._clock())
-            wait_for = until_deadline + 0.01
+            if released.is_set():
+                if self._clock() < state["deadline"] - _SKEW_MARGIN:
+                    # Before the deadline only "everyone arrived" can release: nothing to read.
+                    return BarrierOutcome("all", True, None, ())
+                return self._released_outcome()
+            if self._clock() >= state["deadline"]:
+                outcome = self.apply_policy()
+                if outcome is not None:
+                    return self._raise_failed(outcome)
+            wait_for = max(0.0, state["deadline"] - self._clock()) + 0.01
             if give_up is not None:
                 remaining = give_up - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"barrier {self.name!r} of epoch {self.epoch}: not released in {timeout} s")
                 wait_for = min(wait_for, remaining)
-            changed.wait(wait_for)
+            if released.wait(wait_for):
+                continue
+            # a reconnect may have lost the watch's event: look again (and re-arm)
+            if self.ctx.call(arm, what=f"watch barrier {self.name!r}"):
+                released.set()
+
+    def _released_outcome(self) -> BarrierOutcome:
+        outcome = self.outcome()
+        assert outcome is not None
+        return self._raise_failed(outcome)
+
+    def _raise_failed(self, outcome: BarrierOutcome) -> BarrierOutcome:
+        if outcome.decision == "failed":
+            raise BarrierFailed(
+                f"barrier {self.name!r} of epoch {self.epoch} failed: {list(outcome.late)} did not arrive in time",
+                late=outcome.late,
+            )
+        return outcome
 
     def on_release(self, callback: Callable[[BarrierOutcome], Any]) -> None:
         """Call ``callback(outcome)`` once the barrier is released or failed (from kazoo's thread).
 
-        One watch on the release node; it is re-armed until the node exists. Straggler deadlines are
-        applied by blocking waiters or arrivals, not by this callback.
+        Watches on the release and failure znodes, re-armed until one exists. Straggler deadlines
+        are applied by blocking waiters, arrivals or triggers, not by this callback.
         """
-        path = self._child("release")
         fired = threading.Event()
+        paths = self.ctx.call(self._paths, what="read the barrier's epoch")
 
         def check(_event: Any = None) -> None:
             if fired.is_set():
                 return
-            stat = self.client.exists(path, watch=check)
-            if stat is not None:
-                fired.set()
-                outcome = self.outcome()
-                if outcome is not None:
-                    callback(outcome)
+            for path in (paths.release, paths.failed):
+                if self.client.exists(path, watch=check) is not None:
+                    fired.set()
+                    outcome = self.outcome()
+                    if outcome is not None:
+                        callback(outcome)
+                    return
 
         check()
 
     def outcome(self) -> BarrierOutcome | None:
-        """The decision, if the barrier was released or failed."""
-        raw = self.session.get(self._child("release"))
-        if raw is None:
-            return None
-        doc = payloads.decode("release", raw[0], path=self._child("release"))
-        return BarrierOutcome(doc["decision"], doc["decision"] in ("all", "quorum"), tuple(doc["arrived"]),
-                              tuple(doc["late"]), int(raw[1].czxid))
+        """The decision, if the barrier was released, failed, or reported stragglers."""
+        return self.ctx.call(self._outcome, what=f"read the outcome of barrier {self.name!r}")
+
+    def _outcome(self, call: Call) -> BarrierOutcome | None:
+        paths = self._paths(call)
+        for path in (paths.release, paths.failed, paths.report):
+            raw = call.get(path)
+            if raw is not None:
+                doc = payloads.decode("release", raw[0], path=path)
+                return BarrierOutcome(doc["decision"], doc["decision"] in ("all", "quorum"), int(doc["arrived"]),
+                                      tuple(doc["late"]), int(raw[1].czxid))
+        return None
 
     def status(self) -> dict[str, Any]:
-        """Registered and arrived participants, the stragglers so far, policy and deadline."""
-        doc, _ = self._doc()
-        registered = sorted(self.session.children(self._child("participants")) or [])
-        arrived = sorted(self.session.children(self._child("arrived")) or [])
-        return {"policy": doc["policy"], "k": doc.get("k"), "deadline": doc["deadline"], "closed": doc["closed"],
-                "registered": registered, "arrived": arrived,
-                "late": sorted(set(registered) - set(arrived))}
+        """Registered and arrived participants, the stragglers so far, policy and deadline (reads every
+        participant: for status pages, not for the participants themselves)."""
 
-    # -- internals ---------------------------------------------------------------------------
+        def run(call: Call) -> dict[str, Any]:
+            record = self._record(call)
+            paths = self._paths(call)
+            registered = sorted(call.children(paths.participants) or [])
+            arrived = sorted(call.children(paths.arrivals) or [])
+            return {"policy": record.policy, "k": record.k, "deadline": record.deadline, "closed": record.closed,
+                    "registered": registered, "arrived": arrived, "late": sorted(set(registered) - set(arrived))}
 
-    def _doc(self) -> tuple[dict[str, Any], Any]:
-        raw = self.session.get(self._path())
-        if raw is None:
-            raise BarrierNotDeclared(f"barrier {self.name!r} is not declared for epoch {self.epoch}")
-        return payloads.decode("barrier", raw[0], path=self._path()), raw[1]
+        return self.ctx.call(run, what=f"read the status of barrier {self.name!r}")
 
-    def _commit(self, ops: list[Op]) -> None:
-        self.ledger._commit(ops)
+    # -- decisions ---------------------------------------------------------------------------
 
-    def _watch_release(self, path: str, changed: threading.Event) -> BarrierOutcome | None:
-        if self.client.exists(path, watch=lambda _e: changed.set()) is None:
-            return None
-        return self.outcome()
-
-    def _apply_policy(self) -> BarrierOutcome | None:
+    def apply_policy(self) -> BarrierOutcome | None:
         """Past the deadline: let the policy decide (idempotently, whoever gets there first)."""
-        doc, _ = self._doc()
-        if doc["policy"] == "rerun":
-            status = self.status()
-            if not status["late"]:
-                return self._try_release()
-            report = {"decision": "rerun", "arrived": status["arrived"], "late": status["late"], "at": self._clock()}
-            with contextlib.suppress(_Conflict):  # reported already: the report is recorded once
-                self._commit([
-                    ("create", self._child("report"), payloads.encode("release", report), False),
-                    self.ledger._event("barrier_stragglers", epoch=self.epoch, barrier=self.name,
-                                       late=status["late"], policy="rerun"),
-                ])
-            return BarrierOutcome("rerun", False, tuple(status["arrived"]), tuple(status["late"]))
-        return self._try_release()
+        return self.ctx.call(self._apply_policy, what=f"apply the policy of barrier {self.name!r}")
 
-    def _try_release(self) -> BarrierOutcome | None:
-        """Write the release if the state allows it now; returns the outcome or None."""
-
-        def once() -> BarrierOutcome | None:
-            doc, stat = self._doc()
-            if doc["closed"]:
-                return self.outcome()
-            registered = set(self.session.children(self._child("participants")) or [])
-            arrived = set(self.session.children(self._child("arrived")) or [])
+    def _apply_policy(self, call: Call) -> BarrierOutcome | None:
+        record = self._record(call)
+        if record.policy == "rerun" and not record.closed and self._clock() >= record.deadline:
+            paths = self._paths(call)
+            registered = set(call.children(paths.participants) or [])
+            arrived = set(call.children(paths.arrivals) or [])
             late = sorted(registered - arrived)
-            past_deadline = self._clock() >= doc["deadline"]
-            if not late and registered:
+            if not late:
+                return self._decide(call)
+            if call.exists(paths.report) is None:
+                report = {"decision": "rerun", "arrived": len(arrived & registered), "late": late,
+                          "at": self._clock()}
+                results = commit(call, [
+                    ("create", paths.report, payloads.encode("release", report), False),
+                    *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=late,
+                                    policy="rerun"),
+                ])
+                failure = first_failure(results)
+                if failure is not None and not isinstance(failure[1], NodeExistsError):
+                    raise failure[1]
+            return BarrierOutcome("rerun", False, len(arrived & registered), tuple(late))
+        return self._decide(call)
+
+    def _decide(self, call: Call, known: tuple[BarrierRecord, int] | None = None) -> BarrierOutcome | None:
+        """Write the release (or the failure) if the state allows it now; returns the outcome or None.
+
+        :param known: the record and arrival count the caller just read and committed against (the
+            completing arrival's), used for the first round instead of reading them again.
+        """
+        for _ in range(50):
+            if known is not None:
+                record, count = known
+                known = None
+            else:
+                record = self._record(call)
+                count = int(call.exists(self._paths(call).arrivals).version)
+            if record.closed:
+                return self._outcome(call)
+            paths = self._paths(call)
+            past_deadline = self._clock() >= record.deadline
+            late: list[str] = []
+            if count >= record.registered and record.registered > 0:
                 decision = "all"
-            elif doc["policy"] == "quorum" and past_deadline and len(arrived & registered) >= int(doc["k"]):
+            elif record.policy == "quorum" and past_deadline and record.k is not None and count >= int(record.k):
                 decision = "quorum"
-            elif doc["policy"] == "fail" and past_deadline:
+            elif record.policy == "fail" and past_deadline:
                 decision = "failed"
             else:
                 return None
-            release = {"decision": decision, "arrived": sorted(arrived), "late": late, "at": self._clock()}
-            self._commit([
-                # closing bumps the barrier's version, so a registration racing with it is refused
-                ("set", self._path(), payloads.encode("barrier", {**payloads.body(doc), "closed": True}),
-                 stat.version),
-                ("create", self._child("release"), payloads.encode("release", release), False),
-                self.ledger._event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
-                                   late=late, arrived=len(arrived)),
+            if decision != "all":  # the rare path: name the stragglers
+                registered = set(call.children(paths.participants) or [])
+                late = sorted(registered - set(call.children(paths.arrivals) or []))
+            release = {"decision": decision, "arrived": count, "late": late, "at": self._clock()}
+            target = paths.failed if decision == "failed" else paths.release
+            results = commit(call, [
+                # closing bumps the record's version: a racing registration or arrival recounts
+                ("set", paths.barrier, payloads.encode("barrier", {**record.doc, "closed": True}), record.version),
+                ("create", target, payloads.encode("release", release), False),
+                *self.ctx.event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
+                                late=late, arrived=count),
             ])
-            return self.outcome()
+            if first_failure(results) is None:
+                return BarrierOutcome(decision, decision != "failed", count, tuple(late))
+        return self._outcome(call)
 
-        return self.ledger._cas(once, what=f"release barrier {self.name!r}")
+
+@dataclass(frozen=True)
+class _BarrierPaths:
+    ctx: PipelineContext
+    epoch: int
+    generation: int
+    name: str
+
+    @property
+    def folder(self) -> str:
+        return self.ctx.paths.barriers(self.epoch, self.generation)
+
+    @property
+    def barrier(self) -> str:
+        return self.ctx.paths.barrier(self.epoch, self.generation, self.name)
+
+    @property
+    def participants(self) -> str:
+        return self.ctx.paths.barrier_participants(self.epoch, self.generation, self.name)
+
+    def participant(self, name: str) -> str:
+        return self.ctx.paths.barrier_participant(self.epoch, self.generation, self.name, name)
+
+    @property
+    def arrivals(self) -> str:
+        return self.ctx.paths.barrier_arrivals(self.epoch, self.generation, self.name)
+
+    def arrival(self, name: str) -> str:
+        return self.ctx.paths.barrier_arrival(self.epoch, self.generation, self.name, name)
+
+    @property
+    def release(self) -> str:
+        return self.ctx.paths.barrier_release(self.epoch, self.generation, self.name)
+
+    @property
+    def failed(self) -> str:
+        return self.ctx.paths.barrier_failed(self.epoch, self.generation, self.name)
+
+    @property
+    def report(self) -> str:
+        return self.ctx.paths.barrier_report(self.epoch, self.generation, self.name)

@@ -6,6 +6,7 @@ version (configuration changes are timestamped data, as in Megaphone).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ from airflow_epochs.coordination.names import validate_name
 MAX_PARTITIONS = 256
 MAX_PRODUCERS = 4096
 MAX_BUCKETS = 4096
+# Epochs kept in full by default; older ones are compacted (see :mod:`.retention`).
+DEFAULT_RETAIN_EPOCHS = 1000
+# A configuration is stored as one znode, next to its history record in one transaction.
+MAX_CONFIG_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,19 @@ class PipelineConfig:
     :param buckets: the key-to-bucket map: ``buckets[b]`` is the worker that owns bucket ``b``;
         a key goes to bucket ``bucket_of(key, len(buckets))``.
     :param window: backpressure: epoch e does not open while e > slowest consumer's ack + window.
+    :param retain_epochs: how many epochs behind the frontier are kept in full; older ones are
+        compacted (their votes and history pruned, their frontier, snapshots and lineage kept).
+        ``None`` keeps everything.
+
+    Every shape accepted here can be sealed: a seal's size does not depend on the producers' names,
+    and a configuration too large to store next to its history record is refused.
     """
 
     partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     barriers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     buckets: tuple[str, ...] = ()
     window: int | None = None
+    retain_epochs: int | None = DEFAULT_RETAIN_EPOCHS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partitions", _name_lists(self.partitions, "partition", "producers"))
@@ -52,11 +64,21 @@ class PipelineConfig:
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
         ):
             raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
+        if self.retain_epochs is not None and (
+            isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int) or self.retain_epochs < 1
+        ):
+            raise InvalidConfig(f"retain_epochs must be a positive integer or None, not {self.retain_epochs!r}")
+        size = len(json.dumps(self.to_json(), separators=(",", ":")))
+        if size > MAX_CONFIG_BYTES:
+            raise InvalidConfig(
+                f"the configuration is {size} bytes as JSON; at most {MAX_CONFIG_BYTES} fit in one znode "
+                "(fewer or shorter partition, producer, participant or worker names)"
+            )
 
     def replace(self, **changes: Any) -> PipelineConfig:
         """A copy with some fields changed."""
         fields = {"partitions": self.partitions, "barriers": self.barriers, "buckets": self.buckets,
-                  "window": self.window, **changes}
+                  "window": self.window, "retain_epochs": self.retain_epochs, **changes}
         return PipelineConfig(**fields)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +89,8 @@ class PipelineConfig:
             data["buckets"] = list(self.buckets)
         if self.window is not None:
             data["window"] = self.window
+        if self.retain_epochs != DEFAULT_RETAIN_EPOCHS:
+            data["retain_epochs"] = self.retain_epochs
         return data
 
     @classmethod
@@ -74,7 +98,8 @@ class PipelineConfig:
         partitions = data.get("partitions")
         if not isinstance(partitions, Mapping):
             raise InvalidConfig(f"config has no 'partitions' mapping: {data!r}")
-        unknown = set(data) - {"partitions", "barriers", "buckets", "window", "from_epoch", "schema", "kind"}
+        unknown = set(data) - {"partitions", "barriers", "buckets", "window", "retain_epochs", "from_epoch", "schema",
+                               "kind"}
         if unknown:
             raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
         barriers = data.get("barriers", {})
@@ -85,6 +110,7 @@ class PipelineConfig:
             barriers={str(k): tuple(v) for k, v in barriers.items()},
             buckets=tuple(data.get("buckets", ())),
             window=data.get("window"),
+            retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
         )
 
 

@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from airflow_epochs.coordination.errors import Backpressured, EpochAlreadySealed, NotLeader
-from airflow_epochs.coordination.leadership import LeaderLease, _utcnow
-from airflow_epochs.coordination.ledger import Attempt, EpochInfo, EpochLedger, SnapshotRef
+from airflow_epochs.coordination.leadership import LeaderLease
+from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch
+from airflow_epochs.coordination.records import Attempt, EpochInfo, SnapshotRef
+from airflow_epochs.coordination.retention import CompactionReport
+
+# Epochs one opening compacts at most: retention keeps up without making any opening slow.
+COMPACT_PER_OPEN = 2
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,10 @@ class OpenDecision:
     wait_seconds: float | None = None
     leader: str | None = None
     took_over: EpochInfo | None = None
-    snapshots: dict[str, SnapshotRef] = field(default_factory=dict)
+    snapshots: dict[str, dict[str, SnapshotRef]] = field(default_factory=dict)
     wait_for_consumers: int | None = None
     reason: str | None = None
+    compaction: CompactionReport | None = None
 
 
 def open_as_leader(
@@ -48,12 +54,19 @@ def open_as_leader(
     lease_duration: datetime.timedelta,
     backpressure_wait: float | None = None,
     wait_on_backpressure: bool = False,
+    request_id: str | None = None,
 ) -> OpenDecision:
     """Decide, and if it falls to us, open ``epoch`` as the pipeline's leader.
 
     Order of the checks: an epoch sealed already is never opened again; epoch e waits for e-1; only
     the lease holder opens (renewing the lease each time); a leader that finds another owner's open
-    attempt (its lease ran out) supersedes it. The snapshots a retry starts from are included.
+    attempt (its lease ran out) supersedes it. The snapshots a retry starts from are included (per
+    partition, per producer that left one). After opening, the leader compacts at most
+    :data:`COMPACT_PER_OPEN` epochs that fell out of the configuration's ``retain_epochs``: the
+    coordinator applies retention, and only to sealed epochs far behind the one it just opened.
+
+    :param request_id: the id of this opening (e.g. derived from the Airflow task try): repeating it
+        returns the attempt it opened; a new id from the same owner supersedes that attempt.
 
     A backpressure window that holds the epoch back waits up to ``backpressure_wait`` seconds here;
     after that :class:`Backpressured` is raised, or with ``wait_on_backpressure`` a ``backpressured``
@@ -66,28 +79,29 @@ def open_as_leader(
     if ledger.frontier() < epoch - 1:
         return OpenDecision("wait", epoch, wait_for_frontier=epoch - 1)
     lease = LeaderLease(ledger.client, ledger.pipeline, owner=ledger.owner, root=ledger.paths.root,
-                        duration=lease_duration)
+                        duration=lease_duration, op_timeout=ledger.op_timeout)
     try:
         lease.acquire()
     except NotLeader as standby:
         holder = lease.holder()
-        remaining = (holder.until - _utcnow()).total_seconds() if holder else 0.0
+        remaining = holder.remaining() if holder else 0.0
         return OpenDecision("wait", epoch, wait_for_frontier=epoch, wait_seconds=max(1.0, remaining + 1.0),
                             leader=standby.holder)
     takeover = info is not None and info.state == "open" and info.owner != ledger.owner
     try:
-        attempt = ledger.open_epoch(epoch, takeover=takeover, wait=backpressure_wait)
+        attempt = ledger.open_epoch(epoch, takeover=takeover, wait=backpressure_wait, request_id=request_id)
     except Backpressured as held:
         if not wait_on_backpressure:
             raise
         return OpenDecision("backpressured", epoch, wait_for_consumers=epoch - held.window, reason=str(held))
     except EpochAlreadySealed:
         return OpenDecision("sealed", epoch, sealed=ledger.epoch_info(epoch))
-    snapshots: dict[str, SnapshotRef] = {}
+    snapshots: dict[str, dict[str, SnapshotRef]] = {}
     if epoch > 1:
         for partition in ledger.config_for(epoch).config.partitions:
-            ref = ledger.last_sealed_snapshot(partition, before_epoch=epoch)
-            if ref is not None:
-                snapshots[partition] = ref
+            refs = ledger.last_sealed_snapshots(partition, before_epoch=epoch)
+            if refs:
+                snapshots[partition] = refs
+    compaction = ledger.compact(max_epochs=COMPACT_PER_OPEN)
     return OpenDecision("opened", epoch, attempt=attempt, took_over=info if takeover else None,
-                        snapshots=snapshots)
+                        snapshots=snapshots, compaction=compaction)

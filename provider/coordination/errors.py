@@ -1,14 +1,36 @@
-"""Exceptions raised by the coordination core.
+"""Exceptions raised by the coordination core, in one taxonomy of four kinds.
 
-Every refusal has its own class, so callers (operators, sensors, scripts) can react to the exact
-reason, and every message names the offending value.
+========================  ============================================  =================================
+kind                      classes                                       what a caller does
+========================  ============================================  =================================
+bad input                 :class:`InvalidInput` and its subclasses      fix the call; nothing was written
+definite refusal          :class:`StateError` and its subclasses        nothing was written; do not retry
+                          (:class:`SessionLost` included)               the same call blindly
+retryable                 :class:`RetryableError`:                      nothing was written; the same call
+                          :class:`CoordinationUnavailable`,             may be repeated (with backoff)
+                          :class:`ContentionExhausted`
+outcome unknown           :class:`OutcomeUnknown`                       a write was sent and its answer
+                                                                        lost; repeat with the same
+                                                                        ``request_id`` to learn or finish it
+========================  ============================================  =================================
+
+:class:`CorruptPayload` (a znode that does not fit the schema) is none of these: it needs a human.
+Every class says which kind it is through :attr:`EpochsError.kind` and :attr:`EpochsError.retryable`,
+so an operator can decide on a retry without a list of classes. Every message names the offending value.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class EpochsError(Exception):
     """Base class of every error raised by :mod:`airflow_epochs.coordination`."""
+
+    #: ``bad_input``, ``refused``, ``retryable``, ``outcome_unknown`` or ``corrupt``
+    kind: ClassVar[str] = "refused"
+    #: whether repeating the same call later may succeed (with the same request id, for outcome unknown)
+    retryable: ClassVar[bool] = False
 
 
 # -- bad input: raised before anything is written ---------------------------------------------
@@ -17,12 +39,14 @@ class EpochsError(Exception):
 class InvalidInput(EpochsError, ValueError):
     """An argument is malformed; nothing was written."""
 
+    kind = "bad_input"
+
 
 class InvalidName(InvalidInput):
     """A name that would become a znode path segment is not acceptable."""
 
     def __init__(self, kind: str, value: object, reason: str) -> None:
-        self.kind = kind
+        self.name_kind = kind  # what the name is for; ``kind`` is the error's place in the taxonomy
         self.value = value
         self.reason = reason
         super().__init__(f"invalid {kind} name {value!r}: {reason}")
@@ -42,6 +66,8 @@ class PayloadTooLarge(InvalidInput):
 
 class CorruptPayload(EpochsError):
     """A znode holds data that does not match the schema this version reads."""
+
+    kind = "corrupt"
 
 
 # -- state refusals: the request is well formed but the ledger says no ------------------------
@@ -143,20 +169,48 @@ class NotLeader(StateError):
         super().__init__(message)
 
 
-class LockTimeout(StateError):
-    """A resource lock was not obtained within its timeout."""
+class AccessDenied(StateError):
+    """ZooKeeper refused the request for lack of credentials or ACL rights; nothing was written."""
+
+
+class SessionLost(StateError):
+    """The ZooKeeper session under which this handle (an attempt, the leadership) was obtained in this
+    process has expired; the handle is abandoned and must be obtained again. Nothing was written."""
 
 
 # -- the coordination service itself --------------------------------------------------------
 
 
-class CoordinationUnavailable(EpochsError):
-    """ZooKeeper cannot be reached or has lost quorum; the outcome is "nothing written"."""
+class RetryableError(EpochsError):
+    """Nothing was written and the same call may succeed later: repeat it, with backoff."""
+
+    kind = "retryable"
+    retryable = True
 
 
-class SessionLost(CoordinationUnavailable):
-    """The ZooKeeper session expired while this handle held leadership or an attempt."""
+class CoordinationUnavailable(RetryableError):
+    """ZooKeeper cannot be reached or has lost quorum, and no write of this call was sent."""
 
 
-class ContentionExhausted(EpochsError):
-    """A compare-and-set kept losing to concurrent writers; retry later."""
+class ContentionExhausted(RetryableError):
+    """A compare-and-set kept losing to concurrent writers; nothing was written; retry later."""
+
+
+class LockTimeout(RetryableError):
+    """A resource lock was not obtained within its timeout; nothing was written."""
+
+
+class OutcomeUnknown(EpochsError):
+    """A write was sent, its answer was lost, and ZooKeeper could not be asked in time whether it
+    committed. Repeat the same call with ``request_id=exc.request_id``: the repeat finds the first
+    one if it committed (and returns its result) or applies it now, never twice.
+
+    :param request_id: the id the lost request was written with.
+    """
+
+    kind = "outcome_unknown"
+    retryable = True
+
+    def __init__(self, message: str, *, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(message)

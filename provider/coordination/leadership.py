@@ -1,38 +1,47 @@
 """Leadership of a pipeline across deployments: a renewable lease with an owner and an expiry.
 
 Airflow tasks are short-lived processes, so an ephemeral znode (kazoo's Election or Lock) would be
-lost between the tasks of one epoch. Leadership is therefore kazoo's :class:`NonBlockingLease`: the
-holder renews it from each task; when it stops renewing, the lease expires and a standby takes it.
-The lease compares wall clocks of the contenders (kazoo stores the expiry), so keep clocks in sync
-and durations well above the skew; seals never depend on it, because attempts carry fencing tokens
-that ZooKeeper orders.
+lost between the tasks of one epoch. Leadership is therefore a lease: one znode naming the holder and
+the wall-clock time it expires; the holder renews it from each task, and when it stops renewing, a
+standby takes it. Every change is a version-checked transaction carrying a request id (so a lost
+answer is resolved by reading the lease) and, when the holder changes, its history record. The
+lease compares the contenders' wall clocks: keep them in sync and durations well above the skew;
+seals never depend on it, because attempts carry fencing tokens that ZooKeeper orders.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.recipe.lease import NonBlockingLease
 
+from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, NotLeader
-from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_name
-from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.session import Session
-
-_HOLDER = "lease_holder"  # the child kazoo's NonBlockingLease keeps its holder record in
+from airflow_epochs.coordination.history import commit
+from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 
 @dataclass(frozen=True)
 class LeaseHolder:
-    """Who holds the lease, and until when (UTC, as kazoo records it)."""
+    """Who holds the lease, since when and until when (timezone-aware UTC)."""
 
     owner: str
     until: datetime.datetime
+    since: datetime.datetime
+
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds until the lease expires (negative once expired)."""
+        return self.until.timestamp() - (time.time() if now is None else now)
+
+
+def _utc(seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
 
 
 class LeaderLease:
@@ -43,6 +52,7 @@ class LeaderLease:
     :param owner: this contender's identity (e.g. the Airflow deployment's name).
     :param duration: how long one acquisition lasts without renewal; a standby takes over after it.
     :param root: the znode under which pipelines live.
+    :param clock: wall clock (seconds since the epoch) the expiry is computed with.
     """
 
     def __init__(
@@ -53,82 +63,111 @@ class LeaderLease:
         owner: str,
         duration: datetime.timedelta = datetime.timedelta(seconds=60),
         root: str = DEFAULT_ROOT,
+        op_timeout: float | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.paths = PipelinePaths(pipeline, root)
-        self.owner = validate_name("owner", owner)
         if not isinstance(duration, datetime.timedelta) or duration.total_seconds() < 1:
             raise InvalidInput(f"lease duration must be a timedelta of at least 1 s, not {duration!r}")
+        self.ctx = PipelineContext(client, pipeline, owner=owner, root=root, op_timeout=op_timeout, clock=clock)
+        self.owner = self.ctx.owner
         self.duration = duration
-        self.client = client
-        self.session = Session.of(client)
-        self._ledger = EpochLedger(client, pipeline, owner=self.owner, root=root)
-        self._lost_count: int | None = None
+        self.session = self.ctx.session
+        self._session_id: int | None = None
+
+    def _read(self, call: Call) -> tuple[dict[str, Any], Any] | None:
+        raw = call.get(self.ctx.paths.leader)
+        return None if raw is None else (payloads.decode("lease", raw[0], path=self.ctx.paths.leader), raw[1])
+
+    @staticmethod
+    def _holder(doc: dict[str, Any]) -> LeaseHolder:
+        return LeaseHolder(str(doc["owner"]), _utc(float(doc["until"])), _utc(float(doc["since"])))
 
     def holder(self) -> LeaseHolder | None:
         """The recorded holder (it may have expired), or None."""
-        raw = self.session.call(lambda: self.session.get(f"{self.paths.leader}/{_HOLDER}"), what="read leader")
-        if raw is None:
-            return None
-        data: dict[str, Any] = json.loads(raw[0])
-        until = datetime.datetime.strptime(data["end"], "%Y-%m-%dT%H:%M:%S")
-        return LeaseHolder(str(data["holder"]), until)
 
-    def acquire(self) -> LeaseHolder:
+        def run(call: Call) -> LeaseHolder | None:
+            found = self._read(call)
+            return None if found is None else self._holder(found[0])
+
+        return self.ctx.call(run, what=f"read the leader of {self.ctx.pipeline!r}")
+
+    def acquire(self, *, request_id: str | None = None) -> LeaseHolder:
         """Obtain or renew the lease; raise :class:`NotLeader` naming the holder if another owns it.
 
-        A change of holder is recorded in the pipeline's history.
+        A change of holder is recorded in the pipeline's history, in the same transaction.
         """
-        before = self.holder()
+        path = self.ctx.paths.leader
 
-        def take() -> bool:
-            self.client.ensure_path(self.paths.leader)
-            return bool(NonBlockingLease(self.client, self.paths.leader, self.duration, identifier=self.owner,
-                                         utcnow=_utcnow))
+        def body(call: Call) -> LeaseHolder:
+            found = self._read(call)
+            now = self.ctx.clock()
+            doc = {"owner": self.owner, "until": now + self.duration.total_seconds(), "since": now,
+                   "request": call.request_id}
+            ops: list[Op]
+            if found is None:
+                ops = [("create", path, payloads.encode("lease", doc), False),
+                       *self.ctx.event("leader_changed", owner=self.owner, previous=None)]
+            else:
+                current, stat = found
+                if current["owner"] != self.owner and float(current["until"]) > now:
+                    raise NotLeader(
+                        f"pipeline {self.ctx.pipeline!r} is led by {current['owner']!r} until "
+                        f"{_utc(float(current['until'])).isoformat()}; {self.owner!r} is a standby",
+                        holder=str(current["owner"]),
+                    )
+                renewing = current["owner"] == self.owner and not current.get("released")
+                if renewing:
+                    doc["since"] = current["since"]
+                ops = [("set", path, payloads.encode("lease", doc), stat.version)]
+                if not renewing:
+                    ops += self.ctx.event("leader_changed", owner=self.owner, previous=current["owner"])
+            results = commit(call, ops)
+            if first_failure(results) is not None:
+                raise Conflict()  # another contender wrote first: read again
+            return self._holder(doc)
 
-        if not self.session.call(take, what=f"acquire leadership of {self.paths.pipeline!r}"):
-            current = self.holder()
-            raise NotLeader(
-                f"pipeline {self.paths.pipeline!r} is led by {current.owner if current else '?'!r} until "
-                f"{current.until.isoformat() if current else '?'} UTC; {self.owner!r} is a standby",
-                holder=current.owner if current else None,
-            )
-        self._lost_count = self.session.lost_count
-        if before is None or before.owner != self.owner:
-            self._ledger.record("leader_changed", owner=self.owner,
-                                previous=before.owner if before else None)
-        now = self.holder()
-        assert now is not None
-        return now
+        def find(call: Call) -> LeaseHolder | None:
+            found = self._read(call)
+            if found is not None and found[0]["owner"] == self.owner and found[0]["request"] == call.request_id:
+                return self._holder(found[0])
+            return None
+
+        holder = self.ctx.call(body, what=f"acquire leadership of {self.ctx.pipeline!r}", request_id=request_id,
+                               find=find)
+        self._session_id = self.session.session_id
+        return holder
 
     def is_held(self) -> bool:
-        """Whether this owner holds an unexpired lease, and no session loss happened since acquiring."""
-        if self._lost_count is not None and self.session.lost_count != self._lost_count:
-            return False
-        current = self.holder()
-        return current is not None and current.owner == self.owner and current.until > _utcnow()
-
-    def release(self) -> bool:
-        """Give the lease up early (only if this owner holds it); returns whether it did."""
-        path = f"{self.paths.leader}/{_HOLDER}"
-
-        def drop() -> bool:
-            raw = self.session.get(path)
-            if raw is None or json.loads(raw[0]).get("holder") != self.owner:
-                return False
-            from kazoo.exceptions import BadVersionError, NoNodeError
-
+        """Whether this owner holds an unexpired lease, and its session has not expired since acquiring."""
+        if self._session_id is not None:
             try:
-                self.client.delete(path, version=raw[1].version)
-            except (BadVersionError, NoNodeError):
+                self.session.ensure_session_alive(self._session_id, "the leadership")
+            except Exception:  # noqa: BLE001 - SessionLost: not held
                 return False
+        current = self.holder()
+        return current is not None and current.owner == self.owner and current.remaining() > 0
+
+    def release(self, *, request_id: str | None = None) -> bool:
+        """Give the lease up early (only if this owner holds it); returns whether it did."""
+        path = self.ctx.paths.leader
+
+        def body(call: Call) -> bool:
+            found = self._read(call)
+            if found is None or found[0]["owner"] != self.owner or found[0].get("released"):
+                return False
+            now = self.ctx.clock()
+            doc = {**payloads.body(found[0]), "until": now, "released": True, "request": call.request_id}
+            results = commit(call, [("set", path, payloads.encode("lease", doc), found[1].version),
+                                   *self.ctx.event("leader_released", owner=self.owner)])
+            if first_failure(results) is not None:
+                raise Conflict()
             return True
 
-        released = self.session.call(drop, what="release leadership")
-        if released:
-            self._ledger.record("leader_released", owner=self.owner)
-        return released
+        def find(call: Call) -> bool | None:
+            found = self._read(call)
+            if found is not None and found[0].get("released") and found[0]["request"] == call.request_id:
+                return True
+            return None
 
-
-def _utcnow() -> datetime.datetime:
-    # kazoo compares naive UTC datetimes; datetime.utcnow() is deprecated, so build the same value.
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        return self.ctx.call(body, what=f"release leadership of {self.ctx.pipeline!r}", request_id=request_id,
+                             find=find)

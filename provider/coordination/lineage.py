@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.reader import seal_record
+from airflow_epochs.coordination.retention import archived_lineage
+from airflow_epochs.coordination.session import Call
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,23 @@ class LineageReport:
 
 
 def lineage_of(ledger: EpochLedger, epoch: int, partition: str) -> LineageItem | None:
-    """The lineage of a sealed partition (None if it is not sealed)."""
-    seal = ledger.seal(validate_epoch(epoch), validate_name("partition", partition))
-    if seal is None:
-        return None
-    return LineageItem(ledger.pipeline, epoch, partition, dict(seal.upstream))
+    """The lineage of a sealed partition (None if it is not sealed, or compacted without a kept vector).
+
+    One seal read; for a compacted epoch, the vector retention kept for the partition's newest
+    compacted seal.
+    """
+    validate_epoch(epoch)
+    validate_name("partition", partition)
+    ctx = ledger.ctx
+
+    def run(call: Call) -> LineageItem | None:
+        seal = seal_record(call, ctx, epoch, partition)
+        if seal is not None:
+            return LineageItem(ledger.pipeline, epoch, partition, dict(seal.upstream))
+        kept = archived_lineage(call, ctx, epoch, partition)
+        return None if kept is None else LineageItem(ledger.pipeline, epoch, partition, kept)
+
+    return ctx.call(run, what=f"read the lineage of {partition!r} at epoch {epoch}")
 
 
 def check_consistency(items: Iterable[LineageItem]) -> LineageReport:

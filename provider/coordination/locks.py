@@ -12,7 +12,7 @@ from kazoo.exceptions import LockTimeout as KazooLockTimeout
 from airflow_epochs.coordination.errors import InvalidInput, LockTimeout
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.session import Session
+from airflow_epochs.coordination.session import Call, Session
 
 LockMode = Literal["exclusive", "read", "write"]
 
@@ -45,14 +45,20 @@ def resource_lock(
     factory = {"exclusive": client.Lock, "read": client.ReadLock, "write": client.WriteLock}[mode]
     lock = factory(path, identifier)
     session = Session.of(client)
-    try:
-        session.call(lambda: lock.acquire(timeout=timeout), what=f"lock {resource!r}")
-    except KazooLockTimeout:
+
+    def take(_call: Call) -> bool:
+        # kazoo's recipe finds its own contender node again after a lost answer (uuid prefix).
+        try:
+            return bool(lock.acquire(timeout=timeout))
+        except KazooLockTimeout:
+            return False
+
+    if not session.call(take, what=f"lock {resource!r}", timeout=timeout + session.op_timeout):
+        holders = session.call(lambda _call: lock.contenders()[:3], what=f"read the holders of {resource!r}")
         raise LockTimeout(
-            f"pipeline {pipeline!r}: no {mode} lock on {resource!r} within {timeout:g} s "
-            f"(held by {lock.contenders()[:3]!r})"
-        ) from None
+            f"pipeline {pipeline!r}: no {mode} lock on {resource!r} within {timeout:g} s (held by {holders!r})"
+        )
     try:
         yield
     finally:
-        lock.release()
+        session.call(lambda _call: lock.release(), what=f"unlock {resource!r}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from airflow_epochs.coordination.errors import InvalidEpoch, InvalidName
+from airflow_epochs.coordination.errors import InvalidEpoch, InvalidInput, InvalidName
 
 MAX_NAME_LENGTH = 128
+MAX_ROOT_LENGTH = 512
 MAX_EPOCH = 9_999_999_999  # epochs are stored as 10 zero-padded digits
 
 # A conservative, printable ASCII alphabet: it keeps paths readable in zkCli and safe as file
@@ -23,6 +24,10 @@ def validate_name(kind: str, value: object) -> str:
     """
     if kind not in _KINDS:
         raise ValueError(f"unknown name kind {kind!r}")
+    # The common case first, in one regex match: the hot paths (votes) validate names often.
+    if isinstance(value, str) and len(value) <= MAX_NAME_LENGTH and value not in (".", "..") \
+            and _ALLOWED.fullmatch(value):
+        return value
     if not isinstance(value, str):
         raise InvalidName(kind, value, f"must be a string, not {type(value).__name__}")
     if not value:
@@ -38,6 +43,31 @@ def validate_name(kind: str, value: object) -> str:
     if not _ALLOWED.fullmatch(value):
         bad = sorted({ch for ch in value if not _ALLOWED.fullmatch(ch)})
         raise InvalidName(kind, value, f"characters {''.join(bad)!r} are not allowed (use A-Z a-z 0-9 _ . = : @ + -)")
+    return value
+
+
+def validate_root(value: object) -> str:
+    """Return ``value`` if it is a usable znode under which pipelines live, else raise :class:`InvalidInput`.
+
+    An absolute path (``/airflow-epochs``, ``/teams/data/epochs``) of segments made of the name alphabet,
+    never ``/`` itself and never under ``/zookeeper``, which ZooKeeper reserves for itself (quotas and
+    the ensemble's configuration).
+    """
+    if not isinstance(value, str):
+        raise InvalidInput(f"root must be a string, not {type(value).__name__}")
+    if not value.startswith("/") or value == "/" or value.endswith("/"):
+        raise InvalidInput(f"root {value!r} must be an absolute znode path such as '/airflow-epochs', "
+                           "without a trailing '/'")
+    if len(value) > MAX_ROOT_LENGTH:
+        raise InvalidInput(f"root {value[:40]!r}... is longer than {MAX_ROOT_LENGTH} characters")
+    for segment in value[1:].split("/"):
+        if not segment:
+            raise InvalidInput(f"root {value!r} has an empty segment ('//')")
+        if segment in (".", "..") or not _ALLOWED.fullmatch(segment):
+            raise InvalidInput(f"root {value!r}: segment {segment!r} is not allowed "
+                               "(use A-Z a-z 0-9 _ . = : @ + -, and no '.' or '..' segments)")
+    if value == "/zookeeper" or value.startswith("/zookeeper/"):
+        raise InvalidInput(f"root {value!r} is under /zookeeper, which ZooKeeper reserves for itself")
     return value
 
 

@@ -1,35 +1,65 @@
-"""The ZooKeeper layout of one pipeline, in one place.
+"""The ZooKeeper layout of one pipeline, in one place: every znode path the package uses is built here.
 
 ::
 
-    <root>/<pipeline>                       pipeline record (first epoch, newest opened epoch)
-        config/v-<seq>                      config versions, each naming its first epoch
-        leader/                             leadership lease (kazoo NonBlockingLease)
-        epochs/<epoch:010d>                 epoch record: state, current attempt, config version
-            attempts/<token:010d>           one per try; the token fences zombies
-            gen-<n>/                        one opening; a rollback starts the next generation
-                progress                    which partitions are sealed (the epoch's tally)
-                partitions/<name>           vote tally of the partition (serialises its voters)
-                    votes/<producer>        one vote with its manifest
-                    seal                    the immutable seal
-        frontier                            highest epoch with it and all earlier ones sealed
-        history/h-<seq>                     every state change, in commit order
+    <root>/<pipeline>                       pipeline record: first and newest epoch, the config index,
+                                            compacted-through, the request that created it
+        config/v-<seq>                      config versions (immutable), each naming its first epoch
+        leader                              leadership lease: owner, expiry, request
+        frontier                            highest epoch with it and every earlier one sealed
+        snapshots/<partition>               the newest two seals of the partition that left snapshots
+        requests/<request id>               outcome of a pipeline-level request (rollback, config, ...)
+        history                             data: the latest event; children h-<seq>: every state change
         consumers/<id>                      acknowledged epoch of each consumer (backpressure)
         locks/<resource>                    kazoo Lock / ReadLock / WriteLock
+        archive                             summary of compacted epochs
+        asset-events/<scope>/next-<partition>   next seal to deliver as an asset event (committed once
+                                            Airflow stored the event); <epoch>-<gen>-<partition>:
+                                            ephemeral claim of the triggerer delivering that seal
+        epochs/<epoch:010d>                 epoch record: state, current attempt, owner, config version,
+                                            generation
+            sealed                          the epoch's seal (create-only: sealed once per generation)
+            a-<token:010d>                  one attempt; every vote checks its version (fencing)
+                <partition>                 vote counter: its data version counts the votes cast
+                    <producer>              one vote (create-only) with its manifest and request id
+            g-<generation>                  seal counter: its data version counts sealed partitions
+                <partition>                 the partition's seal (create-only)
+            b-<generation>/<barrier>        barriers of one opening of the epoch
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
 
 DEFAULT_ROOT = "/airflow-epochs"
+
+__all__ = ["DEFAULT_ROOT", "PipelinePaths", "attempt_key", "child_path", "epoch_key", "parse_attempt_key",
+           "validate_root"]
 
 
 def epoch_key(epoch: int) -> str:
     """Znode name of an epoch: zero-padded so that lexical order is numeric order."""
     return f"{epoch:010d}"
+
+
+def attempt_key(token: int) -> str:
+    """Znode name of an attempt."""
+    return f"a-{token:010d}"
+
+
+def parse_attempt_key(name: str) -> int | None:
+    """The token of an attempt znode name, or None if ``name`` is not one."""
+    if name.startswith("a-") and name[2:].isdigit():
+        return int(name[2:])
+    return None
+
+
+def child_path(parent: str, child: str) -> str:
+    """The path of ``child`` (a name read from ZooKeeper) under ``parent``: for walking a subtree."""
+    return f"{parent.rstrip('/')}/{child}"
 
 
 @dataclass(frozen=True)
@@ -41,8 +71,7 @@ class PipelinePaths:
 
     def __post_init__(self) -> None:
         validate_name("pipeline", self.pipeline)
-        if not self.root.startswith("/") or self.root.endswith("/") or "//" in self.root:
-            raise ValueError(f"root must be an absolute znode path without a trailing '/': {self.root!r}")
+        validate_root(self.root)
 
     @property
     def base(self) -> str:
@@ -52,61 +81,141 @@ class PipelinePaths:
     def config_dir(self) -> str:
         return f"{self.base}/config"
 
+    def config_prefix(self) -> str:
+        """Prefix of a new sequential config version node."""
+        return f"{self.config_dir}/v-"
+
+    def config(self, version: int) -> str:
+        return f"{self.config_dir}/v-{version:010d}"
+
     @property
     def leader(self) -> str:
         return f"{self.base}/leader"
-
-    @property
-    def epochs(self) -> str:
-        return f"{self.base}/epochs"
 
     @property
     def frontier(self) -> str:
         return f"{self.base}/frontier"
 
     @property
+    def snapshots(self) -> str:
+        return f"{self.base}/snapshots"
+
+    def snapshot_pointer(self, partition: str) -> str:
+        return f"{self.snapshots}/{validate_name('partition', partition)}"
+
+    @property
+    def requests(self) -> str:
+        return f"{self.base}/requests"
+
+    def request(self, request_id: str) -> str:
+        return f"{self.requests}/{request_id}"
+
+    @property
     def history(self) -> str:
         return f"{self.base}/history"
+
+    def history_prefix(self) -> str:
+        """Prefix of a new sequential history event node."""
+        return f"{self.history}/h-"
+
+    def event(self, seq: int) -> str:
+        return f"{self.history}/h-{seq:010d}"
 
     @property
     def consumers(self) -> str:
         return f"{self.base}/consumers"
 
+    def consumer(self, consumer: str) -> str:
+        return f"{self.consumers}/{validate_name('consumer', consumer)}"
+
     @property
     def locks(self) -> str:
         return f"{self.base}/locks"
 
+    def lock(self, resource: str) -> str:
+        return f"{self.locks}/{validate_name('resource', resource)}"
+
+    @property
+    def archive(self) -> str:
+        return f"{self.base}/archive"
+
+    @property
+    def asset_events(self) -> str:
+        return f"{self.base}/asset-events"
+
+    def asset_event_scope(self, scope: str) -> str:
+        return f"{self.asset_events}/{validate_name('owner', scope)}"
+
+    def asset_event(self, scope: str, epoch: int, generation: int, partition: str) -> str:
+        """Claim on emitting one seal's asset event: one per (epoch, generation, partition) and scope."""
+        return (f"{self.asset_event_scope(scope)}/{epoch_key(validate_epoch(epoch))}-{generation}-"
+                f"{validate_name('partition', partition)}")
+
+    def asset_event_cursor(self, scope: str, partition: str) -> str:
+        """The next epoch of ``partition`` whose seal has not been persisted as an asset event yet."""
+        return f"{self.asset_event_scope(scope)}/next-{validate_name('partition', partition)}"
+
+    @property
+    def epochs(self) -> str:
+        return f"{self.base}/epochs"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
     def epoch(self, epoch: int) -> str:
         return f"{self.epochs}/{epoch_key(validate_epoch(epoch))}"
 
-    def attempts(self, epoch: int) -> str:
-        return f"{self.epoch(epoch)}/attempts"
+    def epoch_seal(self, epoch: int) -> str:
+        """The epoch's seal: exists exactly while the epoch is sealed (a rollback deletes it)."""
+        return f"{self.epoch(epoch)}/sealed"
 
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
     def attempt(self, epoch: int, token: int) -> str:
-        return f"{self.attempts(epoch)}/{token:010d}"
+        return f"{self.epoch(epoch)}/{attempt_key(token)}"
 
-    def generation(self, epoch: int, generation: int) -> str:
-        """Votes and seals of one opening of an epoch; a rollback starts a new generation and
-        leaves the old one in place as the record of what was rolled back."""
-        return f"{self.epoch(epoch)}/gen-{generation}"
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def vote_counter(self, epoch: int, token: int, partition: str) -> str:
+        return f"{self.attempt(epoch, token)}/{validate_name('partition', partition)}"
 
-    def progress(self, epoch: int, generation: int) -> str:
-        return f"{self.generation(epoch, generation)}/progress"
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def vote(self, epoch: int, token: int, partition: str, producer: str) -> str:
+        return f"{self.vote_counter(epoch, token, partition)}/{validate_name('producer', producer)}"
 
-    def partitions(self, epoch: int, generation: int) -> str:
-        return f"{self.generation(epoch, generation)}/partitions"
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def seals(self, epoch: int, generation: int) -> str:
+        """The seal counter of one opening of the epoch; its children are the partitions' seals."""
+        return f"{self.epoch(epoch)}/g-{generation}"
 
-    def partition(self, epoch: int, generation: int, partition: str) -> str:
-        return f"{self.partitions(epoch, generation)}/{validate_name('partition', partition)}"
-
-    def votes(self, epoch: int, generation: int, partition: str) -> str:
-        return f"{self.partition(epoch, generation, partition)}/votes"
-
-    def vote(self, epoch: int, generation: int, partition: str, producer: str) -> str:
-        return f"{self.votes(epoch, generation, partition)}/{validate_name('producer', producer)}"
-
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
     def seal(self, epoch: int, generation: int, partition: str) -> str:
-        return f"{self.partition(epoch, generation, partition)}/seal"
+        return f"{self.seals(epoch, generation)}/{validate_name('partition', partition)}"
 
-    def lock(self, resource: str) -> str:
-        return f"{self.locks}/{validate_name('resource', resource)}"
+    def barriers(self, epoch: int, generation: int) -> str:
+        return f"{self.epoch(epoch)}/b-{generation}"
+
+    def barrier(self, epoch: int, generation: int, name: str) -> str:
+        """A barrier's record: policy, deadline, how many are registered, whether it is decided."""
+        return f"{self.barriers(epoch, generation)}/{validate_name('barrier', name)}"
+
+    def barrier_participants(self, epoch: int, generation: int, name: str) -> str:
+        return f"{self.barrier(epoch, generation, name)}/p"
+
+    def barrier_participant(self, epoch: int, generation: int, name: str, participant: str) -> str:
+        return f"{self.barrier_participants(epoch, generation, name)}/{validate_name('producer', participant)}"
+
+    def barrier_arrivals(self, epoch: int, generation: int, name: str) -> str:
+        """The arrivals folder; its data version counts the arrivals."""
+        return f"{self.barrier(epoch, generation, name)}/a"
+
+    def barrier_arrival(self, epoch: int, generation: int, name: str, participant: str) -> str:
+        return f"{self.barrier_arrivals(epoch, generation, name)}/{validate_name('producer', participant)}"
+
+    def barrier_release(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the barrier lets its participants pass (all arrived, or a quorum)."""
+        return f"{self.barrier(epoch, generation, name)}/release"
+
+    def barrier_failed(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the ``fail`` policy fires."""
+        return f"{self.barrier(epoch, generation, name)}/failed"
+
+    def barrier_report(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the ``rerun`` policy reports the stragglers."""
+        return f"{self.barrier(epoch, generation, name)}/report"

@@ -14,30 +14,41 @@ from typing import Any
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PayloadTooLarge
 
-SCHEMA_VERSION = 1
+# 2: ledger v2 (per-producer vote znodes, attempt nodes as fencing targets, request ids everywhere).
+SCHEMA_VERSION = 2
 # ZooKeeper refuses znodes (and whole multi-op requests) over about 1 MB; staying far below keeps a
 # transaction holding a vote, a seal and a history record well inside that limit.
 MAX_PAYLOAD_BYTES = 64 * 1024
+# A snapshot is a pointer (a path or URI and a little metadata), never the state itself.
+MAX_SNAPSHOT_BYTES = 2 * 1024
+# Upstream pipelines one vote may name in its lineage vector.
+MAX_UPSTREAM = 64
 
 JSON = Any  # JSON-compatible value; the encoder is the real check
 
+_NUMBER = (float, int)
 # kind -> required field -> accepted Python types
 _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
-    "pipeline": {"first_epoch": (int,), "newest_epoch": (int,), "created_at": (float, int)},
+    "pipeline": {"first_epoch": (int,), "newest_epoch": (int,), "created_at": _NUMBER, "configs": (list,),
+                 "compacted_through": (int,)},
     "config": {"from_epoch": (int,), "partitions": (dict,)},
-    "epoch": {"state": (str,), "attempt": (int,), "attempt_state": (str,), "owner": (str,),
-              "config_version": (int,), "generation": (int,)},
-    "attempt": {"token": (int,), "owner": (str,), "started_at": (float, int)},
-    "tally": {"votes": (dict,)},
-    "progress": {"sealed": (list,)},
-    "vote": {"producer": (str,), "attempt": (int,), "manifest": (dict,), "voted_at": (float, int)},
-    "seal": {"partition": (str,), "attempt": (int,), "producers": (list,), "sealed_at": (float, int)},
+    "epoch": {"state": (str,), "attempt": (int,), "owner": (str,), "config_version": (int,),
+              "generation": (int,), "opened_at": _NUMBER},
+    "attempt": {"token": (int,), "owner": (str,), "started_at": _NUMBER, "request": (str,), "state": (str,)},
+    "vote": {"producer": (str,), "attempt": (int,), "manifest": (dict,), "voted_at": _NUMBER, "request": (str,)},
+    "seal": {"partition": (str,), "attempt": (int,), "generation": (int,), "sealed_at": _NUMBER,
+             "request": (str,), "snapshot_producers": (list,), "producers": (int,), "config_version": (int,)},
+    "epoch_seal": {"attempt": (int,), "generation": (int,), "sealed_at": _NUMBER, "request": (str,)},
     "frontier": {"epoch": (int,)},
-    "event": {"event": (str,), "at": (float, int), "detail": (dict,)},
-    "barrier": {"policy": (str,), "timeout": (float, int), "deadline": (float, int), "registered": (int,)},
-    "arrival": {"at": (float, int)},
-    "release": {"decision": (str,), "arrived": (list,), "late": (list,), "at": (float, int)},
-    "consumer": {"acked": (int,), "registered_at": (float, int)},
+    "snapshot_pointer": {"partition": (str,), "current": (dict,)},
+    "request": {"call": (str,), "at": _NUMBER},
+    "event": {"event": (str,), "at": _NUMBER, "detail": (dict,)},
+    "lease": {"owner": (str,), "until": _NUMBER, "since": _NUMBER, "request": (str,)},
+    "archive": {"through": (int,), "epochs": (int,)},
+    "barrier": {"policy": (str,), "timeout": _NUMBER, "deadline": _NUMBER, "registered": (int,)},
+    "arrival": {"at": _NUMBER, "request": (str,)},
+    "release": {"decision": (str,), "arrived": (int,), "late": (list,), "at": _NUMBER},
+    "consumer": {"acked": (int,), "registered_at": _NUMBER},
 }
 
 
@@ -67,8 +78,10 @@ def decode(kind: str, raw: bytes | None, *, path: str = "?") -> dict[str, JSON]:
     if not isinstance(document, dict):
         raise CorruptPayload(f"{path}: expected a JSON object, got {type(document).__name__}")
     if document.get("schema") != SCHEMA_VERSION:
+        hint = " (written by airflow-epochs 0.1: this version cannot read it; recreate the pipeline under a " \
+            "new root or name)" if document.get("schema") == 1 else ""
         raise CorruptPayload(
-            f"{path}: schema {document.get('schema')!r} is not supported (this version reads {SCHEMA_VERSION})"
+            f"{path}: schema {document.get('schema')!r} is not supported (this version reads {SCHEMA_VERSION}){hint}"
         )
     if document.get("kind") != kind:
         raise CorruptPayload(f"{path}: holds a {document.get('kind')!r} payload, expected {kind!r}")
@@ -96,6 +109,22 @@ def check_manifest(manifest: object, *, what: str = "manifest") -> dict[str, JSO
         )
     loaded: dict[str, JSON] = json.loads(raw)
     return loaded
+
+
+def check_snapshot(snapshot: object) -> JSON:
+    """Validate a snapshot pointer: any JSON value (None for no snapshot) of at most
+    :data:`MAX_SNAPSHOT_BYTES` bytes; it points at state, it never holds it."""
+    if snapshot is None:
+        return None
+    try:
+        raw = json.dumps(snapshot, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"snapshot pointer is not JSON-serialisable: {exc}") from exc
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise PayloadTooLarge(
+            f"snapshot pointer is {len(raw)} bytes; the limit is {MAX_SNAPSHOT_BYTES} (a path or URI, never state)"
+        )
+    return json.loads(raw)
 
 
 def _check_fields(kind: str, document: Mapping[str, JSON], *, error: type[Exception], path: str = "") -> None:

@@ -1,33 +1,57 @@
-"""A started kazoo client seen through the eyes of the ledger: connection states and bounded calls.
+"""A started kazoo client seen through the eyes of the ledger: connection states, one deadline per
+call, lost answers, and the translation of every kazoo exception at this module's boundary.
 
-Connection states are handled the way Curator handles them: while the session is SUSPENDED no write
-is sent (it waits for the reconnect, up to a deadline); once the session is LOST, every handle that
-was obtained under it (leadership, attempts) is abandoned and must be obtained again.
+Connection states are handled the way Curator handles them: while the connection is SUSPENDED no
+request is sent (the call waits for the reconnect, within its deadline); once a session is LOST, the
+handles obtained under it in this process (attempts, leadership) are abandoned.
+
+A call (:meth:`Session.call`) gets ONE deadline for everything it does: reads, writes, reconnects
+and the retries in between. When the answer to a write is lost (the connection drops after the
+request left), the call does not guess: before doing anything else it asks ZooKeeper (after a
+``sync``) whether its request committed, through the caller's ``find``. Only when that cannot be
+learned before the deadline does it raise :class:`OutcomeUnknown`, carrying the request id; a later
+call with the same id finds or finishes the first one.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
+    KazooException,
+    NoAuthError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from airflow_epochs.coordination.errors import CoordinationUnavailable, SessionLost
+from airflow_epochs.coordination.errors import (
+    AccessDenied,
+    ContentionExhausted,
+    CoordinationUnavailable,
+    EpochsError,
+    InvalidInput,
+    OutcomeUnknown,
+    SessionLost,
+)
 
 T = TypeVar("T")
 
-# Errors after which the same call may be repeated once the client has reconnected.
+# Errors after which the same call may go on once the client has reconnected.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionLoss,
     SessionExpiredError,
@@ -36,32 +60,174 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 # One of: ("create", path, data, sequence) ("set", path, data, version) ("delete", path, version)
-# ("check", path, version)
+# ("check", path, version). A version of -1 means "any version" (for check: "exists").
 Op = tuple[Any, ...]
+
+DEFAULT_OP_TIMEOUT = 15.0
+# Compare-and-set rounds lost to other writers before a call gives up (ContentionExhausted).
+MAX_CONFLICTS = 200
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9_.=:@+\-]{1,128}")
 
 _SESSIONS: weakref.WeakKeyDictionary[KazooClient, Session] = weakref.WeakKeyDictionary()
 _SESSIONS_LOCK = threading.Lock()
 
 
+class Conflict(Exception):
+    """A version check or a create-only write lost to another writer: read again and decide again.
+
+    Raised by a call's body; :meth:`Session.call` runs the body again (never a refusal: nothing of
+    this attempt was written, since a failed multi-op writes nothing).
+    """
+
+
+def new_request_id() -> str:
+    """A fresh request id (the id a write carries so that its outcome can be found after a lost answer)."""
+    return uuid.uuid4().hex
+
+
+def validate_request_id(request_id: object) -> str:
+    """Return ``request_id`` if it can be stored as a znode name, else raise :class:`InvalidInput`."""
+    if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id) or request_id in (".", ".."):
+        raise InvalidInput(
+            f"request_id must be 1-128 characters of A-Z a-z 0-9 _ . = : @ + -, not {request_id!r}"
+        )
+    return request_id
+
+
+def first_failure(results: Sequence[Any]) -> tuple[int, BaseException] | None:
+    """The index and error of the op that made a multi-op fail (kazoo marks the others as rolled back)."""
+    for index, result in enumerate(results):
+        if isinstance(result, BaseException) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            return index, result
+    for index, result in enumerate(results):
+        if isinstance(result, BaseException):
+            return index, result
+    return None
+
+
+class Call:
+    """One call's view of the session: every request waits at most until the call's deadline, and a
+    write whose answer is lost marks the call as ``sent`` (its outcome must be found, not assumed)."""
+
+    def __init__(self, session: Session, deadline: float, request_id: str) -> None:
+        self.session = session
+        self.client = session.client
+        self.deadline = deadline
+        self.request_id = request_id
+        self.sent = False
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise KazooTimeoutError("the call's deadline passed")
+        return left
+
+    def get(self, path: str, watch: Callable[[Any], Any] | None = None) -> tuple[bytes, Any] | None:
+        """Data and stat of ``path``, or None if it does not exist (a watch is left either way)."""
+        self.session.count("reads")
+        try:
+            data, stat = self.client.get_async(path, watch=watch).get(timeout=self.remaining())
+        except NoNodeError:
+            if watch is not None:  # a failed read leaves no watch; exists() does
+                stat = self.exists(path, watch=watch)
+                if stat is not None:
+                    return self.get(path, watch=watch)
+            return None
+        return data, stat
+
+    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
+        """Pipelined reads: all requests are sent before the first answer is awaited."""
+        self.session.count("reads", len(paths))
+        pending = [self.client.get_async(p) for p in paths]
+        out: list[tuple[bytes, Any] | None] = []
+        for result in pending:
+            try:
+                data, stat = result.get(timeout=self.remaining())
+            except NoNodeError:
+                out.append(None)
+            else:
+                out.append((data, stat))
+        return out
+
+    def exists_many(self, paths: Sequence[str]) -> list[Any]:
+        """Pipelined stats (None for a missing node)."""
+        self.session.count("reads", len(paths))
+        pending = [self.client.exists_async(p) for p in paths]
+        return [result.get(timeout=self.remaining()) for result in pending]
+
+    def exists(self, path: str, watch: Callable[[Any], Any] | None = None) -> Any:
+        self.session.count("reads")
+        return self.client.exists_async(path, watch=watch).get(timeout=self.remaining())
+
+    def children(self, path: str, watch: Callable[[Any], Any] | None = None) -> list[str] | None:
+        self.session.count("reads")
+        try:
+            names: list[str] = self.client.get_children_async(path, watch=watch).get(timeout=self.remaining())
+        except NoNodeError:
+            return None
+        return names
+
+    def sync(self, path: str) -> None:
+        """Make the server this client talks to catch up with the leader (before reading an outcome)."""
+        self.client.sync_async(path).get(timeout=self.remaining())
+
+    def commit(self, ops: Sequence[Op]) -> list[Any]:
+        """Commit ``ops`` as one multi-op transaction; returns kazoo's per-op results (errors included).
+
+        If the answer is lost, the call is marked ``sent``: from then on it must find out what happened.
+        """
+        tx = self.client.transaction()
+        for op in ops:
+            kind = op[0]
+            if kind == "create":
+                tx.create(op[1], op[2], sequence=op[3])
+            elif kind == "set":
+                tx.set_data(op[1], op[2], version=op[3])
+            elif kind == "delete":
+                tx.delete(op[1], version=op[2])
+            elif kind == "check":
+                tx.check(op[1], op[2])
+            else:  # pragma: no cover - programming error
+                raise ValueError(f"unknown transaction op {kind!r}")
+        pending = tx.commit_async()
+        try:
+            results: list[Any] = pending.get(timeout=self.remaining())
+        except TRANSIENT_ERRORS:
+            self.sent = True
+            raise
+        if first_failure(results) is None:
+            self.session.count("transactions")
+            self.session.count("writes", sum(1 for op in ops if op[0] != "check"))
+        else:
+            self.session.count("failed_transactions")
+        return results
+
+
 class Session:
-    """Connection-state tracking and time-bounded calls on one started :class:`KazooClient`.
+    """Connection-state tracking and deadline-bounded calls on one started :class:`KazooClient`.
 
     Use :meth:`of` so that every ledger, lease or lock on the same client shares one listener.
 
     :param client: a started kazoo client.
-    :param op_timeout: seconds to wait for a reconnect, and for one call, before giving up.
+    :param op_timeout: default deadline of one call, in seconds (reconnects and retries included).
     """
 
-    def __init__(self, client: KazooClient, *, op_timeout: float = 15.0) -> None:
+    def __init__(self, client: KazooClient, *, op_timeout: float = DEFAULT_OP_TIMEOUT) -> None:
         self.client = client
         self.op_timeout = op_timeout
         self._connected = threading.Event()
-        self._lost = 0
         self._lock = threading.Lock()
+        self._lost = 0
+        self._session_id: int | None = None
+        self._lost_sessions: set[int] = set()
         # Counted, not guessed: what the coordination costs in ZooKeeper requests.
         self.stats = {"reads": 0, "transactions": 0, "writes": 0, "failed_transactions": 0}
+        # Immutable documents (configuration versions) read once per client, keyed by path and czxid.
+        self.cache: dict[str, Any] = {}
         if client.state == KazooState.CONNECTED:
             self._connected.set()
+            self._session_id = _session_id(client)
         client.add_listener(self._on_state)
 
     @classmethod
@@ -79,132 +245,143 @@ class Session:
         with self._lock:
             if state == KazooState.CONNECTED:
                 self._connected.set()
+                self._session_id = _session_id(self.client)
             else:
                 self._connected.clear()
                 if state == KazooState.LOST:
                     self._lost += 1
+                    if self._session_id is not None:
+                        self._lost_sessions.add(self._session_id)
+                    self._session_id = None
 
     @property
     def lost_count(self) -> int:
-        """How many times the session was LOST; a handle remembers it to detect a loss since."""
+        """How many times the session was LOST."""
         with self._lock:
             return self._lost
 
-    def ensure_not_lost_since(self, lost_count: int, what: str) -> None:
-        if self.lost_count != lost_count:
-            raise SessionLost(
-                f"the ZooKeeper session was lost after {what} was obtained; {what} is abandoned "
-                "and must be obtained again"
-            )
+    @property
+    def session_id(self) -> int | None:
+        """The current ZooKeeper session id, or None while not connected."""
+        with self._lock:
+            return self._session_id if self._session_id is not None else _session_id(self.client)
 
-    def wait_connected(self, deadline: float) -> None:
-        """Block until the client is connected, or raise :class:`CoordinationUnavailable`."""
-        if self.client.state == KazooState.CONNECTED:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not self._connected.wait(remaining):
-            raise CoordinationUnavailable(
-                f"ZooKeeper at {self.client.hosts} is not reachable or has no quorum "
-                f"(state {self.client.state}); nothing was written"
-            )
+    def ensure_session_alive(self, session_id: int | None, what: str) -> None:
+        """Refuse a handle obtained under a session of this client that has since expired.
 
-    def call(self, fn: Callable[[], T], *, what: str, timeout: float | None = None) -> T:
-        """Run ``fn`` (which issues ZooKeeper requests) once connected; repeat it after transient
-        errors until ``timeout`` (default :attr:`op_timeout`) has passed. ``fn`` must be safe to
-        repeat: the ledger's operations re-read state and are idempotent.
+        A handle from another process (another session) is not refused here: fencing tokens in
+        ZooKeeper decide whether it is still current.
         """
-        budget = self.op_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        last: BaseException | None = None
-        while True:
-            try:
-                self.wait_connected(deadline)
-            except CoordinationUnavailable as exc:
-                if last is not None:
-                    raise CoordinationUnavailable(f"{what}: {exc} (last error: {last!r})") from last
-                raise CoordinationUnavailable(f"{what}: {exc}") from None
-            try:
-                return fn()
-            except ConnectionClosedError as exc:
-                raise CoordinationUnavailable(f"{what}: the ZooKeeper client is closed") from exc
-            except TRANSIENT_ERRORS as exc:
-                last = exc
-                if time.monotonic() >= deadline:
-                    raise CoordinationUnavailable(
-                        f"{what}: ZooKeeper did not answer within {budget:.0f} s ({exc!r}); "
-                        "its outcome is unknown, and repeating the same call is safe"
-                    ) from exc
-                time.sleep(0.05)
+        if session_id is None:
+            return
+        with self._lock:
+            lost = session_id in self._lost_sessions
+        if lost:
+            raise SessionLost(
+                f"the ZooKeeper session under which {what} was obtained has expired; {what} is abandoned "
+                "and must be obtained again; nothing was written"
+            )
 
-    def _count(self, key: str, n: int = 1) -> None:
+    def count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.stats[key] += n
 
-    # -- bounded primitives (each one waits at most op_timeout for its answer) ---------------
+    def wait_connected(self, deadline: float) -> bool:
+        """Block until the client is connected; False if the deadline passes first."""
+        if self.client.state == KazooState.CONNECTED:
+            return True
+        remaining = deadline - time.monotonic()
+        return remaining > 0 and self._connected.wait(remaining)
 
-    def get(self, path: str) -> tuple[bytes, Any] | None:
-        """Data and stat of ``path``, or None if it does not exist."""
-        self._count("reads")
-        try:
-            data, stat = self.client.get_async(path).get(timeout=self.op_timeout)
-        except NoNodeError:
-            return None
-        return data, stat
+    def call(
+        self,
+        body: Callable[[Call], T],
+        *,
+        what: str,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        find: Callable[[Call], T | None] | None = None,
+    ) -> T:
+        """Run ``body`` (which reads, decides and writes through its :class:`Call`) until it returns or
+        raises a definite answer, within ONE deadline (``timeout``, default :attr:`op_timeout`).
 
-    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
-        """Pipelined reads: all requests are sent before the first answer is awaited."""
-        self._count("reads", len(paths))
-        pending = [self.client.get_async(p) for p in paths]
-        out: list[tuple[bytes, Any] | None] = []
-        for result in pending:
+        With a caller-supplied ``request_id``, ``find`` runs first: an earlier call with the same id
+        may have committed, and its result is returned instead of applying the request again.
+
+        - :class:`Conflict` from ``body``: run it again on fresh state (jittered; bounded).
+        - A lost connection: wait for the reconnect and go on. If a write's answer was lost, every
+          later round first asks ``find`` (after a ``sync``) whether that request committed, and
+          returns what it finds.
+        - Deadline passed: :class:`OutcomeUnknown` (with the request id) if a write may have committed,
+          else :class:`CoordinationUnavailable` (nothing was written).
+
+        :param find: looks for the committed effect of this call's request id; None if not there.
+        """
+        budget = self.op_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        call = Call(self, deadline, request_id or new_request_id())
+        last: BaseException | None = None
+        conflicts = 0
+        pause = 0.02
+        look_first = request_id is not None
+        while True:
+            if not self.wait_connected(deadline):
+                raise self._gave_up(call, what, budget, last)
             try:
-                data, stat = result.get(timeout=self.op_timeout)
-            except NoNodeError:
-                out.append(None)
-            else:
-                out.append((data, stat))
-        return out
+                if (call.sent or look_first) and find is not None:
+                    if call.sent:
+                        call.sync("/")
+                    found = find(call)
+                    if found is not None:
+                        return found
+                    look_first = False
+                return body(call)
+            except Conflict:
+                conflicts += 1
+                if conflicts >= MAX_CONFLICTS:
+                    if call.sent:
+                        raise self._gave_up(call, what, budget, last) from None
+                    raise ContentionExhausted(
+                        f"{what}: lost {conflicts} compare-and-set rounds to other writers; nothing was written"
+                    ) from None
+                time.sleep(random.uniform(0, min(0.002 * conflicts, 0.05)))  # noqa: S311 - jitter
+            except TRANSIENT_ERRORS as exc:
+                last = exc
+                if time.monotonic() >= deadline:
+                    raise self._gave_up(call, what, budget, last) from exc
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 0.5)
+            except ConnectionClosedError as exc:
+                if call.sent:
+                    raise self._gave_up(call, what, budget, exc) from exc
+                raise CoordinationUnavailable(f"{what}: the ZooKeeper client is closed; nothing was written") from exc
+            except (NoAuthError, AuthFailedError) as exc:
+                raise AccessDenied(
+                    f"{what}: ZooKeeper refused access ({type(exc).__name__}); check the connection's "
+                    "credentials and the znodes' ACLs"
+                ) from exc
+            except EpochsError:
+                raise
+            except KazooException as exc:  # anything else from kazoo never leaves this module raw
+                if call.sent:
+                    raise self._gave_up(call, what, budget, exc) from exc
+                raise CoordinationUnavailable(f"{what}: ZooKeeper answered {exc!r}; nothing was written") from exc
 
-    def children(self, path: str) -> list[str] | None:
-        self._count("reads")
-        try:
-            names: list[str] = self.client.get_children_async(path).get(timeout=self.op_timeout)
-        except NoNodeError:
-            return None
-        return names
-
-    def commit(self, ops: Sequence[Op]) -> list[Any]:
-        """Commit ``ops`` as one multi-op transaction; returns kazoo's per-op results."""
-        tx = self.client.transaction()
-        for op in ops:
-            kind = op[0]
-            if kind == "create":
-                tx.create(op[1], op[2], sequence=op[3])
-            elif kind == "set":
-                tx.set_data(op[1], op[2], version=op[3])
-            elif kind == "delete":
-                tx.delete(op[1], version=op[2])
-            elif kind == "check":
-                tx.check(op[1], op[2])
-            else:  # pragma: no cover - programming error
-                raise ValueError(f"unknown transaction op {kind!r}")
-        results: list[Any] = tx.commit_async().get(timeout=self.op_timeout)
-        if failed(results) is None:
-            self._count("transactions")
-            self._count("writes", sum(1 for op in ops if op[0] != "check"))
-        else:
-            self._count("failed_transactions")
-        return results
+    def _gave_up(self, call: Call, what: str, budget: float, last: BaseException | None) -> EpochsError:
+        detail = f" (last error: {last!r})" if last is not None else ""
+        if call.sent:
+            return OutcomeUnknown(
+                f"{what}: a write was sent but ZooKeeper at {self.client.hosts} could not be asked within "
+                f"{budget:g} s whether it committed{detail}; repeat the call with request_id="
+                f"{call.request_id!r} to find out or finish it",
+                request_id=call.request_id,
+            )
+        return CoordinationUnavailable(
+            f"{what}: ZooKeeper at {self.client.hosts} is not reachable or has no quorum "
+            f"(state {self.client.state}, waited {budget:g} s){detail}; nothing was written"
+        )
 
 
-def failed(results: Sequence[Any]) -> BaseException | None:
-    """The first real failure in a transaction's results (kazoo marks the others as rolled back)."""
-    from kazoo.exceptions import RolledBackError, RuntimeInconsistency
-
-    for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
-            return result
-    for result in results:
-        if isinstance(result, BaseException):
-            return result
-    return None
+def _session_id(client: KazooClient) -> int | None:
+    ident = client.client_id
+    return int(ident[0]) if ident else None

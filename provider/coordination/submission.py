@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_epochs.coordination.errors import AttemptSuperseded, EpochAlreadySealed, EpochOutOfOrder
-from airflow_epochs.coordination.ledger import (
-    Attempt,
-    EpochLedger,
-    SealInfo,
-    SnapshotRef,
-    VoteRecord,
-    producers_of,
-)
+from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
+from airflow_epochs.coordination.records import Attempt, SealInfo, SnapshotRef, VoteRecord
+from airflow_epochs.coordination.seals import producers_of
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,7 @@ class ZooKeeperHook(BaseHook):
         if self._client is None:
             settings = self.settings
             self.log.info("Connecting to ZooKeeper %s", settings.describe())
-            client = settings.client()
-            client.start(timeout=settings.connection_timeout)
-            self._client = client
+            self._client = settings.start_client()
         return self._client
 
     def ledger(self, pipeline: str, *, owner: str, root: str = DEFAULT_ROOT) -> EpochLedger:
@@ -78,19 +76,26 @@ class ZooKeeperHook(BaseHook):
         self.close()
 
     def test_connection(self) -> tuple[bool, str]:
-        """Really connect, ask the server its version, and disconnect."""
+        """Really connect (TLS and credentials included), read the root node, and disconnect.
+
+        The server version comes from the ``srvr`` four-letter word, over TLS when the connection uses
+        it (kazoo's own ``server_version()`` needs ``envi`` and cannot check a TLS host name); a server
+        that does not answer it is still a working connection.
+        """
         try:
             settings = self.settings
         except InvalidConnection as exc:
             return False, f"Invalid ZooKeeper connection: {exc}"
-        client = settings.client()
         try:
-            client.start(timeout=min(settings.connection_timeout, 10.0))
-            version = ".".join(str(part) for part in client.server_version())
-            client.exists("/")
-            return True, f"Connected to ZooKeeper {version} at {settings.describe()}"
+            client = settings.start_client(timeout=min(settings.connection_timeout, 10.0))
         except Exception as exc:  # noqa: BLE001 - every failure becomes the test's message
             return False, f"Could not connect to ZooKeeper at {settings.describe()}: {type(exc).__name__}: {exc}"
+        try:
+            client.exists("/")  # a real request through the session, over TLS if configured
+            version = settings.server_version()
+            return True, f"Connected to ZooKeeper{f' {version}' if version else ''} at {settings.describe()}"
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the test's message
+            return False, f"Could not read from ZooKeeper at {settings.describe()}: {type(exc).__name__}: {exc}"
         finally:
             try:
                 client.stop()

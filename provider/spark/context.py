@@ -14,9 +14,14 @@ from typing import Any
 
 from airflow_epochs.coordination.errors import InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.redaction import redact_uri
+from airflow_epochs.spark.locations import validate_location
 
 CONTEXT_ARG = "--epoch-context"
-_RUN_ID = re.compile(r"^[0-9a-f]{8,32}$")
+# The same JSON in a file (0600) instead of the command line, which every local user can read in the
+# process list and which spark-submit's command line log shows: used when the driver runs on this host.
+CONTEXT_FILE_ARG = "--epoch-context-file"
+_RUN_ID = re.compile(r"[0-9a-f]{8,32}")  # fullmatch: '$' would accept a trailing newline
 
 
 def _is_location(value: object) -> bool:
@@ -63,21 +68,25 @@ class EpochContext:
         for what, value in (("attempt", self.attempt), ("config_version", self.config_version)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"epoch context: {what} must be a non-negative integer, not {value!r}")
-        if not isinstance(self.run, str) or not _RUN_ID.match(self.run):
+        if not isinstance(self.run, str) or not _RUN_ID.fullmatch(self.run):
             raise InvalidInput(f"epoch context: run must be 8-32 lowercase hex digits, not {self.run!r}")
-        if not isinstance(self.storage, str) or not self.storage.strip():
-            raise InvalidInput(f"epoch context: storage must be a non-empty location, not {self.storage!r}")
+        validate_location("epoch context: storage", self.storage)
         if not isinstance(self.inputs, Mapping) or not all(
             isinstance(k, str) and _is_location(v) for k, v in self.inputs.items()
         ):
             raise InvalidInput(f"epoch context: inputs must map names to locations, not {self.inputs!r}")
-        for name in self.inputs:
+        for name, locations in self.inputs.items():
             validate_name("input", name)
+            for location in [locations] if isinstance(locations, str) else locations:
+                validate_location(f"epoch context: input {name!r}", location)
         if self.snapshot is not None and not (isinstance(self.snapshot, Mapping) and
                                               isinstance(self.snapshot.get("path"), str)):
             raise InvalidInput(f"epoch context: snapshot must be None or a pointer with a path, not {self.snapshot!r}")
         if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in self.buckets):
             raise InvalidInput(f"epoch context: buckets must be non-negative integers, not {self.buckets!r}")
+
+    def __repr__(self) -> str:  # storage URIs may carry credentials: never show them in logs or tracebacks
+        return redact_uri(f"EpochContext({self.to_json()})")
 
     def to_json(self) -> str:
         return json.dumps({
@@ -111,6 +120,12 @@ class EpochContext:
         """Find ``--epoch-context <json>`` among a driver's arguments."""
         args = list(argv)
         for i, arg in enumerate(args):
+            if arg == CONTEXT_FILE_ARG and i + 1 < len(args):
+                try:
+                    with open(args[i + 1], encoding="utf-8") as handle:
+                        return cls.from_json(handle.read())
+                except OSError as exc:
+                    raise InvalidInput(f"epoch context file {args[i + 1]!r} cannot be read: {exc}") from None
             if arg == CONTEXT_ARG and i + 1 < len(args):
                 return cls.from_json(args[i + 1])
             if arg.startswith(CONTEXT_ARG + "="):

@@ -23,6 +23,7 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.redaction import redact_uri
 
 MANIFEST_FILE = "_MANIFEST.json"
 MANIFEST_VERSION = 1
@@ -54,7 +55,7 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     try:
         return pafs.FileSystem.from_uri(location)  # type: ignore[no-any-return]
     except (ValueError, OSError) as exc:
-        raise InvalidInput(f"storage location {location!r} is not usable: {exc}") from None
+        raise InvalidInput(f"storage location {redact_uri(location)!r} is not usable: {redact_uri(str(exc))}") from None
 
 
 def write_manifest(location: str, manifest: Mapping[str, Any]) -> str:

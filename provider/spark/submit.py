@@ -24,6 +24,8 @@ from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
+from airflow_epochs.redaction import redact_uri
+from airflow_epochs.retries import Backoff, call_with_retries, describe
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.sealed import sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
@@ -31,6 +33,10 @@ from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_loc
 log = logging.getLogger(__name__)
 
 Runner = Callable[[EpochContext], "Mapping[str, Any] | None"]
+
+#: How long the vote after a finished job rides out ZooKeeper trouble before giving up (the job's
+#: output would otherwise be thrown away and the job run again by the task's retry).
+VOTE_BACKOFF = Backoff(first=0.5, factor=2.0, cap=8.0, budget=90.0)
 
 
 class JobWithoutManifest(CorruptPayload):
@@ -134,16 +140,23 @@ def submit_and_seal(
             manifest = read_manifest(location)
         if manifest is None:
             raise JobWithoutManifest(f"epoch {attempt.epoch}: the job for {partition!r} ended without a manifest "
-                                     f"in {location}; nothing was voted")
+                                     f"in {redact_uri(location)}; nothing was voted")
         if (manifest.get("epoch"), manifest.get("attempt"), manifest.get("run")) != \
                 (attempt.epoch, attempt.token, context.run):
-            raise JobWithoutManifest(f"the manifest in {location} belongs to another run: "
+            raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
                                      f"{manifest.get('epoch')}/{manifest.get('attempt')}/{manifest.get('run')}")
         summary = vote_summary(manifest)
         epoch_sealed = False
+        def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
+            log.warning("epoch %s: vote of %s on %s: %s; trying again in %.1f s", attempt.epoch, producer,
+                        partition, describe(exc), pause)
+
         try:
-            result = ledger.vote(attempt, partition, producer, summary,
-                                 snapshot=snapshot_pointer(manifest, attempt.epoch))
+            # A repeated identical vote is a no-op, so a vote whose answer was lost is simply sent again.
+            result = call_with_retries(
+                lambda: ledger.vote(attempt, partition, producer, summary,
+                                    snapshot=snapshot_pointer(manifest, attempt.epoch)),
+                backoff=VOTE_BACKOFF, on_retry=on_retry)
             sealed, epoch_sealed = result.partition_sealed, result.epoch_sealed
         except PartitionAlreadySealed:
             log.info("epoch %s: %s was sealed meanwhile by another attempt; run %s stays invisible",

@@ -1,29 +1,187 @@
 """SealedPartitionEventTrigger: turns seals written anywhere (a Spark job, another deployment) into
-Airflow asset events, for an ``AssetWatcher``; one event per seal even if the trigger runs twice."""
+Airflow asset events, for an ``AssetWatcher``; each seal is delivered until Airflow has stored it.
+
+Delivery runs in the triggerer's shared-stream **ack mode** (Airflow 3.3): the producer reads seals in
+epoch order from a cursor kept in ZooKeeper, and the triggerer calls back (``advance``) only once the
+asset event of a seal is stored in the metadata database; only then does the cursor move past that
+seal. A triggerer killed between a seal and its stored event therefore delivers it again after the
+restart (at least once), and while one triggerer delivers a seal it holds an *ephemeral* claim on it,
+so a second triggerer running the same watcher waits instead of delivering it twice; the claim goes
+with the holder's session if it dies. Every event carries ``dedupe_key``
+(``pipeline/partition/epoch/generation/attempt``): the one window left, a triggerer dying after
+Airflow stored the event and before the cursor moved, redelivers a seal with the same key.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
+from kazoo.client import KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
-from airflow_epochs.triggers.seals import read_seals
+from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper
+from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
+from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+
+class SealStream(SharedStreamProducer):
+    """The seals of one partition, in epoch order, from the committed cursor on.
+
+    :param pipeline: pipeline name.
+    :param partition: the partition to deliver.
+    :param scope: the delivery scope (one per Airflow deployment: its own cursor and claims).
+    :param from_epoch: the first epoch to deliver.
+    """
+
+    def __init__(self, *, pipeline: str, partition: str, scope: str, from_epoch: int,
+                 zookeeper_conn_id: str, root: str) -> None:
+        self.pipeline = validate_name("pipeline", pipeline)
+        self.partition = validate_name("partition", partition)
+        self.scope = validate_name("owner", scope)
+        self.from_epoch = validate_epoch(from_epoch)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.paths = PipelinePaths(pipeline, root)
+        self.cursor = self.paths.asset_event_cursor(scope, partition)
+        self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
+        self._release: Any = None
+
+    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], tuple[int, int, str]]]:
+        settings = await connection_settings(self.zookeeper_conn_id)
+        client = await SHARED_CLIENTS.acquire_async(settings)
+        self._release = lambda: SHARED_CLIENTS.release(settings)
+        loop = asyncio.get_running_loop()
+        zk = self.zk = AsyncZooKeeper(client, loop)
+        changed = asyncio.Event()
+        wake = zk.watcher(lambda _event: changed.set())
+
+        def on_state(state: str) -> bool:
+            if state == KazooState.CONNECTED:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(changed.set)
+            return False
+
+        client.add_listener(on_state)
+        try:
+            await zk.ensure_path(self.paths.asset_event_scope(self.scope))
+            following = await self._committed(zk)
+            while True:
+                changed.clear()
+                try:
+                    item = await self._next(zk, following, wake)
+                except TRANSIENT:
+                    await _wait(changed, 5.0)  # the session comes back: look again
+                    continue
+                if item is None:
+                    await changed.wait()
+                    continue
+                if isinstance(item, int):  # moved on: the cursor is past it, or the frontier moved back
+                    following = item
+                    continue
+                yield item
+                following = item[0]["epoch"] + 1
+        finally:
+            client.remove_listener(on_state)
+
+    async def _committed(self, zk: AsyncZooKeeper) -> int:
+        node = await zk.get(self.cursor)
+        return max(self.from_epoch, int(node[0]) if node is not None and node[0] else self.from_epoch)
+
+    async def _next(
+        self, zk: AsyncZooKeeper, epoch: int, wake: Any
+    ) -> tuple[dict[str, Any], tuple[int, int, str]] | int | None:
+        """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
+        committed = await self._committed(zk)
+        if committed > epoch:
+            return committed  # another triggerer delivered it and Airflow stored it
+        frontier_node = await zk.get(self.paths.frontier, wake)
+        if frontier_node is None:
+            return None
+        frontier = int(decode("frontier", frontier_node[0], path=self.paths.frontier)["epoch"])
+        if frontier < epoch - 1 and epoch > committed:
+            return max(self.from_epoch, frontier + 1)  # rolled back: deliver the new seals again
+        record = await zk.get(self.paths.epoch(epoch), wake)
+        if record is None:
+            return None
+        doc = decode("epoch", record[0], path=self.paths.epoch(epoch))
+        if doc["state"] == "rolled_back":
+            return None
+        generation = int(doc["generation"])
+        seal_path = self.paths.seal(epoch, generation, self.partition)
+        seal = await zk.get(seal_path, wake)
+        if seal is None:
+            return None
+        claim = self.paths.asset_event(self.scope, epoch, generation, self.partition)
+        try:
+            await zk.create(claim, b"", ephemeral=True)
+        except NodeExistsError:
+            if await zk.exists(claim, wake) is not None:
+                return None  # another triggerer is delivering it: wait for its claim to go
+            return epoch
+        body = decode("seal", seal[0], path=seal_path)
+        attempt = int(body["attempt"])
+        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch, "generation": generation,
+                 "partition_key": str(epoch), "attempt": attempt, "zxid": int(seal[1].czxid),
+                 "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{generation}/{attempt}"}
+        return event, (epoch, generation, claim)
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        """Airflow stored these events: move the cursor past them and drop their claims. An event not
+        stored everywhere ends the stream, which starts again from the cursor (a redelivery)."""
+        for item in batch:
+            if not item.outcome.is_clean:
+                raise RuntimeError(f"the asset event of seal {item.broker_payload[:2]} was not stored: redeliver")
+        epoch, _generation, _claim = batch[-1].broker_payload
+        await self.delivered(epoch, [item.broker_payload[2] for item in batch])
+
+    async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
+        """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
+        zk = self.zk
+        assert zk is not None
+        await self.commit(zk, epoch + 1)
+        for claim in claims:
+            with contextlib.suppress(NoNodeError):
+                await zk.delete(claim)
+
+    async def commit(self, zk: AsyncZooKeeper, following: int) -> None:
+        """Set the cursor to ``following`` (compare-and-set: concurrent deliverers never lose a move)."""
+        data = str(following).encode()
+        while True:
+            node = await zk.get(self.cursor)
+            try:
+                if node is None:
+                    await zk.create(self.cursor, data)
+                else:
+                    await zk.set(self.cursor, data, version=node[1].version)
+                return
+            except (BadVersionError, NodeExistsError):
+                continue
+
+    async def aclose(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout=seconds)
 
 
 class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):
-    """Emit an event for each sealed epoch of ``partition``, in epoch order, from ``from_epoch`` on.
-
-    Duplicates are refused in ZooKeeper itself: before emitting, the trigger creates the marker
-    ``<pipeline>/asset-events/<scope>/<epoch>-<generation>-<partition>``; a second triggerer running
-    the same trigger (HA triggerers, a restart) finds the marker and stays silent for that seal.
+    """Emit an asset event for each sealed epoch of ``partition``, in epoch order, from ``from_epoch``
+    on, delivered until Airflow stored it (see the module's description).
 
     :param pipeline: pipeline name.
     :param partition: the partition to watch.
-    :param scope: the deduplication scope (one per Airflow deployment).
+    :param scope: the delivery scope (one per Airflow deployment).
     :param from_epoch: the first epoch to report.
     """
 
@@ -46,29 +204,43 @@ class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):
         self.from_epoch = validate_epoch(from_epoch)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self.paths = PipelinePaths(pipeline, root)
-        self._next = self.from_epoch
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "partition": self.partition, "scope": self.scope,
+                "from_epoch": self.from_epoch, "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            "airflow_epochs.triggers.assets.SealedPartitionEventTrigger",
-            {"pipeline": self.pipeline, "partition": self.partition, "scope": self.scope,
-             "from_epoch": self.from_epoch, "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
-        )
+        return "airflow_epochs.triggers.assets.SealedPartitionEventTrigger", self._kwargs()
 
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        markers = f"{self.paths.base}/asset-events/{self.scope}"
-        while True:
-            seals = read_seals(client, self.paths, self._next, [self.partition], wake)
-            if seals is None:
-                return None
-            seal = seals[self.partition]
-            epoch = self._next
-            self._next += 1
-            client.ensure_path(markers)
-            try:
-                client.create(f"{markers}/{epoch:010d}-{seal['generation']}-{self.partition}", b"")
-            except NodeExistsError:
-                continue  # another trigger instance emitted this seal already
-            return {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch,
-                    "partition_key": str(epoch), "attempt": seal["attempt"], "zxid": seal["zxid"]}
+    # -- the triggerer's shared stream, in ack mode ------------------------------------------
+
+    def shared_stream_key(self) -> tuple[str, ...]:
+        return ("airflow_epochs.seals", self.zookeeper_conn_id, self.root, self.pipeline, self.partition, self.scope,
+                str(self.from_epoch))
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> SealStream:
+        return SealStream(**kwargs)
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        async for raw in shared_stream:
+            yield TriggerEvent(raw)
+
+    # -- without a shared stream (a triggerer that does not share, or a test loop) ------------
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Deliver from the cursor, moving it once each event has been handed over (no stored-event
+        confirmation exists on this path: the triggerer uses the shared stream above)."""
+        stream = SealStream(**self._kwargs())
+        try:
+            async for raw, (epoch, _generation, claim) in stream.open_stream():
+                yield TriggerEvent(raw)
+                await stream.delivered(epoch, [claim])
+        finally:
+            await stream.aclose()
+
+    async def check(self, zk: AsyncZooKeeper, wake: Any) -> dict[str, Any] | None:  # pragma: no cover
+        raise NotImplementedError("SealedPartitionEventTrigger delivers through a stream, not a check")
+
+    def on_watch(self, event: WatchedEvent) -> None:  # pragma: no cover - see check
+        pass

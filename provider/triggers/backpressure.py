@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.ledger import read_consumer_acks
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
+from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 
 class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
@@ -52,10 +52,14 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
              "root": self.root, "deadline": self.deadline},
         )
 
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        acks = read_consumer_acks(client, self.paths.consumers, wake)
-        if any(acked < self.epoch for acked, _ in acks.values()):
-            return None
+    async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
+        names = await zk.children(self.paths.consumers, wake) or []
+        nodes = await asyncio.gather(*(zk.get(self.paths.consumer(name), wake) for name in names))
+        for name, node in zip(names, nodes, strict=True):
+            if node is None:  # left meanwhile: the folder's watch covers it
+                continue
+            if int(decode("consumer", node[0], path=self.paths.consumer(name))["acked"]) < self.epoch:
+                return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "deadline": self.deadline}
 
     def timeout_payload(self) -> dict[str, Any]:

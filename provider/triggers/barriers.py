@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, WatchedEvent
 
-from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch, validate_name
+from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.barriers import Barrier, BarrierOutcome
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger
+from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.seals import epoch_generation
+
+# Near the deadline another process's clock may already have let a policy decide: read, don't infer.
+_SKEW_MARGIN = 1.0
 
 
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
-    return {"decision": outcome.decision, "released": outcome.released, "arrived": list(outcome.arrived),
+    return {"decision": outcome.decision, "released": outcome.released, "arrived": outcome.arrived,
             "late": list(outcome.late)}
 
 
 class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
-    """Wait for a barrier's decision: one watch on its release node, plus a timer for its deadline
-    (at which the straggler policy is applied, once, by whoever gets there first).
+    """Wait for a barrier's decision: one exists-watch on its release node (a release before the
+    deadline is "everyone arrived": nothing is read when it fires), plus a timer for its deadline, at
+    which the straggler policy is applied, once, by whoever gets there first.
 
     :param pipeline: pipeline name.
     :param epoch: the epoch.
@@ -41,7 +49,11 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         self.barrier = validate_name("barrier", barrier)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self._policy_outcome: BarrierOutcome | None = None
+        self.paths = PipelinePaths(pipeline, root)
+        self._generation: int | None = None
+        self._deadline: float | None = None
+        self._released = False
+        self._decided: BarrierOutcome | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -50,22 +62,49 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
              "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
         )
 
-    def _barrier(self, client: KazooClient) -> Barrier:
-        return Barrier(client, self.pipeline, self.epoch, self.barrier, root=self.root)
+    def _payload(self, outcome: BarrierOutcome) -> dict[str, Any]:
+        return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
+                **outcome_payload(outcome)}
 
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        barrier = self._barrier(client)
-        outcome = self._policy_outcome
-        if outcome is None and client.exists(barrier._child("release"), watch=wake) is not None:
-            outcome = barrier.outcome()
-        if outcome is not None:
-            return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
-                    **outcome_payload(outcome)}
-        deadline = barrier._doc()[0]["deadline"]
-        self.tick_seconds = max(0.05, deadline - time.time())
+    def on_watch(self, event: WatchedEvent) -> None:
+        if self._generation is not None and event.type == EventType.CREATED \
+                and event.path == self.paths.barrier_release(self.epoch, self._generation, self.barrier):
+            self._released = True
+
+    async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
+        if self._decided is not None:
+            return self._payload(self._decided)
+        if self._generation is None:
+            self._generation = await epoch_generation(zk, self.paths, self.epoch, None)
+            if self._generation is None:
+                raise _not_open(self.pipeline, self.epoch)
+        if self._deadline is None:
+            path = self.paths.barrier(self.epoch, self._generation, self.barrier)
+            node = await zk.get(path, wake)  # the barrier may be declared later
+            if node is None:
+                return None
+            self._deadline = float(decode("barrier", node[0], path=path)["deadline"])
+        release = self.paths.barrier_release(self.epoch, self._generation, self.barrier)
+        if not self._released and await zk.exists(release, wake) is not None:
+            self._released = True
+        if self._released:
+            if time.time() < self._deadline - _SKEW_MARGIN:
+                return self._payload(BarrierOutcome("all", True, None, ()))
+            outcome = await asyncio.to_thread(self._barrier(zk).outcome)
+            if outcome is not None:
+                return self._payload(outcome)
+        self.tick_seconds = max(0.05, self._deadline - time.time())
         return None
 
-    def on_tick(self, client: KazooClient) -> None:
-        barrier = self._barrier(client)
-        if time.time() >= barrier._doc()[0]["deadline"]:
-            self._policy_outcome = barrier._apply_policy()
+    async def on_tick(self, zk: AsyncZooKeeper) -> None:
+        if self._deadline is not None and time.time() >= self._deadline:
+            # the rare path: the policy reads who is late and records its decision
+            self._decided = await asyncio.to_thread(self._barrier(zk).apply_policy)
+
+    def _barrier(self, zk: AsyncZooKeeper) -> Barrier:
+        return Barrier(zk.client, self.pipeline, self.epoch, self.barrier, generation=self._generation,
+                       root=self.root)
+
+
+def _not_open(pipeline: str, epoch: int) -> Exception:
+    return EpochNotOpen(f"epoch {epoch} of {pipeline!r} is not open: it has no barriers")

@@ -1,44 +1,42 @@
 """A trigger that waits on ZooKeeper watches: the shape shared by every trigger of this package.
 
-Subclasses implement :meth:`ZooKeeperWatchTrigger.check`, a blocking read that sets one-shot watches
-(passing ``wake``) and returns the event payload once the condition holds. ``run()`` calls it in a
-worker thread (never on the event loop), again after every watch event and every reconnect (so a
-change made while disconnected is not missed), over a kazoo session shared with every other trigger
-of the process that uses the same connection.
+Subclasses implement :meth:`ZooKeeperWatchTrigger.check`, a coroutine that reads through
+:class:`~airflow_epochs.triggers.async_zk.AsyncZooKeeper` (kazoo's asynchronous calls, awaited on the
+triggerer's loop: no thread hop, nothing blocks the loop), leaves one-shot watches (passing
+``wake``) and returns the event payload once the condition holds. When a watch fires,
+:meth:`~ZooKeeperWatchTrigger.on_watch` sees what it says first, so a check that already knows
+enough (a seal node was created) answers without reading. ``run()`` checks again after every watch
+event and every reconnect (a change made while disconnected is not missed), over a kazoo session
+shared with every other trigger of the process that uses the same connection. A lost connection
+inside a check waits for the session to come back, for at most :attr:`reconnect_budget` seconds,
+instead of failing the deferred task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent
 
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
-from airflow_epochs.zk_settings import ZooKeeperSettings
+from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings, ZooKeeperUnreachable
 
-Wake = Callable[..., None]
+log = logging.getLogger(__name__)
 
+# What a check may meet while the session is away; it then waits for the reconnect.
+TRANSIENT = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, ConnectionClosedError, KazooTimeoutError,
+             ZooKeeperUnreachable)
 
-def watched_get(client: KazooClient, path: str, wake: Wake | None) -> tuple[bytes, ZnodeStat] | None:
-    """Read ``path`` leaving a watch on it; None (with a watch on its creation) if it does not exist.
-
-    One round trip when the node exists (the common case once woken), where exists-then-get costs
-    two: with a thousand triggers woken by one seal on a shared session, round trips are the cost.
-    """
-    while True:
-        try:
-            data, stat = client.get(path, watch=wake)
-            return data, stat
-        except NoNodeError:
-            # A failed read leaves no watch; exists() does, and catches a creation in between.
-            if client.exists(path, watch=wake) is None:
-                return None
+__all__ = ["TRANSIENT", "Watch", "ZooKeeperWatchTrigger", "connection_settings"]
 
 
 async def connection_settings(conn_id: str) -> ZooKeeperSettings:
@@ -56,45 +54,89 @@ class ZooKeeperWatchTrigger(BaseTrigger):
     """Base class: fire one event once :meth:`check` returns a payload."""
 
     zookeeper_conn_id: str
-
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:  # pragma: no cover
-        raise NotImplementedError
-
-    def timeout_payload(self) -> dict[str, Any]:
-        """The event fired when :attr:`give_up_after` runs out."""
-        return {"status": "timeout", "waited": self.give_up_after}
-
-    def on_tick(self, client: KazooClient) -> None:
-        """Called (in a thread) at each :attr:`tick_seconds`, for time-based decisions."""
-
     tick_seconds: float | None = None
     # a watcher trigger (AssetWatcher) keeps going after an event; a task trigger fires once
     repeat: bool = False
     # seconds after which the trigger fires {"status": "timeout"} instead (None: wait for ever)
     give_up_after: float | None = None
+    # seconds a check may wait for a lost ZooKeeper session to come back before it fails the task
+    reconnect_budget: float = 600.0
+
+    async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def on_watch(self, event: WatchedEvent) -> None:
+        """A watch fired (called on the loop before the next :meth:`check`); record what it says."""
+
+    async def on_tick(self, zk: AsyncZooKeeper) -> None:
+        """Called at each :attr:`tick_seconds`, for time-based decisions (straggler deadlines)."""
+
+    def timeout_payload(self) -> dict[str, Any]:
+        """The event fired when :attr:`give_up_after` runs out."""
+        return {"status": "timeout", "waited": self.give_up_after}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         settings = await connection_settings(self.zookeeper_conn_id)
-        client = await asyncio.to_thread(SHARED_CLIENTS.acquire, settings)
         loop = asyncio.get_running_loop()
+        started = loop.time()
+        pause = 0.5
+        while True:  # ZooKeeper may be down when the trigger starts: wait for it, within the budget
+            try:
+                client = await SHARED_CLIENTS.acquire_async(settings)
+                break
+            except TRANSIENT as exc:
+                if loop.time() - started + pause >= self.reconnect_budget:
+                    yield TriggerEvent({"status": "error", "reason": (
+                        f"ZooKeeper at {','.join(settings.hosts)} could not be reached for "
+                        f"{self.reconnect_budget:.0f} s ({exc!r})")})
+                    return
+                log.warning("ZooKeeper is not reachable yet (%r); trying again in %.1f s", exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 10.0)
+            except InvalidConnection as exc:  # a refused TLS certificate: waiting cannot fix it
+                yield TriggerEvent({"status": "error", "reason": f"ZooKeeper connection refused: {exc}"})
+                return
+        zk = AsyncZooKeeper(client, loop)
         changed = asyncio.Event()
 
-        def wake(*_: Any) -> None:
-            # kazoo calls this from its own threads; the loop may be gone if the trigger was cancelled
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(changed.set)
+        def on_event(event: WatchedEvent) -> None:
+            self.on_watch(event)
+            changed.set()
+
+        wake = zk.watcher(on_event)
 
         def on_state(state: str) -> bool:
             if state == KazooState.CONNECTED:
-                wake()
+                with contextlib.suppress(RuntimeError):  # the loop is gone with its trigger
+                    loop.call_soon_threadsafe(changed.set)
             return False
 
         client.add_listener(on_state)
         give_up = None if self.give_up_after is None else loop.time() + self.give_up_after
+        lost_since: float | None = None
         try:
             while True:
                 changed.clear()
-                payload = await asyncio.to_thread(self.check, client, wake)
+                try:
+                    payload = await self.check(zk, wake)
+                except TRANSIENT as exc:
+                    now = loop.time()
+                    if lost_since is None:
+                        lost_since = now
+                        log.warning("ZooKeeper went away during a check (%r); waiting up to %.0f s for the "
+                                    "session to come back", exc, self.reconnect_budget)
+                    if now - lost_since >= self.reconnect_budget:
+                        yield TriggerEvent({"status": "error", "reason": (
+                            f"ZooKeeper at {client.hosts} was unreachable for {self.reconnect_budget:.0f} s "
+                            f"({exc!r})")})
+                        return
+                    with_deadline = min(5.0, self.reconnect_budget - (now - lost_since))
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(changed.wait(), timeout=with_deadline)
+                    continue
+                if lost_since is not None:
+                    log.info("ZooKeeper is back after %.1f s", loop.time() - lost_since)
+                    lost_since = None
                 if payload is not None:
                     yield TriggerEvent(payload)
                     if not self.repeat:
@@ -111,8 +153,31 @@ class ZooKeeperWatchTrigger(BaseTrigger):
                     if give_up is not None and loop.time() >= give_up:
                         yield TriggerEvent(self.timeout_payload())
                         return
-                    await asyncio.to_thread(self.on_tick, client)
+                    try:
+                        await self.on_tick(zk)
+                    except TRANSIENT:
+                        continue  # the next check waits for the session
         finally:
             # synchronous and non-blocking: this also runs when the triggerer cancels the trigger
             client.remove_listener(on_state)
             SHARED_CLIENTS.release(settings)
+
+    def check_now(self, client: KazooClient) -> dict[str, Any] | None:
+        """One check, blocking, on a client of the caller's (a sensor's poke, before it defers).
+
+        A deadline that has passed is applied first (a straggler policy), as the trigger would.
+        """
+
+        async def once() -> dict[str, Any] | None:
+            zk = AsyncZooKeeper(client, asyncio.get_running_loop())
+            payload = await self.check(zk, _ignore)
+            if payload is None and self.tick_seconds is not None and self.tick_seconds <= 0.05:
+                await self.on_tick(zk)
+                payload = await self.check(zk, _ignore)
+            return payload
+
+        return asyncio.run(once())
+
+
+def _ignore(_event: WatchedEvent) -> None:
+    """A watch nobody waits on (one-shot checks)."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
 from airflow_epochs.coordination.payloads import decode
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger, watched_get
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 
 class FrontierReachedTrigger(ZooKeeperWatchTrigger):
@@ -45,9 +44,10 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
              "root": self.root, "give_up_after": self.give_up_after},
         )
 
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        # a missing node leaves a creation watch: covers a pipeline that does not exist yet
-        node = watched_get(client, self.paths.frontier, wake)
+    async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
+        # the frontier's value is the news, so it is read; a missing node leaves a creation watch
+        # (covers a pipeline that does not exist yet)
+        node = await zk.get(self.paths.frontier, wake)
         if node is None:
             return None
         frontier = int(decode("frontier", node[0], path=self.paths.frontier)["epoch"])

@@ -5,42 +5,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.payloads import decode
-from airflow_epochs.triggers.base import Wake, ZooKeeperWatchTrigger, watched_get
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 
-def read_seals(
-    client: KazooClient, paths: PipelinePaths, epoch: int, partitions: Sequence[str], wake: Wake | None = None
-) -> dict[str, dict[str, Any]] | None:
-    """The seals of ``partitions`` at ``epoch`` (current generation) if all exist, else None.
-
-    With ``wake``, one-shot watches are left on the epoch node and on each missing seal, so the
-    caller hears of the next change (a seal, or a rollback that starts a new generation).
-    """
-    epoch_path = paths.epoch(epoch)
-    node = watched_get(client, epoch_path, wake)
+async def epoch_generation(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int, wake: Watch | None) -> int | None:
+    """The epoch's current opening, or None while it is not opened (or rolled back and not reopened);
+    with ``wake``, a watch on the epoch record hears of an opening or a rollback."""
+    path = paths.epoch(epoch)
+    node = await zk.get(path, wake)
     if node is None:
         return None
-    doc = decode("epoch", node[0], path=epoch_path)
-    if doc["state"] == "rolled_back":
-        return None
-    seals: dict[str, dict[str, Any]] = {}
-    for partition in partitions:
-        path = paths.seal(epoch, doc["generation"], partition)
-        found = watched_get(client, path, wake)
-        if found is None:
-            return None
-        raw, stat = found
-        seal = decode("seal", raw, path=path)
-        seals[partition] = {"attempt": seal["attempt"], "generation": doc["generation"], "zxid": stat.czxid}
-    return seals
+    doc = decode("epoch", node[0], path=path)
+    return None if doc["state"] == "rolled_back" else int(doc["generation"])
 
 
 class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
     """Wait until every partition in ``partitions`` is sealed at ``epoch``.
+
+    An exists-watch on each missing seal; when one fires with "created", that partition is known to be
+    sealed and nothing is read. A watch on the epoch record catches a rollback (a new opening), after
+    which the seals of the new opening are awaited.
 
     :param pipeline: pipeline name.
     :param epoch: the epoch.
@@ -65,6 +54,8 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
         self.paths = PipelinePaths(pipeline, root)
+        self._generation: int | None = None
+        self._sealed: dict[str, int | None] = {}  # partition -> seal czxid (None: heard of, not read)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -73,8 +64,34 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
              "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
         )
 
-    def check(self, client: KazooClient, wake: Wake) -> dict[str, Any] | None:
-        seals = read_seals(client, self.paths, self.epoch, self.partitions, wake)
-        if seals is None:
-            return None
-        return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "seals": seals}
+    def on_watch(self, event: WatchedEvent) -> None:
+        if self._generation is None:
+            return
+        if event.path == self.paths.epoch(self.epoch):
+            # The record changed: opened, reopened, rolled back, or sealed. Seals heard of already
+            # (ZooKeeper fires a transaction's watches in the order of its ops: a seal before the
+            # epoch's own seal) are kept when they complete the wait; otherwise look again.
+            if set(self._sealed) != set(self.partitions):
+                self._generation = None
+                self._sealed.clear()
+            return
+        for partition in self.partitions:
+            if event.path == self.paths.seal(self.epoch, self._generation, partition) \
+                    and event.type == EventType.CREATED:
+                self._sealed.setdefault(partition, None)
+
+    async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
+        if self._generation is None:
+            self._generation = await epoch_generation(zk, self.paths, self.epoch, wake)
+            if self._generation is None:
+                return None
+        generation = self._generation
+        for partition in self.partitions:
+            if partition in self._sealed:
+                continue
+            stat = await zk.exists(self.paths.seal(self.epoch, generation, partition), wake)
+            if stat is None:
+                return None
+            self._sealed[partition] = int(stat.czxid)
+        return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch,
+                "seals": {p: {"generation": generation, "zxid": self._sealed[p]} for p in self.partitions}}

@@ -2,25 +2,31 @@
 
 A triggerer may run a thousand deferred sensors; each holding its own ZooKeeper session would cost
 a thousand sessions (and their heartbeats) on the ensemble. Triggers borrow a reference-counted
-client instead; the last one to give it back closes it.
+client instead; the last one to give it back closes it. The registry's lock is only ever held for
+bookkeeping: connecting happens outside it, so one unreachable ensemble never stalls the triggers
+of another connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 from airflow_epochs.zk_settings import ZooKeeperSettings
 
 
 @dataclass
 class _Entry:
-    client: KazooClient
+    client: KazooClient | None  # None until the first borrower has connected it
     refs: int
+    started: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
 
 
 class SharedClients:
@@ -38,17 +44,44 @@ class SharedClients:
         return hashlib.sha256(material.encode()).hexdigest()
 
     def acquire(self, settings: ZooKeeperSettings) -> KazooClient:
-        """Borrow the started client for ``settings`` (blocking: call it off the event loop)."""
+        """Borrow the started client for ``settings`` (blocking: call it off the event loop).
+
+        The first borrower connects; others wait for that connection, without holding the lock.
+        """
         key = self.key(settings)
         with self._lock:
             entry = self._entries.get(key)
+            first = entry is None
             if entry is None:
-                client = settings.client()
-                client.start(timeout=settings.connection_timeout)
-                entry = _Entry(client, 0)
+                entry = _Entry(None, 0)
                 self._entries[key] = entry
             entry.refs += 1
-            return entry.client
+        if first:
+            try:
+                # TLS-aware start: a refused certificate is a clear configuration error at once.
+                entry.client = settings.start_client()
+            except BaseException as exc:
+                entry.error = exc
+                with self._lock:
+                    if self._entries.get(key) is entry:
+                        del self._entries[key]
+                entry.started.set()
+                raise
+            entry.started.set()
+        else:
+            entry.started.wait(settings.connection_timeout + 1)
+            if entry.error is not None or entry.client is None:
+                self._drop(key, entry)
+                raise entry.error or KazooTimeoutError("the shared ZooKeeper client did not start in time")
+        return entry.client
+
+    async def acquire_async(self, settings: ZooKeeperSettings) -> KazooClient:
+        """:meth:`acquire` for code on an event loop (connecting runs in a worker thread)."""
+        return await asyncio.to_thread(self.acquire, settings)
+
+    def _drop(self, key: str, entry: _Entry) -> None:
+        with self._lock:
+            entry.refs -= 1
 
     def release(self, settings: ZooKeeperSettings) -> None:
         """Give a borrowed client back; the last release closes it.
@@ -67,8 +100,10 @@ class SharedClients:
             del self._entries[key]
 
         def close() -> None:
-            entry.client.stop()
-            entry.client.close()
+            entry.started.wait(30)
+            if entry.client is not None:
+                entry.client.stop()
+                entry.client.close()
 
         threading.Thread(target=close, name="airflow-epochs-zk-close", daemon=True).start()
 

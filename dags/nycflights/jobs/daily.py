@@ -23,11 +23,13 @@ def main(spark, job: EpochJob) -> None:
 
     def figures(dimension: str):
         return joined.groupBy(F.col(dimension).alias("key")).agg(
+            # Counts with count_if, never sum(): a carrier whose every flight was cancelled has no
+            # dep_delay at all, and sum() over nothing is null where the count is 0.
             F.count(F.lit(1)).alias("flights"),
-            F.sum(F.col("cancelled").cast("int")).alias("cancelled"),
-            F.sum((F.col("dep_delay") > 0).cast("int")).alias("delayed"),
+            F.count_if(F.col("cancelled")).alias("cancelled"),
+            F.count_if(F.col("dep_delay") > 0).alias("delayed"),
             F.avg("dep_delay").alias("mean_dep_delay"),
-            F.sum((F.col("condition") == "adverse").cast("int")).alias("adverse_flights"),
+            F.count_if(F.col("condition") == "adverse").alias("adverse_flights"),
             F.avg(F.when(F.col("condition") == "clear", F.col("dep_delay"))).alias("clear_mean_delay"),
             F.avg(F.when(F.col("condition") == "adverse", F.col("dep_delay"))).alias("adverse_mean_delay"),
         ).withColumn("dimension", F.lit(dimension))
@@ -38,7 +40,7 @@ def main(spark, job: EpochJob) -> None:
     today = flights.groupBy("carrier").agg(
         F.count(F.lit(1)).alias("flights"),
         F.coalesce(F.sum("dep_delay"), F.lit(0)).cast("long").alias("delay_minutes"),
-        F.sum(F.col("cancelled").cast("int")).alias("cancelled"),
+        F.count_if(F.col("cancelled")).alias("cancelled"),
     )
     previous = job.read_snapshot()
     if previous is None:

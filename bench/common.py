@@ -1,0 +1,170 @@
+"""What every benchmark group shares: rows with stable ids, fair repetition, and ZooKeeper counters.
+
+A row compares ours with the peer a user would otherwise pick, measured in the same run. Fairness
+rules the groups follow: both sides start from the same event (a start gate opened after every
+participant is connected), are warmed up, run at least ``REPEATS`` times in alternating order, and
+are reported as the median with the spread (min..max); client CPU is measured beside wall time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.embedded_zookeeper import four_letter_word
+
+REPEATS = 5
+
+
+@dataclass
+class Row:
+    """One measure. ``better`` says which way is good, so ``advantage`` > 1 always means ours wins."""
+
+    id: str
+    group: str
+    measure: str
+    ours: float | None
+    peer: float | None
+    unit: str
+    peer_name: str
+    better: str = "lower"  # "lower" | "higher" | "none" (no peer: a figure of ours)
+    ours_spread: tuple[float, float] | None = None
+    peer_spread: tuple[float, float] | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def advantage(self) -> float | None:
+        if not self.ours or not self.peer or self.better == "none":
+            return None
+        return self.peer / self.ours if self.better == "lower" else self.ours / self.peer
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "advantage": self.advantage}
+
+
+ROWS: list[Row] = []
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    return (min(values), max(values))
+
+
+def add(row: Row) -> Row:
+    ROWS.append(row)
+    adv = row.advantage
+    print(f"  [{row.id}] {row.measure}: ours {fmt(row.ours)} {row.unit}"
+          + (f", {row.peer_name} {fmt(row.peer)} {row.unit}" if row.peer is not None else "")
+          + (f" (ours better x{adv:.2f})" if adv else ""), flush=True)
+    return row
+
+
+def compare(
+    id: str, group: str, measure: str, ours: list[float], peer: list[float] | None, unit: str, peer_name: str, *,
+    better: str = "lower", note: str = "", **extra: Any,
+) -> Row:
+    """A row from repeated samples of both sides: medians, with the spread kept."""
+    return add(Row(id, group, measure, statistics.median(ours), statistics.median(peer) if peer else None, unit,
+                   peer_name, better, spread(ours), spread(peer) if peer else None,
+                   note or f"median of {len(ours)} runs" + (f" / {len(peer)}" if peer else ""), extra))
+
+
+def figure(id: str, group: str, measure: str, value: float | None, unit: str, note: str = "", **extra: Any) -> Row:
+    """A figure of ours with no peer (costs, capacity)."""
+    return add(Row(id, group, measure, value, None, unit, "-", "none", note=note, extra=extra))
+
+
+def alternate(repeats: int, ours: Callable[[], float], peer: Callable[[], float]) -> tuple[list[float], list[float]]:
+    """Run both sides ``repeats`` times each, alternating which goes first (ours-peer, peer-ours, ...)."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for i in range(repeats):
+        if i % 2 == 0:
+            mine.append(ours())
+            theirs.append(peer())
+        else:
+            theirs.append(peer())
+            mine.append(ours())
+    return mine, theirs
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def mntr(port: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in four_letter_word(port, "mntr").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out[parts[0]] = parts[-1]
+    return out
+
+
+def packets(port: int) -> int:
+    """Requests the server has received (every client request, pings included)."""
+    return int(mntr(port)["zk_packets_received"])
+
+
+def client(hosts: str, timeout: float = 30.0) -> KazooClient:
+    zk = KazooClient(hosts=hosts, timeout=timeout)
+    zk.start(timeout=30)
+    return zk
+
+
+def count_znodes(zk: KazooClient, path: str) -> tuple[int, int]:
+    """(znodes, data bytes) under ``path``, itself included."""
+    nodes = 0
+    size = 0
+    pending = [path]
+    while pending:
+        level = pending
+        pending = []
+        stats = [zk.exists_async(p) for p in level]
+        children = [zk.get_children_async(p) for p in level]
+        for p, stat, kids in zip(level, stats, children, strict=True):
+            found = stat.get()
+            if found is None:
+                continue
+            nodes += 1
+            size += found.dataLength
+            pending.extend(f"{p.rstrip('/')}/{c}" for c in kids.get())
+    return nodes, size
+
+
+class Gate:
+    """A start gate: workers wait at it; the clock starts when it opens, after every one is ready."""
+
+    def __init__(self, parties: int) -> None:
+        self.ready = threading.Barrier(parties + 1)
+        self.go = threading.Event()
+        self.opened_at = 0.0
+
+    def wait_ready(self) -> None:
+        self.ready.wait()
+
+    def open(self) -> float:
+        self.ready.wait()  # every worker is connected and waiting
+        self.opened_at = time.perf_counter()
+        self.go.set()
+        return self.opened_at
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads: the clients' own I/O threads included)."""
+    return time.process_time()

@@ -1,0 +1,160 @@
+"""Sealing vs ordering (group ``sealing``): epochs sealed per second with P producers, each voting on
+its own partition, against the naive peer that orders every vote under one global ZooKeeper lock.
+
+Producers are processes in real life (Airflow tasks, Spark drivers), so here they run in worker
+processes too (up to ``PROCESSES``, each with its own kazoo client and one thread per producer it
+hosts), not as threads of one interpreter whose lock would make Python's CPU the bottleneck. Both
+sides use the same started workers and connected clients; for each epoch the workers are told to go
+together (ours after the epoch is opened: the peer opens nothing), and the epoch counts when the last
+vote returned. Warmed up once, then ``REPEATS`` runs in alternating order; the workers' CPU per vote
+is reported beside the rate.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from multiprocessing.connection import Connection
+from typing import Any
+
+from common import REPEATS, alternate, client, compare
+
+from airflow_epochs.coordination import Attempt, EpochLedger, PipelineConfig
+
+PROCESSES = 8
+
+
+def _worker(hosts: str, conn: Connection, producers: list[int]) -> None:
+    """One worker process: votes for ``producers`` when told to, ours or the peer's way."""
+    zk = client(hosts)
+    pool = ThreadPoolExecutor(max_workers=max(1, len(producers)))
+    wait([pool.submit(lambda: None) for _ in producers])
+    ledger: EpochLedger | None = None
+    locks: dict[int, Any] = {}
+    base = ""
+    total = 0
+    while True:
+        message = conn.recv()
+        kind = message[0]
+        if kind == "stop":
+            break
+        if kind == "ours-setup":
+            ledger = EpochLedger(zk, message[1], owner="bench")
+            ledger.config_for(1)  # the configuration is read once, before the clock
+            conn.send("ready")
+        elif kind == "peer-setup":
+            base = message[1]
+            locks = {i: zk.Lock(f"{base}/lock", identifier=f"p{i}") for i in producers}
+            conn.send("ready")
+        elif kind == "ours":
+            assert ledger is not None
+            attempt = Attempt.from_dict(message[1])
+            cpu0 = time.process_time()
+            wait([pool.submit(ledger.vote, attempt, f"part{i}", f"p{i}", {"r": i}) for i in producers])
+            conn.send(time.process_time() - cpu0)
+        elif kind == "peer":
+            epoch, total = message[1], message[2]
+
+            def ordered_vote(i: int, epoch: int = epoch, total: int = total, base: str = base,
+                             locks: dict[int, Any] = locks) -> None:
+                with locks[i]:  # a total order: every vote of every epoch under one global lock
+                    zk.create(f"{base}/votes/{epoch}-{i}", b'{"r": %d}' % i)
+                    raw, stat = zk.get(f"{base}/tally")
+                    seen_epoch, count = (int(x) for x in raw.decode().split(":"))
+                    count = count + 1 if seen_epoch == epoch else 1
+                    zk.set(f"{base}/tally", f"{epoch}:{count}".encode(), version=stat.version)
+                    if count == total:
+                        zk.set(f"{base}/frontier", str(epoch).encode())
+
+            cpu0 = time.process_time()
+            wait([pool.submit(ordered_vote, i) for i in producers])
+            conn.send(time.process_time() - cpu0)
+    pool.shutdown()
+    zk.stop()
+    zk.close()
+
+
+class Harness:
+    def __init__(self, hosts: str, producers: int) -> None:
+        self.producers = producers
+        self.zk = client(hosts)
+        ctx = multiprocessing.get_context("spawn")  # no kazoo thread is ever forked
+        count = min(producers, PROCESSES)
+        self.conns: list[Connection] = []
+        self.procs = []
+        for w in range(count):
+            mine, theirs = ctx.Pipe()
+            share = [i for i in range(producers) if i % count == w]
+            proc = ctx.Process(target=_worker, args=(hosts, theirs, share), daemon=True)
+            proc.start()
+            self.conns.append(mine)
+            self.procs.append(proc)
+        self.runs = 0
+        self.cpu: dict[str, list[float]] = {"ours": [], "peer": []}
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(("stop",))
+        for proc in self.procs:
+            proc.join(30)
+        self.zk.stop()
+        self.zk.close()
+
+    def _all(self, message: tuple[Any, ...]) -> list[Any]:
+        for conn in self.conns:
+            conn.send(message)
+        return [conn.recv() for conn in self.conns]
+
+    def ours(self, epochs: int) -> float:
+        self.runs += 1
+        name = f"seal{self.producers}-{self.runs}"
+        ledger = EpochLedger(self.zk, name, owner="bench")
+        ledger.create_pipeline(PipelineConfig({f"part{i}": (f"p{i}",) for i in range(self.producers)},
+                                              retain_epochs=None))
+        self._all(("ours-setup", name))
+        cpu = 0.0
+        started = time.perf_counter()
+        for epoch in range(1, epochs + 1):
+            attempt = ledger.open_epoch(epoch)
+            cpu += sum(self._all(("ours", attempt.to_dict())))
+        elapsed = time.perf_counter() - started
+        self.cpu["ours"].append(cpu / (epochs * self.producers))
+        assert ledger.frontier() == epochs
+        return epochs / elapsed
+
+    def peer(self, epochs: int) -> float:
+        self.runs += 1
+        base = f"/bench/ordered{self.producers}-{self.runs}"
+        self.zk.ensure_path(f"{base}/votes")
+        self.zk.create(f"{base}/tally", b"0:0")
+        self.zk.create(f"{base}/frontier", b"0")
+        self._all(("peer-setup", base))
+        cpu = 0.0
+        started = time.perf_counter()
+        for epoch in range(1, epochs + 1):
+            cpu += sum(self._all(("peer", epoch, self.producers)))
+        elapsed = time.perf_counter() - started
+        self.cpu["peer"].append(cpu / (epochs * self.producers))
+        assert int(self.zk.get(f"{base}/frontier")[0]) == epochs
+        return epochs / elapsed
+
+
+def run(hosts: str, sizes: tuple[int, ...], epochs: int, repeats: int = REPEATS) -> None:
+    for producers in sizes:
+        harness = Harness(hosts, producers)
+        try:
+            harness.ours(1)  # warm-up: connections, caches, thread pools
+            harness.peer(1)
+            harness.cpu = {"ours": [], "peer": []}
+            mine, theirs = alternate(repeats, lambda h=harness: h.ours(epochs), lambda h=harness: h.peer(epochs))
+            cpu_ours = sorted(harness.cpu["ours"])[len(harness.cpu["ours"]) // 2] * 1000
+            cpu_peer = sorted(harness.cpu["peer"])[len(harness.cpu["peer"]) // 2] * 1000
+            compare(f"sealing_eps_p{producers}", "sealing", f"epochs sealed per second, {producers} producers",
+                    mine, theirs, "epochs/s", "votes under one global lock", better="higher",
+                    note=f"median of {repeats} runs of {epochs} epochs, alternating; producers in "
+                         f"{len(harness.procs)} processes; CPU per vote {cpu_ours:.2f} ms ours, "
+                         f"{cpu_peer:.2f} ms peer",
+                    cpu_ms_per_vote={"ours": cpu_ours, "peer": cpu_peer})
+        finally:
+            harness.close()

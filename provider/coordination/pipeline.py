@@ -1,0 +1,173 @@
+"""What every part of the core needs for one pipeline: its paths, the session, the owner identity,
+the clock, the pipeline record and the configuration store.
+
+The pipeline record (``<root>/<pipeline>``) holds the first and newest opened epoch, the index of
+configuration versions (version -> first epoch) and how far old epochs are compacted. Every
+configuration change, opening and rollback bumps its version, which serialises them. Configuration
+bodies are immutable once written, so each is read once per client and cached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.errors import CorruptPayload, InvalidConfig, PipelineNotFound, UnknownPartition
+from airflow_epochs.coordination.history import event_ops
+from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.session import Call, Op, Session, validate_request_id
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PipelineRecord:
+    """The decoded pipeline record and the znode version it was read at."""
+
+    first_epoch: int
+    newest_epoch: int
+    configs: tuple[tuple[int, int], ...]  # (version, from_epoch), in version order
+    compacted_through: int
+    created_at: float
+    request: str
+    version: int
+
+    def body(self, **changes: Any) -> dict[str, Any]:
+        """The record's fields (for re-encoding), with ``changes`` applied."""
+        doc: dict[str, Any] = {
+            "first_epoch": self.first_epoch, "newest_epoch": self.newest_epoch,
+            "configs": [list(item) for item in self.configs], "compacted_through": self.compacted_through,
+            "created_at": self.created_at, "request": self.request,
+        }
+        doc.update(changes)
+        return doc
+
+    def version_for(self, epoch: int) -> int | None:
+        """The configuration version in force at ``epoch``: the newest one starting at or before it."""
+        best: tuple[int, int] | None = None
+        for version, from_epoch in self.configs:
+            if from_epoch <= epoch and (best is None or (from_epoch, version) > (best[1], best[0])):
+                best = (version, from_epoch)
+        return None if best is None else best[0]
+
+
+class PipelineContext:
+    """One pipeline as seen by one client and one owner identity.
+
+    :param client: a started kazoo client (possibly chrooted).
+    :param pipeline: the pipeline name.
+    :param owner: identity recorded on what this context writes (deployment, host, run).
+    :param root: the znode under which pipelines live.
+    :param op_timeout: the deadline of one call in seconds (default: the session's, 15 s).
+    :param clock: wall clock for recorded timestamps (never used for ordering).
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        pipeline: str,
+        *,
+        owner: str = "anonymous",
+        root: str = DEFAULT_ROOT,
+        op_timeout: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.paths = PipelinePaths(pipeline, root)
+        self.pipeline = pipeline
+        self.owner = validate_name("owner", owner)
+        self.client = client
+        self.session = Session.of(client)
+        self.op_timeout = op_timeout
+        self.clock = clock
+        # The pipeline record as this context last wrote it (version included): the next opening
+        # can be tried on it without reading it first; a version check catches any change since.
+        self.known_record: PipelineRecord | None = None
+
+    def call(
+        self,
+        body: Callable[[Call], T],
+        *,
+        what: str,
+        request_id: str | None = None,
+        find: Callable[[Call], T | None] | None = None,
+    ) -> T:
+        """Run ``body`` within one deadline (see :meth:`Session.call`)."""
+        if request_id is not None:
+            validate_request_id(request_id)
+        return self.session.call(body, what=what, timeout=self.op_timeout, request_id=request_id, find=find)
+
+    def event(self, event: str, **detail: Any) -> list[Op]:
+        """The ops recording ``event`` in the history, to commit with the change they describe."""
+        return event_ops(self.paths, event, self.clock(), detail)
+
+    # -- the pipeline record -----------------------------------------------------------------
+
+    def record(self, call: Call) -> PipelineRecord:
+        raw = call.get(self.paths.base)
+        if raw is None:
+            raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
+        return decode_record(raw[0], raw[1].version, path=self.paths.base)
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def config(self, call: Call, version: int) -> ConfigVersion:
+        """Configuration ``version`` (read once per client: versions never change)."""
+        path = self.paths.config(version)
+        cached = self.session.cache.get(path)
+        if isinstance(cached, ConfigVersion):
+            return cached
+        raw = call.get(path)
+        if raw is None:
+            if call.get(self.paths.base) is None:
+                raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
+            raise CorruptPayload(f"pipeline {self.pipeline!r}: configuration version {version} is missing ({path})")
+        loaded = decode_config(raw[0], version, path=path)
+        self.session.cache[path] = loaded
+        return loaded
+
+    def config_for(self, call: Call, epoch: int, record: PipelineRecord | None = None) -> ConfigVersion:
+        """The configuration version in force at ``epoch``."""
+        validate_epoch(epoch)
+        record = record or self.record(call)
+        version = record.version_for(epoch)
+        if version is None:
+            raise UnknownPartition(f"pipeline {self.pipeline!r} has no configuration for epoch {epoch}")
+        return self.config(call, version)
+
+
+def decode_record(raw: bytes, version: int, *, path: str) -> PipelineRecord:
+    doc = payloads.decode("pipeline", raw, path=path)
+    try:
+        configs = tuple((int(v), int(f)) for v, f in doc["configs"])
+    except (TypeError, ValueError) as exc:
+        raise CorruptPayload(f"{path}: malformed configuration index {doc['configs']!r}") from exc
+    return PipelineRecord(
+        first_epoch=int(doc["first_epoch"]), newest_epoch=int(doc["newest_epoch"]), configs=configs,
+        compacted_through=int(doc["compacted_through"]), created_at=float(doc["created_at"]),
+        request=str(doc.get("request", "")), version=version,
+    )
+
+
+def decode_config(raw: bytes, version: int, *, path: str) -> ConfigVersion:
+    doc = payloads.decode("config", raw, path=path)
+    try:
+        config = PipelineConfig.from_json(doc)
+    except InvalidConfig as exc:
+        raise CorruptPayload(f"{path}: {exc}") from exc
+    return ConfigVersion(version, int(doc["from_epoch"]), config)
+
+
+def encode_config(config: PipelineConfig, from_epoch: int) -> bytes:
+    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json()})
+
+
+def decode_doc(kind: str, raw: tuple[bytes, Any] | None, path: str) -> Mapping[str, Any] | None:
+    """Decode a read result (``None`` stays ``None``)."""
+    return None if raw is None else payloads.decode(kind, raw[0], path=path)

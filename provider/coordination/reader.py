@@ -1,0 +1,372 @@
+"""Read-only access to a pipeline's state, with optional watches: what status pages, sensors,
+triggers and the UI read, and what the writers decide on.
+
+The functions take a :class:`~airflow_epochs.coordination.session.Call` (so they run inside one
+deadline, and compose into a writer's decision); :class:`PipelineReader` wraps each in its own call.
+Every read is bounded: none walks the epochs behind the frontier, except the rare snapshot lookup
+that asks for an epoch older than the two newest snapshots (bounded by retention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
+from airflow_epochs.coordination.history import latest_event, read_events
+from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.records import (
+    EpochInfo,
+    Event,
+    SealInfo,
+    SealRecord,
+    SnapshotRef,
+    VoteRecord,
+)
+from airflow_epochs.coordination.session import Call
+
+Watch = Callable[[Any], Any]
+
+
+# -- single records ----------------------------------------------------------------------------
+
+
+def frontier(call: Call, ctx: PipelineContext, watch: Watch | None = None) -> int:
+    raw = call.get(ctx.paths.frontier, watch=watch)
+    if raw is None:
+        raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
+    return int(payloads.decode("frontier", raw[0], path=ctx.paths.frontier)["epoch"])
+
+
+def frontier_with_stat(call: Call, ctx: PipelineContext) -> tuple[int, Any]:
+    """The frontier and its znode stat (for a version-checked change of it)."""
+    raw = call.get(ctx.paths.frontier)
+    if raw is None:
+        raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
+    return int(payloads.decode("frontier", raw[0], path=ctx.paths.frontier)["epoch"]), raw[1]
+
+
+def epoch_record(
+    call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None = None
+) -> tuple[dict[str, Any], Any] | None:
+    """The epoch record and its stat, or None if the epoch was never opened (or is compacted)."""
+    path = ctx.paths.epoch(epoch)
+    raw = call.get(path, watch=watch)
+    return None if raw is None else (payloads.decode("epoch", raw[0], path=path), raw[1])
+
+
+def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> tuple[dict[str, Any], Any] | None:
+    path = ctx.paths.attempt(epoch, token)
+    raw = call.get(path)
+    return None if raw is None else (payloads.decode("attempt", raw[0], path=path), raw[1])
+
+
+def sealed_partitions(call: Call, ctx: PipelineContext, epoch: int, generation: int) -> list[str]:
+    """The partitions sealed in one opening of the epoch (names only)."""
+    return sorted(call.children(ctx.paths.seals(epoch, generation)) or [])
+
+
+def attempt_state(epoch_doc: dict[str, Any], attempt_doc: dict[str, Any] | None) -> str:
+    """``running``, ``aborted``, ``superseded``, ``sealed`` or ``rolled_back``, as a reader sees it."""
+    if epoch_doc["state"] == "sealed":
+        return "sealed"
+    if epoch_doc["state"] == "rolled_back":
+        return "rolled_back"
+    return str(attempt_doc["state"]) if attempt_doc is not None else "running"
+
+
+def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None = None) -> EpochInfo | None:
+    """The recorded state of ``epoch``; a compacted epoch reads as sealed (attempt state ``compacted``)."""
+    found = epoch_record(call, ctx, epoch, watch)
+    if found is None:
+        record = ctx.record(call)
+        if record.first_epoch <= epoch <= record.compacted_through:
+            return EpochInfo(epoch, "sealed", 0, "compacted", "", -1, 0, (), ())
+        return None
+    doc, _ = found
+    config = ctx.config(call, int(doc["config_version"])).config
+    partitions = tuple(sorted(config.partitions))
+    attempt_doc: dict[str, Any] | None = None
+    sealed: tuple[str, ...] = ()
+    if doc["state"] == "sealed":
+        sealed = partitions  # sealed means every partition is: nothing more to read
+    elif doc["state"] == "open":
+        found_attempt = attempt_record(call, ctx, epoch, int(doc["attempt"]))
+        attempt_doc = found_attempt[0] if found_attempt else None
+        sealed = tuple(sealed_partitions(call, ctx, epoch, int(doc["generation"])))
+    return EpochInfo(
+        epoch=epoch, state=doc["state"], attempt=int(doc["attempt"]),
+        attempt_state=attempt_state(doc, attempt_doc), owner=doc["owner"],
+        config_version=int(doc["config_version"]), generation=int(doc["generation"]),
+        sealed_partitions=sealed, partitions=partitions,
+        opened_at=float(doc["opened_at"]), sealed_at=doc.get("sealed_at"),
+    )
+
+
+def seal_record(
+    call: Call, ctx: PipelineContext, epoch: int, partition: str, watch: Watch | None = None
+) -> SealRecord | None:
+    """The seal of ``partition`` at ``epoch`` in the epoch's current opening, or None.
+
+    With ``watch``, one-shot watches stay on the epoch record and (if it exists) on the seal node,
+    so the caller hears of the seal, or of a rollback that starts a new opening.
+    """
+    found = epoch_record(call, ctx, epoch, watch)
+    if found is None or found[0]["state"] == "rolled_back":
+        return None
+    generation = int(found[0]["generation"])
+    path = ctx.paths.seal(epoch, generation, partition)
+    raw = call.get(path, watch=watch)
+    return None if raw is None else decode_seal(raw, epoch, partition, path)
+
+
+def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -> SealRecord:
+    doc = payloads.decode("seal", raw[0], path=path)
+    return SealRecord(epoch, partition, int(doc["attempt"]), int(doc["generation"]), float(doc["sealed_at"]),
+                      int(raw[1].czxid), str(doc["request"]), int(doc["producers"]),
+                      {str(k): int(v) for k, v in (doc.get("upstream") or {}).items()})
+
+
+def decode_vote(raw: tuple[bytes, Any], epoch: int, partition: str, producer: str, path: str) -> VoteRecord:
+    doc = payloads.decode("vote", raw[0], path=path)
+    return VoteRecord(epoch, partition, producer, int(doc["attempt"]), doc["manifest"], doc.get("snapshot"),
+                      str(doc["request"]), float(doc["voted_at"]))
+
+
+def embedded_vote(seal: dict[str, Any], epoch: int, partition: str) -> VoteRecord | None:
+    """The sole producer's vote kept inside a seal, or None if the seal's votes have znodes of their own."""
+    vote = seal.get("vote")
+    if not isinstance(vote, dict):
+        return None
+    return VoteRecord(epoch, partition, str(vote["producer"]), int(seal["attempt"]), vote["manifest"],
+                      vote.get("snapshot"), str(vote.get("request", "")), float(vote.get("voted_at", 0.0)))
+
+
+def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
+    """The full seal: every producer's manifest, the snapshots and the lineage vector."""
+    found = epoch_record(call, ctx, epoch)
+    if found is None or found[0]["state"] == "rolled_back":
+        return None
+    doc = found[0]
+    generation = int(doc["generation"])
+    seal_path = ctx.paths.seal(epoch, generation, partition)
+    raw = call.get(seal_path)
+    if raw is None:
+        return None
+    seal = payloads.decode("seal", raw[0], path=seal_path)
+    token = int(seal["attempt"])
+    manifests: dict[str, Any] = {}
+    snapshots: dict[str, Any] = {}
+    sole = embedded_vote(seal, epoch, partition)
+    if sole is not None:
+        producers = [sole.producer]
+        records = [sole]
+    else:
+        producers = producer_names(call, ctx, epoch, token, partition, seal_path)
+        records = []
+        for name, vote_raw in zip(producers, call.get_many(
+                [ctx.paths.vote(epoch, token, partition, name) for name in producers]), strict=True):
+            if vote_raw is None:
+                raise CorruptPayload(f"{seal_path}: the vote of {name!r} is missing")
+            records.append(decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name)))
+    for vote in records:
+        manifests[vote.producer] = vote.manifest
+        if vote.snapshot is not None:
+            snapshots[vote.producer] = vote.snapshot
+    return SealInfo(
+        epoch=epoch, partition=partition, attempt=token, generation=generation, producers=tuple(producers),
+        manifests=manifests, snapshots=snapshots, sealed_at=float(seal["sealed_at"]), zxid=int(raw[1].czxid),
+        upstream={str(k): int(v) for k, v in (seal.get("upstream") or {}).items()},
+    )
+
+
+def producer_names(call: Call, ctx: PipelineContext, epoch: int, token: int, partition: str, where: str) -> list[str]:
+    """The producers whose votes sealed ``partition`` under attempt ``token``: the vote nodes present."""
+    names = call.children(ctx.paths.vote_counter(epoch, token, partition))
+    if names is None:
+        raise CorruptPayload(f"{where}: the votes of attempt {token} are missing")
+    return sorted(names)
+
+
+def vote_of(
+    call: Call, ctx: PipelineContext, epoch: int, partition: str, producer: str, attempt: int | None = None
+) -> VoteRecord | None:
+    """The vote ``producer`` cast on ``partition`` under the epoch's current attempt (or under
+    ``attempt``, e.g. a superseded one), or None."""
+    found = epoch_record(call, ctx, epoch)
+    if found is None or (found[0]["state"] == "rolled_back" and attempt is None):
+        return None
+    token = int(found[0]["attempt"]) if attempt is None else attempt
+    producers = ctx.config(call, int(found[0]["config_version"])).config.partitions.get(partition, ())
+    if tuple(producers) == (producer,):  # a sole producer's vote lives in the seal
+        seal_path = ctx.paths.seal(epoch, int(found[0]["generation"]), partition)
+        raw = call.get(seal_path)
+        if raw is None:
+            return None
+        seal = payloads.decode("seal", raw[0], path=seal_path)
+        vote = embedded_vote(seal, epoch, partition)
+        return vote if vote is not None and vote.attempt == token else None
+    path = ctx.paths.vote(epoch, token, partition, producer)
+    raw = call.get(path)
+    return None if raw is None else decode_vote(raw, epoch, partition, producer, path)
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+
+def last_sealed_snapshots(
+    call: Call, ctx: PipelineContext, partition: str, before_epoch: int | None = None
+) -> dict[str, SnapshotRef]:
+    """Producer -> the newest snapshot pointer sealed for ``partition`` before ``before_epoch``.
+
+    Bounded cost: the frontier and the partition's snapshot pointer (one pipelined read), then the
+    seal and the votes that carry the snapshots. The pointer keeps the two newest seals that left
+    snapshots, so a retry of the open epoch (the common question) never walks back.
+    """
+    frontier_raw, pointer_raw = call.get_many([ctx.paths.frontier, ctx.paths.snapshot_pointer(partition)])
+    if frontier_raw is None:
+        raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
+    limit = int(payloads.decode("frontier", frontier_raw[0], path=ctx.paths.frontier)["epoch"])
+    if before_epoch is not None:
+        limit = min(limit, before_epoch - 1)
+    if pointer_raw is None:
+        return {}
+    pointer = payloads.decode("snapshot_pointer", pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
+    for candidate in (pointer["current"], pointer.get("previous")):
+        if candidate and int(candidate["epoch"]) <= limit:
+            return snapshots_at(call, ctx, partition, int(candidate["epoch"]), int(candidate["generation"]))
+    # Older than both pointers: look through the retained epochs, newest first (rare: a reader asking
+    # about the past, or a rollback resetting the pointer).
+    record = ctx.record(call)
+    for epoch in range(limit, record.compacted_through, -1):
+        found = epoch_record(call, ctx, epoch)
+        if found is None or found[0]["state"] != "sealed":
+            continue
+        refs = snapshots_at(call, ctx, partition, epoch, int(found[0]["generation"]))
+        if refs:
+            return refs
+    return {}
+
+
+def snapshots_at(
+    call: Call, ctx: PipelineContext, partition: str, epoch: int, generation: int
+) -> dict[str, SnapshotRef]:
+    """The snapshot pointers sealed with ``partition`` at ``epoch`` (one opening), by producer."""
+    seal_path = ctx.paths.seal(epoch, generation, partition)
+    raw = call.get(seal_path)
+    if raw is None:
+        return {}
+    seal = payloads.decode("seal", raw[0], path=seal_path)
+    indices = [int(i) for i in seal["snapshot_producers"]]
+    if not indices:
+        return {}
+    sole = embedded_vote(seal, epoch, partition)
+    if sole is not None:
+        return {sole.producer: SnapshotRef(epoch, partition, sole.producer, sole.snapshot)}
+    token = int(seal["attempt"])
+    producers = ctx.config(call, int(seal["config_version"])).config.partitions.get(partition, ())
+    names = [producers[i] for i in indices if 0 <= i < len(producers)]
+    votes = call.get_many([ctx.paths.vote(epoch, token, partition, name) for name in names])
+    refs: dict[str, SnapshotRef] = {}
+    for name, vote_raw in zip(names, votes, strict=True):
+        if vote_raw is None:
+            raise CorruptPayload(f"{seal_path}: the vote of {name!r}, which carries a snapshot, is missing")
+        vote = decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name))
+        refs[name] = SnapshotRef(epoch, partition, name, vote.snapshot)
+    return refs
+
+
+def pick_snapshot(refs: dict[str, SnapshotRef], partition: str, producer: str | None) -> SnapshotRef | None:
+    """One snapshot out of ``refs``: the named producer's, or the only one."""
+    if producer is not None:
+        return refs.get(producer)
+    if len(refs) > 1:
+        raise UnknownProducer(
+            f"partition {partition!r} at epoch {next(iter(refs.values())).epoch} has snapshots from "
+            f"{sorted(refs)}; name the producer"
+        )
+    return next(iter(refs.values()), None)
+
+
+# -- consumers ---------------------------------------------------------------------------------
+
+
+def consumer_acks(call: Call, ctx: PipelineContext, watch: Watch | None = None) -> dict[str, tuple[int, int]]:
+    """The registered consumers -> (acknowledged epoch, znode version).
+
+    With ``watch`` (a kazoo watcher), one-shot watches are left on the folder and on each consumer,
+    so the caller hears of a consumer joining, leaving or acknowledging.
+    """
+    names = call.children(ctx.paths.consumers, watch=watch) or []
+    out: dict[str, tuple[int, int]] = {}
+    for name in names:
+        path = ctx.paths.consumer(name)
+        raw = call.get(path, watch=watch)
+        if raw is None:  # left meanwhile: the folder's watch covers it
+            continue
+        out[name] = (int(payloads.decode("consumer", raw[0], path=path)["acked"]), raw[1].version)
+    return out
+
+
+# -- the reader --------------------------------------------------------------------------------
+
+
+class PipelineReader:
+    """Read-only view of one pipeline; every method is one call with its own deadline.
+
+    :param ctx: the pipeline (its client, paths and deadline).
+    """
+
+    def __init__(self, ctx: PipelineContext) -> None:
+        self.ctx = ctx
+
+    def frontier(self) -> int:
+        """The highest epoch such that it and every earlier epoch are sealed."""
+        return self.ctx.call(lambda c: frontier(c, self.ctx), what="read frontier")
+
+    def newest_epoch(self) -> int:
+        """The newest epoch opened (and not rolled back); ``first_epoch - 1`` if none."""
+        return self.ctx.call(lambda c: self.ctx.record(c).newest_epoch, what="read pipeline")
+
+    def epoch_info(self, epoch: int) -> EpochInfo | None:
+        validate_epoch(epoch)
+        return self.ctx.call(lambda c: epoch_info(c, self.ctx, epoch), what=f"read epoch {epoch}")
+
+    def seal(self, epoch: int, partition: str) -> SealInfo | None:
+        validate_epoch(epoch)
+        validate_name("partition", partition)
+        return self.ctx.call(lambda c: seal_info(c, self.ctx, epoch, partition),
+                             what=f"read seal {partition!r} of epoch {epoch}")
+
+    def seal_record(self, epoch: int, partition: str) -> SealRecord | None:
+        validate_epoch(epoch)
+        validate_name("partition", partition)
+        return self.ctx.call(lambda c: seal_record(c, self.ctx, epoch, partition),
+                             what=f"read seal {partition!r} of epoch {epoch}")
+
+    def vote_of(self, epoch: int, partition: str, producer: str, attempt: int | None = None) -> VoteRecord | None:
+        validate_epoch(epoch)
+        validate_name("partition", partition)
+        validate_name("producer", producer)
+        return self.ctx.call(lambda c: vote_of(c, self.ctx, epoch, partition, producer, attempt),
+                             what=f"read the vote of {producer!r} on {partition!r} at epoch {epoch}")
+
+    def last_sealed_snapshots(self, partition: str, *, before_epoch: int | None = None) -> dict[str, SnapshotRef]:
+        validate_name("partition", partition)
+        if before_epoch is not None:
+            validate_epoch(before_epoch, what="before_epoch")
+        return self.ctx.call(lambda c: last_sealed_snapshots(c, self.ctx, partition, before_epoch),
+                             what=f"find the last snapshots of {partition!r}")
+
+    def history(self, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
+        return self.ctx.call(lambda c: read_events(c, self.ctx.paths, since_seq=since_seq, limit=limit),
+                             what="read history")
+
+    def latest_event(self) -> Event | None:
+        return self.ctx.call(lambda c: latest_event(c, self.ctx.paths), what="read the latest event")
+
+    def consumers(self) -> dict[str, int]:
+        acks = self.ctx.call(lambda c: consumer_acks(c, self.ctx), what="read consumers")
+        return {name: acked for name, (acked, _) in acks.items()}

@@ -1,0 +1,199 @@
+"""Retention: keep the newest ``retain_epochs`` epochs behind the frontier in full and compact the
+older ones, so a pipeline's znodes do not grow with the epochs behind it.
+
+Compacting epochs up to c keeps what later epochs need and drops the rest:
+
+- kept: the frontier; each partition's snapshot pointer and the (at most two) epochs it points at,
+  which stay in full until newer snapshots replace them; the lineage vector of each partition's
+  newest compacted seal and the count of compacted epochs (in ``archive``);
+- dropped: the epochs' attempts, votes, seals and barriers, their history events, and the
+  pipeline-level requests and events older than epoch c's seal.
+
+Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted, so no live attempt
+can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
+step (one transaction) moves ``compacted_through`` and writes the summary; the deletions after it
+are idempotent, so a compaction cut short is finished by the next one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kazoo.exceptions import NoNodeError, NotEmptyError
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
+from airflow_epochs.coordination.paths import child_path
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.reader import epoch_record, frontier
+from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+
+# Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
+_DELETE_BATCH = 400
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What one compaction did."""
+
+    through: int  # every epoch up to this one is compacted
+    compacted: tuple[int, ...]  # epochs whose znodes this call removed
+    kept: tuple[int, ...]  # compacted epochs kept in full because a snapshot pointer names them
+    znodes_deleted: int
+    events_pruned: int
+
+
+def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
+    """Epochs that snapshot pointers name: they stay in full while a retry may need their snapshot."""
+    pinned: set[int] = set()
+    names = call.children(ctx.paths.snapshots) or []
+    for name, raw in zip(names, call.get_many([ctx.paths.snapshot_pointer(n) for n in names]), strict=True):
+        if raw is None:
+            continue
+        pointer = payloads.decode("snapshot_pointer", raw[0], path=ctx.paths.snapshot_pointer(name))
+        for ref in (pointer["current"], pointer.get("previous")):
+            if ref:
+                pinned.add(int(ref["epoch"]))
+    return pinned
+
+
+def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> CompactionReport:
+    """Compact the sealed epochs that fell out of the configuration's ``retain_epochs``."""
+
+    def mark(call: Call) -> tuple[int, int | None]:
+        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid)."""
+        record = ctx.record(call)
+        current = frontier(call, ctx)
+        version = ctx.config_for(call, max(current, record.first_epoch), record)
+        retain = version.config.retain_epochs
+        archive_raw = call.get(ctx.paths.archive)
+        archive = payloads.decode("archive", archive_raw[0], path=ctx.paths.archive) if archive_raw else None
+        old = record.compacted_through
+        zxid = archive.get("history_zxid") if archive else None
+        if retain is None or current - retain <= old:
+            return old, zxid
+        new = current - retain
+        if max_epochs is not None:
+            new = min(new, old + max_epochs)
+        found = epoch_record(call, ctx, new)
+        if found is None or found[0]["state"] != "sealed":
+            return old, zxid
+        lineage = dict(archive.get("lineage", {})) if archive else {}
+        generation = int(found[0]["generation"])
+        names = call.children(ctx.paths.seals(new, generation)) or []
+        seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
+        for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
+            if raw is not None:
+                seal = payloads.decode("seal", raw[0], path=path)
+                if seal.get("upstream"):
+                    lineage[name] = {"epoch": new, "upstream": seal["upstream"]}
+        zxid = int(found[1].mzxid)
+        summary = {"through": new, "epochs": (archive["epochs"] if archive else 0) + (new - old),
+                   "history_zxid": zxid, "lineage": lineage}
+        ops: list[Op] = [
+            ("set", ctx.paths.base, payloads.encode("pipeline", record.body(compacted_through=new)), record.version),
+            ("set", ctx.paths.archive, payloads.encode("archive", summary), archive_raw[1].version)
+            if archive_raw else ("create", ctx.paths.archive, payloads.encode("archive", summary), False),
+            *ctx.event("compacted", from_epoch=old + 1, to_epoch=new, retain_epochs=retain),
+        ]
+        results = commit(call, ops)
+        if first_failure(results) is not None:
+            raise Conflict()
+        ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
+        return new, zxid
+
+    def sweep(call: Call) -> CompactionReport:
+        """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
+        through, zxid = mark(call)
+        pinned = pinned_epochs(call, ctx)
+        names = call.children(ctx.paths.epochs) or []
+        due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
+        compacted: list[int] = []
+        kept: list[int] = []
+        deleted = 0
+        for epoch in due:
+            if epoch in pinned:
+                kept.append(epoch)
+                continue
+            deleted += delete_tree(call, ctx.paths.epoch(epoch))
+            compacted.append(epoch)
+        pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
+        if zxid is not None:
+            deleted += prune_requests(call, ctx, zxid)
+        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned)
+
+    return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
+
+
+def delete_tree(call: Call, top: str) -> int:
+    """Delete ``top`` and everything under it, deepest first, in batches; returns znodes deleted."""
+    order: list[str] = []
+    pending = [top]
+    while pending:
+        level = pending
+        pending = []
+        order.extend(level)
+        listings = [call.children(path) for path in level]
+        for path, children in zip(level, listings, strict=True):
+            pending.extend(child_path(path, child) for child in children or [])
+    doomed = list(reversed(order))  # children before their parents
+    deleted = 0
+    for start in range(0, len(doomed), _DELETE_BATCH):
+        batch = doomed[start:start + _DELETE_BATCH]
+        results = commit(call, [("delete", path, -1) for path in batch])
+        if first_failure(results) is None:
+            deleted += len(batch)
+            continue
+        for path in batch:  # something moved (gone already, or a late child): one by one
+            result = commit(call, [("delete", path, -1)])
+            failure = first_failure(result)
+            if failure is None:
+                deleted += 1
+            elif isinstance(failure[1], NotEmptyError):
+                deleted += delete_tree(call, path)
+            elif not isinstance(failure[1], NoNodeError):
+                raise failure[1]
+    return deleted
+
+
+def prune_history(call: Call, ctx: PipelineContext, zxid: int) -> int:
+    """Delete history events committed at or before ``zxid`` (oldest first); returns how many."""
+    pruned = 0
+    seqs = event_sequences(call, ctx.paths)
+    for start in range(0, len(seqs), READ_BATCH):
+        batch = seqs[start:start + READ_BATCH]
+        stats = call.exists_many([ctx.paths.event(s) for s in batch])
+        doomed = [ctx.paths.event(s) for s, stat in zip(batch, stats, strict=True)
+                  if stat is not None and int(stat.czxid) <= zxid]
+        if doomed:
+            results = commit(call, [("delete", path, -1) for path in doomed])
+            if first_failure(results) is None:
+                pruned += len(doomed)
+        if len(doomed) < len(batch):
+            break  # events are in commit order: the rest are newer
+    return pruned
+
+
+def prune_requests(call: Call, ctx: PipelineContext, zxid: int) -> int:
+    """Forget pipeline-level request ids older than ``zxid`` (a repeat that old is a new request)."""
+    paths = [ctx.paths.request(name) for name in call.children(ctx.paths.requests) or []]
+    doomed = [path for path, stat in zip(paths, call.exists_many(paths), strict=True)
+              if stat is not None and int(stat.czxid) <= zxid]
+    deleted = 0
+    for start in range(0, len(doomed), _DELETE_BATCH):
+        results = commit(call, [("delete", path, -1) for path in doomed[start:start + _DELETE_BATCH]])
+        if first_failure(results) is None:
+            deleted += len(doomed[start:start + _DELETE_BATCH])
+    return deleted
+
+
+def archived_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> dict[str, Any] | None:
+    """The lineage vector kept for a compacted seal, if ``epoch`` is the newest compacted one of it."""
+    raw = call.get(ctx.paths.archive)
+    if raw is None:
+        return None
+    item = payloads.decode("archive", raw[0], path=ctx.paths.archive).get("lineage", {}).get(partition)
+    if item and int(item["epoch"]) == epoch:
+        return dict(item["upstream"])
+    return None

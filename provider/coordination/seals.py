@@ -1,0 +1,357 @@
+"""Seals: a partition seals when every producer registered for it has voted under the current
+attempt; the epoch seals (and the frontier moves) when its last partition seals.
+
+No shared tally is read or compare-and-set. Each vote bumps its partition's vote counter with an
+unconditional ``set`` inside its own transaction; the counter's new version tells the voter how many
+votes are in, so exactly one voter learns that it completed the set, and that voter writes the seal.
+Each seal bumps the epoch's seal counter the same way, so exactly one sealer learns that it completed
+the epoch. Every seal transaction checks the attempt node's version (fencing: a superseded, aborted
+or rolled-back attempt writes nothing) and creates its seal create-only (a seal is written once).
+If the completing voter dies between its vote and its seal, the next vote repeat or the epoch's
+close finds every vote in and writes the seal: sealing is finished by whoever looks next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.config import ConfigVersion
+from airflow_epochs.coordination.errors import (
+    AttemptSuperseded,
+    EpochAlreadySealed,
+    EpochIncomplete,
+    EpochNotOpen,
+    EpochOutOfOrder,
+    UnknownPartition,
+    UnknownProducer,
+)
+from airflow_epochs.coordination.history import commit
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.reader import attempt_record, decode_vote, epoch_info, epoch_record
+from airflow_epochs.coordination.records import Attempt, EpochInfo, VoteRecord
+from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+
+# Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
+_SEAL_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class SealProgress:
+    """Whether the partition (and the epoch) are sealed after a seal step."""
+
+    partition_sealed: bool
+    epoch_sealed: bool
+
+
+def producers_of(version: ConfigVersion, pipeline: str, epoch: int, partition: str, producer: str) -> tuple[str, ...]:
+    """The producers registered for ``partition`` under ``version``; refuses an unknown partition or producer."""
+    config = version.config
+    if partition not in config.partitions:
+        raise UnknownPartition(
+            f"pipeline {pipeline!r}: partition {partition!r} is not in the configuration of epoch "
+            f"{epoch} (version {version.version}: {sorted(config.partitions)})"
+        )
+    producers = config.partitions[partition]
+    if producer not in producers:
+        raise UnknownProducer(
+            f"pipeline {pipeline!r}: producer {producer!r} is not registered for partition "
+            f"{partition!r} at epoch {epoch} (registered: {list(producers)})"
+        )
+    return tuple(producers)
+
+
+def fence(ctx: PipelineContext, attempt: Attempt) -> Op:
+    """The fencing check every write of an attempt carries: its attempt node is untouched (running)."""
+    return ("check", ctx.paths.attempt(attempt.epoch, attempt.token), 0)
+
+
+def epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
+    """The epoch record as the attempt knows it (the attempt carries every field of it)."""
+    return {"state": state, "attempt": attempt.token, "owner": attempt.owner,
+            "config_version": attempt.config_version, "generation": attempt.generation,
+            "opened_at": attempt.opened_at, **extra}
+
+
+def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now: float) -> list[Op]:
+    """Seal the epoch and move the frontier to it, guarded (with :func:`fence`) by the attempt.
+
+    The record and the frontier are written without a version: only the current attempt of epoch e
+    can get here, it exists only if e-1 was sealed when it opened, and everything that could change
+    either of them since (a takeover, an abort, a rollback) changes the attempt node first, which
+    the fence catches. The epoch seal is create-only, so the epoch is sealed once.
+    """
+    assert attempt.opened_at is not None
+    return [
+        ("create", ctx.paths.epoch_seal(attempt.epoch), payloads.encode("epoch_seal", {
+            "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now, "request": request_id,
+        }), False),
+        ("set", ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", epoch_record_body(
+            attempt, "sealed", sealed_at=now)), -1),
+        ("set", ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
+        *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
+                   frontier=attempt.epoch, generation=attempt.generation),
+    ]
+
+
+def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attempt:
+    """The attempt with ``opened_at`` filled in (handles from older callers may lack it)."""
+    if attempt.opened_at is not None:
+        return attempt
+    found = epoch_record(call, ctx, attempt.epoch)
+    if found is None:
+        raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
+    return Attempt(attempt.pipeline, attempt.epoch, attempt.token, attempt.owner, attempt.config_version,
+                   attempt.generation, attempt.request, float(found[0]["opened_at"]), attempt.session)
+
+
+def seal_document(
+    attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, VoteRecord],
+    request_id: str, now: float,
+) -> dict[str, Any]:
+    """The seal of ``partition``: who left snapshots (as indices into the configured producers, so its
+    size does not grow with the producers' names), the lineage vector, and when the first vote came."""
+    return {
+        "partition": partition, "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now,
+        "request": request_id, "config_version": attempt.config_version, "producers": len(producers),
+        "snapshot_producers": [i for i, name in enumerate(producers) if votes[name].snapshot is not None],
+        "first_vote_at": min((v.voted_at for v in votes.values()), default=now),
+    }
+
+
+def embedded_vote(vote: VoteRecord, upstream: Mapping[str, int]) -> dict[str, Any]:
+    """A sole producer's vote, kept inside the seal it completes (no vote znode of its own)."""
+    return {"producer": vote.producer, "manifest": vote.manifest, "snapshot": vote.snapshot,
+            "upstream": dict(upstream), "voted_at": vote.voted_at, "request": vote.request}
+
+
+def seal_ops(
+    ctx: PipelineContext,
+    attempt: Attempt,
+    partition: str,
+    producers: Sequence[str],
+    votes: Mapping[str, VoteRecord],
+    upstream: Mapping[str, int],
+    pointer: tuple[bytes, Any] | None,
+    request_id: str,
+    now: float,
+    *,
+    counted: bool = True,
+    embed: bool = False,
+) -> list[Op]:
+    """The ops that seal ``partition`` (to follow the fence): the seal, the seal counter (unless
+    ``counted`` is False: the epoch's only partition seals the epoch in the same transaction), the
+    snapshot pointer if some producer left a snapshot, and the history record. With ``embed``, the
+    single vote in ``votes`` is kept in the seal itself (a sole producer's vote is its partition's seal)."""
+    doc = seal_document(attempt, partition, producers, votes, request_id, now)
+    doc["upstream"] = dict(upstream)
+    if embed:
+        (only,) = votes.values()
+        doc["vote"] = embedded_vote(only, upstream)
+    ops: list[Op] = [
+        ("create", ctx.paths.seal(attempt.epoch, attempt.generation, partition), payloads.encode("seal", doc), False),
+    ]
+    if counted:
+        ops.append(("set", ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
+    if doc["snapshot_producers"]:
+        here = {"epoch": attempt.epoch, "generation": attempt.generation, "attempt": attempt.token}
+        path = ctx.paths.snapshot_pointer(partition)
+        if pointer is None:
+            ops.append(("create", path, payloads.encode("snapshot_pointer", {
+                "partition": partition, "current": here, "previous": None}), False))
+        else:
+            old = payloads.decode("snapshot_pointer", pointer[0], path=path)
+            previous = old.get("previous") if int(old["current"]["epoch"]) >= attempt.epoch else old["current"]
+            ops.append(("set", path, payloads.encode("snapshot_pointer", {
+                "partition": partition, "current": here, "previous": previous}), pointer[1].version))
+    ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
+                     producers=len(producers), first_vote_at=doc["first_vote_at"], generation=attempt.generation)
+    return ops
+
+
+def union_upstream(votes: Mapping[str, VoteRecord], raw_upstream: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The lineage vector of a seal: per upstream pipeline, the newest epoch any producer read."""
+    out: dict[str, int] = {}
+    for name in votes:
+        for pipeline, epoch in raw_upstream.get(name, {}).items():
+            out[pipeline] = max(out.get(pipeline, 0), int(epoch))
+    return out
+
+
+def seal_partition(
+    call: Call,
+    ctx: PipelineContext,
+    attempt: Attempt,
+    partition: str,
+    producers: Sequence[str],
+    partitions_total: int,
+    request_id: str,
+) -> SealProgress:
+    """Write the seal of ``partition`` if every producer has voted under ``attempt`` (and the epoch's
+    seal if it is the last partition). Idempotent: a seal already there is reported, not rewritten."""
+    paths = ctx.paths
+    seal_path = paths.seal(attempt.epoch, attempt.generation, partition)
+    if len(producers) == 1:  # a sole producer's vote is the seal: nothing to write from here
+        if call.exists(seal_path) is None:
+            return SealProgress(False, False)
+        return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
+    for _ in range(_SEAL_ROUNDS):
+        vote_paths = [paths.vote(attempt.epoch, attempt.token, partition, name) for name in producers]
+        *vote_raws, pointer_raw, seal_raw = call.get_many(
+            [*vote_paths, paths.snapshot_pointer(partition), seal_path])
+        if seal_raw is not None:
+            return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
+        if any(raw is None for raw in vote_raws):
+            return SealProgress(False, False)
+        votes: dict[str, VoteRecord] = {}
+        lineage: dict[str, Mapping[str, int]] = {}
+        for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True):
+            assert raw is not None
+            votes[name] = decode_vote(raw, attempt.epoch, partition, name, path)
+            lineage[name] = payloads.decode("vote", raw[0], path=path).get("upstream") or {}
+        now = ctx.clock()
+        last = partitions_total == 1
+        ops = [fence(ctx, attempt), *seal_ops(ctx, attempt, partition, producers, votes,
+                                              union_upstream(votes, lineage), pointer_raw, request_id, now,
+                                              counted=not last)]
+        if last:
+            attempt = with_opened_at(call, ctx, attempt)
+            ops += epoch_seal_ops(ctx, attempt, request_id, now)
+        results = commit(call, ops)
+        failure = first_failure(results)
+        if failure is None:
+            if last:
+                return SealProgress(True, True)
+            if sealed_count(ctx, attempt, ops, results) >= partitions_total:
+                return SealProgress(True, seal_epoch(call, ctx, attempt, request_id))
+            return SealProgress(True, False)
+        index, error = failure
+        if index == 0:  # the attempt is no longer current: its votes stay, it seals nothing
+            return SealProgress(call.exists(seal_path) is not None,
+                                call.exists(paths.epoch_seal(attempt.epoch)) is not None)
+        if index == 1 and isinstance(error, NodeExistsError):
+            continue  # sealed meanwhile (a repeat, or close_epoch): report what is there
+        if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
+            continue  # the snapshot pointer moved meanwhile: read again
+        raise error
+    return SealProgress(call.exists(seal_path) is not None, call.exists(paths.epoch_seal(attempt.epoch)) is not None)
+
+
+def sealed_count(ctx: PipelineContext, attempt: Attempt, ops: Sequence[Op], results: Sequence[Any]) -> int:
+    """How many partitions are sealed after a committed seal: the seal counter's new version."""
+    counter = ctx.paths.seals(attempt.epoch, attempt.generation)
+    for op, result in zip(ops, results, strict=False):
+        if op[0] == "set" and op[1] == counter:
+            return int(result.version)
+    raise ValueError("the transaction did not count its seal")
+
+
+def ensure_epoch_sealed(
+    call: Call, ctx: PipelineContext, attempt: Attempt, partitions_total: int, request_id: str
+) -> bool:
+    """Whether the epoch is sealed; seals it if every partition is and its sealer died before doing so."""
+    if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None:
+        return True
+    counter = call.exists(ctx.paths.seals(attempt.epoch, attempt.generation))
+    if counter is not None and int(counter.version) >= partitions_total:
+        return seal_epoch(call, ctx, attempt, request_id)
+    return False
+
+
+def seal_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: str) -> bool:
+    """Seal the epoch of ``attempt`` (every partition is sealed); True if it is sealed afterwards."""
+    attempt = with_opened_at(call, ctx, attempt)
+    results = commit(call, [fence(ctx, attempt), *epoch_seal_ops(ctx, attempt, request_id, ctx.clock())])
+    failure = first_failure(results)
+    if failure is None:
+        return True
+    index, error = failure
+    if index == 1 and isinstance(error, NodeExistsError):
+        return True  # sealed already (by a repeat or by close_epoch)
+    if index == 0:
+        return False
+    raise error
+
+
+def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None = None) -> EpochInfo:
+    """Seal the epoch once every partition is sealed, finishing any seal a dead voter left unwritten.
+
+    Idempotent. Raises :class:`EpochIncomplete` naming the partitions still missing votes.
+    """
+
+    def body(call: Call) -> EpochInfo:
+        found = epoch_record(call, ctx, attempt.epoch)
+        if found is None:
+            info = epoch_info(call, ctx, attempt.epoch)
+            if info is not None and info.state == "sealed":
+                raise EpochAlreadySealed(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted")
+            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
+        doc = found[0]
+        if doc["state"] == "sealed":
+            if int(doc["attempt"]) != attempt.token or int(doc["generation"]) != attempt.generation:
+                raise EpochAlreadySealed(
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc['attempt']} of "
+                    f"{doc['owner']!r}, not by attempt {attempt.token}"
+                )
+            return _info(call, ctx, attempt.epoch)
+        check_current(call, ctx, attempt, doc)
+        version = ctx.config(call, attempt.config_version)
+        partitions = sorted(version.config.partitions)
+        sealed = set(call.children(ctx.paths.seals(attempt.epoch, attempt.generation)) or [])
+        missing = [p for p in partitions if p not in sealed]
+        for partition in missing:
+            progress = seal_partition(call, ctx, attempt, partition, version.config.partitions[partition],
+                                      len(partitions), call.request_id)
+            if progress.partition_sealed:
+                sealed.add(partition)
+        missing = [p for p in partitions if p not in sealed]
+        if missing:
+            raise EpochIncomplete(
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be closed; partitions not sealed yet "
+                f"(votes missing): {missing}",
+                missing=missing,
+            )
+        if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None:
+            frontier_raw = call.get(ctx.paths.frontier)
+            frontier = int(payloads.decode("frontier", frontier_raw[0])["epoch"]) if frontier_raw else -1
+            if frontier != attempt.epoch - 1:
+                raise EpochOutOfOrder(
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
+                    f"{frontier}"
+                )
+            if not seal_epoch(call, ctx, attempt, call.request_id):
+                raise Conflict()  # the attempt changed under us: decide again on fresh state
+        return _info(call, ctx, attempt.epoch)
+
+    return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id)
+
+
+def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:
+    info = epoch_info(call, ctx, epoch)
+    assert info is not None
+    return info
+
+
+def check_current(call: Call, ctx: PipelineContext, attempt: Attempt, doc: Mapping[str, Any]) -> None:
+    """Refuse (nothing written) if ``attempt`` is not the epoch's current, running attempt."""
+    if doc["state"] == "sealed":
+        raise EpochAlreadySealed(
+            f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}"
+        )
+    att = attempt_record(call, ctx, attempt.epoch, attempt.token)
+    state = att[0]["state"] if att is not None else "missing"
+    if int(doc["attempt"]) != attempt.token or int(doc["generation"]) != attempt.generation \
+            or doc["state"] != "open" or state != "running":
+        current = attempt_record(call, ctx, attempt.epoch, int(doc["attempt"]))
+        current_state = current[0]["state"] if current is not None else "?"
+        raise AttemptSuperseded(
+            f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current "
+            f"(it is {state}; the epoch is {doc['state']} under attempt {doc['attempt']} ({current_state}) of "
+            f"{doc['owner']!r}); nothing was written",
+            attempt=attempt.token,
+            current=int(doc["attempt"]),
+        )

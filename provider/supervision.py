@@ -1,0 +1,116 @@
+"""Servers started for a run (ZooKeeper, Spark Connect), recorded so that they never outlive it unseen.
+
+A run that starts a server writes a record beside its state: the server's identity and the run's own
+(see :mod:`airflow_epochs.process_identity`). Servers started with ``die_with_parent`` stop when the
+run's process exits, even by ``kill -9``. The next run reads the records first (:func:`reap_leftover`):
+
+- nothing recorded, or the recorded server has exited: nothing to do;
+- the server is ours and the run that started it is gone: it is stopped (an orphan of a killed run);
+- the server is ours and its run is still alive: another run uses this state, :class:`RunStillActive`;
+- the pid now belongs to another program: the stale record is dropped, nothing is signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
+
+__all__ = ["RunStillActive", "ServerRecord", "current_run", "read_record", "reap_leftover", "write_record"]
+
+
+class RunStillActive(RuntimeError):
+    """The server recorded in a state folder belongs to a run that is still alive."""
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """A server a run started.
+
+    :param name: what it is (``zookeeper``, ``spark-connect``).
+    :param server: the server process's identity, taken once it served.
+    :param owner: the identity of the run that started it (None for a detached server).
+    :param group: whether the server leads its own process group (stopped as a group).
+    :param details: port, URL, directory: whatever the owner wants to find again.
+    """
+
+    name: str
+    server: ProcessIdentity
+    owner: ProcessIdentity | None = None
+    group: bool = True
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "server": self.server.to_json(),
+                "owner": self.owner.to_json() if self.owner else None, "group": self.group,
+                "details": dict(self.details)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ServerRecord:
+        if not isinstance(data, dict) or "server" not in data:
+            raise ValueError(f"not a server record: {data!r}")
+        owner = data.get("owner")
+        return cls(str(data.get("name", "server")), ProcessIdentity.from_json(data["server"]),
+                   ProcessIdentity.from_json(owner) if owner else None, bool(data.get("group", True)),
+                   dict(data.get("details") or {}))
+
+
+def current_run() -> ProcessIdentity:
+    """This process's identity (the owner of the servers it starts)."""
+    me = identify(os.getpid())
+    if me is None:  # pragma: no cover - a process can always read its own /proc entry
+        raise RuntimeError("cannot read this process's own identity")
+    return me
+
+
+def write_record(path: Path, record: ServerRecord) -> None:
+    """Write ``record`` to ``path`` (mode 0600, replaced atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(record.to_json(), out)
+    os.replace(tmp, path)
+
+
+def read_record(path: Path) -> ServerRecord | None:
+    """The record at ``path``; None if there is none. :class:`ValueError` (naming the file) if it is
+    not a record."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return ServerRecord.from_json(json.loads(text))
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def reap_leftover(path: Path) -> str | None:
+    """Deal with the server recorded at ``path`` by an earlier run (see the module docstring) and
+    remove the record; returns what was done, in words, or None if nothing was recorded.
+
+    :raises RunStillActive: the recorded server and the run that started it are both alive.
+    """
+    record = read_record(path)
+    if record is None:
+        return None
+    if identify(record.server.pid) is None:
+        path.unlink(missing_ok=True)
+        return f"the {record.name} server of an earlier run ({record.server.describe()}) had already exited"
+    if record.owner is not None and record.owner.alive():
+        raise RunStillActive(
+            f"the {record.name} server {record.server.describe()} belongs to a run that is still alive "
+            f"({record.owner.describe()}); wait for it to finish, or stop it first"
+        )
+    try:
+        stop_verified(record.server, group=record.group)
+    except NotOurProcess:
+        path.unlink(missing_ok=True)
+        return f"pid {record.server.pid} recorded for the {record.name} server now runs another program: left alone"
+    path.unlink(missing_ok=True)
+    return f"stopped the {record.name} server left by a run that was killed ({record.server.describe()})"

@@ -1,0 +1,98 @@
+"""kazoo's asynchronous calls, awaited on an asyncio event loop.
+
+kazoo answers on its own connection thread; each call here hands the answer to the loop with
+``call_soon_threadsafe``, so a trigger never blocks the triggerer's loop and never hops to a worker
+thread to wait. Watches come back the same way: a watch callback runs on kazoo's thread and must only
+schedule work on the loop (see :meth:`AsyncZooKeeper.watcher`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
+Watch = Callable[[WatchedEvent], None]
+
+
+class AsyncZooKeeper:
+    """Awaitable reads on a started kazoo client, for code running on ``loop``.
+
+    :param client: a started kazoo client (shared with other triggers).
+    :param loop: the event loop the awaiting code runs on.
+    """
+
+    def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = client
+        self.loop = loop
+
+    def _await(self, result: Any) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = self.loop.create_future()
+
+        def settle(done: Any) -> None:
+            if future.done():
+                return
+            if done.successful():
+                future.set_result(done.value)
+            else:
+                future.set_exception(done.exception)
+
+        def from_kazoo(done: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                self.loop.call_soon_threadsafe(settle, done)
+
+        result.rawlink(from_kazoo)
+        return future
+
+    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat of ``path``, or None if it does not exist (then an exists-watch is left,
+        so the creation is heard of)."""
+        try:
+            data, stat = await self._await(self.client.get_async(path, watch=watch))
+        except NoNodeError:
+            if watch is None:
+                return None
+            stat = await self.exists(path, watch)
+            if stat is None:
+                return None
+            return await self.get(path, watch)  # created in between
+        return data, stat
+
+    async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
+        result: ZnodeStat | None = await self._await(self.client.exists_async(path, watch=watch))
+        return result
+
+    async def children(self, path: str, watch: Watch | None = None) -> list[str] | None:
+        try:
+            names: list[str] = await self._await(self.client.get_children_async(path, watch=watch))
+        except NoNodeError:
+            return None
+        return names
+
+    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str:
+        created: str = await self._await(self.client.create_async(path, value, ephemeral=ephemeral))
+        return created
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        stat: ZnodeStat = await self._await(self.client.set_async(path, value, version=version))
+        return stat
+
+    async def delete(self, path: str, version: int = -1) -> None:
+        await self._await(self.client.delete_async(path, version=version))
+
+    async def ensure_path(self, path: str) -> None:
+        await self._await(self.client.ensure_path_async(path))
+
+    def watcher(self, on_event: Callable[[WatchedEvent], None]) -> Watch:
+        """A kazoo watch callback that runs ``on_event`` on the loop (never on kazoo's thread)."""
+
+        def watch(event: WatchedEvent) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the trigger is gone
+                self.loop.call_soon_threadsafe(on_event, event)
+
+        return watch

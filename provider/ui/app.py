@@ -1,0 +1,235 @@
+"""The Epochs page and its JSON API: a FastAPI app that Airflow's API server mounts (``/epochs``).
+
+Every route depends on Airflow's own authentication (``requires_authenticated()``: the JWT of the UI
+session cookie or a bearer token), and a user sees a pipeline only if they may read a DAG that
+drives it (``get_auth_manager().get_authorized_dag_ids``); anything else is answered as if it did not
+exist. The app only reads ZooKeeper, through :mod:`airflow_epochs.ui.state`, on one kazoo session
+per API server process.
+
+Routes (all GET, under the mount prefix)::
+
+    /                                       the page (query: pipeline, dag_id, run_id, task_id, epoch)
+    /api/pipelines?dag_id=                  the pipelines this user may see, each with its DAGs
+    /api/pipelines/{p}                      frontier, leader, epoch in flight, lag, counts, live barriers
+    /api/pipelines/{p}/epochs               a grid page (offset, limit, state=sealed,voting,..., before)
+    /api/pipelines/{p}/epochs/{e}           one epoch: votes, manifests, seals, snapshots, lineage, attempts
+    /api/pipelines/{p}/epochs/{e}/barriers  the barriers of an epoch
+    /api/pipelines/{p}/timeline.svg         each recent epoch's stages on a time axis
+    /api/runs/{dag_id}/{run_id}             the pipeline and epoch a DAG run worked on
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import CoordinationUnavailable, EpochsError, InvalidInput, PipelineNotFound
+from airflow_epochs.ui.dags import DagIndex
+from airflow_epochs.ui.state import STATES, StateReader, as_json
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+CONN_ENV = "AIRFLOW_EPOCHS_UI_CONN_ID"
+DEFAULT_CONN_ID = "zookeeper_default"
+
+
+class SharedSession:
+    """The process's kazoo sessions for the page, from the Airflow connection named by
+    ``$AIRFLOW_EPOCHS_UI_CONN_ID`` (default ``zookeeper_default``), opened on first use: the page's
+    one session, borrowed from the triggers' registry, and one more for bulk history reads (ZooKeeper
+    answers a session's requests in order: a long history read must not hold the grid's reads)."""
+
+    def __init__(self, conn_id: str | None = None) -> None:
+        self.conn_id = conn_id or os.environ.get(CONN_ENV) or DEFAULT_CONN_ID
+        self._client: KazooClient | None = None
+        self._history: KazooClient | None = None
+        self._settings: Any = None
+        self._lock = threading.Lock()
+
+    def _load_settings(self) -> Any:
+        if self._settings is None:
+            from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+            self._settings = ZooKeeperHook(self.conn_id).settings
+            log.info("Epochs UI reads ZooKeeper %s", self._settings.describe())
+        return self._settings
+
+    def client(self) -> KazooClient:
+        with self._lock:
+            if self._client is None:
+                from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+                self._client = SHARED_CLIENTS.acquire(self._load_settings())
+            return self._client
+
+    def history_client(self) -> KazooClient:
+        with self._lock:
+            if self._history is None:
+                settings = self._load_settings()
+                client = settings.client()
+                client.start(timeout=settings.connection_timeout)
+                self._history = client
+            return self._history
+
+    def close(self) -> None:
+        from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+        with self._lock:
+            if self._client is not None:
+                SHARED_CLIENTS.release(self._settings)
+                self._client = None
+            if self._history is not None:
+                self._history.stop()
+                self._history.close()
+                self._history = None
+
+
+def _authorized_dag_ids(user: Any) -> set[str]:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+
+def create_app(
+    *,
+    client_factory: Callable[[], KazooClient] | None = None,
+    authorized_dag_ids: Callable[[Any], set[str]] = _authorized_dag_ids,
+    dag_index: DagIndex | None = None,
+) -> FastAPI:
+    """Build the app.
+
+    :param client_factory: the started kazoo client to read through (default: the Airflow connection's,
+        shared by the process).
+    :param authorized_dag_ids: the DAG ids a user may read (default: Airflow's auth manager).
+    :param dag_index: which pipelines each DAG drives (default: from the serialized DAGs).
+    """
+    session = SharedSession() if client_factory is None else None
+    if session is not None:
+        reader = StateReader(session.client, history_client_factory=session.history_client)
+    else:
+        assert client_factory is not None
+        reader = StateReader(client_factory)
+    index = dag_index or DagIndex()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        reader.close()
+        if session is not None:
+            session.close()
+
+    app = FastAPI(title="Epochs", description=__doc__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json", dependencies=[Depends(requires_authenticated())])
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    def visible(user: Any) -> dict[str, list[str]]:
+        """pipeline -> the DAGs driving it that ``user`` may read."""
+        found: dict[str, list[str]] = {}
+        for dag_id, item in index.of(authorized_dag_ids(user)).items():
+            for pipeline in item.pipelines:
+                found.setdefault(pipeline, []).append(dag_id)
+        return {p: sorted(d) for p, d in sorted(found.items())}
+
+    def allowed(user: Any, pipeline: str) -> None:
+        if pipeline not in visible(user):
+            # The same answer as for a pipeline that does not exist: no hint that it does.
+            raise HTTPException(404, f"no pipeline {pipeline!r} among the DAGs you may read")
+
+    @app.exception_handler(PipelineNotFound)
+    async def _missing(_request: Request, exc: PipelineNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(CoordinationUnavailable)
+    async def _unavailable(_request: Request, exc: CoordinationUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": f"ZooKeeper unavailable: {exc}"}, status_code=503)
+
+    @app.exception_handler(InvalidInput)
+    async def _bad_input(_request: Request, exc: InvalidInput) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(EpochsError)
+    async def _epochs_error(_request: Request, exc: EpochsError) -> JSONResponse:
+        return JSONResponse({"detail": f"{type(exc).__name__}: {exc}", "kind": exc.kind},
+                            status_code=503 if exc.retryable else 500)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/pipelines")
+    def pipelines(user: GetUserDep, dag_id: str | None = None) -> dict[str, Any]:
+        found = visible(user)
+        if dag_id is not None:
+            found = {p: dags for p, dags in found.items() if dag_id in dags}
+        return {"pipelines": [{"pipeline": p, "dags": dags, "exists": reader.pipeline(p).exists()}
+                              for p, dags in found.items()]}
+
+    @app.get("/api/pipelines/{pipeline}")
+    def overview(pipeline: str, user: GetUserDep) -> dict[str, Any]:
+        allowed(user, pipeline)
+        return as_json(reader.pipeline(pipeline).overview())
+
+    @app.get("/api/pipelines/{pipeline}/epochs")
+    def grid(
+        pipeline: str,
+        user: GetUserDep,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        state: Annotated[str, Query(description=f"comma-separated: {', '.join(STATES)}")] = "",
+        before: Annotated[int | None, Query(ge=0)] = None,
+    ) -> dict[str, Any]:
+        allowed(user, pipeline)
+        states = [s for s in state.split(",") if s]
+        try:
+            page = reader.pipeline(pipeline).grid(offset=offset, limit=limit, states=states, before=before)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        return as_json(page)
+
+    @app.get("/api/pipelines/{pipeline}/epochs/{epoch}")
+    def epoch_detail(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:
+        allowed(user, pipeline)
+        detail = reader.pipeline(pipeline).epoch_detail(epoch)
+        if detail is None:
+            raise HTTPException(404, f"pipeline {pipeline!r} has no epoch {epoch}")
+        return as_json(detail)
+
+    @app.get("/api/pipelines/{pipeline}/epochs/{epoch}/barriers")
+    def barriers(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:
+        allowed(user, pipeline)
+        return {"barriers": as_json(reader.pipeline(pipeline).barriers(epoch))}
+
+    @app.get("/api/pipelines/{pipeline}/timeline.svg")
+    def timeline(pipeline: str, user: GetUserDep, epochs: Annotated[int, Query(ge=1, le=60)] = 14) -> Response:
+        from airflow_epochs.timeline import render_svg
+
+        allowed(user, pipeline)
+        found = reader.pipeline(pipeline).timeline(epochs)
+        body = render_svg(found) if found else (
+            '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="30"><text x="4" y="20" '
+            'font-family="sans-serif" font-size="12">no recorded stages yet</text></svg>')
+        return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/runs/{dag_id}/{run_id}")
+    def run_epoch(dag_id: str, run_id: str, user: GetUserDep) -> dict[str, Any]:
+        if dag_id not in authorized_dag_ids(user):
+            raise HTTPException(404, f"no DAG {dag_id!r} among the DAGs you may read")
+        found = index.epoch_of_run(dag_id, run_id)
+        if found is None:
+            raise HTTPException(404, f"run {run_id!r} of {dag_id!r} has not opened an epoch")
+        return {"pipeline": found[0], "epoch": found[1]}
+
+    return app

@@ -1,0 +1,671 @@
+"""Everything the Epochs page shows about a pipeline, read from ZooKeeper (read-only, no Airflow import).
+
+This is the one module of the UI that reads pipeline state, and it does so only through the public
+API of :mod:`airflow_epochs.coordination` (``EpochLedger`` read methods, ``LeaderLease.holder``,
+``Barrier.status``/``outcome``, ``consumers``) and :mod:`airflow_epochs.timeline`: no znode path or
+payload is known here, so the ledger's layout can change under it.
+
+Cost model (what keeps 10,000 epochs fast): the epochs of a pipeline fall into at most three ranges
+that a handful of reads find, because seals are ordered:
+
+- ``first .. frontier``: sealed (the frontier's definition);
+- ``frontier + 1 .. newest``: the one epoch in flight (open, voting or with an aborted attempt);
+- ``newest + 1 .. last``: rolled back (a rollback marks a suffix; reopening starts from its front).
+
+Counts and state filters are computed from these ranges, never by reading every epoch; a grid page
+reads only the epochs it shows (in parallel), and votes only of the epoch in flight. The recorded
+history (for times, attempts, the leader's start and the timeline) is read only when an epoch's
+detail or the timeline is asked for, incrementally, the first time in the background, on its own
+session; never on the grid's or the overview's path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import (
+    DEFAULT_ROOT,
+    Barrier,
+    BarrierNotDeclared,
+    ConfigVersion,
+    EpochInfo,
+    EpochLedger,
+    EpochNotOpen,
+    Event,
+    LeaderLease,
+    PipelineNotFound,
+    SealInfo,
+    consumers,
+)
+from airflow_epochs.timeline import Span, spans
+
+log = logging.getLogger(__name__)
+
+READER = "epochs-ui"  # owner name of this reader's ledgers (it never opens or votes)
+STATES = ("sealed", "voting", "open", "aborted", "rolled_back")
+MAX_PAGE = 200
+MANIFEST_PREVIEW_CHARS = 1500
+
+
+# -- what the page shows ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One partition of one epoch in the grid."""
+
+    partition: str
+    state: str  # sealed | voting | open | aborted | rolled_back
+    votes: int  # votes cast by the epoch's current attempt (all producers once sealed)
+    needed: int  # producers registered for the partition at that epoch
+
+
+@dataclass(frozen=True)
+class EpochRow:
+    """One epoch in the grid."""
+
+    epoch: int
+    state: str  # sealed | voting | open | aborted | rolled_back
+    attempt: int
+    attempt_state: str
+    owner: str
+    config_version: int
+    generation: int
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many epochs are in each state (from the three ranges, not from reading each epoch)."""
+
+    total: int = 0
+    sealed: int = 0
+    voting: int = 0
+    open: int = 0
+    aborted: int = 0
+    rolled_back: int = 0
+
+
+@dataclass(frozen=True)
+class BarrierView:
+    """A barrier of an epoch: who arrived, who is late, how it ended."""
+
+    epoch: int
+    name: str
+    declared: bool
+    policy: str | None
+    deadline: float | None
+    registered: tuple[str, ...]
+    arrived: tuple[str, ...]
+    stragglers: tuple[str, ...]
+    decision: str | None  # all | quorum | failed | rerun, or None while waiting
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The head of a pipeline's page."""
+
+    pipeline: str
+    first_epoch: int
+    frontier: int
+    newest_epoch: int
+    last_epoch: int  # newest epoch ever opened, rolled-back ones included
+    partitions: tuple[str, ...]  # of the configuration in force after the frontier
+    leader: str | None
+    leader_until: str | None  # ISO UTC
+    leader_expired: bool
+    leader_since: float | None  # epoch seconds, from the history (None until it is read)
+    in_flight: EpochRow | None  # the epoch being worked on, with its current attempt
+    lag_epochs: int  # epochs opened but not sealed
+    last_seal_at: float | None
+    counts: Counts
+    barriers: tuple[BarrierView, ...]  # of the epoch in flight
+    consumers: dict[str, int]  # backpressure: consumer -> acknowledged epoch
+    read_ms: float
+
+
+@dataclass(frozen=True)
+class GridPage:
+    """A page of the grid, newest epoch first."""
+
+    pipeline: str
+    offset: int
+    limit: int
+    matching: int  # epochs matching the filter (all pages)
+    states: tuple[str, ...]
+    partitions: tuple[str, ...]  # grid columns: every partition of the epochs on the page
+    rows: tuple[EpochRow, ...]
+    read_ms: float
+
+
+@dataclass(frozen=True)
+class VoteView:
+    producer: str
+    voted: bool
+    attempt: int | None
+    current: bool  # cast by the epoch's current attempt (only those count)
+    summary: dict[str, Any]
+    manifest: str  # JSON, shortened
+    snapshot: Any
+
+
+@dataclass(frozen=True)
+class PartitionDetail:
+    """A partition of an epoch, in the style of a checkpoint table row."""
+
+    partition: str
+    state: str
+    votes: int
+    needed: int
+    producers: tuple[VoteView, ...]
+    sealed_by: int | None
+    sealed_at: float | None
+    seconds_to_seal: float | None
+    summary: dict[str, Any]  # rows / bytes / files over the producers' manifests
+    snapshots: dict[str, Any]
+    lineage: dict[str, int]  # upstream pipeline -> epoch read
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    attempt: int
+    owner: str
+    event: str  # opened | started | aborted | sealed
+    at: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class EpochDetail:
+    pipeline: str
+    row: EpochRow
+    opened_at: float | None
+    sealed_at: float | None
+    seconds_to_seal: float | None
+    partitions: tuple[PartitionDetail, ...]
+    barriers: tuple[BarrierView, ...]
+    attempts: tuple[AttemptView, ...]
+    history_loaded: bool
+
+
+def as_json(value: Any) -> Any:
+    """A dataclass (or a list of them) as plain JSON-able data."""
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    return asdict(value)
+
+
+# -- the history, read incrementally ---------------------------------------------------------
+
+
+@dataclass
+class _EpochTimes:
+    opened_at: float | None = None
+    sealed_at: float | None = None
+    attempts: list[AttemptView] = field(default_factory=list)
+
+
+class HistoryCache:
+    """What the recorded history says about each epoch, kept up to date by reading only new events.
+
+    The first read of a long history (tens of thousands of events) runs in a background thread;
+    until it finishes, readers get ``loaded = False`` and no times, never a wait.
+
+    :param keep_events: full events are kept for the newest this many epochs (the timeline).
+    """
+
+    def __init__(self, ledger: EpochLedger, *, keep_events: int = 60, min_interval: float = 2.0) -> None:
+        self.ledger = ledger
+        self.keep_events = keep_events
+        self.min_interval = min_interval
+        self.loaded = False
+        self.error: str | None = None
+        self._seq = -1
+        self._epochs: dict[int, _EpochTimes] = {}
+        self._events: dict[int, list[Event]] = {}
+        self._leader: tuple[str, float] | None = None
+        self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._refreshing = False
+        self._refreshed_at = 0.0
+
+    def refresh(self, *, wait: bool) -> None:
+        """Read the events recorded since the last read.
+
+        :param wait: once the first read is done, read now (an epoch's detail wants its newest
+            events); otherwise read in the background, at most once per ``min_interval`` (polling).
+        """
+        if wait and self.loaded:
+            if time.monotonic() - self._refreshed_at >= self.min_interval / 4:
+                self._read()
+                self._refreshed_at = time.monotonic()
+            return
+        with self._lock:
+            if self._refreshing or time.monotonic() - self._refreshed_at < self.min_interval:
+                return
+            self._refreshing = True
+        threading.Thread(target=self._background, name=f"epochs-ui-history-{self.ledger.pipeline}",
+                         daemon=True).start()
+
+    def _background(self) -> None:
+        try:
+            self._read()
+        finally:
+            with self._lock:
+                self._refreshing = False
+                self._refreshed_at = time.monotonic()
+
+    def _read(self) -> None:
+        with self._read_lock:  # one reader at a time: each continues from the sequence the last one reached
+            try:
+                events = self.ledger.history(since_seq=self._seq)
+                with self._lock:
+                    for event in events:
+                        self._apply(event)
+                    self._trim()
+                    self.loaded = True
+                    self.error = None
+            except Exception as exc:  # noqa: BLE001 - shown on the page; the next refresh tries again
+                log.warning("Epochs UI: reading the history of %s failed: %s", self.ledger.pipeline, exc)
+                self.error = f"{type(exc).__name__}: {exc}"
+
+    def _apply(self, event: Event) -> None:
+        self._seq = max(self._seq, event.seq)
+        detail = event.detail
+        if event.event == "leader_changed":
+            self._leader = (str(detail.get("owner")), event.at)
+            return
+        epoch = detail.get("epoch")
+        if not isinstance(epoch, int):
+            return
+        self._events.setdefault(epoch, []).append(event)
+        times = self._epochs.setdefault(epoch, _EpochTimes())
+        attempt = int(detail.get("attempt") or 0)
+        owner = str(detail.get("owner") or "")
+        if event.event == "epoch_opened":
+            times.opened_at, times.sealed_at = event.at, None
+            times.attempts.append(AttemptView(attempt, owner, "opened", event.at,
+                                              f"generation {detail.get('generation')}"))
+        elif event.event == "attempt_started":
+            times.attempts.append(AttemptView(attempt, owner, "started", event.at,
+                                              f"superseded attempt {detail.get('superseded')} "
+                                              f"({detail.get('previous_state')})"))
+        elif event.event == "attempt_aborted":
+            times.attempts.append(AttemptView(attempt, owner, "aborted", event.at, str(detail.get("reason") or "")))
+        elif event.event == "epoch_sealed":
+            times.sealed_at = event.at
+            times.attempts.append(AttemptView(attempt, owner, "sealed", event.at))
+
+    def _trim(self) -> None:
+        if len(self._events) > self.keep_events:
+            for epoch in sorted(self._events)[: len(self._events) - self.keep_events]:
+                del self._events[epoch]
+
+    def times(self, epoch: int) -> _EpochTimes | None:
+        with self._lock:
+            return self._epochs.get(epoch)
+
+    def leader_since(self, owner: str) -> float | None:
+        with self._lock:
+            return self._leader[1] if self._leader and self._leader[0] == owner else None
+
+    def events(self, epochs: Iterable[int]) -> list[Event]:
+        with self._lock:
+            return [event for epoch in epochs for event in self._events.get(epoch, ())]
+
+
+# -- reading one pipeline ----------------------------------------------------------------------
+
+
+def _producers(config: ConfigVersion, partition: str) -> tuple[str, ...]:
+    return tuple(config.config.partitions.get(partition, ()))
+
+
+def manifest_summary(manifests: Iterable[Any]) -> dict[str, Any]:
+    """Rows, bytes, files and Spark seconds added up over manifests (the keys our Spark jobs write,
+    or a top-level ``rows``); keys no manifest has are left out."""
+    total: dict[str, float] = {}
+    for manifest in manifests:
+        if not isinstance(manifest, Mapping):
+            continue
+        outputs = manifest.get("outputs")
+        items = [o for name, o in outputs.items() if name != "snapshot" and isinstance(o, Mapping)] \
+            if isinstance(outputs, Mapping) else [manifest]
+        for item in items:
+            for key in ("rows", "bytes", "files"):
+                value = item.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    total[key] = total.get(key, 0) + value
+        seconds = manifest.get("seconds")
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            total["seconds"] = total.get("seconds", 0) + seconds
+    return {k: (int(v) if k != "seconds" else round(v, 3)) for k, v in total.items()}
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= MANIFEST_PREVIEW_CHARS else text[:MANIFEST_PREVIEW_CHARS] + " ..."
+
+
+class PipelineState:
+    """Read-only view of one pipeline over a shared, started kazoo client.
+
+    :param client: a started kazoo client (shared by every pipeline of the process).
+    :param pipeline: the pipeline's name.
+    :param pool: threads for reading the epochs of a page in parallel.
+    :param root: the znode under which pipelines live.
+    :param history_client: the client the history is read through (default ``client``). ZooKeeper
+        answers one session's requests in order, so a long history read on the page's own session
+        would hold every grid read behind it.
+    """
+
+    def __init__(self, client: KazooClient, pipeline: str, *, pool: ThreadPoolExecutor,
+                 root: str = DEFAULT_ROOT, history_client: KazooClient | None = None) -> None:
+        self.pipeline = pipeline
+        self.client = client
+        self.root = root
+        self.ledger = EpochLedger(client, pipeline, owner=READER, root=root)
+        self.history = HistoryCache(EpochLedger(history_client or client, pipeline, owner=READER, root=root))
+        self._pool = pool
+
+    def exists(self) -> bool:
+        """Whether the pipeline has been created in ZooKeeper (its first epoch opened)."""
+        try:
+            self.ledger.frontier()
+        except PipelineNotFound:
+            return False
+        return True
+
+    # -- ranges and counts -----------------------------------------------------------------
+
+    def _versions(self) -> dict[int, ConfigVersion]:
+        return {cv.version: cv for cv in self.ledger.config_versions()}
+
+    def _last_epoch(self, newest: int) -> int:
+        """The newest epoch that exists, rolled-back ones included: they follow ``newest`` without a
+        gap, so an exponential then binary search finds the end in O(log n) reads (usually one)."""
+        if self.ledger.epoch_info(newest + 1) is None:
+            return newest
+        low, step = newest + 1, 1
+        while self.ledger.epoch_info(low + step) is not None:
+            low, step = low + step, step * 2
+        high = low + step  # low exists, high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.ledger.epoch_info(middle) is not None:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def _ranges(self) -> tuple[int, int, int, int, dict[int, ConfigVersion]]:
+        versions = self._versions()
+        first = min((cv.from_epoch for cv in versions.values()), default=1)
+        frontier = self.ledger.frontier()
+        newest = self.ledger.newest_epoch()
+        return first, frontier, newest, self._last_epoch(max(newest, frontier)), versions
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def _row(self, info: EpochInfo, versions: Mapping[int, ConfigVersion], *, votes: bool) -> EpochRow:
+        config = versions.get(info.config_version)
+        if config is None:  # a configuration newer than the cached list
+            config = {cv.version: cv for cv in self.ledger.config_versions()}[info.config_version]
+        cells = []
+        aborted = info.state == "open" and info.attempt_state == "aborted"
+        for partition in info.partitions:
+            producers = _producers(config, partition)
+            if info.state == "rolled_back":
+                cells.append(Cell(partition, "rolled_back", 0, len(producers)))
+            elif info.state == "sealed" or partition in info.sealed_partitions:
+                cells.append(Cell(partition, "sealed", len(producers), len(producers)))
+            else:
+                cast = self._current_votes(info, partition, producers) if votes else 0
+                state = "aborted" if aborted else ("voting" if cast else "open")
+                cells.append(Cell(partition, state, cast, len(producers)))
+        return EpochRow(info.epoch, _row_state(info, cells), info.attempt, info.attempt_state, info.owner,
+                        info.config_version, info.generation, tuple(cells))
+
+    def _current_votes(self, info: EpochInfo, partition: str, producers: Sequence[str]) -> int:
+        return sum(1 for producer in producers
+                   if (vote := self.ledger.vote_of(info.epoch, partition, producer)) is not None
+                   and vote.attempt == info.attempt)
+
+    def _rows(self, epochs: Sequence[int], versions: Mapping[int, ConfigVersion], frontier: int) -> list[EpochRow]:
+        def one(epoch: int) -> EpochRow | None:
+            info = self.ledger.epoch_info(epoch)
+            return None if info is None else self._row(info, versions, votes=epoch > frontier)
+
+        return [row for row in self._pool.map(one, epochs) if row is not None]
+
+    # -- what the endpoints serve ----------------------------------------------------------
+
+    def overview(self) -> Overview:
+        started = time.perf_counter()
+        first, frontier, newest, last, versions = self._ranges()
+        in_flight = None
+        if newest > frontier:
+            info = self.ledger.epoch_info(newest)
+            if info is not None:
+                in_flight = self._row(info, versions, votes=True)
+        counts = _counts(first, frontier, newest, last, in_flight)
+        holder = LeaderLease(self.client, self.pipeline, owner=READER, root=self.root).holder()
+        last_seal = None
+        if frontier >= first:
+            sealed = self.ledger.epoch_info(frontier)  # the record says when it was sealed
+            last_seal = sealed.sealed_at if sealed is not None else None
+        current = max(newest, frontier, first)
+        try:
+            partitions = tuple(sorted(self.ledger.config_for(current).config.partitions))
+        except Exception:  # noqa: BLE001 - no configuration at that epoch: show none
+            partitions = ()
+        barriers = tuple(self.barriers(in_flight.epoch)) if in_flight else ()
+        return Overview(
+            pipeline=self.pipeline, first_epoch=first, frontier=frontier, newest_epoch=newest, last_epoch=last,
+            partitions=partitions,
+            leader=holder.owner if holder else None,
+            leader_until=holder.until.isoformat() if holder else None,
+            leader_expired=bool(holder and holder.remaining() <= 0),
+            leader_since=holder.since.timestamp() if holder else None,
+            in_flight=in_flight, lag_epochs=max(0, newest - frontier), last_seal_at=last_seal, counts=counts,
+            barriers=barriers, consumers={c.consumer: c.acked for c in consumers(self.ledger)},
+            read_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    def grid(self, *, offset: int = 0, limit: int = 50, states: Sequence[str] = (),
+             before: int | None = None) -> GridPage:
+        """A page of epochs, newest first.
+
+        :param offset: epochs to skip (after the filter).
+        :param limit: epochs on the page (at most :data:`MAX_PAGE`).
+        :param states: show only epochs in these states (all when empty).
+        :param before: show only epochs up to this one (jump to an epoch).
+        """
+        started = time.perf_counter()
+        unknown = sorted(set(states) - set(STATES))
+        if unknown:
+            raise ValueError(f"unknown epoch state(s) {unknown}; known: {list(STATES)}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
+        if offset < 0:
+            raise ValueError(f"offset must not be negative, not {offset}")
+        first, frontier, newest, last, versions = self._ranges()
+        wanted = set(states or STATES)
+        ranges: list[tuple[int, int]] = []  # inclusive, newest first
+        if "rolled_back" in wanted and last > newest:
+            ranges.append((max(newest, frontier) + 1, last))
+        if newest > frontier:
+            in_flight = self.ledger.epoch_info(newest)
+            if in_flight is not None and self._row(in_flight, versions, votes=True).state in wanted:
+                ranges.append((frontier + 1, newest))
+        if "sealed" in wanted and frontier >= first:
+            ranges.append((first, frontier))
+        top = before if before is not None else last
+        epochs: list[int] = []
+        matching = 0
+        skip = offset
+        for low, high in ranges:
+            high = min(high, top)
+            if high < low:
+                continue
+            size = high - low + 1
+            matching += size
+            if skip >= size:
+                skip -= size
+                continue
+            start = high - skip
+            skip = 0
+            take = min(limit - len(epochs), start - low + 1)
+            epochs.extend(range(start, start - take, -1))
+        rows = self._rows(epochs, versions, frontier)
+        columns = sorted({cell.partition for row in rows for cell in row.cells})
+        return GridPage(self.pipeline, offset, limit, matching, tuple(sorted(wanted)), tuple(columns), tuple(rows),
+                        round((time.perf_counter() - started) * 1000, 2))
+
+    def barriers(self, epoch: int) -> list[BarrierView]:
+        """The barriers of ``epoch``'s configuration (and their arrivals, stragglers, decision)."""
+        info = self.ledger.epoch_info(epoch)
+        if info is None or info.state == "rolled_back":
+            return []
+        config = self.ledger.config_for(epoch).config
+        views = []
+        for name in sorted(config.barriers):
+            barrier = Barrier(self.client, self.pipeline, epoch, name, root=self.root)
+            try:
+                status = barrier.status()
+            except (BarrierNotDeclared, EpochNotOpen):
+                expected = tuple(config.barriers[name])
+                views.append(BarrierView(epoch, name, False, None, None, expected, (), expected, None))
+                continue
+            outcome = barrier.outcome()
+            late = tuple(outcome.late) if outcome else tuple(status["late"])
+            views.append(BarrierView(epoch, name, True, str(status["policy"]), float(status["deadline"]),
+                                     tuple(status["registered"]), tuple(status["arrived"]), late,
+                                     outcome.decision if outcome else None))
+        return views
+
+    def epoch_detail(self, epoch: int) -> EpochDetail | None:
+        """Votes, seals, manifests, snapshots, lineage, times and attempts of one epoch."""
+        info = self.ledger.epoch_info(epoch)
+        if info is None:
+            return None
+        self.history.refresh(wait=True)  # in the background the first time: the detail never waits for it
+        versions = self._versions()
+        row = self._row(info, versions, votes=info.state == "open")
+        config = versions[info.config_version]
+        times = self.history.times(epoch)
+        opened_at = info.opened_at or None
+        parts = []
+        for cell in row.cells:
+            producers = _producers(config, cell.partition)
+            seal: SealInfo | None = None
+            if cell.state == "sealed":
+                seal = self.ledger.seal(epoch, cell.partition)
+            votes = []
+            for producer in producers:
+                if seal is not None:
+                    manifest = seal.manifests.get(producer)
+                    votes.append(VoteView(producer, True, seal.attempt, True, manifest_summary([manifest]),
+                                          _preview(manifest), seal.snapshots.get(producer)))
+                    continue
+                vote = self.ledger.vote_of(epoch, cell.partition, producer) if info.state == "open" else None
+                for older in range(info.attempt - 1, 0, -1) if vote is None and info.state == "open" else ():
+                    vote = self.ledger.vote_of(epoch, cell.partition, producer, attempt=older)  # superseded
+                    if vote is not None:
+                        break
+                if vote is None:
+                    votes.append(VoteView(producer, False, None, False, {}, "", None))
+                else:
+                    votes.append(VoteView(producer, True, vote.attempt, vote.attempt == info.attempt,
+                                          manifest_summary([vote.manifest]), _preview(vote.manifest), vote.snapshot))
+            sealed_at = seal.sealed_at if seal else None
+            parts.append(PartitionDetail(
+                partition=cell.partition, state=cell.state, votes=cell.votes, needed=cell.needed,
+                producers=tuple(votes), sealed_by=seal.attempt if seal else None, sealed_at=sealed_at,
+                seconds_to_seal=round(sealed_at - opened_at, 3) if sealed_at and opened_at else None,
+                summary=manifest_summary(seal.manifests.values()) if seal else
+                manifest_summary(_parse(v.manifest) for v in votes if v.current),
+                snapshots=dict(seal.snapshots) if seal else {}, lineage=dict(seal.upstream) if seal else {},
+            ))
+        sealed_at = info.sealed_at
+        if sealed_at is None and info.state == "sealed":
+            sealed_at = max((p.sealed_at for p in parts if p.sealed_at), default=None)
+        return EpochDetail(
+            pipeline=self.pipeline, row=row, opened_at=opened_at, sealed_at=sealed_at,
+            seconds_to_seal=round(sealed_at - opened_at, 3) if sealed_at and opened_at else None,
+            partitions=tuple(parts), barriers=tuple(self.barriers(epoch)),
+            attempts=tuple(times.attempts) if times else (), history_loaded=self.history.loaded,
+        )
+
+    def timeline(self, epochs: int = 14) -> list[Span]:
+        """The stage spans (as the demo's timeline draws them) of the newest ``epochs`` epochs whose
+        history is at hand."""
+        self.history.refresh(wait=True)
+        newest = max(self.ledger.newest_epoch(), self.ledger.frontier())
+        wanted = list(range(max(1, newest - epochs + 1), newest + 1))
+        return spans(self.history.events(wanted), wanted)
+
+
+def _parse(text: str) -> Any:
+    with contextlib.suppress(ValueError):
+        return json.loads(text)
+    return None
+
+
+def _row_state(info: EpochInfo, cells: Sequence[Cell]) -> str:
+    if info.state in ("sealed", "rolled_back"):
+        return info.state
+    if info.attempt_state == "aborted":
+        return "aborted"
+    return "voting" if any(c.state in ("voting", "sealed") for c in cells) else "open"
+
+
+def _counts(first: int, frontier: int, newest: int, last: int, in_flight: EpochRow | None) -> Counts:
+    sealed = max(0, frontier - first + 1)
+    rolled_back = max(0, last - max(newest, frontier))
+    flight = {"voting": 0, "open": 0, "aborted": 0}
+    if in_flight is not None:
+        flight[in_flight.state] = 1
+    return Counts(total=sealed + rolled_back + sum(flight.values()), sealed=sealed, rolled_back=rolled_back,
+                  **flight)
+
+
+class StateReader:
+    """The pipelines' states for one process, over one shared kazoo session.
+
+    :param client_factory: returns the started, shared kazoo client (called on first use).
+    :param root: the znode under which pipelines live.
+    :param threads: reader threads for a page's epochs.
+    :param history_client_factory: returns the client for bulk history reads (default: the same).
+    """
+
+    def __init__(self, client_factory: Callable[[], KazooClient], *, root: str = DEFAULT_ROOT,
+                 threads: int = 8, history_client_factory: Callable[[], KazooClient] | None = None) -> None:
+        self._client_factory = client_factory
+        self._history_client_factory = history_client_factory or client_factory
+        self.root = root
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochs-ui-read")
+        self._pipelines: dict[str, PipelineState] = {}
+        self._lock = threading.Lock()
+
+    def pipeline(self, name: str) -> PipelineState:
+        with self._lock:
+            state = self._pipelines.get(name)
+            if state is None:
+                state = PipelineState(self._client_factory(), name, pool=self._pool, root=self.root,
+                                      history_client=self._history_client_factory())
+                self._pipelines[name] = state
+            return state
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)

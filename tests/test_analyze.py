@@ -1,0 +1,466 @@
+"""Blazes coordination analysis: the rules on the paper's cases, every example DAG, real runs of the
+word-count examples, and ``airflow-epochs analyze`` run for real."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_epochs.coordination.blazes import (
+    ASYNC,
+    TAINT,
+    Component,
+    PathLabel,
+    StreamLabel,
+    analyse,
+    combine,
+    compatible,
+    seal,
+    transfer,
+)
+from airflow_epochs.coordination.errors import InvalidInput
+
+REPO = Path(__file__).resolve().parent.parent
+DAGS = REPO / "dags"
+CLI = str(Path(sys.executable).parent / "airflow-epochs")
+UNDER = DAGS / "example_under_coordinated.py"
+
+
+def word_count(source: StreamLabel):
+    """The paper's Storm word count: Splitter (CR) -> Count (OW on word and batch) -> Commit (CW)."""
+    return analyse(
+        [Component("splitter", (PathLabel.of("CR"),)),
+         Component("count", (PathLabel.of("OW", ("word", "batch")),)),
+         Component("commit", (PathLabel.of("CW"),))],
+        [("splitter", "count"), ("count", "commit")],
+        source=source, preferred_keys=("batch",),
+    )
+
+
+# -- the rules, on the paper's cases -------------------------------------------------------------
+
+def test_word_count_with_async_input_reduces_to_taint():
+    result = word_count(ASYNC)
+    assert [str(c.output) for c in result.components] == ["Async", "Taint", "Taint"]
+    assert result.output == TAINT
+    [finding] = result.under
+    assert finding.component == "count" and finding.missing == "Seal[batch]"
+    assert result.report("count").verdict == "seal on batch: MISSING"
+    assert not result.over
+
+
+def test_word_count_sealed_on_batch_reduces_to_deterministic_output():
+    result = word_count(seal("batch"))
+    assert [str(c.input) for c in result.components] == ["Seal[batch]", "Seal[batch]", "Async"]
+    assert [str(c.output) for c in result.components] == ["Seal[batch]", "Async", "Async"]
+    assert result.output == ASYNC and result.output.deterministic
+    assert result.report("count").verdict == "seal on batch: present"
+    assert not result.under and not result.over
+
+
+def test_a_taint_path_merging_with_an_async_path_gives_taint():
+    result = analyse(
+        [Component("tainted", (PathLabel.of("OW", ("k",)),)),          # Async into OW: Taint
+         Component("clean", (PathLabel.of("CR"),)),                      # Async stays Async
+         Component("merge", (PathLabel.of("CW"),))],
+        [("tainted", "merge"), ("clean", "merge")],
+    )
+    assert str(result.report("tainted").output) == "Taint" and str(result.report("clean").output) == "Async"
+    assert result.report("merge").input == TAINT and result.output == TAINT
+    # the merge rule itself: Taint dominates, Async is the weakest, seals need every contributor
+    ndread = StreamLabel("NDRead", gate=frozenset({"k"}))
+    assert combine([ASYNC, TAINT]) == TAINT and combine([TAINT, ndread]) == TAINT
+    assert combine([ASYNC, ndread]) == ndread
+    assert combine([seal("a"), ASYNC]) == ASYNC
+    assert combine([seal("a"), seal("b")]) == seal("a", "b")
+
+
+def test_a_gate_not_covered_by_the_seal_needs_global_order():
+    result = analyse([Component("count", (PathLabel.of("OW", ("word",)),))], [], source=seal("batch"))
+    report = result.report("count")
+    assert report.paths[0].need == "order" and report.verdict == "global order: MISSING"
+    assert report.output == TAINT
+    [finding] = result.under
+    assert finding.missing == "global order" and "Seal[batch] does not cover its gate [word]" in finding.message
+    # the same path, ordered, is fine; sealed on a key inside the gate, it needs only the seal
+    ordered = analyse([Component("count", (PathLabel.of("OW", ("word",)),), ordered_by="a lock")], [],
+                      source=seal("batch"))
+    assert ordered.report("count").verdict == "global order: present (a lock)" and not ordered.under
+    assert compatible(frozenset({"batch"}), frozenset({"batch", "word"}))
+    assert not compatible(frozenset({"batch"}), frozenset({"word"})) and not compatible(frozenset(), None)
+
+
+def test_transfer_rules_through_each_kind_of_path():
+    nd = StreamLabel("NDRead", gate=frozenset({"g"}))
+    assert transfer(seal("k"), PathLabel.of("CR")) == seal("k")           # a confluent path forwards a seal
+    assert transfer(ASYNC, PathLabel.of("CW")) == ASYNC
+    assert transfer(ASYNC, PathLabel.of("OR", ("g",))) == nd
+    assert transfer(ASYNC, PathLabel.of("OW", ("g",))) == TAINT
+    assert transfer(nd, PathLabel.of("CW")) == TAINT                       # stored nondeterministic reads
+    assert transfer(nd, PathLabel.of("CR")) == nd
+    assert transfer(ASYNC, PathLabel.of("OW", ("g",)), ordered=True) == ASYNC
+    assert transfer(TAINT, PathLabel.of("CR")) == TAINT
+
+
+def test_an_unlabelled_component_needs_global_order_and_a_lock_over_a_sealed_input_is_over_coordination():
+    unlabelled = analyse([Component("mystery", (PathLabel("OW", None),), labelled=False)], [], source=seal("day"))
+    assert unlabelled.unlabelled == ("mystery",) and unlabelled.under[0].missing == "global order"
+    locked = analyse([Component("load", (PathLabel.of("OW", ("day", "store")),), ordered_by="a global lock",
+                                synchronises="lock")], [], source=seal("day"))
+    assert not locked.under and "takes a global lock, but its input is already Seal[day]" in locked.over[0].message
+    unsealed = analyse([Component("load", (PathLabel.of("OW", ("day", "store")),), ordered_by="a global lock",
+                                  synchronises="lock")], [])
+    assert not unsealed.under and not unsealed.over  # no seal to rely on: the lock is what makes it right
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: PathLabel.of("XW"),
+    lambda: PathLabel.of("CR", ("k",)),
+    lambda: PathLabel.of("OW", "carrier"),
+    lambda: PathLabel.of("OW", ("bad name",)),
+    lambda: analyse([Component("a", (PathLabel.of("CR"),))], [("a", "b")]),
+    lambda: analyse([Component("a", (PathLabel.of("CR"),)), Component("b", (PathLabel.of("CR"),))],
+                    [("a", "b"), ("b", "a")]),
+])
+def test_bad_input_is_refused_naming_the_value(bad):
+    with pytest.raises(InvalidInput) as caught:
+        bad()
+    assert any(word in str(caught.value) for word in ("'XW'", "takes no gate", "'carrier'", "'bad name'", "'b'",
+                                                      "cycle"))
+
+
+# -- the DAG walker, on DAGs built here -----------------------------------------------------------
+
+def test_blazes_label_works_on_classic_operators_and_task_calls_and_refuses_bad_labels():
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG, task
+
+    from airflow_epochs.analysis import LABEL_ATTRIBUTE, analyse_dag, blazes_label
+
+    with DAG("labels", schedule=None) as dag:
+        @task
+        def total(values: list[int]) -> int:
+            return sum(values)
+
+        start = EmptyOperator(task_id="start")
+        called = total([1, 2])
+        assert blazes_label(called, "OW", gate=("day",), path="sum") is called
+        blazes_label(called, "OR", gate=(), path="sum")           # the same path again replaces it
+        blazes_label(called, "CW", path="log")
+        start >> called
+        for args, kwargs, needle in (
+            (("XW",), {}, "'XW'"),
+            (("OW",), {}, "needs a gate"),
+            (("CR", ("day",)), {}, "takes no gate"),
+            (("CR",), {"coordination": "mutex"}, "'mutex'"),
+            (("CR",), {"seals": "day"}, "'day'"),
+        ):
+            with pytest.raises(InvalidInput, match=needle):
+                blazes_label(start, *args, **kwargs)
+        with pytest.raises(InvalidInput, match="needs an Airflow task"):
+            blazes_label("start", "CR")
+    assert getattr(called.operator, LABEL_ATTRIBUTE)["paths"] == [{"kind": "OR", "gate": [], "name": "sum"},
+                                                                  {"kind": "CW", "gate": None, "name": "log"}]
+    result = analyse_dag(dag).analysis
+    assert result.report("start").component.label_text == "CR"  # EmptyOperator comes labelled
+    assert result.report("total").component.label_text == "OR[](sum) CW(log)"
+    assert result.report("total").verdict == "global order: MISSING" and result.unlabelled == ()
+
+
+def test_a_quorum_barrier_does_not_seal_and_its_consumer_is_under_coordinated():
+    from airflow.sdk import DAG, task
+
+    from airflow_epochs.analysis import analyse_dag, blazes_label
+    from airflow_epochs.operators import ArriveAtBarrierOperator, OpenEpochOperator, VotePartitionOperator
+    from airflow_epochs.sensors import BarrierSensor
+
+    def build(policy: dict) -> object:
+        with DAG(f"barrier_{policy['policy']}", schedule=None) as dag:
+            opener = OpenEpochOperator(task_id="open", pipeline="p")
+            vote = VotePartitionOperator(task_id="vote", partition="a", producer="a", attempt_task_id="open")
+            arrive = ArriveAtBarrierOperator(task_id="arrive", barrier="b", participant="a", wait=False,
+                                             attempt_task_id="open", **policy)
+            barrier = BarrierSensor(task_id="barrier", barrier="b", attempt_task_id="open")
+
+            @task
+            def summary() -> None:
+                return None
+
+            summarise = blazes_label(summary(), "OR", gate=("epoch",))
+            opener >> vote >> arrive >> barrier >> summarise
+        return analyse_dag(dag).analysis
+
+    full = build({"policy": "fail"})
+    assert str(full.report("barrier").output) == "Seal[epoch]" and not full.under
+    assert [f.component for f in full.over] == ["barrier"]
+    quorum = build({"policy": "quorum", "quorum": 1})
+    assert str(quorum.report("barrier").output) == "NDRead[]" and not quorum.over
+    assert [(f.component, f.missing) for f in quorum.under] == [("barrier", "global order"),
+                                                                 ("summary", "Seal[epoch]")]
+
+
+def test_epoch_order_covers_tasks_before_the_votes_but_not_an_unsealed_external_read():
+    from airflow.sdk import DAG, task
+
+    from airflow_epochs.analysis import analyse_dag, blazes_label, epoch_order_regions
+    from airflow_epochs.operators import CloseEpochOperator, OpenEpochOperator, SparkEpochOperator
+
+    with DAG("regions", schedule=None) as dag:
+        opener = OpenEpochOperator(task_id="open", pipeline="p")
+
+        @task
+        def prepare() -> None:
+            return None
+
+        @task
+        def after_close() -> None:
+            return None
+
+        before = prepare()
+        job = SparkEpochOperator(task_id="job", application="job.py", partition="a", storage="/tmp/x",
+                                 attempt_task_id="open", inputs={"raw": "/raw/{epoch}"})
+        blazes_label(job, "OR", gate=("epoch", "k"))
+        close = CloseEpochOperator(task_id="close", attempt_task_id="open")
+        late = after_close()
+        opener >> before >> job >> close >> late
+    assert epoch_order_regions(dag) == {"prepare": "open", "job": "open"}
+    result = analyse_dag(dag).analysis
+    assert result.report("prepare").verdict == "global order: present (epoch order (open))"
+    assert result.report("after_close").verdict == "global order: MISSING"  # after the seal: not ordered
+    # the raw input lands outside the DAG and nothing says it is complete
+    assert [(f.component, f.missing) for f in result.under] == [("job", "Seal[epoch]"), ("after_close", "global order")]
+    # each day's raw file lands atomically: each ordered step then reads a complete epoch
+    blazes_label(job, "OR", gate=("epoch", "k"), input_seal=("epoch",))
+    assert analyse_dag(dag).analysis.report("job").verdict.startswith(
+        "global order: present (ordered submission (epoch e-1 sealed first))")
+
+
+# -- every example DAG ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def examples():
+    from airflow_epochs.analysis import analyse_dag, load_dags
+
+    return {dag.dag_id: analyse_dag(dag) for dag in load_dags(str(DAGS))}
+
+
+def test_every_example_dag_is_analysed_and_only_the_deliberate_one_is_under_coordinated(examples):
+    files = {path.name for path in DAGS.glob("*.py")}
+    assert {Path(r.fileloc).name for r in examples.values()} == files
+    under = {dag_id for dag_id, r in examples.items() if r.analysis.under}
+    assert under == {"example_under_coordinated"}
+
+
+def test_example_verdicts_match_what_the_dags_do(examples):
+    smoke = examples["example_epoch_smoke"].analysis
+    assert smoke.report("open_epoch").verdict.startswith("global order: present (the ledger")
+    assert {c.name: c.verdict for c in smoke.components if c.name != "open_epoch"} == dict.fromkeys(
+        ["vote_flights", "vote_weather", "close_epoch"], "no coordination")
+    assert str(smoke.report("vote_flights").output) == "Seal[epoch]" and not smoke.over
+
+    for dag_id in ("example_epoch_pipeline", "nycflights_daily"):
+        pipeline = examples[dag_id].analysis
+        # the producers vote (seal) before they arrive: the barrier adds nothing a seal does not give
+        assert str(pipeline.report("epoch.barrier").input) == "Seal[epoch]"
+        assert [f.component for f in pipeline.over] == ["epoch.barrier"]
+    stand_ins = examples["example_epoch_pipeline"].analysis
+    assert stand_ins.unlabelled == ("epoch.ingest_flights_work", "epoch.ingest_weather_work")
+    assert stand_ins.report("epoch.ingest_flights_work").verdict == "global order: present (epoch order (epoch.open))"
+
+    nyc = examples["nycflights_daily"].analysis
+    assert nyc.report("epoch.hourly_weather").verdict == "seal on epoch: present"
+    join = {p.path.name: p for p in nyc.report("epoch.join").paths}
+    assert join["daily"].text == "seal on epoch: present"
+    assert join["totals"].text == "global order: present (ordered submission (epoch e-1 sealed first))"
+
+    for dag_id, task_id in (("downstream_on_sealed_asset", "report"), ("downstream_with_sensor", "report_after_seal"),
+                            ("nycflights_report", "report")):
+        assert examples[dag_id].analysis.report(task_id).verdict == "seal on epoch: present", dag_id
+    assert str(examples["nycflights_report"].source) == "Seal[epoch]"  # scheduled on the sealed partition
+
+    word_count = examples["example_word_count"].analysis
+    assert [str(c.output) for c in word_count.components] == ["Seal[epoch]", "Seal[epoch]", "Async", "Async"]
+    assert word_count.output == ASYNC
+    unsealed = examples["example_under_coordinated"].analysis
+    assert [str(c.output) for c in unsealed.components] == ["Async", "NDRead[epoch, word]", "Taint"]
+    assert [(f.component, f.missing) for f in unsealed.under] == [("count", "Seal[epoch]")]
+
+
+@pytest.mark.integration
+def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag, zk_connection, zk, tmp_path):
+    from airflow_epochs.coordination import EpochLedger, PipelineConfig
+
+    tweets = tmp_path / "tweets-1.txt"
+    tweets.write_text("The cat sat\nthe dog sat\n")
+    ledger = EpochLedger(zk, "tweets", owner="producer")
+    ledger.create_pipeline(PipelineConfig({"tweets": ("landing",)}))
+    sealed_at: list[float] = []
+
+    def seal_later() -> None:
+        time.sleep(1.5)
+        ledger.vote(ledger.open_epoch(1), "tweets", "landing", {"path": str(tweets)})
+        sealed_at.append(time.monotonic())
+
+    helper = threading.Thread(target=seal_later)
+    helper.start()
+    run = dagbag.get_dag("example_word_count").test(run_conf={"epoch": 1, "counts": str(tmp_path / "counts")})
+    finished = time.monotonic()
+    helper.join()
+    assert "success" in str(run.state)
+    assert sealed_at and finished >= sealed_at[0]
+    assert json.loads((tmp_path / "counts" / "epoch=1.json").read_text()) == {"the": 2, "cat": 1, "dog": 1, "sat": 2}
+
+
+@pytest.mark.integration
+def test_under_coordinated_word_count_commits_whatever_had_landed(dagbag, tmp_path):
+    """What the analysis calls Taint, for real: two runs of the same epoch commit different counts,
+    depending only on when they ran."""
+    landing = tmp_path / "landing"
+    (landing / "epoch=1").mkdir(parents=True)
+    (landing / "epoch=1" / "a.txt").write_text("the cat\n")
+    dag = dagbag.get_dag("example_under_coordinated")
+    conf = {"epoch": 1, "landing": str(landing), "counts": str(tmp_path / "counts")}
+    committed = tmp_path / "counts" / "epoch=1.json"
+    assert "success" in str(dag.test(run_conf=conf).state)
+    early = json.loads(committed.read_text())
+    (landing / "epoch=1" / "b.txt").write_text("the dog\n")  # the rest of the epoch lands later
+    assert "success" in str(dag.test(run_conf=conf).state)
+    assert early == {"the": 1, "cat": 1} and json.loads(committed.read_text()) == {"the": 2, "cat": 1, "dog": 1}
+
+
+# -- reports ---------------------------------------------------------------------------------------
+
+def test_benchmark_figure_is_read_from_the_file_never_assumed(tmp_path):
+    from airflow_epochs.analysis_report import benchmark_sentence, find_bench_file, sealing_figure
+
+    assert sealing_figure(tmp_path / "missing.json") is None
+    assert "not measured on this machine" in benchmark_sentence(None)
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert find_bench_file([tmp_path / "a" / "b"]) is None
+    bench = tmp_path / ".epochs" / "bench.json"
+    bench.parent.mkdir()
+    bench.write_text(json.dumps({"machine": {"mode": "full"}, "rows": [
+        {"id": "sealing_eps_p8", "ours": 6.8, "peer": 7.6},
+        {"id": "sealing_eps_p64", "ours": 0.5, "peer": 0.25},
+        {"id": "wake_p50", "ours": 3.6, "peer": 10700},
+    ]}))
+    assert find_bench_file([tmp_path / "a" / "b"]) == bench  # the nearest one, in a parent folder
+    figure = sealing_figure(bench)
+    assert figure is not None and (figure.producers, figure.sealing, figure.lock) == (64, 0.5, 0.25)
+    assert figure.ratio == 2.0 and "2.00x the lock's throughput" in figure.sentence()
+    legacy = tmp_path / "old.json"  # before rows had ids: the measure's name
+    legacy.write_text(json.dumps({"rows": [{"measure": "epochs sealed per second, 4 producers", "ours": 3.0,
+                                            "peer": 6.0}]}))
+    slower = sealing_figure(legacy)
+    assert slower is not None and slower.producers == 4 and "sealing is slower" in slower.sentence()
+
+
+def test_dot_and_png_drawings(examples, tmp_path):
+    from airflow_epochs.analysis_report import render_dot, render_png
+
+    word_count = examples["example_word_count"]
+    dot = render_dot([word_count])
+    assert dot.startswith("digraph blazes {") and dot.rstrip().endswith("}")
+    assert '"split" -> "count" [label="Seal[epoch]"];' in dot
+    assert '"count" -> "commit" [label="Async"];' in dot
+    assert '"(input)" -> "sealed_tweets" [label="Async"];' in dot
+    assert 'label="count\\nOR[epoch, word]\\nseal on epoch: present"' in dot
+    both = render_dot([word_count, examples["example_under_coordinated"]])
+    assert both.count("subgraph") == 2 and '"example_under_coordinated/count"' in both
+    picture = tmp_path / "wc.png"
+    render_png([word_count, examples["nycflights_daily"]], picture)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 20_000
+
+
+# -- the command, run for real ---------------------------------------------------------------------
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, "analyze", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_passes_every_example_and_cites_the_measured_ratio(examples, tmp_path):
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"machine": {"mode": "full"}, "rows": [
+        {"id": "sealing_eps_p64", "ours": 0.34, "peer": 0.92}]}))
+    files = sorted(str(p) for p in DAGS.glob("*.py") if p != UNDER)
+    result = _cli(*files, "--bench", str(bench))
+    assert result.returncode == 0, result.stderr[-2000:]
+    for dag_id in set(examples) - {"example_under_coordinated"}:
+        assert f"DAG {dag_id} (" in result.stdout
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("over-coordination epoch.barrier")]
+    assert len(warnings) == 2
+    assert all("sealing 0.34 epochs/s against 0.92 epochs/s under one global ZooKeeper lock with 64 producers, "
+               "0.37x" in line for line in warnings)
+
+
+def test_cli_exits_1_on_the_under_coordinated_example_naming_task_and_seal():
+    result = _cli(str(UNDER))
+    assert result.returncode == 1
+    assert "under-coordination: task 'count': missing Seal[epoch]" in result.stderr
+    assert "seal on epoch: MISSING" in result.stdout and "dataflow output: Taint" in result.stdout
+
+
+def test_cli_looks_a_dag_id_up_and_writes_json(tmp_path):
+    out = tmp_path / "report.json"
+    result = _cli("example_word_count", "--dags-folder", str(DAGS), "--format", "json", "--out", str(out),
+                  "--bench", str(tmp_path / "none.json"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    [dag] = report["dags"]
+    assert dag["dag_id"] == "example_word_count" and dag["output"] == "Async" and not report["under_coordinated"]
+    assert {(e["from"], e["to"], e["label"]) for e in dag["edges"]} == {
+        ("sealed_tweets", "split", "Seal[epoch]"), ("split", "count", "Seal[epoch]"), ("count", "commit", "Async")}
+    assert report["benchmark"] is None and "not measured on this machine" in report["over_coordination_reason"]
+    assert "json written to" in result.stdout
+
+
+@pytest.mark.parametrize("make, needles", [
+    (lambda tmp: ["no_such_file.py"], ["no DAG file 'no_such_file.py'"]),
+    (lambda tmp: [str(_bad_dag(tmp))], ["cannot load", "path label must be one of CR, CW, OR, OW, not 'XW'"]),
+    # a DAG id looked up in a folder whose only file fails to import
+    (lambda tmp: [_bad_dag(tmp).stem and "no_such_dag_id"], ["no DAG 'no_such_dag_id' in the DAGs folder",
+                                                             "1 DAG file(s) failed to import", "'XW'"]),
+    (lambda tmp: [str(DAGS / "example_epoch_smoke.py"), "--out", str(tmp / "missing" / "report.txt")],
+     ["cannot write", "No such file or directory"]),
+])
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, make, needles):
+    result = _cli(*make(tmp_path), "--dags-folder", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and all(n in result.stderr for n in needles), result.stderr
+
+
+def _bad_dag(folder: Path) -> Path:
+    path = folder / "bad_label.py"
+    path.write_text(
+        "from airflow.sdk import DAG\n"
+        "from airflow.providers.standard.operators.empty import EmptyOperator\n"
+        "from airflow_epochs.analysis import blazes_label\n"
+        "with DAG('bad_label', schedule=None):\n"
+        "    blazes_label(EmptyOperator(task_id='e'), 'XW')\n"
+    )
+    return path
+
+
+def test_readme_shows_what_the_command_prints(examples):
+    from airflow_epochs.analysis_report import render_dot, render_table
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Coordination analysis"):]
+    tables = re.findall(r"```text\n(.*?)```", section, re.S)
+    printed = render_table([examples["example_word_count"]], None) + render_table(
+        [examples["example_under_coordinated"]], None)
+    for table in tables[:2]:
+        for line in table.strip().splitlines():
+            if not line.startswith("under-coordination:"):  # that one goes to standard error
+                assert line in printed, line
+    dot = re.search(r"```dot\n(.*?)```", section, re.S)
+    assert dot is not None and dot.group(1) == render_dot([examples["example_word_count"]])
+    assert (REPO / "docs" / "analyze_word_count.png").stat().st_size > 20_000

@@ -1,0 +1,92 @@
+"""The demo's servers never outlive it: the demo is killed (-9) in the middle of its first epoch, and
+no process of that run is left once the rerun (which resumes the epoch) is done; the servers went with
+the killed run, and the rerun found their records and checked them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_epochs.process_identity import ProcessIdentity, identify
+from airflow_epochs.supervision import read_record
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _demo_env() -> dict[str, str]:
+    # The demo sets up its own Airflow home and connections: none of the test session's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    return {**env, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+
+
+def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
+    state = tmp_path / "demo"
+    demo = [sys.executable, str(REPO / "scripts" / "demo.py"), "--state-dir", str(state)]
+    first = subprocess.Popen([*demo, "--days", "1"], env=_demo_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    tree: dict[int, ProcessIdentity] = {}
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            seen.append(line)
+            if "epoch 1 +" in line and "opened" in line:
+                break
+        else:
+            pytest.fail("the first run never opened epoch 1:\n" + "".join(seen[-40:]))
+        time.sleep(1.0)  # its Spark jobs are starting on the Spark Connect server
+        records = {name: read_record(state / "servers" / f"{name}.json") for name in ("zookeeper", "spark-connect")}
+        assert all(records.values()), records
+        for pid in _descendants(first.pid) | {r.server.pid for r in records.values() if r}:
+            identity = identify(pid)
+            if identity is not None:
+                tree[pid] = identity
+        servers = {r.server.pid for r in records.values() if r}
+        assert servers <= set(tree), (servers, tree)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    # The servers were started to die with the demo: they go right away, without waiting for a rerun.
+    deadline = time.monotonic() + 30
+    while any(identity.alive() for pid, identity in tree.items() if pid in servers):
+        assert time.monotonic() < deadline, "the killed run's servers outlived it"
+        time.sleep(0.2)
+
+    rerun = subprocess.run([*demo, "--days", "1"], env=_demo_env(), capture_output=True, text=True, timeout=420)
+    assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-2000:]
+    assert "server of an earlier run" in rerun.stdout, rerun.stdout[:2000]  # it looked at the records
+    assert "check: sealed results vs one Spark computation over days 1..1" in rerun.stdout
+    left = {pid: identity.describe() for pid, identity in tree.items() if identity.alive()}
+    assert not left, left
+    assert not list((state / "servers").glob("*.json"))  # the rerun's own servers are stopped and forgotten

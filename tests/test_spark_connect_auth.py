@@ -1,0 +1,70 @@
+"""Spark Connect with a token by default: the server the CLI starts refuses a client without the token
+(or with a wrong one) and accepts ours; the token lives only in a 0600 file and the server's
+environment, never in its command line, the state file or the CLI's output."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from airflow_epochs.spark.connect import client_url, connect_mode
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def _first_rpc(url: str) -> int:
+    from pyspark.sql.connect.session import SparkSession
+
+    with connect_mode():
+        session = SparkSession.builder.remote(url).create()
+        try:
+            return int(session.range(5).count())
+        finally:
+            session.stop()
+
+
+def test_unauthenticated_clients_are_refused_and_ours_accepted(spark_connect_server, spark_connect_state,
+                                                                 spark_connect, monkeypatch):
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", raising=False)  # pyspark would send it otherwise
+    port = spark_connect_server
+    for url, refusal in ((f"sc://localhost:{port}", "No authentication token provided"),
+                         (f"sc://localhost:{port}/;token=not-the-token-0123456789", "Invalid authentication token")):
+        with pytest.raises(Exception, match=refusal):
+            _first_rpc(url)
+
+    # Ours: the Airflow connection as a user writes it (host 127.0.0.1, the token as password).
+    url = SparkConnectHook(conn_id=spark_connect).get_connection_url()
+    assert url.startswith(f"sc://127.0.0.1:{port}/;token=")
+    assert client_url(url).startswith(f"sc://localhost:{port}/;token=")
+    assert _first_rpc(client_url(url)) == 5
+
+
+def test_the_token_is_kept_private(spark_connect_server, spark_connect_state):
+    folder = spark_connect_state / "spark-connect"
+    token = (folder / "token").read_text().strip()
+    assert len(token) >= 32
+    assert os.stat(folder / "token").st_mode & 0o777 == 0o600
+    for path in (spark_connect_state, folder):
+        assert os.stat(path).st_mode & 0o777 == 0o700
+    state = (spark_connect_state / "spark-connect.json").read_text()
+    assert os.stat(spark_connect_state / "spark-connect.json").st_mode & 0o777 == 0o600
+    assert token not in state and json.loads(state)["token_file"] == str(folder / "token")
+    # No process of the server (spark-submit's launcher and its JVM) has the token on its command line.
+    pid = json.loads(state)["pid"]
+    group = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(p) == pid]
+    assert group, "the server's process group is gone"
+    for proc in group:
+        assert token.encode() not in (proc / "cmdline").read_bytes()
+    assert token not in (folder / "spark-connect.log").read_text(errors="replace")
+
+
+def _pgid(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -1,0 +1,174 @@
+"""No code execution through configuration: submit_options checked key by key, each Spark master mode
+accepted or refused up front, and the spark-submit argv for YARN and Kubernetes checked for leaks of
+this machine's environment. (Local and standalone client mode run for real in test_spark_operator.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from airflow_epochs.coordination import InvalidInput
+from airflow_epochs.spark import EpochContext
+from airflow_epochs.spark.submit_options import check_conf_key, check_master, validate_submit_options
+
+
+@pytest.mark.parametrize("key", [
+    "spark.driver.extraClassPath", "spark.executor.extraClassPath", "spark.driver.extraJavaOptions",
+    "spark.executor.extraJavaOptions", "spark.driver.extraLibraryPath", "spark.executor.extraLibraryPath",
+    "spark.pyspark.python", "spark.pyspark.driver.python", "spark.jars", "spark.jars.packages",
+    "spark.sql.extensions", "spark.sql.queryExecutionListeners", "spark.sql.catalog.evil",
+    "spark.sql.hive.metastore.jars", "spark.extraListeners", "spark.plugins", "spark.executorEnv.LD_PRELOAD",
+    "spark.yarn.appMasterEnv.PATH", "spark.kubernetes.driverEnv.PYTHONPATH", "spark.ui.filters",
+    "spark.hadoop.fs.s3a.aws.credentials.provider", "spark.hadoop.fs.s3a.impl", "spark.shuffle.manager",
+    "spark.redaction.regex", "spark.kubernetes.container.image", "spark.python.worker.module",
+    "spark.driver.resource.gpu.discoveryScript", "spark.sql.sources.commitProtocolClass", "spark.master",
+    "spark.submit.pyFiles", "not.spark", "spark.sql.x\n",
+])
+def test_conf_keys_that_point_spark_at_code_are_refused(key):
+    with pytest.raises(InvalidInput, match="conf key"):
+        check_conf_key(key)
+
+
+def test_tuning_conf_is_accepted():
+    conf = {"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": "false", "spark.executor.memory": "2g",
+            "spark.dynamicAllocation.enabled": "true", "spark.hadoop.fs.s3a.endpoint": "http://minio:9000",
+            "spark.kubernetes.namespace": "etl", "spark.speculation": "true"}
+    assert validate_submit_options({"conf": conf})["conf"]["spark.sql.shuffle.partitions"] == "4"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"env_vars": {"PATH": "/tmp/evil"}}, "'PATH' is refused"),
+    ({"env_vars": {"PYTHONPATH": "/tmp"}}, "'PYTHONPATH' is refused"),
+    ({"env_vars": {"LD_PRELOAD": "/tmp/x.so"}}, "'LD_PRELOAD' is refused"),
+    ({"env_vars": {"JAVA_TOOL_OPTIONS": "-javaagent:x"}}, "refused"),
+    ({"env_vars": {"BASH_ENV": "/tmp/x"}}, "refused"),
+    ({"env_vars": {"SPARK_CONF_DIR": "/tmp"}}, "refused"),
+    ({"env_vars": {"PYSPARK_PYTHON": "/tmp/python"}}, "refused"),
+    ({"env_vars": {"A B": "x"}}, "not an environment variable name"),
+    ({"env_vars": ["PATH"]}, "must be a mapping"),
+    ({"conf": {"spark.ui.enabled": "false\n--jars x"}}, "control characters"),
+    ({"jars": "a.jar,,b.jar"}, "non-empty"),
+    ({"py_files": ["deps.zip", "x\x00"]}, "control characters"),
+    ({"driver_memory": "1g --conf x"}, "512m or 2g"),
+    ({"num_executors": -1}, "from 1 to"),
+    ({"num_executors": True}, "from 1 to"),
+    ({"deploy_mode": "server"}, "client or cluster"),
+    ({"yarn_queue": "q; rm"}, "plain name"),
+    ({"spark_binary": "/bin/sh"}, "'spark_binary' is not accepted"),
+    ({"application_args": ["--x"]}, "not accepted"),
+])
+def test_bad_submit_options_name_the_bad_value(options, message):
+    with pytest.raises(InvalidInput, match=message):
+        validate_submit_options(options)
+
+
+def test_safe_env_vars_pass():
+    assert validate_submit_options({"env_vars": {"TZ": "UTC", "MY_SETTING": 1}})["env_vars"] == {
+        "TZ": "UTC", "MY_SETTING": "1"}
+
+
+def test_master_modes():
+    assert check_master("local[*]", None, kubernetes_available=False) == "local"
+    assert check_master("local[2]", "client", kubernetes_available=False) == "local"
+    assert check_master("spark://127.0.0.1:7077", None, kubernetes_available=False) == "standalone"
+    assert check_master("yarn", "cluster", kubernetes_available=False) == "yarn"
+    assert check_master("k8s://https://k:6443", "cluster", kubernetes_available=True) == "kubernetes"
+    for master, mode, message in (
+        ("spark://127.0.0.1:7077", "cluster", "does not run Python applications in cluster mode"),
+        ("local[2]", "cluster", "client mode only"),
+        ("k8s://https://k:6443", "cluster", "apache-airflow-providers-cncf-kubernetes"),
+        ("mesos://m:5050", None, "not supported"),
+        ("local[2]; rm -rf /", None, "not supported"),
+    ):
+        with pytest.raises(InvalidInput, match=message):
+            check_master(master, mode, kubernetes_available=False)
+
+
+def test_a_path_override_is_refused_at_parse_time():
+    from airflow_epochs.operators import SparkEpochOperator
+
+    with pytest.raises(ValueError, match="'PATH' is refused"):
+        SparkEpochOperator(task_id="t", application="job.py", partition="p", storage="/s",
+                           submit_options={"env_vars": {"PATH": "/tmp/fake-bin"}}, attempt_task_id="open")
+
+
+def _context() -> EpochContext:
+    return EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
+                        run="0123456789abcdef", storage="s3://bucket/lake")
+
+
+def _argv(monkeypatch, conn: dict, **options) -> list[str]:
+    from airflow_epochs.operators import SparkEpochOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_TARGET", json.dumps({"conn_type": "spark", **conn}))
+    operator = SparkEpochOperator(task_id="t", application="job.py", partition="x", storage="s3://bucket/lake",
+                                  conn_id="spark_target", submit_options=options or None, attempt_task_id="open")
+    hook = operator.submit_hook(_context())
+    return hook._build_spark_submit_command("job.py")
+
+
+def _assert_no_local_environment(argv: list[str]) -> None:
+    text = " ".join(argv)
+    assert "appMasterEnv" not in text.replace("appMasterEnv.TZ", "") and "driverEnv.PATH" not in text
+    for leaked in (sys.executable, os.environ.get("HOME", "/nonexistent-home"), "PYSPARK_PYTHON", "SPARK_LOCAL_IP"):
+        assert leaked not in text, leaked
+    assert os.environ["PATH"] not in text
+
+
+def test_yarn_argv_carries_no_local_environment(monkeypatch, airflow_home):
+    for mode in ("client", "cluster"):
+        argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": mode}})
+        assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == mode
+        _assert_no_local_environment(argv)
+    # The user's own (allowed) variables go to the application master, and only those.
+    argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": "cluster"}}, env_vars={"TZ": "UTC"})
+    assert [a for a in argv if "appMasterEnv" in a] == ["spark.yarn.appMasterEnv.TZ=UTC"]
+    _assert_no_local_environment(argv)
+
+
+def test_kubernetes_is_refused_without_its_provider_and_leaks_nothing_with_it(monkeypatch, airflow_home):
+    from airflow.providers.apache.spark.hooks import spark_submit
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_epochs.operators import spark as spark_module
+
+    conn = {"host": "k8s://https://kube:6443", "extra": {"deploy-mode": "cluster", "namespace": "etl"}}
+    if not spark_module.kubernetes_provider_installed():
+        with pytest.raises(AirflowException, match="needs the apache-airflow-providers-cncf-kubernetes package"):
+            _argv(monkeypatch, conn)
+    # With the provider (its client stands in here: only the argv is built, nothing is submitted).
+    monkeypatch.setattr(spark_module, "kubernetes_provider_installed", lambda: True)
+    monkeypatch.setattr(spark_submit, "kube_client", object(), raising=False)
+    argv = _argv(monkeypatch, conn)
+    assert argv[argv.index("--master") + 1] == "k8s://https://kube:6443"
+    assert "spark.kubernetes.namespace=etl" in argv
+    _assert_no_local_environment(argv)
+
+
+def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, airflow_home):
+    from airflow.sdk.exceptions import AirflowException
+
+    with pytest.raises(AirflowException, match="does not run Python applications in cluster mode"):
+        _argv(monkeypatch, {"host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}})
+    with pytest.raises(AirflowException, match="does not run Python applications in cluster mode"):
+        _argv(monkeypatch, {"host": "spark://127.0.0.1", "port": 7077}, deploy_mode="cluster")
+
+
+def test_local_and_standalone_client_run_this_interpreter(monkeypatch, airflow_home):
+    import shutil
+    from pathlib import Path
+
+    for conn in ({"host": "spark://127.0.0.1", "port": 7077}, {"host": "local[2]"}):
+        argv = _argv(monkeypatch, conn)
+        assert "--deploy-mode" not in argv  # client: the driver runs here, with this worker's interpreter
+        # Its context (locations, maybe credentials) is in a 0600 file, not on the command line.
+        path = Path(argv[argv.index("--epoch-context-file") + 1])
+        try:
+            assert "--epoch-context" not in argv and "s3://bucket/lake" not in " ".join(argv)
+            assert path.stat().st_mode & 0o777 == 0o600 and "s3://bucket/lake" in path.read_text()
+        finally:
+            shutil.rmtree(path.parent)
+    assert argv[argv.index("--master") + 1] == "local[2]"

@@ -1,0 +1,182 @@
+"""The Epochs page's reader and JSON API on a real ZooKeeper: the grid says what the ledger says,
+filters and pages come from the epoch ranges, a page's reads do not grow with the pipeline, and the
+API answers only logged-in users, and only about pipelines of DAGs they may read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.embedded_zookeeper import four_letter_word
+from airflow_epochs.ui.dags import DagPipelines, pipelines_in
+from airflow_epochs.ui.state import StateReader, manifest_summary
+
+pytestmark = pytest.mark.integration
+
+LABEL = {"rolled_back": "rolled back"}
+
+
+def _cells(page: object) -> dict[int, dict[str, str]]:
+    out = {}
+    for row in page.rows:  # type: ignore[attr-defined]
+        out[row.epoch] = {c.partition: (f"{c.votes} of {c.needed}" if c.state == "voting" or
+                                        (c.state == "aborted" and c.votes) else LABEL.get(c.state, c.state))
+                          for c in row.cells}
+    return out
+
+
+def test_grid_overview_and_detail_say_what_the_ledger_says(zk):
+    ledger = build_probe(zk)
+    reader = StateReader(lambda: zk)
+    state = reader.pipeline(PROBE)
+
+    page = state.grid()
+    assert [r.epoch for r in page.rows] == [5, 4, 3, 2, 1]
+    assert [r.state for r in page.rows] == ["rolled_back", "aborted", "sealed", "sealed", "sealed"]
+    assert _cells(page) == expected_grid(ledger, range(1, 6))
+    assert _cells(page)[4] == {"left": "1 of 2", "right": "aborted"}
+
+    overview = state.overview()
+    assert (overview.frontier, overview.newest_epoch, overview.last_epoch, overview.lag_epochs) == (3, 4, 5, 1)
+    assert overview.counts.sealed == 3 and overview.counts.aborted == 1 and overview.counts.rolled_back == 1
+    assert overview.counts.total == 5 and overview.counts.voting == 0
+    assert overview.leader == "deploy-a" and not overview.leader_expired
+    assert overview.in_flight is not None and overview.in_flight.epoch == 4
+    [barrier] = overview.barriers
+    assert (barrier.name, barrier.arrived, barrier.stragglers, barrier.decision) == ("ingested", ("a",), ("c",), None)
+
+    # filters and pages are ranges: no epoch outside the page is read
+    assert [r.epoch for r in state.grid(states=["sealed"]).rows] == [3, 2, 1]
+    assert [r.epoch for r in state.grid(states=["aborted", "rolled_back"]).rows] == [5, 4]
+    assert state.grid(states=["voting"]).rows == ()
+    second = state.grid(offset=1, limit=2)
+    assert [r.epoch for r in second.rows] == [4, 3] and second.matching == 5
+    assert [r.epoch for r in state.grid(before=2).rows] == [2, 1]
+    with pytest.raises(ValueError, match="unknown epoch state"):
+        state.grid(states=["done"])
+
+    # a standby takes over: the same reader sees the new attempt's votes, not the aborted one's
+    resume_probe(zk)
+    page = state.grid()
+    assert _cells(page) == expected_grid(ledger, range(1, 6))
+    assert _cells(page)[4] == {"left": "1 of 2", "right": "sealed"} and page.rows[1].state == "voting"
+    assert state.overview().counts.voting == 1
+
+    assert not state.history.loaded  # the grid and the overview never read the history
+    first = state.epoch_detail(4)  # the first detail starts reading it, in the background
+    assert first is not None and first.row.state == "voting"
+    deadline = time.monotonic() + 10
+    while not state.history.loaded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    detail = state.epoch_detail(4)
+    assert detail is not None and detail.row.owner == "deploy-b"
+    left = next(p for p in detail.partitions if p.partition == "left")
+    votes = {v.producer: (v.voted, v.current) for v in left.producers}
+    assert votes == {"a": (True, False), "b": (True, True)}  # a's vote belongs to the aborted attempt
+    assert [a.event for a in detail.attempts] == ["opened", "sealed", "opened", "aborted", "started"]
+    sealed = state.epoch_detail(2)
+    assert sealed is not None and sealed.seconds_to_seal is not None and sealed.seconds_to_seal >= 0
+    right = next(p for p in sealed.partitions if p.partition == "right")
+    assert right.snapshots == {"c": "/lake/totals/2"} and right.lineage == {"raw": 2}
+    assert right.summary == {"rows": 200, "bytes": 4096, "files": 1, "seconds": 1.5}
+    assert state.epoch_detail(99) is None
+    assert {s.lane for s in state.timeline()} >= {"open", "left", "right", "seal"}
+    reader.close()
+
+
+def test_a_grid_page_costs_the_same_reads_whatever_the_pipeline_length(zk, zk_server):
+    def requests(epochs: int) -> int:
+        name = f"long{epochs}"
+        ledger = EpochLedger(zk, name, owner="w")
+        ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
+        for epoch in range(1, epochs + 1):
+            ledger.vote(ledger.open_epoch(epoch), "out", "job", {"rows": epoch})
+        ledger.open_epoch(epochs + 1)
+        state = StateReader(lambda: zk).pipeline(name)
+        state.grid(limit=20)  # a polling page: the reader's configuration cache is warm
+        state.overview()
+        before = _packets(zk_server.port)
+        page = state.grid(limit=20)
+        overview = state.overview()
+        used = _packets(zk_server.port) - before
+        assert [r.epoch for r in page.rows] == list(range(epochs + 1, epochs - 19, -1))
+        assert overview.counts.sealed == epochs and page.matching == epochs + 1
+        return used
+
+    short, long = requests(40), requests(400)
+    # the same reads (give or take a session ping); about two per epoch shown
+    assert abs(long - short) <= 2 and long < 80, (short, long)
+
+
+def _packets(port: int) -> int:
+    for line in four_letter_word(port, "mntr").splitlines():
+        if line.startswith("zk_packets_received"):
+            return int(line.split()[-1])
+    raise AssertionError("no zk_packets_received in mntr")
+
+
+def test_manifest_summary_adds_up_spark_outputs_and_plain_rows():
+    spark = {"outputs": {"data": {"rows": 5, "bytes": 10, "files": 2}, "snapshot": {"rows": 99}}, "seconds": 2}
+    assert manifest_summary([spark, {"rows": 3}, None, "x"]) == {"rows": 8, "bytes": 10, "files": 2, "seconds": 2}
+
+
+def test_only_literal_pipelines_of_open_epoch_tasks_count():
+    data = {"dag": {"tasks": [
+        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "airflow_epochs.operators.epoch",
+                   "pipeline": "sales", "task_id": "epoch.open"}},
+        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "airflow_epochs.operators.epoch",
+                   "pipeline": "{{ params.p }}", "task_id": "templated"}},
+        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "elsewhere", "pipeline": "x", "task_id": "t"}},
+        {"__var": {"task_type": "SealedPartitionSensor", "_task_module": "airflow_epochs.sensors.seals",
+                   "pipeline": "consumed", "task_id": "wait"}},
+    ]}}
+    assert pipelines_in("d", data) == DagPipelines("d", frozenset({"sales"}), frozenset({"epoch.open"}))
+    assert pipelines_in("d", None).pipelines == frozenset()
+
+
+class _Index:
+    def __init__(self, mapping: dict[str, set[str]]) -> None:
+        self.mapping = mapping
+
+    def of(self, dag_ids):
+        return {d: DagPipelines(d, frozenset(self.mapping[d]), frozenset({"epoch.open"}))
+                for d in dag_ids if d in self.mapping}
+
+    def epoch_of_run(self, dag_id, run_id):
+        return None
+
+
+def test_api_needs_a_login_and_shows_only_pipelines_of_readable_dags(zk):
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from airflow_epochs.ui.app import create_app
+
+    build_probe(zk)
+    readable = {"alice": {"ui_probe"}, "bob": {"ui_other"}}
+    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: readable[user],
+                     dag_index=_Index({"ui_probe": {PROBE}, "ui_other": {"uiother"}}))  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        for path in ("/", "/api/pipelines", f"/api/pipelines/{PROBE}", f"/api/pipelines/{PROBE}/epochs"):
+            assert client.get(path).status_code == 401, path
+        app.dependency_overrides[get_user] = lambda: "alice"
+        assert client.get("/api/pipelines").json() == {
+            "pipelines": [{"pipeline": PROBE, "dags": ["ui_probe"], "exists": True}]}
+        grid = client.get(f"/api/pipelines/{PROBE}/epochs", params={"limit": 2, "state": "sealed,aborted"}).json()
+        assert [r["epoch"] for r in grid["rows"]] == [4, 3] and grid["matching"] == 4
+        assert client.get(f"/api/pipelines/{PROBE}/epochs", params={"state": "nope"}).status_code == 400
+        assert client.get(f"/api/pipelines/{PROBE}").json()["counts"]["sealed"] == 3
+        assert client.get(f"/api/pipelines/{PROBE}/epochs/2").json()["row"]["state"] == "sealed"
+        assert client.get(f"/api/pipelines/{PROBE}/timeline.svg").headers["content-type"].startswith("image/svg")
+        assert "Epochs" in client.get("/").text
+        app.dependency_overrides[get_user] = lambda: "bob"
+        assert client.get("/api/pipelines").json() == {
+            "pipelines": [{"pipeline": "uiother", "dags": ["ui_other"], "exists": False}]}
+        for path in (f"/api/pipelines/{PROBE}", f"/api/pipelines/{PROBE}/epochs", f"/api/pipelines/{PROBE}/epochs/2",
+                     f"/api/pipelines/{PROBE}/timeline.svg"):
+            answer = client.get(path)
+            assert answer.status_code == 404 and PROBE in answer.json()["detail"], path
+            assert "sealed" not in answer.text
