@@ -124,14 +124,6 @@ def airflow_home() -> Iterator[Path]:
     # The CLI's migration (not initdb): `airflow dags test` in other processes checks for it.
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, timeout=300)
-    # Several tests run `airflow dags test` in a subprocess beside this process's own sessions: in
-    # SQLite's default journal a reader left in a transaction here stalls the other process's writes
-    # past its 5 s busy timeout ("Database error" from the in-process API). WAL lets readers and one
-    # writer proceed together; the mode is stored in the database file, so every process gets it.
-    import sqlite3
-
-    with sqlite3.connect(_AIRFLOW_HOME / "airflow.db") as db:
-        assert db.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
     yield _AIRFLOW_HOME
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 

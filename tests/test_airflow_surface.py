@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from airflow_db import private_airflow_db
 from zk_helpers import assert_epochs_in_order
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
@@ -104,11 +104,7 @@ def test_open_without_deferral_waits_on_a_watch_with_no_deadline(dagbag, zk_conn
 
 
 def _deployment_home(airflow_home: Path, name: str, tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / name
-    home.mkdir()
-    shutil.copy(airflow_home / "airflow.db", home / "airflow.db")
-    return {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(airflow_home / "dags"), "AIRFLOW_EPOCHS_DEPLOYMENT": name}
+    return {**private_airflow_db(airflow_home, tmp_path / name), "AIRFLOW_EPOCHS_DEPLOYMENT": name}
 
 
 def _dags_test(env: dict[str, str], date: str, log: Path) -> subprocess.Popen:

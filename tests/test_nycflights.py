@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from airflow_db import private_airflow_db
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.spark import sealed_outputs
@@ -70,8 +71,8 @@ def _state(run) -> str:
     return str(run.state).rsplit(".", 1)[-1].lower()
 
 
-def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, zk_connection, zk, spark_connect, tmp_path,
-                                                                 monkeypatch):
+def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, airflow_home, zk_connection, zk, spark_connect,
+                                                                 tmp_path, monkeypatch):
     days = 3
     land_days(tmp_path / "raw", [_day(n).date() for n in range(1, days + 1)])
     dag = dagbag.get_dag("nycflights_daily")
@@ -85,7 +86,8 @@ def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, zk_conne
     log = tmp_path / "killed.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([airflow, "dags", "test", "nycflights_daily", _day(2).isoformat(), "-c",
-                                 json.dumps(conf)], stdout=out, stderr=subprocess.STDOUT)
+                                 json.dumps(conf)], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **private_airflow_db(airflow_home, tmp_path / "home")})
     deadline = time.monotonic() + 300
     while ledger.seal(2, "weather") is None or ledger.seal(2, "flights") is None:
         assert proc.poll() is None, log.read_text()[-4000:]

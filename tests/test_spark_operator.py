@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from airflow_db import private_airflow_db
 from spark_pipeline import (
     JOB,
     PARTITION,
@@ -51,7 +52,7 @@ def _state(run) -> str:
 
 
 def test_submit_and_seal_survives_a_killed_driver_and_a_killed_task_process(
-        dagbag, zk_connection, zk, spark_local, spark, tmp_path):
+        dagbag, airflow_home, zk_connection, zk, spark_local, spark, tmp_path):
     dag = dagbag.get_dag("spark_totals_submit")
     inputs = write_inputs(tmp_path / "in", 2)
     faults = tmp_path / "faults"
@@ -78,6 +79,7 @@ def test_submit_and_seal_survives_a_killed_driver_and_a_killed_task_process(
     log = tmp_path / "killed-task.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([airflow, "dags", "test", "spark_totals_submit", "-c", conf],
+                                env={**os.environ, **private_airflow_db(airflow_home, tmp_path / "home")},
                                 stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while not list(faults.glob("held-2-*")):
