@@ -8,6 +8,7 @@ are reported as the median with the spread (min..max); client CPU is measured be
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -168,3 +169,15 @@ class Gate:
 def cpu_seconds() -> float:
     """CPU time of this process (all threads: the clients' own I/O threads included)."""
     return time.process_time()
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) of another process, e.g. the ZooKeeper server; 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -71,7 +71,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
         "barrier": lambda: barrier.run(hosts, port, (10,) if smoke else (10, 100, 1000), 2 if smoke else 5),
         "sealing": lambda: sealing.run(hosts, (1, 4) if smoke else (1, 2, 4, 8, 16, 32, 64), 2 if smoke else 10,
-                                       2 if smoke else 5),
+                                       2 if smoke else 5, server_pid=server.pid),
         "open": lambda: state_growth.open_cost(hosts, 5 if smoke else 50),
         "growth": lambda: state_growth.growth(hosts, 120 if smoke else 2000, 60 if smoke else 200,
                                               30 if smoke else 100),

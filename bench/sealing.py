@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from multiprocessing.connection import Connection
 from typing import Any
 
-from common import REPEATS, alternate, client, compare
+from common import REPEATS, alternate, client, compare, process_cpu_seconds
 
 from airflow_epochs.coordination import Attempt, EpochLedger, PipelineConfig
 
@@ -76,8 +76,9 @@ def _worker(hosts: str, conn: Connection, producers: list[int]) -> None:
 
 
 class Harness:
-    def __init__(self, hosts: str, producers: int) -> None:
+    def __init__(self, hosts: str, producers: int, server_pid: int | None = None) -> None:
         self.producers = producers
+        self.server_pid = server_pid
         self.zk = client(hosts)
         ctx = multiprocessing.get_context("spawn")  # no kazoo thread is ever forked
         count = min(producers, PROCESSES)
@@ -92,6 +93,7 @@ class Harness:
             self.procs.append(proc)
         self.runs = 0
         self.cpu: dict[str, list[float]] = {"ours": [], "peer": []}
+        self.busy: dict[str, list[float]] = {"ours": [], "peer": []}  # cores in use: workers + server
 
     def close(self) -> None:
         for conn in self.conns:
@@ -114,12 +116,14 @@ class Harness:
                                               retain_epochs=None))
         self._all(("ours-setup", name))
         cpu = 0.0
+        server0 = process_cpu_seconds(self.server_pid)
         started = time.perf_counter()
         for epoch in range(1, epochs + 1):
             attempt = ledger.open_epoch(epoch)
             cpu += sum(self._all(("ours", attempt.to_dict())))
         elapsed = time.perf_counter() - started
         self.cpu["ours"].append(cpu / (epochs * self.producers))
+        self.busy["ours"].append((cpu + process_cpu_seconds(self.server_pid) - server0) / elapsed)
         assert ledger.frontier() == epochs
         return epochs / elapsed
 
@@ -131,30 +135,39 @@ class Harness:
         self.zk.create(f"{base}/frontier", b"0")
         self._all(("peer-setup", base))
         cpu = 0.0
+        server0 = process_cpu_seconds(self.server_pid)
         started = time.perf_counter()
         for epoch in range(1, epochs + 1):
             cpu += sum(self._all(("peer", epoch, self.producers)))
         elapsed = time.perf_counter() - started
         self.cpu["peer"].append(cpu / (epochs * self.producers))
+        self.busy["peer"].append((cpu + process_cpu_seconds(self.server_pid) - server0) / elapsed)
         assert int(self.zk.get(f"{base}/frontier")[0]) == epochs
         return epochs / elapsed
 
 
-def run(hosts: str, sizes: tuple[int, ...], epochs: int, repeats: int = REPEATS) -> None:
+def run(hosts: str, sizes: tuple[int, ...], epochs: int, repeats: int = REPEATS,
+        server_pid: int | None = None) -> None:
+    """:param server_pid: the ZooKeeper server's pid, to report the cores each side kept busy."""
     for producers in sizes:
-        harness = Harness(hosts, producers)
+        harness = Harness(hosts, producers, server_pid)
         try:
             harness.ours(1)  # warm-up: connections, caches, thread pools
             harness.peer(1)
             harness.cpu = {"ours": [], "peer": []}
+            harness.busy = {"ours": [], "peer": []}
             mine, theirs = alternate(repeats, lambda h=harness: h.ours(epochs), lambda h=harness: h.peer(epochs))
             cpu_ours = sorted(harness.cpu["ours"])[len(harness.cpu["ours"]) // 2] * 1000
             cpu_peer = sorted(harness.cpu["peer"])[len(harness.cpu["peer"]) // 2] * 1000
+            busy_ours = sorted(harness.busy["ours"])[len(harness.busy["ours"]) // 2]
+            busy_peer = sorted(harness.busy["peer"])[len(harness.busy["peer"]) // 2]
             compare(f"sealing_eps_p{producers}", "sealing", f"epochs sealed per second, {producers} producers",
                     mine, theirs, "epochs/s", "votes under one global lock", better="higher",
                     note=f"median of {repeats} runs of {epochs} epochs, alternating; producers in "
                          f"{len(harness.procs)} processes; CPU per vote {cpu_ours:.2f} ms ours, "
-                         f"{cpu_peer:.2f} ms peer",
-                    cpu_ms_per_vote={"ours": cpu_ours, "peer": cpu_peer})
+                         f"{cpu_peer:.2f} ms peer; cores busy (voters + server) {busy_ours:.2f} ours, "
+                         f"{busy_peer:.2f} peer",
+                    cpu_ms_per_vote={"ours": cpu_ours, "peer": cpu_peer},
+                    cores_busy={"ours": busy_ours, "peer": busy_peer})
         finally:
             harness.close()
