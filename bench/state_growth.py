@@ -183,3 +183,7 @@ def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, re
     figure("capacity_10k_gb", "capacity", f"data kept in ZooKeeper's memory, {shape}, retain_epochs={retain}",
            live_bytes / 1e9, "GB", f"{est['bytes'] / 1024:.1f} KB per epoch per pipeline; ZooKeeper holds all data "
            "in memory: plan the heap (or lower retain_epochs)")
+    # The planning figure: what each epoch kept in full costs across the whole fleet.
+    figure("capacity_10k_gb_per_kept_epoch", "capacity", f"data per epoch kept in full, {shape}",
+           pipelines * est["bytes"] / 1e9, "GB", f"{pipelines * est['znodes']:,.0f} znodes; "
+           f"retain_epochs=K keeps K times this")
