@@ -19,12 +19,11 @@ import os
 import re
 import signal
 import time
-import uuid
 
 import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
 from kazoo.client import KazooClient
-from zk_helpers import assert_epochs_in_order
+from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
 
@@ -34,17 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 @pytest.fixture(scope="module")
 def stack_zk(zk_server):
     """A chroot for this module's deployment (its connection is fixed when the stack starts)."""
-    chroot = f"/tests/scheduled-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zk_server.hosts)
-    client.start(timeout=15)
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    client = KazooClient(hosts=zk_server.hosts + chroot)
-    client.start(timeout=15)
-    yield chroot, client
-    client.stop()
-    client.close()
+    yield from fresh_chroot_client(zk_server.hosts, "scheduled")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
 from kazoo.client import KazooClient
 from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
+from zk_helpers import fresh_chroot_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -38,17 +38,7 @@ TEAMS = ("alpha", "beta")
 
 @pytest.fixture(scope="module")
 def ui_zk(zk_server) -> Iterator[tuple[str, KazooClient]]:
-    chroot = f"/tests/ui-{uuid.uuid4().hex[:8]}"
-    admin = KazooClient(hosts=zk_server.hosts)
-    admin.start(timeout=15)
-    admin.ensure_path(chroot)
-    admin.stop()
-    admin.close()
-    client = KazooClient(hosts=zk_server.hosts + chroot)
-    client.start(timeout=15)
-    yield chroot, client
-    client.stop()
-    client.close()
+    yield from fresh_chroot_client(zk_server.hosts, "ui")
 
 
 @pytest.fixture(scope="module")

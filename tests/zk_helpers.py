@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger
@@ -44,3 +47,19 @@ def assert_epochs_in_order(ledger: EpochLedger, count: int) -> None:
             assert event.detail["epoch"] == opened, "sealed an epoch that is not the open one"
             sealed = event.detail["epoch"]
     assert (opened, sealed) == (count, count)
+
+
+def fresh_chroot_client(hosts: str, prefix: str) -> Iterator[tuple[str, KazooClient]]:
+    """Body of a fixture: a new chroot ``/tests/<prefix>-<random>`` on the server, and a started client
+    inside it (closed at teardown); yields ``(chroot, client)``."""
+    chroot = f"/tests/{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = KazooClient(hosts=hosts)
+    admin.start(timeout=15)
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    client = KazooClient(hosts=hosts + chroot)
+    client.start(timeout=15)
+    yield chroot, client
+    client.stop()
+    client.close()
