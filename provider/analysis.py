@@ -287,28 +287,6 @@ def _component(task: Any, dag: Any, roles: dict[type, Callable[[Any, Any], Opera
                      kind=type(task).__name__, note=role.note if role is not None else "")
 
 
-def _descendants(dag: Any, task_id: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [task_id]
-    while todo:
-        for nxt in dag.get_task(todo.pop()).downstream_task_ids:
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen
-
-
-def _ancestors(dag: Any, task_id: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [task_id]
-    while todo:
-        for prev in dag.get_task(todo.pop()).upstream_task_ids:
-            if prev not in seen:
-                seen.add(prev)
-                todo.append(prev)
-    return seen
-
-
 def epoch_order_regions(dag: Any) -> dict[str, str]:
     """Tasks that run in epoch order, with the open task that orders them.
 
@@ -322,11 +300,11 @@ def epoch_order_regions(dag: Any) -> dict[str, str]:
     for opener in dag.tasks:
         if not isinstance(opener, OpenEpochOperator):
             continue
-        after = _descendants(dag, opener.task_id)
+        after = dag.get_task(opener.task_id).get_flat_relative_ids(upstream=False)
         votes = [t for t in dag.tasks if isinstance(t, (VotePartitionOperator, SparkEpochOperator))
                  and t.attempt_task_id == opener.task_id and t.task_id in after]
         for vote in votes:
-            for task_id in (_ancestors(dag, vote.task_id) | {vote.task_id}) & after:
+            for task_id in (dag.get_task(vote.task_id).get_flat_relative_ids(upstream=True) | {vote.task_id}) & after:
                 regions.setdefault(task_id, opener.task_id)
     return regions
 
