@@ -101,9 +101,11 @@ def test_a_same_named_replacement_never_shares_the_zombies_token(zk, ledger):
     assert replacement.token == zombie.token + 1
     with pytest.raises(AttemptSuperseded):
         ledger.vote(zombie, "weather", "ingest_w")
-    # repeating the zombie's request does not bring it back, and writes nothing
-    with pytest.raises(AttemptSuperseded):
-        ledger.open_epoch(1, request_id="try-1")
+    # repeating the zombie's request does not bring it back, and writes nothing: it answers with the
+    # attempt that request opened, flagged as superseded since
+    again = ledger.open_epoch(1, request_id="try-1")
+    assert again.token == zombie.token and again.overtaken is not None
+    assert (again.overtaken.change, again.overtaken.current) == ("superseded", replacement.token)
     assert ledger.epoch_info(1).attempt == replacement.token
 
 

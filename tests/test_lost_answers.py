@@ -160,7 +160,8 @@ def test_abort(zk, lossy, proxy):
     ledger.create_pipeline(CONFIG)
     attempt = ledger.open_epoch(1)
     before = lose_next(proxy)
-    assert ledger.abort_attempt(attempt, reason="driver died", request_id="abort-1") is None
+    aborted = ledger.abort_attempt(attempt, reason="driver died", request_id="abort-1")
+    assert (aborted.attempt, aborted.request, aborted.overtaken) == (attempt.token, "abort-1", None)
     assert len(proxy.dropped) == before + 1
     assert EpochLedger(zk, "p").epoch_info(1).attempt_state == "aborted"
     ledger.abort_attempt(attempt, reason="driver died", request_id="abort-1")  # repeat: same answer

@@ -13,6 +13,7 @@ Typical use::
     assert ledger.frontier() == 1
 """
 
+from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
 from airflow_epochs.coordination.backpressure import (
     ConsumerState,
@@ -41,6 +42,7 @@ from airflow_epochs.coordination.errors import (
     AccessDenied,
     AttemptSuperseded,
     Backpressured,
+    CallUnfinished,
     ConfigConflict,
     ContentionExhausted,
     CoordinationUnavailable,
@@ -89,6 +91,7 @@ from airflow_epochs.coordination.records import (
     Attempt,
     EpochInfo,
     Event,
+    Overtaken,
     SealInfo,
     SealRecord,
     SnapshotRef,
@@ -101,6 +104,7 @@ from airflow_epochs.coordination.submission import SubmitDecision, check_submiss
 
 __all__ = [
     "DEFAULT_ROOT",
+    "AbortResult",
     "AccessDenied",
     "Arrival",
     "Attempt",
@@ -115,6 +119,7 @@ __all__ = [
     "BarrierOutcome",
     "BucketAssignment",
     "Calendar",
+    "CallUnfinished",
     "CompactionReport",
     "ConfigConflict",
     "ConfigVersion",
@@ -147,6 +152,7 @@ __all__ = [
     "NotLeader",
     "OpenDecision",
     "OutcomeUnknown",
+    "Overtaken",
     "PartitionAlreadySealed",
     "PartitionNotSealed",
     "PayloadTooLarge",

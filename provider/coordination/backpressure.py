@@ -9,7 +9,7 @@ when ZooKeeper's reply is lost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -19,6 +19,7 @@ from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.reader import consumer_acks, frontier
+from airflow_epochs.coordination.records import Overtaken
 from airflow_epochs.coordination.session import Call, Conflict, first_failure
 
 
@@ -28,8 +29,12 @@ class UnknownConsumer(StateError):
 
 @dataclass(frozen=True)
 class ConsumerState:
+    """A consumer and the epoch it acknowledged; ``overtaken`` is set when a repeated registration
+    finds it committed and the consumer unregistered since."""
+
     consumer: str
     acked: int
+    overtaken: Overtaken | None = field(default=None, compare=False)
 
 
 def register_consumer(
@@ -50,6 +55,8 @@ def register_consumer(
         results = commit(call, [
             ("create", path, payloads.encode("consumer", {"acked": start, "registered_at": ctx.clock(),
                                                           "request": call.request_id}), False),
+            # findable after the consumer is gone again (unregistered by someone else)
+            ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
         ])
         failure = first_failure(results)
@@ -61,10 +68,14 @@ def register_consumer(
 
     def find(call: Call) -> ConsumerState | None:
         raw = call.get(path)
-        if raw is None:
+        if raw is not None:
+            doc = payloads.decode("consumer", raw[0], path=path)
+            if doc.get("request") == call.request_id:
+                return ConsumerState(consumer, int(doc["acked"]))
+        stored = ctx.stored_result(call)
+        if stored is None:
             return None
-        doc = payloads.decode("consumer", raw[0], path=path)
-        return ConsumerState(consumer, int(doc["acked"])) if doc.get("request") == call.request_id else None
+        return ConsumerState(consumer, int(stored["acked"]), overtaken=Overtaken("unregistered"))
 
     return ctx.call(body, what=f"register consumer {consumer!r}", request_id=request_id, find=find)
 
@@ -113,8 +124,7 @@ def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str |
             return False
         results = commit(call, [
             ("delete", path, raw[1].version),
-            ("create", ctx.paths.request(call.request_id),
-             payloads.encode("request", {"call": "unregister_consumer", "at": ctx.clock(), "result": True}), False),
+            ctx.request_op(call, "unregister_consumer", True),
             *ctx.event("consumer_unregistered", consumer=consumer),
         ])
         failure = first_failure(results)

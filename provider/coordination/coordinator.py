@@ -11,12 +11,22 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Literal
 
-from airflow_epochs.coordination.errors import Backpressured, EpochAlreadySealed, NotLeader
+from airflow_epochs.coordination.errors import (
+    AttemptSuperseded,
+    Backpressured,
+    CallUnfinished,
+    EpochAlreadySealed,
+    InvalidInput,
+    NotLeader,
+    OutcomeUnknown,
+    RetryableError,
+)
 from airflow_epochs.coordination.leadership import LeaderLease
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.records import Attempt, EpochInfo, SnapshotRef
 from airflow_epochs.coordination.retention import CompactionReport
+from airflow_epochs.coordination.session import new_request_id, validate_request_id
 
 # Epochs one opening compacts at most: retention keeps up without making any opening slow.
 COMPACT_PER_OPEN = 2
@@ -73,6 +83,14 @@ def open_as_leader(
     decision is returned so the caller can wait elsewhere (e.g. deferred in Airflow's triggerer).
     """
     validate_epoch(epoch)
+    # Every argument is checked before the first write (the lease): a bad one writes nothing.
+    request_id = new_request_id() if request_id is None else validate_request_id(request_id)
+    if not isinstance(lease_duration, datetime.timedelta) or lease_duration.total_seconds() < 1:
+        raise InvalidInput(f"lease_duration must be a timedelta of at least 1 s, not {lease_duration!r}")
+    if backpressure_wait is not None and (isinstance(backpressure_wait, bool)
+                                          or not isinstance(backpressure_wait, (int, float)) or backpressure_wait < 0):
+        raise InvalidInput(f"backpressure_wait must be a non-negative number of seconds or None, not "
+                           f"{backpressure_wait!r}")
     info = ledger.epoch_info(epoch)
     if info is not None and info.state == "sealed":
         return OpenDecision("sealed", epoch, sealed=info)
@@ -81,7 +99,9 @@ def open_as_leader(
     lease = LeaderLease(ledger.client, ledger.pipeline, owner=ledger.owner, root=ledger.paths.root,
                         duration=lease_duration, op_timeout=ledger.op_timeout)
     try:
-        lease.acquire()
+        # The lease carries this opening's request id: an OutcomeUnknown names it, and a repeat with it
+        # finds the lease it took instead of asking for it again.
+        lease.acquire(request_id=request_id)
     except NotLeader as standby:
         holder = lease.holder()
         remaining = holder.remaining() if holder else 0.0
@@ -96,12 +116,38 @@ def open_as_leader(
         return OpenDecision("backpressured", epoch, wait_for_consumers=epoch - held.window, reason=str(held))
     except EpochAlreadySealed:
         return OpenDecision("sealed", epoch, sealed=ledger.epoch_info(epoch))
+    if attempt.overtaken is not None:  # a repeat of this request: what it opened is no longer current
+        if attempt.overtaken.change == "sealed":
+            return OpenDecision("sealed", epoch, sealed=ledger.epoch_info(epoch))
+        raise AttemptSuperseded(
+            f"pipeline {ledger.pipeline!r}: request {request_id!r} opened attempt {attempt.token} of epoch {epoch}, "
+            f"which is {attempt.overtaken}; a new opening needs a new request id",
+            attempt=attempt.token, current=int(attempt.overtaken.current or 0),
+        )
+    step = "reading the snapshots a retry starts from"
+    try:
+        snapshots = _retry_snapshots(ledger, epoch)
+        step = "compacting epochs out of retention"
+        compaction = ledger.compact(max_epochs=COMPACT_PER_OPEN)
+    except (OutcomeUnknown, RetryableError) as exc:
+        # The opening committed: never report this call as "nothing was written".
+        raise CallUnfinished(
+            f"epoch {epoch} of {ledger.pipeline!r} was opened as attempt {attempt.token} under request "
+            f"{request_id!r}, then {step} did not "
+            f"finish ({type(exc).__name__}: {exc}); repeat open_as_leader with request_id={request_id!r}: it "
+            "answers with this attempt and finishes the rest",
+            request_id=request_id,
+        ) from exc
+    return OpenDecision("opened", epoch, attempt=attempt, took_over=info if takeover else None,
+                        snapshots=snapshots, compaction=compaction)
+
+
+def _retry_snapshots(ledger: EpochLedger, epoch: int) -> dict[str, dict[str, SnapshotRef]]:
+    """Per partition, per producer: the snapshots a retry of ``epoch`` starts from."""
     snapshots: dict[str, dict[str, SnapshotRef]] = {}
     if epoch > 1:
         for partition in ledger.config_for(epoch).config.partitions:
             refs = ledger.last_sealed_snapshots(partition, before_epoch=epoch)
             if refs:
                 snapshots[partition] = refs
-    compaction = ledger.compact(max_epochs=COMPACT_PER_OPEN)
-    return OpenDecision("opened", epoch, attempt=attempt, took_over=info if takeover else None,
-                        snapshots=snapshots, compaction=compaction)
+    return snapshots

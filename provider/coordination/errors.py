@@ -10,9 +10,19 @@ retryable                 :class:`RetryableError`:                      nothing 
                           :class:`CoordinationUnavailable`,             may be repeated (with backoff)
                           :class:`ContentionExhausted`
 outcome unknown           :class:`OutcomeUnknown`                       a write was sent and its answer
-                                                                        lost; repeat with the same
-                                                                        ``request_id`` to learn or finish it
+                          (:class:`CallUnfinished`: part of the call    lost (or part of it committed and the
+                          committed, the message says what)             rest did not finish); repeat with the
+                                                                        same ``request_id`` to learn or
+                                                                        finish it
 ========================  ============================================  =================================
+
+"Nothing was written" is said (in this table and in messages) only of the caller's own request, and
+only when the library checked it: every refusal first looks the call's request id up (when it may be
+on record: a supplied id, a lost answer, or a write of this call that committed), and a request it
+finds committed is answered with its result, flagged with
+:class:`~airflow_epochs.coordination.records.Overtaken` if it was superseded, aborted, rolled back
+or sealed since. A refusal about a compacted epoch says that its request's outcome is no longer on
+record. The full outcome table per call is in the README ("True answers").
 
 :class:`CorruptPayload` (a znode that does not fit the schema) is none of these: it needs a human.
 Every class says which kind it is through :attr:`EpochsError.kind` and :attr:`EpochsError.retryable`,
@@ -214,3 +224,9 @@ class OutcomeUnknown(EpochsError):
     def __init__(self, message: str, *, request_id: str) -> None:
         self.request_id = request_id
         super().__init__(message)
+
+
+class CallUnfinished(OutcomeUnknown):
+    """Part of the call committed (the message says what) and the rest could not be done before the
+    deadline. Repeat the same call with ``request_id=exc.request_id``: the repeat finds what committed
+    (never applies it twice) and finishes the rest."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -24,6 +24,7 @@ from airflow_epochs.coordination.errors import InvalidInput, NotLeader
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.records import Overtaken
 from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 
@@ -34,6 +35,8 @@ class LeaseHolder:
     owner: str
     until: datetime.datetime
     since: datetime.datetime
+    #: set when a repeated acquisition finds it committed but the lease passed to another owner since
+    overtaken: Overtaken | None = field(default=None, compare=False)
 
     def remaining(self, now: float | None = None) -> float:
         """Seconds until the lease expires (negative once expired)."""
@@ -118,6 +121,9 @@ class LeaderLease:
                 renewing = current["owner"] == self.owner and not current.get("released")
                 if renewing:
                     doc["since"] = current["since"]
+                else:  # the request that held it before stays findable by its owner
+                    doc["previous"] = {"owner": current["owner"], "request": current["request"],
+                                       "released": bool(current.get("released"))}
                 ops = [("set", path, payloads.encode("lease", doc), stat.version)]
                 if not renewing:
                     ops += self.ctx.event("leader_changed", owner=self.owner, previous=current["owner"])
@@ -128,14 +134,25 @@ class LeaderLease:
 
         def find(call: Call) -> LeaseHolder | None:
             found = self._read(call)
-            if found is not None and found[0]["owner"] == self.owner and found[0]["request"] == call.request_id:
-                return self._holder(found[0])
+            if found is None:
+                return None
+            doc = found[0]
+            if doc["owner"] == self.owner and doc["request"] == call.request_id:
+                return self._holder(doc)
+            if self._was_mine(doc, call.request_id):
+                return replace(self._holder(doc), owner=self.owner,
+                               overtaken=Overtaken("taken_over", str(doc["owner"])))
             return None
 
         holder = self.ctx.call(body, what=f"acquire leadership of {self.ctx.pipeline!r}", request_id=request_id,
                                find=find)
         self._session_id = self.session.session_id
         return holder
+
+    def _was_mine(self, doc: dict[str, Any], request_id: str) -> bool:
+        """Whether the lease's previous holding (before another owner took it) was this owner's request."""
+        previous = doc.get("previous") or {}
+        return bool(previous.get("owner") == self.owner and previous.get("request") == request_id)
 
     def is_held(self) -> bool:
         """Whether this owner holds an unexpired lease, and its session has not expired since acquiring."""
@@ -165,9 +182,13 @@ class LeaderLease:
 
         def find(call: Call) -> bool | None:
             found = self._read(call)
-            if found is not None and found[0].get("released") and found[0]["request"] == call.request_id:
+            if found is None:
+                return None
+            doc = found[0]
+            if doc.get("released") and doc["request"] == call.request_id:
                 return True
-            return None
+            previous = doc.get("previous") or {}
+            return True if self._was_mine(doc, call.request_id) and previous.get("released") else None
 
         return self.ctx.call(body, what=f"release leadership of {self.ctx.pipeline!r}", request_id=request_id,
                              find=find)

@@ -1,10 +1,12 @@
 """The epoch ledger: one pipeline's protocol over a started kazoo client, in one object.
 
-:class:`EpochLedger` is a facade: the protocol lives in the modules it calls (:mod:`.epochs` for
-openings, aborts, configuration and rollback; :mod:`.votes` and :mod:`.seals` for votes and seals;
-:mod:`.reader` for reads; :mod:`.retention` for compaction). Every mutating call takes an optional
-``request_id``; after a lost answer the call asks ZooKeeper whether that request committed and
-returns the true result, and repeating a call with the same ``request_id`` never applies it twice.
+:class:`EpochLedger` is a facade: the protocol lives in the modules it calls (:mod:`.config_store`,
+:mod:`.opening`, :mod:`.aborts`, :mod:`.rollbacks`; :mod:`.votes` and :mod:`.seals` for votes and
+seals; :mod:`.reader` for reads; :mod:`.retention` for compaction). Every mutating call except
+:meth:`EpochLedger.compact` (idempotent: a repeat finishes what a cut-short one left) takes an
+optional ``request_id``; after a lost answer, and before any refusal, the call asks ZooKeeper whether
+that request committed and answers with what it did (see the outcome table in the README), and
+repeating a call with the same ``request_id`` never applies it twice.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
-from airflow_epochs.coordination import epochs, payloads, reader, retention, seals, votes
+from airflow_epochs.coordination import (
+    aborts,
+    config_store,
+    opening,
+    payloads,
+    reader,
+    retention,
+    rollbacks,
+    seals,
+    votes,
+)
+from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import Backpressured, InvalidEpoch, InvalidInput, PipelineNotFound
 from airflow_epochs.coordination.names import validate_epoch, validate_name
@@ -37,9 +50,8 @@ from airflow_epochs.coordination.records import (
 from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
 
-__all__ = ["Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord", "VoteResult"]
-
-MAX_ROLLBACK_EPOCHS = epochs.MAX_ROLLBACK_EPOCHS
+__all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
+           "VoteResult"]
 
 
 class EpochLedger:
@@ -85,8 +97,8 @@ class EpochLedger:
             instead of raising :class:`PipelineExists`. An existing pipeline is never changed here;
             use :meth:`set_config`.
         """
-        return epochs.create_pipeline(self.ctx, config, first_epoch=first_epoch, exist_ok=exist_ok,
-                                      request_id=request_id)
+        return config_store.create_pipeline(self.ctx, config, first_epoch=first_epoch, exist_ok=exist_ok,
+                                            request_id=request_id)
 
     def set_config(self, config: PipelineConfig, *, from_epoch: int, request_id: str | None = None) -> ConfigVersion:
         """Schedule a configuration change that applies from ``from_epoch`` on.
@@ -101,7 +113,7 @@ class EpochLedger:
     ) -> list[ConfigVersion]:
         """Schedule several configuration versions in one transaction (all or none), e.g. the steps of
         a fluid bucket migration. Each ``(config, from_epoch)`` follows the rule of :meth:`set_config`."""
-        return epochs.set_configs(self.ctx, changes, request_id=request_id)
+        return config_store.set_configs(self.ctx, changes, request_id=request_id)
 
     def config_versions(self) -> list[ConfigVersion]:
         """Every configuration version, oldest first."""
@@ -143,8 +155,8 @@ class EpochLedger:
         while True:
             changed = threading.Event()
             try:
-                return epochs.open_epoch(self.ctx, epoch, takeover=takeover, request_id=request_id,
-                                         on_consumer_change=changed.set)
+                return opening.open_epoch(self.ctx, epoch, takeover=takeover, request_id=request_id,
+                                          on_consumer_change=changed.set)
             except Backpressured:
                 if deadline is None or time.monotonic() >= deadline:
                     raise
@@ -152,12 +164,15 @@ class EpochLedger:
 
     def current_attempt(self, epoch: int) -> Attempt:
         """The epoch's current attempt (to resume it from another process); raises if not open."""
-        return epochs.current_attempt(self.ctx, epoch)
+        return opening.current_attempt(self.ctx, epoch)
 
-    def abort_attempt(self, attempt: Attempt, *, reason: str = "", request_id: str | None = None) -> None:
-        """Abort the current attempt: its token can no longer vote; the epoch stays open for a new one."""
+    def abort_attempt(self, attempt: Attempt, *, reason: str = "", request_id: str | None = None) -> AbortResult:
+        """Abort the current attempt: its token can no longer vote; the epoch stays open for a new one.
+
+        A repeat of a committed abort returns its result, with ``overtaken`` set if the attempt was
+        rolled back since; an abort never lands after the attempt sealed the epoch."""
         self.check_handle(attempt)
-        epochs.abort_attempt(self.ctx, attempt, reason=reason, request_id=request_id)
+        return aborts.abort_attempt(self.ctx, attempt, reason=reason, request_id=request_id)
 
     # -- votes and seals ---------------------------------------------------------------------
 
@@ -209,7 +224,7 @@ class EpochLedger:
         :param to_epoch: the last epoch that stays sealed (``first_epoch - 1`` rolls back everything).
         :param reason: why, recorded in the history.
         """
-        return epochs.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
+        return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
 
     def compact(self, *, max_epochs: int | None = None) -> CompactionReport:
         """Apply the configuration's ``retain_epochs``: compact sealed epochs that fell out of it.

@@ -10,7 +10,7 @@ bodies are immutable once written, so each is read once per client and cached.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -107,6 +107,19 @@ class PipelineContext:
         """The ops recording ``event`` in the history, to commit with the change they describe."""
         return event_ops(self.paths, event, self.clock(), detail)
 
+    # -- pipeline-level requests (configuration, rollback, consumers) ---------------------------
+
+    def request_op(self, call: Call, what: str, result: Any) -> Op:
+        """The op that records this call's request id and result under ``requests/<id>``."""
+        return ("create", self.paths.request(call.request_id),
+                payloads.encode("request", {"call": what, "at": self.clock(), "result": result}), False)
+
+    def stored_result(self, call: Call) -> Any:
+        """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""
+        path = self.paths.request(call.request_id)
+        raw = call.get(path)
+        return None if raw is None else payloads.decode("request", raw[0], path=path).get("result")
+
     # -- the pipeline record -----------------------------------------------------------------
 
     def record(self, call: Call) -> PipelineRecord:
@@ -158,16 +171,13 @@ def decode_record(raw: bytes, version: int, *, path: str) -> PipelineRecord:
 def decode_config(raw: bytes, version: int, *, path: str) -> ConfigVersion:
     doc = payloads.decode("config", raw, path=path)
     try:
-        config = PipelineConfig.from_json(doc)
+        config = PipelineConfig.from_json({k: v for k, v in doc.items() if k != "request"})
     except InvalidConfig as exc:
         raise CorruptPayload(f"{path}: {exc}") from exc
     return ConfigVersion(version, int(doc["from_epoch"]), config)
 
 
-def encode_config(config: PipelineConfig, from_epoch: int) -> bytes:
-    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json()})
-
-
-def decode_doc(kind: str, raw: tuple[bytes, Any] | None, path: str) -> Mapping[str, Any] | None:
-    """Decode a read result (``None`` stays ``None``)."""
-    return None if raw is None else payloads.decode(kind, raw[0], path=path)
+def encode_config(config: PipelineConfig, from_epoch: int, request: str = "") -> bytes:
+    """A configuration version's payload; ``request`` is the id of the request that scheduled it (kept
+    for good: versions are never deleted, so that request can always be found)."""
+    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json(), "request": request})

@@ -9,7 +9,7 @@ that asks for an epoch older than the two newest snapshots (bounded by retention
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_epochs.coordination import payloads
@@ -20,6 +20,7 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.records import (
     EpochInfo,
     Event,
+    Overtaken,
     SealInfo,
     SealRecord,
     SnapshotRef,
@@ -61,6 +62,24 @@ def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> 
     path = ctx.paths.attempt(epoch, token)
     raw = call.get(path)
     return None if raw is None else (payloads.decode("attempt", raw[0], path=path), raw[1])
+
+
+def attempt_overtaken(
+    token: int, generation: int, epoch_doc: Mapping[str, Any], attempt_doc: Mapping[str, Any] | None
+) -> Overtaken | None:
+    """What happened to attempt ``token`` (of opening ``generation``) since it was opened, as an
+    :class:`Overtaken`; None while it is the epoch's running attempt."""
+    now = int(epoch_doc["attempt"])
+    state = str(attempt_doc["state"]) if attempt_doc else "running"
+    if state == "rolled_back" or epoch_doc["state"] == "rolled_back" or generation != int(epoch_doc["generation"]):
+        return Overtaken("rolled_back", None if epoch_doc["state"] == "rolled_back" else now)
+    if state == "aborted":
+        return Overtaken("aborted", now)
+    if epoch_doc["state"] == "sealed":
+        return Overtaken("sealed", now) if now == token else Overtaken("superseded", now)
+    if state != "running" or now != token:
+        return Overtaken("superseded", now)
+    return None
 
 
 def sealed_partitions(call: Call, ctx: PipelineContext, epoch: int, generation: int) -> list[str]:

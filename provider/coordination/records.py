@@ -12,6 +12,25 @@ from airflow_epochs.coordination.names import validate_epoch, validate_name
 
 
 @dataclass(frozen=True)
+class Overtaken:
+    """What happened to a committed request after it committed: set on the result a call returns when
+    its request id is found committed but no longer current (see the outcome table in the README).
+
+    :param change: ``superseded`` (another attempt took the epoch over), ``aborted``, ``rolled_back``,
+        ``sealed`` (the epoch was sealed meanwhile, by this attempt or by the one that superseded it),
+        ``taken_over`` (a lease passed to another owner), ``unregistered`` (a consumer left).
+    :param current: the epoch's current attempt (or the lease's holder) now, when there is one.
+    """
+
+    change: str
+    current: int | str | None = None
+
+    def __str__(self) -> str:
+        now = "" if self.current is None else f" (now: {self.current})"
+        return f"committed, since {self.change.replace('_', ' ')}{now}"
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One try at an epoch. ``token`` is its fencing token: only the current token may vote or seal.
 
@@ -35,6 +54,8 @@ class Attempt:
     request: str = ""
     opened_at: float | None = None
     session: int | None = field(default=None, compare=False)
+    #: set when a repeated opening finds its attempt committed but no longer current
+    overtaken: Overtaken | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +132,8 @@ class EpochInfo:
     partitions: tuple[str, ...]
     opened_at: float = 0.0
     sealed_at: float | None = None
+    #: set on the answer of a close whose request sealed this epoch and which was rolled back since
+    overtaken: Overtaken | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,6 +148,8 @@ class VoteResult:
     epoch_sealed: bool
     duplicate: bool = False
     request: str = ""
+    #: set when the vote committed under an attempt that is no longer current (its vote is never counted)
+    overtaken: Overtaken | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

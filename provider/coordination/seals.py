@@ -14,7 +14,7 @@ close finds every vote in and writes the seal: sealing is finished by whoever lo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -32,8 +32,14 @@ from airflow_epochs.coordination.errors import (
 )
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.reader import attempt_record, decode_vote, epoch_info, epoch_record
-from airflow_epochs.coordination.records import Attempt, EpochInfo, VoteRecord
+from airflow_epochs.coordination.reader import (
+    attempt_overtaken,
+    attempt_record,
+    decode_vote,
+    epoch_info,
+    epoch_record,
+)
+from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken, VoteRecord
 from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
@@ -46,6 +52,7 @@ class SealProgress:
 
     partition_sealed: bool
     epoch_sealed: bool
+    fenced: bool = False  # the attempt was no longer current: it sealed nothing
 
 
 def producers_of(version: ConfigVersion, pipeline: str, epoch: int, partition: str, producer: str) -> tuple[str, ...]:
@@ -232,7 +239,7 @@ def seal_partition(
         index, error = failure
         if index == 0:  # the attempt is no longer current: its votes stay, it seals nothing
             return SealProgress(call.exists(seal_path) is not None,
-                                call.exists(paths.epoch_seal(attempt.epoch)) is not None)
+                                call.exists(paths.epoch_seal(attempt.epoch)) is not None, fenced=True)
         if index == 1 and isinstance(error, NodeExistsError):
             continue  # sealed meanwhile (a repeat, or close_epoch): report what is there
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
@@ -280,7 +287,9 @@ def seal_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: s
 def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None = None) -> EpochInfo:
     """Seal the epoch once every partition is sealed, finishing any seal a dead voter left unwritten.
 
-    Idempotent. Raises :class:`EpochIncomplete` naming the partitions still missing votes.
+    Idempotent. Raises :class:`EpochIncomplete` naming the partitions still missing votes, before
+    writing anything: a refused close writes no seal. A close that finishes a dead voter's seal
+    reports it in the epoch it returns (the partition is sealed there).
     """
 
     def body(call: Call) -> EpochInfo:
@@ -288,46 +297,89 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         if found is None:
             info = epoch_info(call, ctx, attempt.epoch)
             if info is not None and info.state == "sealed":
-                raise EpochAlreadySealed(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted")
-            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
+                raise EpochAlreadySealed(
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted (whether request "
+                    f"{call.request_id!r} sealed it is no longer on record)")
+            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened; nothing was "
+                               "written")
         doc = found[0]
         if doc["state"] == "sealed":
             if int(doc["attempt"]) != attempt.token or int(doc["generation"]) != attempt.generation:
                 raise EpochAlreadySealed(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc['attempt']} of "
-                    f"{doc['owner']!r}, not by attempt {attempt.token}"
+                    f"{doc['owner']!r}, not by attempt {attempt.token}; nothing was written"
                 )
             return _info(call, ctx, attempt.epoch)
         check_current(call, ctx, attempt, doc)
         version = ctx.config(call, attempt.config_version)
-        partitions = sorted(version.config.partitions)
+        partitions = version.config.partitions
         sealed = set(call.children(ctx.paths.seals(attempt.epoch, attempt.generation)) or [])
-        missing = [p for p in partitions if p not in sealed]
-        for partition in missing:
-            progress = seal_partition(call, ctx, attempt, partition, version.config.partitions[partition],
-                                      len(partitions), call.request_id)
-            if progress.partition_sealed:
-                sealed.add(partition)
-        missing = [p for p in partitions if p not in sealed]
-        if missing:
+        unsealed = sorted(p for p in partitions if p not in sealed)
+        incomplete = incomplete_partitions(call, ctx, attempt, {p: partitions[p] for p in unsealed})
+        if incomplete:
             raise EpochIncomplete(
                 f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be closed; partitions not sealed yet "
-                f"(votes missing): {missing}",
-                missing=missing,
+                f"(votes missing): {incomplete}; nothing was written",
+                missing=incomplete,
             )
-        if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None:
+        epoch_sealed = call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None
+        if not epoch_sealed:
             frontier_raw = call.get(ctx.paths.frontier)
             frontier = int(payloads.decode("frontier", frontier_raw[0])["epoch"]) if frontier_raw else -1
             if frontier != attempt.epoch - 1:
                 raise EpochOutOfOrder(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
-                    f"{frontier}"
+                    f"{frontier}; nothing was written"
                 )
-            if not seal_epoch(call, ctx, attempt, call.request_id):
+        for partition in unsealed:  # every producer voted: finish the seals their voters did not write
+            progress = seal_partition(call, ctx, attempt, partition, partitions[partition], len(partitions),
+                                      call.request_id)
+            if not progress.partition_sealed:
                 raise Conflict()  # the attempt changed under us: decide again on fresh state
+        if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None and not seal_epoch(call, ctx, attempt,
+                                                                                       call.request_id):
+            raise Conflict()
         return _info(call, ctx, attempt.epoch)
 
-    return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id)
+    return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id,
+                    find=lambda call: find_close(call, ctx, attempt))
+
+
+def incomplete_partitions(
+    call: Call, ctx: PipelineContext, attempt: Attempt, unsealed: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """The unsealed partitions still missing votes under ``attempt`` (the vote counters' versions)."""
+    shared = [p for p, producers in unsealed.items() if len(producers) > 1]
+    counters = call.exists_many([ctx.paths.vote_counter(attempt.epoch, attempt.token, p) for p in shared])
+    complete = {p for p, stat in zip(shared, counters, strict=True)
+                if stat is not None and int(stat.version) >= len(unsealed[p])}
+    # a sole producer's vote is its partition's seal: unsealed means not voted
+    return sorted(p for p in unsealed if p not in complete)
+
+
+def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo | None:
+    """What this call's request id sealed of the epoch, flagged if it was overtaken since; None if it
+    sealed nothing, or sealed some partitions of an attempt still current (the close goes on)."""
+    found = epoch_record(call, ctx, attempt.epoch)
+    if found is None:
+        return None
+    paths = ctx.paths
+    seal_raw = call.get(paths.epoch_seal(attempt.epoch))
+    if seal_raw is not None and payloads.decode("epoch_seal", seal_raw[0])["request"] == call.request_id:
+        return _info(call, ctx, attempt.epoch)
+    att = attempt_record(call, ctx, attempt.epoch, attempt.token)
+    if att is not None and att[0].get("sealed_by_request") == call.request_id:
+        return replace(_info(call, ctx, attempt.epoch), overtaken=Overtaken("rolled_back"))
+    names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
+    raws = call.get_many([paths.seal(attempt.epoch, attempt.generation, name) for name in names])
+    if not any(raw is not None and payloads.decode("seal", raw[0])["request"] == call.request_id for raw in raws):
+        return None
+    overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
+    if overtaken is None:
+        return None
+    if overtaken.change == "sealed" and overtaken.current == attempt.token:
+        return _info(call, ctx, attempt.epoch)
+    return replace(_info(call, ctx, attempt.epoch), overtaken=overtaken)
 
 
 def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:

@@ -27,10 +27,12 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     AuthFailedError,
+    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     NoAuthError,
+    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     RolledBackError,
@@ -41,12 +43,14 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from airflow_epochs.coordination.errors import (
     AccessDenied,
+    CallUnfinished,
     ContentionExhausted,
     CoordinationUnavailable,
     EpochsError,
     InvalidInput,
     OutcomeUnknown,
     SessionLost,
+    StateError,
 )
 
 T = TypeVar("T")
@@ -106,6 +110,18 @@ def first_failure(results: Sequence[Any]) -> tuple[int, BaseException] | None:
     return None
 
 
+def commit_or_conflict(call: Call, ops: Sequence[Op]) -> list[Any]:
+    """Commit ``ops``; a lost race on a version or a create-only node raises :class:`Conflict` (decide
+    again on fresh state), any other failure is raised as kazoo reported it."""
+    results = call.commit(ops)
+    failure = first_failure(results)
+    if failure is None:
+        return results
+    if isinstance(failure[1], (BadVersionError, NodeExistsError, NoNodeError)):
+        raise Conflict()
+    raise failure[1]
+
+
 class Call:
     """One call's view of the session: every request waits at most until the call's deadline, and a
     write whose answer is lost marks the call as ``sent`` (its outcome must be found, not assumed)."""
@@ -115,7 +131,8 @@ class Call:
         self.client = session.client
         self.deadline = deadline
         self.request_id = request_id
-        self.sent = False
+        self.sent = False  # a write left and its answer was lost: it may have committed
+        self.wrote = False  # a write of this call committed (its answer arrived)
 
     def remaining(self) -> float:
         left = self.deadline - time.monotonic()
@@ -197,6 +214,7 @@ class Call:
             self.sent = True
             raise
         if first_failure(results) is None:
+            self.wrote = True
             self.session.count("transactions")
             self.session.count("writes", sum(1 for op in ops if op[0] != "check"))
         else:
@@ -218,7 +236,6 @@ class Session:
         self.op_timeout = op_timeout
         self._connected = threading.Event()
         self._lock = threading.Lock()
-        self._lost = 0
         self._session_id: int | None = None
         self._lost_sessions: set[int] = set()
         # Counted, not guessed: what the coordination costs in ZooKeeper requests.
@@ -249,16 +266,9 @@ class Session:
             else:
                 self._connected.clear()
                 if state == KazooState.LOST:
-                    self._lost += 1
                     if self._session_id is not None:
                         self._lost_sessions.add(self._session_id)
                     self._session_id = None
-
-    @property
-    def lost_count(self) -> int:
-        """How many times the session was LOST."""
-        with self._lock:
-            return self._lost
 
     @property
     def session_id(self) -> int | None:
@@ -305,17 +315,22 @@ class Session:
         """Run ``body`` (which reads, decides and writes through its :class:`Call`) until it returns or
         raises a definite answer, within ONE deadline (``timeout``, default :attr:`op_timeout`).
 
-        With a caller-supplied ``request_id``, ``find`` runs first: an earlier call with the same id
-        may have committed, and its result is returned instead of applying the request again.
+        ``find`` looks for the committed effect of this call's request id (None if not there) and
+        answers with it; it is the one place where a call resolves its own request id:
 
-        - :class:`Conflict` from ``body``: run it again on fresh state (jittered; bounded).
-        - A lost connection: wait for the reconnect and go on. If a write's answer was lost, every
-          later round first asks ``find`` (after a ``sync``) whether that request committed, and
-          returns what it finds.
-        - Deadline passed: :class:`OutcomeUnknown` (with the request id) if a write may have committed,
-          else :class:`CoordinationUnavailable` (nothing was written).
+        - with a caller-supplied ``request_id`` it runs first: an earlier call with the same id may
+          have committed, and its result (flagged if it was overtaken since) is returned instead of
+          applying the request again;
+        - after a lost answer (a write was sent) it runs before anything else, after a ``sync``;
+        - before a refusal (:class:`StateError` from ``body``) leaves this call, whenever this
+          request may be on record (a supplied id, a lost answer, or a write of this call that
+          committed): a refusal is raised only when ``find`` found nothing, so "nothing was
+          written" in its message is checked, not assumed.
 
-        :param find: looks for the committed effect of this call's request id; None if not there.
+        :class:`Conflict` from ``body`` runs it again on fresh state (jittered; bounded). A lost
+        connection waits for the reconnect and goes on. When the deadline passes:
+        :class:`OutcomeUnknown` (with the request id) if a write of this call was sent or committed,
+        else :class:`CoordinationUnavailable` (nothing was written).
         """
         budget = self.op_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
@@ -324,22 +339,29 @@ class Session:
         conflicts = 0
         pause = 0.02
         look_first = request_id is not None
+        refusal: StateError | None = None  # decided, waiting for the request id to be looked up
         while True:
             if not self.wait_connected(deadline):
                 raise self._gave_up(call, what, budget, last)
             try:
-                if (call.sent or look_first) and find is not None:
-                    if call.sent:
+                if (call.sent or look_first or refusal is not None) and find is not None:
+                    if call.sent or refusal is not None:
                         call.sync("/")
                     found = find(call)
                     if found is not None:
                         return found
                     look_first = False
+                if refusal is not None:
+                    raise refusal
                 return body(call)
+            except StateError as exc:
+                if exc is refusal or find is None or not (call.sent or call.wrote or request_id is not None):
+                    raise
+                refusal = exc  # look the request id up first (next round), then refuse
             except Conflict:
                 conflicts += 1
                 if conflicts >= MAX_CONFLICTS:
-                    if call.sent:
+                    if call.sent or call.wrote:
                         raise self._gave_up(call, what, budget, last) from None
                     raise ContentionExhausted(
                         f"{what}: lost {conflicts} compare-and-set rounds to other writers; nothing was written"
@@ -352,7 +374,7 @@ class Session:
                 time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 0.5)
             except ConnectionClosedError as exc:
-                if call.sent:
+                if call.sent or call.wrote:
                     raise self._gave_up(call, what, budget, exc) from exc
                 raise CoordinationUnavailable(f"{what}: the ZooKeeper client is closed; nothing was written") from exc
             except (NoAuthError, AuthFailedError) as exc:
@@ -363,7 +385,7 @@ class Session:
             except EpochsError:
                 raise
             except KazooException as exc:  # anything else from kazoo never leaves this module raw
-                if call.sent:
+                if call.sent or call.wrote:
                     raise self._gave_up(call, what, budget, exc) from exc
                 raise CoordinationUnavailable(f"{what}: ZooKeeper answered {exc!r}; nothing was written") from exc
 
@@ -376,9 +398,17 @@ class Session:
                 f"{call.request_id!r} to find out or finish it",
                 request_id=call.request_id,
             )
+        if call.wrote:
+            return CallUnfinished(
+                f"{what}: a write of this call committed, and the rest of the call could not finish within "
+                f"{budget:g} s (ZooKeeper at {self.client.hosts}){detail}; repeat the call with request_id="
+                f"{call.request_id!r} to finish it (what committed is found, not applied again)",
+                request_id=call.request_id,
+            )
         return CoordinationUnavailable(
             f"{what}: ZooKeeper at {self.client.hosts} is not reachable or has no quorum "
-            f"(state {self.client.state}, waited {budget:g} s){detail}; nothing was written"
+            f"(state {self.client.state}, waited {budget:g} s){detail}; no write of this call was sent, so "
+            "nothing was written"
         )
 
 

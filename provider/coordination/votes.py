@@ -32,8 +32,15 @@ from airflow_epochs.coordination.errors import (
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.reader import attempt_record, decode_vote, embedded_vote, epoch_record, seal_record
-from airflow_epochs.coordination.records import Attempt, VoteRecord, VoteResult, check_upstream
+from airflow_epochs.coordination.reader import (
+    attempt_overtaken,
+    attempt_record,
+    decode_vote,
+    embedded_vote,
+    epoch_record,
+    seal_record,
+)
+from airflow_epochs.coordination.records import Attempt, Overtaken, VoteRecord, VoteResult, check_upstream
 from airflow_epochs.coordination.seals import (
     SealProgress,
     ensure_epoch_sealed,
@@ -219,8 +226,32 @@ def vote(
                 progress = seal_partition(call, ctx, attempt, partition, producers, total, call.request_id) \
                     if count >= len(producers) else SealProgress(False, False)
             state["sealed"] = progress
+        if progress.fenced:  # the vote is in, but its attempt was superseded before it could seal
+            overtaken = vote_overtaken(call)
+            if overtaken is not None:
+                return overtaken_result(call, overtaken)
         return VoteResult(attempt.epoch, partition, producer, attempt.token, progress.partition_sealed,
                           progress.epoch_sealed, duplicate=state["duplicate"], request=call.request_id)
+
+    def vote_overtaken(call: Call) -> Overtaken | None:
+        """What happened to this vote's attempt since (None: current, or it sealed the epoch)."""
+        found = epoch_record(call, ctx, attempt.epoch)
+        if found is None:
+            return None
+        att = attempt_record(call, ctx, attempt.epoch, attempt.token)
+        overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
+        if overtaken is not None and overtaken.change == "sealed":
+            return None  # sealed by this very attempt: the vote counted
+        return overtaken
+
+    def overtaken_result(call: Call, overtaken: Overtaken) -> VoteResult:
+        """A committed vote of an attempt that is no longer current: sealed only what it sealed before."""
+        seal = seal_record(call, ctx, attempt.epoch, partition)
+        ours = overtaken.change != "rolled_back" and seal is not None and seal.attempt == attempt.token \
+            and seal.generation == attempt.generation
+        epoch_sealed = ours and call.exists(paths.epoch_seal(attempt.epoch)) is not None
+        return VoteResult(attempt.epoch, partition, producer, attempt.token, ours, epoch_sealed,
+                          duplicate=state["duplicate"], request=call.request_id, overtaken=overtaken)
 
     def find(call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
@@ -234,6 +265,9 @@ def vote(
                 if raw is not None else None
             if existing is None or existing.request != call.request_id:
                 return None
+        overtaken = vote_overtaken(call)
+        if overtaken is not None:
+            return overtaken_result(call, overtaken)
         state["in"] = True
         return finish(call)
 

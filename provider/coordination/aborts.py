@@ -1,0 +1,81 @@
+"""Aborting an attempt: its token can no longer vote; the epoch stays open for a new attempt.
+
+The abort writes its request id into the attempt node (``aborted_by``), a field every later change of
+that node (a rollback) keeps, so a repeat of the request finds it whatever happened since. The
+transaction also checks the epoch record's version: sealing the epoch, a takeover and a rollback
+all rewrite that record, so an abort decided on an open epoch never lands after its seal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.errors import AttemptSuperseded, EpochAlreadySealed, EpochNotOpen
+from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.reader import attempt_record, epoch_record
+from airflow_epochs.coordination.records import Attempt, Overtaken
+from airflow_epochs.coordination.session import Call, commit_or_conflict
+
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class AbortResult:
+    """A committed abort. ``overtaken`` is set when the aborted attempt was rolled back since."""
+
+    epoch: int
+    attempt: int
+    request: str
+    overtaken: Overtaken | None = None
+
+
+def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", request_id: str | None = None
+                  ) -> AbortResult:
+    """Abort the current attempt (see ``EpochLedger.abort_attempt``)."""
+    path = ctx.paths.attempt(attempt.epoch, attempt.token)
+    reason = str(reason)[:MAX_REASON]
+
+    def body(call: Call) -> AbortResult:
+        att = attempt_record(call, ctx, attempt.epoch, attempt.token)
+        found = epoch_record(call, ctx, attempt.epoch)
+        if found is None or att is None:
+            if found is None and ctx.record(call).compacted_through >= attempt.epoch:
+                raise EpochAlreadySealed(
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted; attempt "
+                    f"{attempt.token} cannot be aborted (and whether request {call.request_id!r} aborted it "
+                    "is no longer on record)")
+            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} "
+                               "does not exist; nothing was written")
+        doc, stat = found
+        if doc["state"] == "sealed" and int(doc["attempt"]) == attempt.token:
+            raise EpochAlreadySealed(
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {attempt.token}; it cannot "
+                "be aborted; nothing was written"
+            )
+        if att[0]["state"] != "running" or int(doc["attempt"]) != attempt.token or doc["state"] != "open":
+            raise AttemptSuperseded(
+                f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is "
+                f"{att[0]['state']} (the epoch is {doc['state']} under attempt {doc['attempt']}); nothing was written",
+                attempt=attempt.token, current=int(doc["attempt"]),
+            )
+        new = {**payloads.body(att[0]), "state": "aborted", "reason": reason, "changed_by": call.request_id,
+               "aborted_by": call.request_id}
+        commit_or_conflict(call, [
+            ("set", path, payloads.encode("attempt", new), att[1].version),
+            ("check", ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
+            *ctx.event("attempt_aborted", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
+                       reason=reason),
+        ])
+        return AbortResult(attempt.epoch, attempt.token, call.request_id)
+
+    def find(call: Call) -> AbortResult | None:
+        att = attempt_record(call, ctx, attempt.epoch, attempt.token)
+        if att is None or att[0].get("aborted_by") != call.request_id:
+            return None
+        rolled_back = att[0]["state"] == "rolled_back"
+        return AbortResult(attempt.epoch, attempt.token, call.request_id,
+                           Overtaken("rolled_back") if rolled_back else None)
+
+    return ctx.call(body, what=f"abort attempt {attempt.token} of epoch {attempt.epoch}", request_id=request_id,
+                    find=find)

@@ -1,0 +1,142 @@
+"""Rollback: every epoch after a sealed one is undone (sealed or open), and the frontier moves back.
+
+Rolled-back epochs keep their seals as the record of what was undone; each rolled-back attempt node
+keeps what it had (an abort's request id) and gains the request id of the epoch seal that is
+removed (``sealed_by_request``), so a close or a vote whose request sealed it is still found. The
+rollback's own result is stored under ``requests/<id>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.errors import CorruptPayload, InvalidEpoch, RollbackRefused
+from airflow_epochs.coordination.names import MAX_EPOCH
+from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord
+from airflow_epochs.coordination.reader import epoch_record, frontier_with_stat, snapshots_at
+from airflow_epochs.coordination.session import Call, Op, commit_or_conflict
+
+MAX_ROLLBACK_EPOCHS = 1000
+MAX_REASON = 500
+
+
+def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: str | None = None) -> list[int]:
+    """Roll back every epoch after ``to_epoch`` (see ``EpochLedger.rollback``); once per request id."""
+    if isinstance(to_epoch, bool) or not isinstance(to_epoch, int) or not 0 <= to_epoch <= MAX_EPOCH:
+        raise InvalidEpoch(f"to_epoch must be an integer in 0..{MAX_EPOCH}, not {to_epoch!r}")
+    if not isinstance(reason, str) or not reason.strip():
+        raise RollbackRefused("a rollback needs a reason; it is recorded in the history; nothing was written")
+
+    def body(call: Call) -> list[int]:
+        record = ctx.record(call)
+        current_frontier, frontier_stat = frontier_with_stat(call, ctx)
+        epochs = rollback_range(ctx, record, to_epoch, current_frontier)
+        ops: list[Op] = [
+            ctx.request_op(call, "rollback", epochs),
+            ("set", ctx.paths.frontier, payloads.encode("frontier", {"epoch": to_epoch}), frontier_stat.version),
+            ("set", ctx.paths.base, payloads.encode("pipeline", record.body(newest_epoch=to_epoch)), record.version),
+        ]
+        undo_ops, undone = undo_epochs(call, ctx, epochs, record.newest_epoch)
+        ops += undo_ops
+        ops += snapshot_pointer_resets(call, ctx, to_epoch, record)
+        ops += ctx.event("rollback", to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
+                         reason=reason[:MAX_REASON], owner=ctx.owner)
+        commit_or_conflict(call, ops)
+        ctx.known_record = None
+        return epochs
+
+    def find(call: Call) -> list[int] | None:
+        stored = ctx.stored_result(call)
+        return None if stored is None else [int(e) for e in stored]
+
+    return ctx.call(body, what=f"roll back {ctx.pipeline!r} to epoch {to_epoch}", request_id=request_id,
+                    find=find)
+
+
+def rollback_range(ctx: PipelineContext, record: PipelineRecord, to_epoch: int, current_frontier: int) -> list[int]:
+    """The epochs a rollback to ``to_epoch`` undoes, or :class:`RollbackRefused` (nothing written)."""
+    name, newest = ctx.pipeline, record.newest_epoch
+    refusal = None
+    if to_epoch < record.first_epoch - 1:
+        refusal = f"pipeline {name!r} starts at epoch {record.first_epoch}; cannot roll back to {to_epoch}"
+    elif to_epoch < record.compacted_through:
+        refusal = (f"pipeline {name!r}: epochs up to {record.compacted_through} are compacted; cannot roll back to "
+                   f"{to_epoch} (keep more epochs with retain_epochs)")
+    elif to_epoch > current_frontier:
+        refusal = (f"pipeline {name!r}: can only roll back to a sealed epoch; {to_epoch} is after the frontier "
+                   f"{current_frontier}")
+    elif to_epoch >= newest:
+        refusal = f"pipeline {name!r}: nothing after epoch {to_epoch} to roll back (newest epoch {newest})"
+    elif newest - to_epoch > MAX_ROLLBACK_EPOCHS:
+        refusal = f"rolling back {newest - to_epoch} epochs at once exceeds {MAX_ROLLBACK_EPOCHS}; roll back in steps"
+    if refusal is not None:
+        raise RollbackRefused(f"{refusal}; nothing was written")
+    return list(range(to_epoch + 1, newest + 1))
+
+
+def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int) -> tuple[list[Op], dict[str, Any]]:
+    """The ops that mark ``epochs`` rolled back and fence their attempts, and what they undo."""
+    p = ctx.paths
+    raws = call.get_many([p.epoch(e) for e in epochs])
+    docs: list[tuple[int, dict[str, Any], Any]] = []
+    for epoch, raw in zip(epochs, raws, strict=True):
+        if raw is None:
+            raise CorruptPayload(f"{p.epoch(epoch)}: epoch {epoch} <= newest {newest} is missing")
+        docs.append((epoch, payloads.decode("epoch", raw[0], path=p.epoch(epoch)), raw[1]))
+    attempts = call.get_many([p.attempt(e, int(d["attempt"])) for e, d, _ in docs])
+    seals = call.get_many([p.epoch_seal(e) for e, _, _ in docs])
+    ops: list[Op] = []
+    undone: dict[str, Any] = {}
+    for (epoch, doc, stat), att, seal in zip(docs, attempts, seals, strict=True):
+        undone[str(epoch)] = {"state": doc["state"], "attempt": doc["attempt"], "generation": doc["generation"]}
+        ops.append(("set", p.epoch(epoch), payloads.encode("epoch", {**payloads.body(doc), "state": "rolled_back"}),
+                    stat.version))
+        token = int(doc["attempt"])
+        if att is not None:  # fences the attempt: its votes and seals are refused from now on
+            att_doc = {**payloads.body(payloads.decode("attempt", att[0], path=p.attempt(epoch, token))),
+                       "state": "rolled_back", "changed_by": call.request_id}
+            if seal is not None:
+                seal_doc = payloads.decode("epoch_seal", seal[0], path=p.epoch_seal(epoch))
+                att_doc["sealed_by_request"] = seal_doc["request"]
+            ops.append(("set", p.attempt(epoch, token), payloads.encode("attempt", att_doc), att[1].version))
+        if seal is not None:
+            ops.append(("delete", p.epoch_seal(epoch), seal[1].version))
+    return ops, undone
+
+
+def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Op]:
+    """Point each partition's snapshot pointer back at its newest snapshot sealed at or before ``to_epoch``."""
+    p = ctx.paths
+    ops: list[Op] = []
+    for partition in call.children(p.snapshots) or []:
+        path = p.snapshot_pointer(partition)
+        raw = call.get(path)
+        if raw is None:
+            continue
+        pointer = payloads.decode("snapshot_pointer", raw[0], path=path)
+        if int(pointer["current"]["epoch"]) <= to_epoch:
+            continue
+        previous = pointer.get("previous")
+        keep: dict[str, Any] | None = previous if previous and int(previous["epoch"]) <= to_epoch else None
+        if keep is None:
+            keep = newest_snapshot_seal(call, ctx, partition, to_epoch, record.compacted_through)
+        if keep is None:
+            ops.append(("delete", path, raw[1].version))
+        else:
+            ops.append(("set", path, payloads.encode("snapshot_pointer", {
+                "partition": partition, "current": keep, "previous": None}), raw[1].version))
+    return ops
+
+
+def newest_snapshot_seal(call: Call, ctx: PipelineContext, partition: str, to_epoch: int,
+                         compacted_through: int) -> dict[str, Any] | None:
+    """The newest sealed epoch at or before ``to_epoch`` where ``partition`` left a snapshot."""
+    for epoch in range(to_epoch, compacted_through, -1):
+        found = epoch_record(call, ctx, epoch)
+        if found is None or found[0]["state"] != "sealed":
+            continue
+        generation = int(found[0]["generation"])
+        if snapshots_at(call, ctx, partition, epoch, generation):
+            return {"epoch": epoch, "generation": generation, "attempt": int(found[0]["attempt"])}
+    return None
