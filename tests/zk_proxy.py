@@ -76,6 +76,8 @@ class LostAnswerProxy:
         self.armed = 0
         self.predicate: Callable[[int], bool] = lambda op: op in WRITE_OPS
         self.dropped: list[int] = []  # op types whose committed answer was dropped
+        self.skip = 0  # committed writes still to let through before dropping
+        self.on_drop: Callable[[], None] | None = None
         self.closed = False
         self.blocked_until = 0.0  # while in the future, new connections are cut at once
         self.connections: list[tuple[socket.socket, socket.socket]] = []
@@ -85,10 +87,17 @@ class LostAnswerProxy:
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def drop_next_committed_write(self, count: int = 1, *, ops: set[int] | None = None) -> None:
-        """Drop the answers of the next ``count`` committed writes (of ``ops``, default any write)."""
+    def drop_next_committed_write(
+        self, count: int = 1, *, ops: set[int] | None = None, skip: int = 0,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
+        """Drop the answers of the next ``count`` committed writes (of ``ops``, default any write),
+        after letting ``skip`` committed writes through. ``on_drop`` runs when an answer is dropped,
+        before the connection is cut: another client acts between the commit and the caller's retry."""
         with self.lock:
             self.armed = count
+            self.skip = skip
+            self.on_drop = on_drop
             wanted = WRITE_OPS if ops is None else ops
             self.predicate = lambda op: op in wanted
 
@@ -96,6 +105,11 @@ class LostAnswerProxy:
         """Refuse (accept and cut) new connections for ``seconds``: ZooKeeper looks unreachable."""
         with self.lock:
             self.blocked_until = time.monotonic() + seconds
+
+    def cut(self) -> None:
+        """Cut every open connection (the clients see ConnectionLoss and reconnect, unless blocked)."""
+        for a, b in list(self.connections):
+            self._cut(a, b)
 
     def unblock(self) -> None:
         with self.lock:
@@ -171,9 +185,15 @@ class LostAnswerProxy:
                 if op is not None and op in WRITE_OPS and committed(op, frame):
                     with self.lock:
                         drop = self.armed > 0 and self.predicate(op)
+                        if drop and self.skip > 0:
+                            self.skip -= 1
+                            drop = False
                         if drop:
                             self.armed -= 1
                             self.dropped.append(op)
+                        hook = self.on_drop if drop else None
+                    if hook is not None:
+                        hook()
                     if drop:
                         break  # the write committed; its answer never arrives
             first = False

@@ -134,7 +134,7 @@ def open_as_leader(
         raise CallUnfinished(
             f"epoch {epoch} of {ledger.pipeline!r} was opened as attempt {attempt.token} under request "
             f"{request_id!r}, then {step} did not "
-            f"finish ({type(exc).__name__}: {exc}); repeat open_as_leader with request_id={request_id!r}: it "
+            f"finish ({type(exc).__name__}); repeat open_as_leader with request_id={request_id!r}: it "
             "answers with this attempt and finishes the rest",
             request_id=request_id,
         ) from exc

@@ -1,0 +1,55 @@
+"""What ZooKeeper says a request did, read straight from the znodes (no library code), for the
+outcome tests: the whole chroot as text, and per call family whether a committed request is still
+current (its answer must then carry no ``overtaken`` flag) or was overtaken (it must carry one)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+
+def dump(zk: KazooClient, top: str = "/") -> dict[str, bytes]:
+    """Every znode under ``top`` with its data (the test's chroot is small)."""
+    out: dict[str, bytes] = {}
+    pending = [top]
+    while pending:
+        path = pending.pop()
+        try:
+            data, _ = zk.get(path)
+            children = zk.get_children(path)
+        except NoNodeError:
+            continue
+        out[path] = data
+        pending.extend(f"{path.rstrip('/')}/{child}" for child in children)
+    return out
+
+
+def on_record(zk: KazooClient, request_id: str) -> bool:
+    """Whether ``request_id`` appears in any znode's name or data."""
+    needle = request_id.encode()
+    return any(needle in path.encode() or needle in data for path, data in dump(zk).items())
+
+
+def doc(zk: KazooClient, path: str) -> dict[str, Any] | None:
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return None
+    loaded: dict[str, Any] = json.loads(data)
+    return loaded
+
+
+def attempt_is_current(epoch_doc: dict[str, Any] | None, attempt_doc: dict[str, Any] | None, token: int,
+                       generation: int) -> bool:
+    """The attempt is the epoch's running attempt of its current opening (votes under it count)."""
+    return bool(epoch_doc and attempt_doc and epoch_doc["state"] == "open" and epoch_doc["attempt"] == token
+                and epoch_doc["generation"] == generation and attempt_doc["state"] == "running")
+
+
+def attempt_sealed_epoch(epoch_doc: dict[str, Any] | None, attempt_doc: dict[str, Any] | None, token: int,
+                         generation: int) -> bool:
+    return bool(epoch_doc and epoch_doc["state"] == "sealed" and epoch_doc["attempt"] == token
+                and epoch_doc["generation"] == generation and attempt_doc and attempt_doc["state"] == "running")
