@@ -12,18 +12,20 @@ from kazoo.exceptions import NoNodeError
 
 
 def dump(zk: KazooClient, top: str = "/") -> dict[str, bytes]:
-    """Every znode under ``top`` with its data (the test's chroot is small)."""
+    """Every znode under ``top`` with its data (the test's chroot is small), read level by level with
+    pipelined requests."""
     out: dict[str, bytes] = {}
-    pending = [top]
-    while pending:
-        path = pending.pop()
-        try:
-            data, _ = zk.get(path)
-            children = zk.get_children(path)
-        except NoNodeError:
-            continue
-        out[path] = data
-        pending.extend(f"{path.rstrip('/')}/{child}" for child in children)
+    level = [top]
+    while level:
+        pending = [(path, zk.get_async(path), zk.get_children_async(path)) for path in level]
+        level = []
+        for path, data, children in pending:
+            try:
+                out[path] = data.get(timeout=15)[0]
+                names = children.get(timeout=15)
+            except NoNodeError:
+                continue
+            level.extend(f"{path.rstrip('/')}/{child}" for child in names)
     return out
 
 

@@ -77,6 +77,7 @@ class LostAnswerProxy:
         self.predicate: Callable[[int], bool] = lambda op: op in WRITE_OPS
         self.dropped: list[int] = []  # op types whose committed answer was dropped
         self.skip = 0  # committed writes still to let through before dropping
+        self.committed = 0  # committed writes seen (answers dropped or not)
         self.on_drop: Callable[[], None] | None = None
         self.closed = False
         self.blocked_until = 0.0  # while in the future, new connections are cut at once
@@ -184,6 +185,7 @@ class LostAnswerProxy:
                 op = pending.pop(xid, None) if xid >= 0 else None
                 if op is not None and op in WRITE_OPS and committed(op, frame):
                     with self.lock:
+                        self.committed += 1
                         drop = self.armed > 0 and self.predicate(op)
                         if drop and self.skip > 0:
                             self.skip -= 1
