@@ -145,9 +145,14 @@ class Failover:
         for started in [c.start_async() for c in clients]:
             started.wait(60)
 
+        arming: set[str] = set()
+
         def waiter(client: KazooClient, path: str) -> None:
             def arm() -> None:
                 with lock:
+                    if path in arming:
+                        return
+                    arming.add(path)
                     counts["inflight"] += 1
                     counts["requests"] += 1
                     counts["inflight_max"] = max(counts["inflight_max"], counts["inflight"])
@@ -156,20 +161,24 @@ class Failover:
 
             def armed(answer: Any) -> None:
                 with lock:
+                    arming.discard(path)
                     counts["inflight"] -= 1
                     if answer.successful():
                         lost_waits.discard(path)
                         if answer.value is not None:
                             heard[path] += 1  # sealed while this waiter's watch was gone
-                    elif client.connected:  # lost again and already back: set it again now
-                        arm()
+                if not answer.successful() and client.connected:  # lost again and already back
+                    arm()
 
             def watch(event: WatchedEvent) -> None:
-                with lock:
-                    if event.type == EventType.NONE:
-                        lost_waits.add(path)  # kazoo dropped the watch with the connection
-                    elif event.type == EventType.CREATED:
+                if event.type == EventType.CREATED:
+                    with lock:
                         heard[path] += 1
+                elif event.type == EventType.NONE:
+                    with lock:
+                        lost_waits.add(path)  # kazoo dropped the watch with the connection
+                    if client.connected and measuring.is_set():  # the reconnect came first
+                        arm()
 
             def on_state(state: str) -> bool:
                 if state == KazooState.CONNECTED and measuring.is_set():

@@ -13,6 +13,12 @@ Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted,
 can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
 step (one transaction) moves ``compacted_through`` and writes the summary; the deletions after it
 are idempotent, so a compaction cut short is finished by the next one.
+
+With an ``archive`` location in the configuration, each epoch's full record (its subtree and the
+history events pruned with it) is written to the pipeline's storage before any of it is deleted
+(:mod:`.archive`); a pinned epoch is archived too (its events are pruned with the others) and
+deleted later. A compaction killed between the archive write and the deletions is finished by the
+next one, which finds the file and verifies it instead of writing it again.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination import archive, payloads
 from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -42,6 +48,8 @@ class CompactionReport:
     kept: tuple[int, ...]  # compacted epochs kept in full because a snapshot pointer names them
     znodes_deleted: int
     events_pruned: int
+    archived: tuple[int, ...] = ()  # epochs whose archive file this call wrote
+    verified: tuple[int, ...] = ()  # epochs whose archive file was there already and agreed with ZooKeeper
 
 
 def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
@@ -111,8 +119,12 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
         compacted: list[int] = []
         kept: list[int] = []
+        outcomes: dict[str, list[int]] = {"written": [], "verified": [], "gone": []}
         deleted = 0
         for epoch in due:
+            location = archive.archive_location(call, ctx, epoch)
+            if location is not None:  # the past goes to storage before it leaves ZooKeeper
+                outcomes[archive.archive_epoch(call, ctx, epoch, location)].append(epoch)
             if epoch in pinned:
                 kept.append(epoch)
                 continue
@@ -121,7 +133,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
         if zxid is not None:
             deleted += prune_requests(call, ctx, zxid)
-        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned)
+        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
+                                tuple(outcomes["written"]), tuple(outcomes["verified"]))
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
