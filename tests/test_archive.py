@@ -142,3 +142,31 @@ def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_serv
         assert _reads(fresh, epoch) == before[epoch], epoch
     assert fresh.history()[: len(history)] == history
     assert not list((archive / "crash" / "_epochs").glob("*.tmp"))
+
+
+def test_an_archive_given_as_a_file_uri_goes_through_pyarrow(zk, tmp_path):
+    """The location is opened with pyarrow's filesystems: a ``file://`` URI works like a path."""
+    ledger = EpochLedger(zk, "uri", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=f"file://{tmp_path}/store/"))
+    for epoch in range(1, 5):
+        _run_epoch(ledger, epoch)
+    before = _reads(ledger, 2)
+    assert set(ledger.compact().archived) == {1, 2, 3}
+    assert (tmp_path / "store" / "uri" / "_epochs" / "epoch-000000000002.jsonl").is_file()
+    assert _reads(EpochLedger(zk, "uri", owner="o"), 2) == before
+
+
+def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory, tmp_path):
+    from airflow_epochs.coordination import CorruptPayload
+
+    ledger = EpochLedger(zk, "tampered", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=str(tmp_path)))
+    for epoch in range(1, 4):
+        _run_epoch(ledger, epoch)
+    ledger.compact()
+    path = Path(epoch_file(str(tmp_path), "tampered", 1))
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.chmod(0o600)
+    path.write_bytes(b"".join(lines[:2] + lines[-1:]))  # votes cut out, the end line kept
+    with pytest.raises(CorruptPayload, match="digest mismatch"):  # a fresh client: nothing cached
+        EpochLedger(zk_factory(), "tampered", owner="o").seal(1, "totals")
