@@ -114,6 +114,8 @@ class Failover:
                 answers = [client.exists_async(p, watch=watch) for p in paths[start:start + 100]]
                 for answer in answers:
                     answer.get(timeout=30)
+            while client.stats()["inflight"]:  # the arming answers' bookkeeping runs on kazoo's thread
+                time.sleep(0.01)
             client.reset_stats()
             killed_at = self._fail_over(seal)
             while client.stats()["rearms_done"] < 1:
@@ -236,7 +238,7 @@ def run_all(smoke: bool) -> None:
     compare(f"reconnect_missed_seals_n{n}", "reconnect",
             f"seals ({max(1, n // 10)} made during the failover) not heard of exactly once",
             col("ours", "missed"), col("peer", "missed"), "seals", kazoo_each,
-            note="0 is the promise; summed over nothing, a median of the runs")
+            note="0 is the promise; median of the runs (each run's count is in the spread)")
 
 
 def main() -> int:
