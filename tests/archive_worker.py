@@ -20,7 +20,7 @@ def main(hosts: str, pipeline: str) -> None:
     client = KazooClient(hosts=hosts, timeout=10)
     client.start(timeout=15)
 
-    def killed_before_deleting(_call: Any, _top: str) -> int:
+    def killed_before_deleting(_call: Any, _top: str, _known: Any = None) -> int:
         print("ARCHIVED", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
         return 0  # never reached

@@ -161,8 +161,10 @@ def subtree(call: Call, top: str) -> dict[str, tuple[bytes, ZnodeStat]]:
         for path, raw in zip(level, call.get_many(level), strict=True):
             if raw is not None:
                 found[path] = (raw[0], raw[1])
-        listings = [call.children(path) for path in level]
-        level = [child_path(path, child) for path, children in zip(level, listings, strict=True)
+        # only nodes with children are listed: votes and seals, most of an epoch, are leaves
+        parents = [path for path in level if path in found and int(found[path][1].numChildren) > 0]
+        listings = [call.children(path) for path in parents]
+        level = [child_path(path, child) for path, children in zip(parents, listings, strict=True)
                  for child in children or []]
     return found
 
@@ -279,22 +281,32 @@ def verify(found: ArchivedEpoch, built: ArchivedEpoch, *, where: str) -> None:
             raise ArchiveMismatch(f"{where}: history event {seq} differs from the archive")
 
 
-def archive_epoch(call: Call, ctx: PipelineContext, epoch: int, location: str) -> str:
+@dataclass(frozen=True)
+class ArchiveOutcome:
+    """What :func:`archive_epoch` did: ``written``, ``verified`` or ``gone``, and the znodes of the epoch
+    it found in ZooKeeper (so the deletion that follows need not list them again)."""
+
+    status: str
+    znodes: tuple[str, ...]
+
+
+def archive_epoch(call: Call, ctx: PipelineContext, epoch: int, location: str) -> ArchiveOutcome:
     """Make sure ``epoch``'s record is archived: ``written`` by this call, ``verified`` (the file was
     there and agrees with ZooKeeper) or ``gone`` (nothing left in ZooKeeper to archive)."""
     where = epoch_file(location, ctx.pipeline, epoch)
     previous = read_epoch(ctx, location, epoch - 1) if epoch > 1 else None
     record = build(call, ctx, epoch, previous.events_through if previous else 0)
     if record is None:
-        return "gone"
+        return ArchiveOutcome("gone", ())
+    znodes = tuple(ctx.paths.base + path for path in record.znodes)
     existing = read_file(location, ctx.pipeline, epoch)
     if existing is None and write_once(location, ctx.pipeline, epoch, encode(ctx.pipeline, record)):
-        return "written"
+        return ArchiveOutcome("written", znodes)
     existing = existing if existing is not None else read_file(location, ctx.pipeline, epoch)
     if existing is None:
         raise ArchiveMismatch(f"{where}: the archive vanished while it was being written")
     verify(decode(existing, where=where), record, where=where)
-    return "verified"
+    return ArchiveOutcome("verified", znodes)
 
 
 def read_epoch(ctx: PipelineContext, location: str, epoch: int) -> ArchivedEpoch | None:

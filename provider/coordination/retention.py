@@ -23,6 +23,7 @@ next one, which finds the file and verifies it instead of writing it again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -123,12 +124,15 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         deleted = 0
         for epoch in due:
             location = archive.archive_location(call, ctx, epoch)
+            known: tuple[str, ...] | None = None
             if location is not None:  # the past goes to storage before it leaves ZooKeeper
-                outcomes[archive.archive_epoch(call, ctx, epoch, location)].append(epoch)
+                outcome = archive.archive_epoch(call, ctx, epoch, location)
+                outcomes[outcome.status].append(epoch)
+                known = outcome.znodes or None
             if epoch in pinned:
                 kept.append(epoch)
                 continue
-            deleted += delete_tree(call, ctx.paths.epoch(epoch))
+            deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
             compacted.append(epoch)
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
         if zxid is not None:
@@ -139,10 +143,15 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
 
-def delete_tree(call: Call, top: str) -> int:
-    """Delete ``top`` and everything under it, deepest first, in batches; returns znodes deleted."""
+def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int:
+    """Delete ``top`` and everything under it, deepest first, in batches; returns znodes deleted.
+
+    :param known: the subtree's paths if the caller has just read them (the archive did): no listing.
+    """
     order: list[str] = []
-    pending = [top]
+    if known is not None:
+        order = sorted(known, key=lambda path: path.count("/"))
+    pending = [] if known is not None else [top]
     while pending:
         level = pending
         pending = []
@@ -150,7 +159,7 @@ def delete_tree(call: Call, top: str) -> int:
         listings = [call.children(path) for path in level]
         for path, children in zip(level, listings, strict=True):
             pending.extend(child_path(path, child) for child in children or [])
-    doomed = list(reversed(order))  # children before their parents
+    doomed = list(reversed(order))  # children before their parents (a late child: NotEmpty, walked below)
     deleted = 0
     for start in range(0, len(doomed), _DELETE_BATCH):
         batch = doomed[start:start + _DELETE_BATCH]
