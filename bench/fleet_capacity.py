@@ -129,8 +129,9 @@ def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int) -> None:
         figure(f"capacity_fleet_{name}_gb", "capacity",
                f"ZooKeeper data, {shape}, every pipeline mid-epoch, retain_epochs={RETAIN} + archive",
                mid_gb, "GB", (f"fits (at most {GB_LIMIT:g} GB)" if fits else
-                              f"DOES NOT FIT ({GB_LIMIT:g} GB at most): the votes of an open epoch still live in "
-                              "ZooKeeper until its seal (votes folding into seals is not built yet)")
+                              f"DOES NOT FIT ({GB_LIMIT:g} GB at most): votes still live in ZooKeeper, the open "
+                              f"epoch's and those of the {RETAIN} kept epochs (votes folding into seals is not "
+                              "built yet)")
                + f"; {mid_znodes:,.0f} znodes; at rest {rest_gb:.2f} GB; archive "
                f"{pipelines * at('archive_bytes', partitions, producers) / 1e9:.2f} GB per round of epochs",
                fits=fits, at_rest_gb=rest_gb, znodes=mid_znodes)
