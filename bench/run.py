@@ -11,8 +11,10 @@ Groups (row ids in brackets):
   sealing    epochs sealed per second, vs one global lock                [sealing_eps_p*]
   open       requests and time to open an epoch                          [open_requests, open_ms]
   growth     snapshot reads and znodes after many epochs                 [growth_snapshot_requests, growth_znodes]
-  capacity   znodes, bytes, transactions per epoch; 10,000 pipelines     [capacity_*]
+  capacity   znodes, bytes, transactions per epoch; 10,000 pipelines;    [capacity_*]
+             at rest / mid-epoch with the archive, the two fleets        [capacity_fleet_*]
   waiters    1,000 deferred waiters on one session vs a client each      [waiters_*]
+  reconnect  1,000 waits re-armed after a leader failover (3 nodes)      [reconnect_*_n1000]
   spark      Spark epochs: warm Connect vs spark-submit; nycflights      [spark_epoch_s, spark_day_s]
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
@@ -38,13 +40,14 @@ from common import ROWS, fmt
 
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 
-GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "ui", "spark",
-          "scheduler")
+GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
+          "spark", "scheduler")
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
     import barrier
     import many_waiters
+    import reconnect
     import sealing
     import state_growth
     import wake
@@ -61,6 +64,13 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         run_all(hosts, smoke)
 
+    def capacity() -> None:
+        from fleet_capacity import run as fleet
+
+        shapes = ((1, 1), (2, 2), (3, 2)) if smoke else ((1, 1), (4, 4), (10, 10), (10, 1))
+        state_growth.capacity(hosts, shapes, 3 if smoke else 10)
+        fleet(hosts, shapes, 3 if smoke else 10)
+
     def scheduler() -> None:
         from scheduler_latency import measure
 
@@ -75,9 +85,9 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "open": lambda: state_growth.open_cost(hosts, 5 if smoke else 50),
         "growth": lambda: state_growth.growth(hosts, 120 if smoke else 2000, 60 if smoke else 200,
                                               30 if smoke else 100),
-        "capacity": lambda: state_growth.capacity(hosts, ((1, 1), (2, 2), (3, 2)) if smoke else
-                                                  ((1, 1), (4, 4), (10, 10), (10, 1)), 3 if smoke else 10),
+        "capacity": capacity,
         "waiters": lambda: many_waiters.run_all(hosts, port, smoke),
+        "reconnect": lambda: reconnect.run_all(smoke),
         "ui": ui,
         "spark": spark,
         "scheduler": scheduler,

@@ -137,21 +137,26 @@ class ZooKeeperSettings:
             )
         return kwargs
 
-    def client(self) -> KazooClient:
+    def client(self, client_class: type[KazooClient] = KazooClient) -> KazooClient:
         """A new (not yet started) kazoo client for these settings, logging through a logger that
-        redacts credentials (kazoo logs its Auth request, password included, at DEBUG level)."""
-        register_secret(self.password, self.keyfile_password)
-        return KazooClient(logger=redacting_logger(), **self.kazoo_kwargs())
+        redacts credentials (kazoo logs its Auth request, password included, at DEBUG level).
 
-    def start_client(self, timeout: float | None = None) -> KazooClient:
+        :param client_class: kazoo's client or an extension of it (the triggers' re-arming client).
+        """
+        register_secret(self.password, self.keyfile_password)
+        return client_class(logger=redacting_logger(), **self.kazoo_kwargs())
+
+    def start_client(self, timeout: float | None = None, client_class: type[KazooClient] = KazooClient) -> KazooClient:
         """A started client, or a clear error: :class:`TlsHandshakeFailed` as soon as every server refused
         the TLS handshake (kazoo itself would retry until the timeout and say only "time-out"), else
         :class:`ZooKeeperUnreachable` after ``timeout`` (the connection timeout by default).
+
+        :param client_class: kazoo's client or an extension of it.
         """
         timeout = self.connection_timeout if timeout is None else timeout
         if self.use_tls:
             self.check_tls(timeout=min(timeout, 5.0))
-        client = self.client()
+        client = self.client(client_class)
         try:
             client.start(timeout=timeout)
         except KazooTimeoutError:  # kazoo has stopped and closed the client

@@ -56,3 +56,19 @@ def test_only_runs_the_named_groups(tmp_path):
     bad = subprocess.run([sys.executable, str(BENCH), "--only", "sealing,nonsense"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "unknown group(s) nonsense" in bad.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.ensemble
+@pytest.mark.timeout(900)
+def test_reconnect_bench_smoke_reports_its_rows(tmp_path):
+    """The failover group (its own 3-node ensemble): every row there for both sides, no seal missed by
+    ours, and fewer requests per waiter than a client per waiter needs."""
+    report = _run(tmp_path, "--only", "reconnect")
+    rows = {row["id"]: row for row in report["rows"]}
+    assert set(rows) == {"reconnect_rearm_s_n50", "reconnect_requests_n50", "reconnect_inflight_max_n50",
+                         "reconnect_missed_seals_n50"}
+    assert rows["reconnect_missed_seals_n50"]["ours"] == 0
+    assert rows["reconnect_rearm_s_n50"]["ours"] > 0 and rows["reconnect_rearm_s_n50"]["peer"] > 0
+    assert 0 < rows["reconnect_requests_n50"]["ours"] < rows["reconnect_requests_n50"]["peer"]

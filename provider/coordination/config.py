@@ -39,6 +39,11 @@ class PipelineConfig:
     :param retain_epochs: how many epochs behind the frontier are kept in full; older ones are
         compacted (their votes and history pruned, their frontier, snapshots and lineage kept).
         ``None`` keeps everything.
+    :param archive: where compacted epochs go: a location in the pipeline's storage (an absolute
+        local path or a ``file``/``s3``/``gs``/``hdfs``/``abfs`` URI without credentials, opened
+        through pyarrow's filesystems). Before an epoch leaves ZooKeeper its full record is written
+        there once, and reads of it are answered from there (see :mod:`.archive`). ``None`` (the
+        default): compaction forgets the past, as before.
 
     Every shape accepted here can be sealed: a seal's size does not depend on the producers' names,
     and a configuration too large to store next to its history record is refused.
@@ -49,6 +54,7 @@ class PipelineConfig:
     buckets: tuple[str, ...] = ()
     window: int | None = None
     retain_epochs: int | None = DEFAULT_RETAIN_EPOCHS
+    archive: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partitions", _name_lists(self.partitions, "partition", "producers"))
@@ -68,6 +74,8 @@ class PipelineConfig:
             isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int) or self.retain_epochs < 1
         ):
             raise InvalidConfig(f"retain_epochs must be a positive integer or None, not {self.retain_epochs!r}")
+        if self.archive is not None:
+            object.__setattr__(self, "archive", validate_archive_location(self.archive))
         size = len(json.dumps(self.to_json(), separators=(",", ":")))
         if size > MAX_CONFIG_BYTES:
             raise InvalidConfig(
@@ -78,7 +86,7 @@ class PipelineConfig:
     def replace(self, **changes: Any) -> PipelineConfig:
         """A copy with some fields changed."""
         fields = {"partitions": self.partitions, "barriers": self.barriers, "buckets": self.buckets,
-                  "window": self.window, "retain_epochs": self.retain_epochs, **changes}
+                  "window": self.window, "retain_epochs": self.retain_epochs, "archive": self.archive, **changes}
         return PipelineConfig(**fields)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,6 +99,8 @@ class PipelineConfig:
             data["window"] = self.window
         if self.retain_epochs != DEFAULT_RETAIN_EPOCHS:
             data["retain_epochs"] = self.retain_epochs
+        if self.archive is not None:
+            data["archive"] = self.archive
         return data
 
     @classmethod
@@ -98,8 +108,8 @@ class PipelineConfig:
         partitions = data.get("partitions")
         if not isinstance(partitions, Mapping):
             raise InvalidConfig(f"config has no 'partitions' mapping: {data!r}")
-        unknown = set(data) - {"partitions", "barriers", "buckets", "window", "retain_epochs", "from_epoch", "schema",
-                               "kind"}
+        unknown = set(data) - {"partitions", "barriers", "buckets", "window", "retain_epochs", "archive", "from_epoch",
+                               "schema", "kind"}
         if unknown:
             raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
         barriers = data.get("barriers", {})
@@ -111,7 +121,37 @@ class PipelineConfig:
             buckets=tuple(data.get("buckets", ())),
             window=data.get("window"),
             retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
+            archive=data.get("archive"),
         )
+
+
+# Storage an archive may live in (an allow-list: pyarrow's filesystems for these schemes).
+ARCHIVE_SCHEMES = frozenset({"file", "s3", "gs", "gcs", "hdfs", "abfs", "abfss"})
+MAX_ARCHIVE_LOCATION = 1024
+
+
+def validate_archive_location(value: object) -> str:
+    """An archive location, checked: an absolute local path, or a URI of an allowed scheme with no
+    credentials, query or fragment (the location is stored in ZooKeeper and shown in the UI)."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ARCHIVE_LOCATION:
+        raise InvalidConfig(f"archive must be a path or URI of 1 to {MAX_ARCHIVE_LOCATION} characters, not {value!r}")
+    if any(ch in value for ch in "\x00\n\r"):
+        raise InvalidConfig(f"archive {value!r} contains a control character")
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        if not value.startswith("/"):
+            raise InvalidConfig(f"archive {value!r} must be an absolute path or a URI")
+        rest = value
+    else:
+        if scheme.lower() not in ARCHIVE_SCHEMES:
+            raise InvalidConfig(f"archive {value!r}: scheme {scheme!r} is not one of {sorted(ARCHIVE_SCHEMES)}")
+        authority = rest.split("/", 1)[0]
+        if "@" in authority or "?" in rest or "#" in rest:
+            raise InvalidConfig(f"archive {scheme}://...: credentials, queries and fragments are not allowed in "
+                                "the location (configure the filesystem's credentials outside the pipeline)")
+    if ".." in rest.split("/"):
+        raise InvalidConfig(f"archive {value!r} must not contain '..'")
+    return value.rstrip("/") or "/"
 
 
 def _name_lists(value: object, kind: str, members: str) -> dict[str, tuple[str, ...]]:

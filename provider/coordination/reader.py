@@ -5,6 +5,10 @@ The functions take a :class:`~airflow_epochs.coordination.session.Call` (so they
 deadline, and compose into a writer's decision); :class:`PipelineReader` wraps each in its own call.
 Every read is bounded: none walks the epochs behind the frontier, except the rare snapshot lookup
 that asks for an epoch older than the two newest snapshots (bounded by retention).
+
+A compacted epoch whose record was archived (:mod:`.archive`) is read from its archive file through
+an :class:`~airflow_epochs.coordination.archive.ArchivedCall`: the same functions run on the same
+bytes, so the answers are exactly those given before the epoch left ZooKeeper.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
-from airflow_epochs.coordination.history import latest_event, read_events
+from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.records import (
@@ -100,6 +105,9 @@ def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None
     """The recorded state of ``epoch``; a compacted epoch reads as sealed (attempt state ``compacted``)."""
     found = epoch_record(call, ctx, epoch, watch)
     if found is None:
+        past = archived_call(call, ctx, epoch)
+        if past is not None:
+            return epoch_info(past, ctx, epoch)
         record = ctx.record(call)
         if record.first_epoch <= epoch <= record.compacted_through:
             return EpochInfo(epoch, "sealed", 0, "compacted", "", -1, 0, (), ())
@@ -133,7 +141,10 @@ def seal_record(
     so the caller hears of the seal, or of a rollback that starts a new opening.
     """
     found = epoch_record(call, ctx, epoch, watch)
-    if found is None or found[0]["state"] == "rolled_back":
+    if found is None:
+        past = archived_call(call, ctx, epoch)
+        return None if past is None else seal_record(past, ctx, epoch, partition)
+    if found[0]["state"] == "rolled_back":
         return None
     generation = int(found[0]["generation"])
     path = ctx.paths.seal(epoch, generation, partition)
@@ -166,7 +177,10 @@ def embedded_vote(seal: dict[str, Any], epoch: int, partition: str) -> VoteRecor
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
     """The full seal: every producer's manifest, the snapshots and the lineage vector."""
     found = epoch_record(call, ctx, epoch)
-    if found is None or found[0]["state"] == "rolled_back":
+    if found is None:
+        past = archived_call(call, ctx, epoch)
+        return None if past is None else seal_info(past, ctx, epoch, partition)
+    if found[0]["state"] == "rolled_back":
         return None
     doc = found[0]
     generation = int(doc["generation"])
@@ -215,7 +229,10 @@ def vote_of(
     """The vote ``producer`` cast on ``partition`` under the epoch's current attempt (or under
     ``attempt``, e.g. a superseded one), or None."""
     found = epoch_record(call, ctx, epoch)
-    if found is None or (found[0]["state"] == "rolled_back" and attempt is None):
+    if found is None:
+        past = archived_call(call, ctx, epoch)
+        return None if past is None else vote_of(past, ctx, epoch, partition, producer, attempt)
+    if found[0]["state"] == "rolled_back" and attempt is None:
         return None
     token = int(found[0]["attempt"]) if attempt is None else attempt
     producers = ctx.config(call, int(found[0]["config_version"])).config.partitions.get(partition, ())
@@ -329,6 +346,31 @@ def consumer_acks(call: Call, ctx: PipelineContext, watch: Watch | None = None) 
     return out
 
 
+# -- history -----------------------------------------------------------------------------------
+
+
+def history(call: Call, ctx: PipelineContext, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
+    """The events after ``since_seq``, oldest first: those retention moved to the archive, then those
+    still in ZooKeeper (the archive is read only when the cursor is older than every kept event)."""
+    live = read_events(call, ctx.paths, since_seq=since_seq, limit=limit)
+    record = ctx.record(call)
+    if record.compacted_through < record.first_epoch:
+        return live
+    kept = [e.seq for e in live] or event_sequences(call, ctx.paths)
+    oldest_kept = min(kept, default=None)
+    # archived events are the pruned ones, all older than every kept event
+    if oldest_kept is not None and since_seq >= oldest_kept - 1:
+        return live
+    past: list[Event] = []
+    for seq, raw, stat in archived_events(call, ctx, since_seq):
+        if oldest_kept is not None and seq >= oldest_kept:
+            break
+        doc = payloads.decode("event", raw, path=ctx.paths.event(seq))
+        past.append(Event(seq, int(stat.czxid), doc["event"], float(doc["at"]), doc["detail"]))
+    merged = past + [e for e in live if not past or e.seq > past[-1].seq]
+    return merged if limit is None else merged[:limit]
+
+
 # -- the reader --------------------------------------------------------------------------------
 
 
@@ -380,8 +422,7 @@ class PipelineReader:
                              what=f"find the last snapshots of {partition!r}")
 
     def history(self, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
-        return self.ctx.call(lambda c: read_events(c, self.ctx.paths, since_seq=since_seq, limit=limit),
-                             what="read history")
+        return self.ctx.call(lambda c: history(c, self.ctx, since_seq=since_seq, limit=limit), what="read history")
 
     def latest_event(self) -> Event | None:
         return self.ctx.call(lambda c: latest_event(c, self.ctx.paths), what="read the latest event")

@@ -13,16 +13,23 @@ Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted,
 can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
 step (one transaction) moves ``compacted_through`` and writes the summary; the deletions after it
 are idempotent, so a compaction cut short is finished by the next one.
+
+With an ``archive`` location in the configuration, each epoch's full record (its subtree and the
+history events pruned with it) is written to the pipeline's storage before any of it is deleted
+(:mod:`.archive`); a pinned epoch is archived too (its events are pruned with the others) and
+deleted later. A compaction killed between the archive write and the deletions is finished by the
+next one, which finds the file and verifies it instead of writing it again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination import archive, payloads
 from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -42,6 +49,8 @@ class CompactionReport:
     kept: tuple[int, ...]  # compacted epochs kept in full because a snapshot pointer names them
     znodes_deleted: int
     events_pruned: int
+    archived: tuple[int, ...] = ()  # epochs whose archive file this call wrote
+    verified: tuple[int, ...] = ()  # epochs whose archive file was there already and agreed with ZooKeeper
 
 
 def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
@@ -111,25 +120,38 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
         compacted: list[int] = []
         kept: list[int] = []
+        outcomes: dict[str, list[int]] = {"written": [], "verified": [], "gone": []}
         deleted = 0
         for epoch in due:
+            location = archive.archive_location(call, ctx, epoch)
+            known: tuple[str, ...] | None = None
+            if location is not None:  # the past goes to storage before it leaves ZooKeeper
+                outcome = archive.archive_epoch(call, ctx, epoch, location)
+                outcomes[outcome.status].append(epoch)
+                known = outcome.znodes or None
             if epoch in pinned:
                 kept.append(epoch)
                 continue
-            deleted += delete_tree(call, ctx.paths.epoch(epoch))
+            deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
             compacted.append(epoch)
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
         if zxid is not None:
             deleted += prune_requests(call, ctx, zxid)
-        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned)
+        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
+                                tuple(outcomes["written"]), tuple(outcomes["verified"]))
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
 
-def delete_tree(call: Call, top: str) -> int:
-    """Delete ``top`` and everything under it, deepest first, in batches; returns znodes deleted."""
+def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int:
+    """Delete ``top`` and everything under it, deepest first, in batches; returns znodes deleted.
+
+    :param known: the subtree's paths if the caller has just read them (the archive did): no listing.
+    """
     order: list[str] = []
-    pending = [top]
+    if known is not None:
+        order = sorted(known, key=lambda path: path.count("/"))
+    pending = [] if known is not None else [top]
     while pending:
         level = pending
         pending = []
@@ -137,7 +159,7 @@ def delete_tree(call: Call, top: str) -> int:
         listings = [call.children(path) for path in level]
         for path, children in zip(level, listings, strict=True):
             pending.extend(child_path(path, child) for child in children or [])
-    doomed = list(reversed(order))  # children before their parents
+    doomed = list(reversed(order))  # children before their parents (a late child: NotEmpty, walked below)
     deleted = 0
     for start in range(0, len(doomed), _DELETE_BATCH):
         batch = doomed[start:start + _DELETE_BATCH]

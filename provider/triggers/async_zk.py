@@ -4,6 +4,10 @@ kazoo answers on its own connection thread; each call here hands the answer to t
 ``call_soon_threadsafe``, so a trigger never blocks the triggerer's loop and never hops to a worker
 thread to wait. Watches come back the same way: a watch callback runs on kazoo's thread and must only
 schedule work on the loop (see :meth:`AsyncZooKeeper.watcher`).
+
+On a :class:`~airflow_epochs.triggers.rearming_client.RearmingKazooClient` every call first takes the
+client's per-loop gate, so however many triggers read at once (a thousand starting together, or
+waking after a session loss) at most ``max_inflight`` of their requests are outstanding.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
+from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 
 Watch = Callable[[WatchedEvent], None]
 
@@ -30,6 +36,14 @@ class AsyncZooKeeper:
     def __init__(self, client: KazooClient, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = loop
+        self.gate = client.gate(loop) if isinstance(client, RearmingKazooClient) else None
+
+    async def _call(self, start: Callable[[], Any]) -> Any:
+        """Issue one kazoo async call (``start``) and await its answer, inside the gate if any."""
+        if self.gate is None:
+            return await self._await(start())
+        async with self.gate:
+            return await self._await(start())
 
     def _await(self, result: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self.loop.create_future()
@@ -53,7 +67,7 @@ class AsyncZooKeeper:
         """Data and stat of ``path``, or None if it does not exist (then an exists-watch is left,
         so the creation is heard of)."""
         try:
-            data, stat = await self._await(self.client.get_async(path, watch=watch))
+            data, stat = await self._call(lambda: self.client.get_async(path, watch=watch))
         except NoNodeError:
             if watch is None:
                 return None
@@ -64,29 +78,29 @@ class AsyncZooKeeper:
         return data, stat
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        result: ZnodeStat | None = await self._await(self.client.exists_async(path, watch=watch))
+        result: ZnodeStat | None = await self._call(lambda: self.client.exists_async(path, watch=watch))
         return result
 
     async def children(self, path: str, watch: Watch | None = None) -> list[str] | None:
         try:
-            names: list[str] = await self._await(self.client.get_children_async(path, watch=watch))
+            names: list[str] = await self._call(lambda: self.client.get_children_async(path, watch=watch))
         except NoNodeError:
             return None
         return names
 
     async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str:
-        created: str = await self._await(self.client.create_async(path, value, ephemeral=ephemeral))
+        created: str = await self._call(lambda: self.client.create_async(path, value, ephemeral=ephemeral))
         return created
 
     async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
-        stat: ZnodeStat = await self._await(self.client.set_async(path, value, version=version))
+        stat: ZnodeStat = await self._call(lambda: self.client.set_async(path, value, version=version))
         return stat
 
     async def delete(self, path: str, version: int = -1) -> None:
-        await self._await(self.client.delete_async(path, version=version))
+        await self._call(lambda: self.client.delete_async(path, version=version))
 
     async def ensure_path(self, path: str) -> None:
-        await self._await(self.client.ensure_path_async(path))
+        await self._call(lambda: self.client.ensure_path_async(path))
 
     def watcher(self, on_event: Callable[[WatchedEvent], None]) -> Watch:
         """A kazoo watch callback that runs ``on_event`` on the loop (never on kazoo's thread)."""

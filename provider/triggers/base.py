@@ -6,10 +6,13 @@ triggerer's loop: no thread hop, nothing blocks the loop), leaves one-shot watch
 ``wake``) and returns the event payload once the condition holds. When a watch fires,
 :meth:`~ZooKeeperWatchTrigger.on_watch` sees what it says first, so a check that already knows
 enough (a seal node was created) answers without reading. ``run()`` checks again after every watch
-event and every reconnect (a change made while disconnected is not missed), over a kazoo session
-shared with every other trigger of the process that uses the same connection. A lost connection
-inside a check waits for the session to come back, for at most :attr:`reconnect_budget` seconds,
-instead of failing the deferred task.
+event, over a kazoo session shared with every other trigger of the process that uses the same
+connection. That session's client re-arms the watches after a lost connection and the server fires
+those whose node changed meanwhile (a change made while disconnected is not missed, and a wait whose
+node did not change is not woken: no storm of reads after a failover); when the session itself is
+lost, every watch hears ``NONE`` and checks again. A lost connection inside a check waits for the
+session to come back, for at most :attr:`reconnect_budget` seconds, instead of failing the deferred
+task.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings, ZooKeeperUnreachable
 
@@ -104,11 +108,17 @@ class ZooKeeperWatchTrigger(BaseTrigger):
             changed.set()
 
         wake = zk.watcher(on_event)
+        reconnected = asyncio.Event()
+        # A client that keeps its watches across a lost connection tells a waiting trigger of a change
+        # through them; any other client drops them, so every reconnect must be followed by a check.
+        keeps_watches = isinstance(client, RearmingKazooClient)
 
         def on_state(state: str) -> bool:
             if state == KazooState.CONNECTED:
                 with contextlib.suppress(RuntimeError):  # the loop is gone with its trigger
-                    loop.call_soon_threadsafe(changed.set)
+                    loop.call_soon_threadsafe(reconnected.set)
+                    if not keeps_watches:
+                        loop.call_soon_threadsafe(changed.set)
             return False
 
         client.add_listener(on_state)
@@ -131,8 +141,11 @@ class ZooKeeperWatchTrigger(BaseTrigger):
                             f"({exc!r})")})
                         return
                     with_deadline = min(5.0, self.reconnect_budget - (now - lost_since))
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(changed.wait(), timeout=with_deadline)
+                    reconnected.clear()
+                    if client.connected:  # back already: look again after a breath (no busy loop)
+                        await asyncio.sleep(min(0.1, with_deadline))
+                        continue
+                    await _first_of(changed, reconnected, timeout=with_deadline)
                     continue
                 if lost_since is not None:
                     log.info("ZooKeeper is back after %.1f s", loop.time() - lost_since)
@@ -177,6 +190,16 @@ class ZooKeeperWatchTrigger(BaseTrigger):
             return payload
 
         return asyncio.run(once())
+
+
+async def _first_of(*events: asyncio.Event, timeout: float) -> None:
+    """Wait until one of ``events`` is set, for at most ``timeout`` seconds."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _ignore(_event: WatchedEvent) -> None:

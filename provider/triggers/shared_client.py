@@ -5,6 +5,10 @@ a thousand sessions (and their heartbeats) on the ensemble. Triggers borrow a re
 client instead; the last one to give it back closes it. The registry's lock is only ever held for
 bookkeeping: connecting happens outside it, so one unreachable ensemble never stalls the triggers
 of another connection.
+
+The shared client is a :class:`~airflow_epochs.triggers.rearming_client.RearmingKazooClient`: after a
+lost connection it re-arms every trigger's watches in a few SetWatches requests instead of waking
+them all to read again, and it bounds how many reads the triggers have in flight.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 from airflow_epochs.zk_settings import ZooKeeperSettings
 
 
@@ -59,7 +64,7 @@ class SharedClients:
         if first:
             try:
                 # TLS-aware start: a refused certificate is a clear configuration error at once.
-                entry.client = settings.start_client()
+                entry.client = settings.start_client(client_class=RearmingKazooClient)
             except BaseException as exc:
                 entry.error = exc
                 with self._lock:

@@ -1,0 +1,146 @@
+"""Fleet capacity (part of group ``capacity``): what one pipeline keeps in ZooKeeper at rest and
+mid-epoch when the past goes to the archive, and what two fleets would cost one ensemble.
+
+For each measured shape (partitions x producers) a pipeline with ``retain_epochs=RETAIN`` and an
+``archive`` in a temporary folder runs ``epochs`` epochs, compacting after each one as the coordinator
+does. Measured: znodes and bytes of the pipeline's subtree at rest (everything sealed and compacted)
+and mid-epoch (the next epoch open, every vote but the last of each partition cast: the most an epoch
+holds before its seals), archive bytes per epoch, and requests and write transactions per epoch
+(compaction and archiving included). Bytes are ZooKeeper's own measure (``zk_approximate_data_size``
+counts each znode's path and data).
+
+The fleets are extrapolated with the least-squares fit ``a + b*P + c*P*N`` of each measure:
+
+- 10,000 pipelines x 100 partitions x 10 producers, daily epochs, every pipeline's epoch in the same
+  hour (the busiest hour holds all 10,000 epochs);
+- 1,000 pipelines x 10 partitions x 3 producers, hourly epochs;
+
+against ZooKeeper's published limits: about 21,000 writes/s on 3 servers, state in memory (the
+rows' ``fits`` say whether the data stays within 2 GB and the writes within 50 % of the limit).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from common import client, figure
+from kazoo.client import KazooClient
+from state_growth import ZK_WRITES_PER_S, _fit, _seal
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+
+RETAIN = 2
+FLEETS = (
+    ("10k_daily", 10_000, 100, 10, 24 * 3600.0),
+    ("1k_hourly", 1_000, 10, 3, 3600.0),
+)
+GB_LIMIT = 2.0
+WRITE_PCT_LIMIT = 50.0
+
+
+def _size(zk: KazooClient, top: str) -> tuple[int, int]:
+    """(znodes, path + data bytes) under ``top``, itself included (ZooKeeper's approximate data size)."""
+    nodes = 0
+    size = 0
+    pending = [top]
+    while pending:
+        level, pending = pending, []
+        stats = [zk.exists_async(p) for p in level]
+        children = [zk.get_children_async(p) for p in level]
+        for path, stat, kids in zip(level, stats, children, strict=True):
+            found = stat.get()
+            if found is None:
+                continue
+            nodes += 1
+            size += found.dataLength + len(path)
+            pending.extend(f"{path.rstrip('/')}/{c}" for c in kids.get())
+    return nodes, size
+
+
+def _requests(ledger: EpochLedger) -> tuple[int, int]:
+    stats = ledger.session.stats
+    return stats["reads"] + stats["transactions"] + stats["failed_transactions"], stats["transactions"]
+
+
+def _measure(zk: KazooClient, name: str, partitions: int, producers: int, epochs: int,
+             storage: Path) -> dict[str, float]:
+    ledger = EpochLedger(zk, name, owner="bench")
+    shape = {f"part{p}": tuple(f"prod{q}" for q in range(producers)) for p in range(partitions)}
+    ledger.create_pipeline(PipelineConfig(shape, retain_epochs=RETAIN, archive=str(storage)))
+    for epoch in range(1, RETAIN + 2):  # warm: the window fills and compaction starts
+        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+        ledger.compact()
+    requests0, transactions0 = _requests(ledger)
+    first = RETAIN + 2
+    for epoch in range(first, first + epochs):
+        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+        ledger.compact()
+    requests1, transactions1 = _requests(ledger)
+    rest_nodes, rest_bytes = _size(zk, ledger.paths.base)
+    attempt = ledger.open_epoch(first + epochs)
+    for p in range(partitions):
+        for q in range(producers - 1):
+            ledger.vote(attempt, f"part{p}", f"prod{q}", {"rows": q})
+    mid_nodes, mid_bytes = _size(zk, ledger.paths.base)
+    files = list((storage / name / "_epochs").glob("epoch-*.jsonl"))
+    archive_bytes = sum(f.stat().st_size for f in files) / max(1, len(files))
+    return {"rest_znodes": rest_nodes, "rest_bytes": rest_bytes, "mid_znodes": mid_nodes, "mid_bytes": mid_bytes,
+            "archive_bytes": archive_bytes, "requests": (requests1 - requests0) / epochs,
+            "transactions": (transactions1 - transactions0) / epochs}
+
+
+def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int) -> None:
+    zk = client(hosts)
+    storage = Path(tempfile.mkdtemp(prefix="epochs-archive-bench-"))
+    measured: dict[tuple[int, int], dict[str, float]] = {}
+    try:
+        for p, n in shapes:
+            m = measured[(p, n)] = _measure(zk, f"fleet-{p}x{n}", p, n, epochs, storage)
+            figure(f"capacity_rest_kb_{p}x{n}", "capacity",
+                   f"ZooKeeper data per pipeline at rest, {p} partitions x {n} producers, retain_epochs={RETAIN}",
+                   m["rest_bytes"] / 1024, "KB", f"{m['rest_znodes']:.0f} znodes", **m)
+            figure(f"capacity_mid_kb_{p}x{n}", "capacity", "same, mid-epoch (every vote but the last cast)",
+                   m["mid_bytes"] / 1024, "KB", f"{m['mid_znodes']:.0f} znodes")
+            figure(f"capacity_archive_kb_per_epoch_{p}x{n}", "capacity", f"archive bytes per epoch, {p}x{n}",
+                   m["archive_bytes"] / 1024, "KB", "one JSON-lines file per epoch in the pipeline's storage")
+            figure(f"capacity_requests_per_epoch_{p}x{n}", "capacity",
+                   f"requests per epoch, {p}x{n}, compaction and archiving included", m["requests"], "requests",
+                   f"{m['transactions']:.1f} write transactions")
+    finally:
+        zk.stop()
+        zk.close()
+        shutil.rmtree(storage, ignore_errors=True)
+    fit: dict[str, tuple[float, float, float]] = {
+        key: _fit({shape: m[key] for shape, m in measured.items()})
+        for key in ("mid_bytes", "mid_znodes", "rest_bytes", "archive_bytes", "transactions")}
+
+    def at(key: str, partitions: int, producers: int) -> float:
+        a, b, c = fit[key]
+        return a + b * partitions + c * partitions * producers
+
+    for name, pipelines, partitions, producers, period in FLEETS:
+        shape = f"{pipelines:,} pipelines x {partitions} partitions x {producers} producers"
+        mid_gb = pipelines * at("mid_bytes", partitions, producers) / 1e9
+        rest_gb = pipelines * at("rest_bytes", partitions, producers) / 1e9
+        mid_znodes = pipelines * at("mid_znodes", partitions, producers)
+        fits = mid_gb <= GB_LIMIT
+        figure(f"capacity_fleet_{name}_gb", "capacity",
+               f"ZooKeeper data, {shape}, every pipeline mid-epoch, retain_epochs={RETAIN} + archive",
+               mid_gb, "GB", (f"fits (at most {GB_LIMIT:g} GB)" if fits else
+                              f"DOES NOT FIT ({GB_LIMIT:g} GB at most): votes still live in ZooKeeper, the open "
+                              f"epoch's and those of the {RETAIN} kept epochs (votes folding into seals is not "
+                              "built yet)")
+               + f"; {mid_znodes:,.0f} znodes; at rest {rest_gb:.2f} GB; archive "
+               f"{pipelines * at('archive_bytes', partitions, producers) / 1e9:.2f} GB per round of epochs",
+               fits=fits, at_rest_gb=rest_gb, znodes=mid_znodes)
+        # the busiest hour: a daily fleet's epochs all land in one hour; an hourly fleet's spread over it
+        epochs_in_busiest_hour = pipelines * max(1.0, 3600.0 / period) if period <= 3600.0 else pipelines
+        tx_per_s = epochs_in_busiest_hour * at("transactions", partitions, producers) / 3600.0
+        pct = 100.0 * tx_per_s / ZK_WRITES_PER_S
+        figure(f"capacity_fleet_{name}_write_pct", "capacity",
+               f"share of {ZK_WRITES_PER_S:,} writes/s at the busiest hour, {shape}", pct, "%",
+               f"{tx_per_s:,.0f} write transactions/s; "
+               + ("fits" if pct <= WRITE_PCT_LIMIT else f"DOES NOT FIT ({WRITE_PCT_LIMIT:g} % at most)"),
+               fits=pct <= WRITE_PCT_LIMIT, tx_per_s=tx_per_s)

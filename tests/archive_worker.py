@@ -1,0 +1,34 @@
+"""A compaction that is killed (SIGKILL, by itself) between the archive write and the ZooKeeper delete.
+
+Run by test_archive: it compacts the pipeline with the deletion step replaced by ``kill -9`` of this
+process, so the epochs' archive files are written and their znodes are all still in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import EpochLedger, retention
+
+
+def main(hosts: str, pipeline: str) -> None:
+    client = KazooClient(hosts=hosts, timeout=10)
+    client.start(timeout=15)
+
+    def killed_before_deleting(_call: Any, _top: str, _known: Any = None) -> int:
+        print("ARCHIVED", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0  # never reached
+
+    retention.delete_tree = killed_before_deleting  # type: ignore[assignment]
+    EpochLedger(client, pipeline, owner="compactor").compact()
+    print("NOT KILLED", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,172 @@
+"""The past in the pipeline's storage: compaction archives each epoch's full record before it leaves
+ZooKeeper, reads of archived epochs answer exactly as before, a compaction killed between the archive
+write and the delete is finished by the next one, and an archive is written once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_epochs.coordination import EpochLedger, InvalidConfig, PipelineConfig
+from airflow_epochs.coordination.archive import decode, epoch_file
+
+pytestmark = [pytest.mark.integration]
+
+PARTITIONS = {"events": ("ingest",), "totals": ("sum", "check")}
+
+
+def _run_epoch(ledger: EpochLedger, epoch: int) -> None:
+    attempt = ledger.open_epoch(epoch)
+    if epoch % 7 == 0:  # a superseded attempt: its votes stay in the record
+        ledger.vote(attempt, "totals", "sum", {"e": epoch, "try": 1})
+        ledger.abort_attempt(attempt, reason="retry")
+        attempt = ledger.open_epoch(epoch)
+    ledger.vote(attempt, "events", "ingest", {"e": epoch, "location": f"/data/events/{epoch}"},
+                upstream={"raw": epoch})
+    ledger.vote(attempt, "totals", "sum", {"e": epoch}, snapshot=f"s3://totals/{epoch}" if epoch % 5 == 0 else None)
+    ledger.vote(attempt, "totals", "check", {"e": epoch, "rows": epoch * 10})
+
+
+def _reads(ledger: EpochLedger, epoch: int) -> tuple[object, ...]:
+    return (ledger.epoch_info(epoch), ledger.seal(epoch, "events"), ledger.seal(epoch, "totals"),
+            ledger.seal_record(epoch, "events"), ledger.seal_record(epoch, "totals"),
+            ledger.vote_of(epoch, "totals", "sum"), ledger.vote_of(epoch, "totals", "check"),
+            ledger.vote_of(epoch, "events", "ingest"), ledger.vote_of(epoch, "totals", "sum", attempt=1))
+
+
+def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path):
+    """30 epochs with retain_epochs=3: every epoch's reads (epoch, seals with votes and manifests,
+    seal records, votes, a superseded attempt's vote) and the whole history are the same after
+    compaction moved them to the archive as they were while ZooKeeper held them."""
+    archive = tmp_path / "storage"
+    ledger = EpochLedger(zk, "past", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=3, archive=str(archive)))
+    before: dict[int, tuple[object, ...]] = {}
+    seen = []
+    written: list[int] = []
+    pinned: set[int] = set()
+    for epoch in range(1, 31):
+        _run_epoch(ledger, epoch)
+        before[epoch] = _reads(ledger, epoch)
+        seen.extend(ledger.history(since_seq=seen[-1].seq if seen else -1))
+        report = ledger.compact()
+        written.extend(report.archived)
+        # only an epoch a snapshot pointer pins (archived, left in ZooKeeper) is verified again
+        pinned |= set(report.kept)
+        assert set(report.verified) <= pinned, report
+    assert sorted(written) == list(range(1, 28))  # each epoch written once, the newest three not yet
+    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == {28, 29, 30} | set(report.kept)
+    assert set(report.kept) == {25}  # the previous snapshot pointer's epoch stays until replaced
+    for epoch in range(1, 31):
+        assert _reads(ledger, epoch) == before[epoch], epoch
+    assert ledger.epoch_info(5).attempt_state == "sealed"  # not the bare "compacted" of an unarchived past
+    assert before[7][8] is not None and before[7][8].attempt == 1  # the superseded attempt's vote survived
+    # the history: every event ever recorded, in order, from any cursor
+    history = ledger.history()
+    assert history[: len(seen)] == seen and len(history) >= len(seen)
+    assert min(e.seq for e in history) == 0
+    cursor = seen[40].seq
+    assert ledger.history(since_seq=cursor, limit=25) == [e for e in history if e.seq > cursor][:25]
+    # the files: one per epoch, canonical, named by epoch
+    files = sorted((archive / "past" / "_epochs").iterdir())
+    assert [f.name for f in files] == [f"epoch-{e:012d}.jsonl" for e in range(1, 28)]
+    record = decode(files[0].read_bytes(), where=str(files[0]))
+    assert record.epoch == 1 and record.events and any(p.startswith("/epochs/") for p in record.znodes)
+    assert all(oct(f.stat().st_mode & 0o777) == "0o640" for f in files)
+
+
+def test_a_pipeline_without_storage_compacts_as_before(zk):
+    ledger = EpochLedger(zk, "forgets", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=2))
+    for epoch in range(1, 7):
+        _run_epoch(ledger, epoch)
+    report = ledger.compact()
+    assert report.archived == () and set(report.compacted) == {1, 2, 3, 4}
+    info = ledger.epoch_info(2)
+    assert (info.state, info.attempt_state) == ("sealed", "compacted")
+    assert ledger.seal(2, "events") is None
+
+
+@pytest.mark.parametrize("location, reason", [
+    ("relative/dir", "absolute path"),
+    ("ftp://host/archive", "scheme 'ftp'"),
+    ("s3://key:secret@bucket/archive", "credentials"),
+    ("s3://bucket/archive?token=x", "credentials"),
+    ("/data/../etc", "'..'"),
+    ("", "1 to 1024"),
+])
+def test_a_bad_archive_location_is_refused_before_anything_is_written(zk, location, reason):
+    ledger = EpochLedger(zk, "bad", owner="o")
+    with pytest.raises(InvalidConfig, match=reason) as refused:
+        ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=location))
+    assert "secret" not in str(refused.value)
+    assert not zk.exists(ledger.paths.base)
+
+
+def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_server, zk_chroot, zk, tmp_path):
+    """kill -9 of the compacting process after its archive writes, before any ZooKeeper delete: the
+    epochs are still in ZooKeeper, the files are complete; the next compaction verifies the files
+    (never rewrites them), deletes the epochs, and reads give what they gave before."""
+    archive = tmp_path / "storage"
+    ledger = EpochLedger(zk, "crash", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=2, archive=str(archive)))
+    for epoch in range(1, 7):
+        _run_epoch(ledger, epoch)
+    before = {epoch: _reads(ledger, epoch) for epoch in range(1, 7)}
+    history = ledger.history()
+    worker = subprocess.run([sys.executable, str(Path(__file__).with_name("archive_worker.py")),
+                             zk_server.hosts + zk_chroot, "crash"], capture_output=True, text=True, timeout=120)
+    assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
+    assert "ARCHIVED" in worker.stdout and "NOT KILLED" not in worker.stdout
+    first = Path(epoch_file(str(archive), "crash", 1))
+    assert first.exists()
+    assert 1 in [int(n) for n in zk.get_children(ledger.paths.epochs)]  # nothing deleted yet
+    identity = {e: (os.stat(epoch_file(str(archive), "crash", e)).st_ino,
+                    os.stat(epoch_file(str(archive), "crash", e)).st_mtime_ns)
+                for e in range(1, 5) if os.path.exists(epoch_file(str(archive), "crash", e))}
+    assert identity, "the killed compaction wrote no archive"
+
+    report = EpochLedger(zk, "crash", owner="o").compact()
+    assert set(report.verified) == set(identity) and set(report.archived) == set(range(1, 5)) - set(identity)
+    assert set(report.compacted) == {1, 2, 3, 4}
+    for epoch, (inode, mtime) in identity.items():
+        stat = os.stat(epoch_file(str(archive), "crash", epoch))
+        assert (stat.st_ino, stat.st_mtime_ns) == (inode, mtime), "an archive was written twice"
+    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == [5, 6]
+    fresh = EpochLedger(zk, "crash", owner="o")
+    for epoch in range(1, 7):
+        assert _reads(fresh, epoch) == before[epoch], epoch
+    assert fresh.history()[: len(history)] == history
+    assert not list((archive / "crash" / "_epochs").glob("*.tmp"))
+
+
+def test_an_archive_given_as_a_file_uri_goes_through_pyarrow(zk, tmp_path):
+    """The location is opened with pyarrow's filesystems: a ``file://`` URI works like a path."""
+    ledger = EpochLedger(zk, "uri", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=f"file://{tmp_path}/store/"))
+    for epoch in range(1, 5):
+        _run_epoch(ledger, epoch)
+    before = _reads(ledger, 2)
+    assert set(ledger.compact().archived) == {1, 2, 3}
+    assert (tmp_path / "store" / "uri" / "_epochs" / "epoch-000000000002.jsonl").is_file()
+    assert _reads(EpochLedger(zk, "uri", owner="o"), 2) == before
+
+
+def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory, tmp_path):
+    from airflow_epochs.coordination import CorruptPayload
+
+    ledger = EpochLedger(zk, "tampered", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=str(tmp_path)))
+    for epoch in range(1, 4):
+        _run_epoch(ledger, epoch)
+    ledger.compact()
+    path = Path(epoch_file(str(tmp_path), "tampered", 1))
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.chmod(0o600)
+    path.write_bytes(b"".join(lines[:2] + lines[-1:]))  # votes cut out, the end line kept
+    with pytest.raises(CorruptPayload, match="digest mismatch"):  # a fresh client: nothing cached
+        EpochLedger(zk_factory(), "tampered", owner="o").seal(1, "totals")
