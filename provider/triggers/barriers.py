@@ -43,7 +43,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
         self.epoch = validate_epoch(epoch)
         self.barrier = validate_name("barrier", barrier)
