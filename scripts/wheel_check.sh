@@ -17,7 +17,7 @@ say "building the wheel (pip wheel . --no-deps)"
 wheel=("$work"/dist/airflow_provider_epochs-*.whl)
 say "installing $(basename "${wheel[0]}") and its dependencies into a fresh virtualenv"
 "$PY" -m venv "$work/venv"
-if ! "$work/venv/bin/pip" install --disable-pip-version-check --quiet "${wheel[0]}" >"$work/pip.log" 2>&1; then
+if ! "$work/venv/bin/pip" install --disable-pip-version-check --quiet --no-compile "${wheel[0]}" >"$work/pip.log" 2>&1; then
   tail -n 30 "$work/pip.log"; say "install failed"; exit 1
 fi
 
