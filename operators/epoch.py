@@ -33,10 +33,10 @@ from airflow_epochs.coordination.calendar import Calendar
 from airflow_epochs.coordination.config import ConfigVersion
 from airflow_epochs.hooks.epoch_opening import open_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.stages import barrier_result, current_open_task_id, templated_epoch
+from airflow_epochs.stages import current_open_task_id, templated_epoch
 from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
-from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, outcome_payload
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result, outcome_payload
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
 if TYPE_CHECKING:

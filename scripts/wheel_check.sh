@@ -13,7 +13,11 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
 say "building the wheel (pip wheel . --no-deps)"
-"$PY" -m pip wheel --disable-pip-version-check --quiet --no-deps --wheel-dir "$work/dist" "$ROOT"
+# From a copy of what the wheel is made of, as in a fresh clone: setuptools builds in the source tree,
+# and a build/ left there by an earlier build could put modules that no longer exist into the wheel.
+mkdir "$work/src"
+tar -C "$ROOT" --exclude=__pycache__ -cf - pyproject.toml README.md provider operators sensors | tar -C "$work/src" -xf -
+"$PY" -m pip wheel --disable-pip-version-check --quiet --no-deps --wheel-dir "$work/dist" "$work/src"
 wheel=("$work"/dist/airflow_provider_epochs-*.whl)
 say "installing $(basename "${wheel[0]}") and its dependencies into a fresh virtualenv"
 "$PY" -m venv "$work/venv"

@@ -118,14 +118,22 @@ def test_the_wheel_holds_one_airflow_epochs_tree_with_its_metadata(tmp_path):
     ``airflow_epochs`` tree that holds every package of the package-dir map and the data it needs,
     a PEP 639 license expression, and the three entry points. (scripts/wheel_check.sh, run by CI,
     installs this wheel into a fresh virtualenv and runs those entry points.)"""
+    import shutil
     import tomllib
     import zipfile
 
+    # From a copy, as in a fresh clone (setuptools builds in the source tree and would leave build/ there).
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in ("provider", "operators", "sensors"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet",
-                            "--no-deps", "--wheel-dir", str(tmp_path), str(REPO)],
+                            "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(source)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = tmp_path.glob("airflow_provider_epochs-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("airflow_provider_epochs-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"airflow_epochs", wheel.name.rsplit("-", 3)[0] + ".dist-info"}
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -10,7 +10,7 @@ bodies are immutable once written, so each is read once per client and cached.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -166,8 +166,3 @@ def decode_config(raw: bytes, version: int, *, path: str) -> ConfigVersion:
 
 def encode_config(config: PipelineConfig, from_epoch: int) -> bytes:
     return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json()})
-
-
-def decode_doc(kind: str, raw: tuple[bytes, Any] | None, path: str) -> Mapping[str, Any] | None:
-    """Decode a read result (``None`` stays ``None``)."""
-    return None if raw is None else payloads.decode(kind, raw[0], path=path)
