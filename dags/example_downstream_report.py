@@ -44,6 +44,7 @@ with DAG(
         pipeline="flights_daily",
         partitions=["daily"],
         epoch="{{ (data_interval_start - macros.datetime(2013, 1, 1, tzinfo=data_interval_start.tzinfo)).days + 1 }}",
+        deferrable=True,
         timeout=6 * 3600,
     )
 

@@ -44,7 +44,7 @@ with DAG(
     params={"max_delay": 0.5},
     tags=["airflow-epochs", "example"],
 ) as dag, EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG, close_partitions=["daily"],
-                open_kwargs={"calendar": CALENDAR, "lease_seconds": 30}) as epoch:
+                open_kwargs={"calendar": CALENDAR, "lease_seconds": 30, "deferrable": True}) as epoch:
 
     @task
     def jitter(params=None) -> float:
@@ -63,7 +63,7 @@ with DAG(
                                          participant=producer, straggler_timeout=600, wait=False)
         epoch.open >> jitter.override(task_id=f"{producer}_work")() >> vote >> arrive
         arrivals.append(arrive)
-    barrier = BarrierSensor(task_id="barrier", barrier="ingested", poke_interval=1, timeout=900)
+    barrier = BarrierSensor(task_id="barrier", barrier="ingested", deferrable=True, poke_interval=1, timeout=900)
     join = VotePartitionOperator(task_id="join", partition="daily", producer="join",
                                  manifest={"inputs": ["flights", "weather"]})
     arrivals >> barrier >> join >> epoch.close

@@ -39,16 +39,15 @@ with DAG(
     tags=["airflow-epochs", "example"],
 ):
     sealed = SealedPartitionSensor(task_id="sealed_tweets", pipeline=PIPELINE, partitions=["tweets"], epoch=EPOCH,
-                                   timeout=3600)
+                                   deferrable=True, timeout=3600)
 
     @task
     def split(epoch: str) -> list[str]:
         """The words of the epoch's tweets, read through the seal's manifests (per tweet: stateless)."""
-        from airflow_epochs.coordination import EpochLedger
         from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
         with ZooKeeperHook() as hook:
-            seal = EpochLedger(hook.get_conn(), PIPELINE).seal(int(epoch), "tweets")
+            seal = hook.ledger(PIPELINE).seal(int(epoch), "tweets")
         if seal is None:
             raise ValueError(f"partition 'tweets' of epoch {epoch} is not sealed")
         words: list[str] = []

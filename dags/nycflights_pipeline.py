@@ -59,7 +59,7 @@ with DAG(
     max_active_runs=3,
     tags=["airflow-epochs", "example", "spark"],
 ) as dag, EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG, close_partitions=list(CONFIG["partitions"]),
-                     open_kwargs={"calendar": CALENDAR}) as epoch:
+                     open_kwargs={"calendar": CALENDAR, "deferrable": True}) as epoch:
     spark = {"storage": f"{{{{ var.value.get('nycflights_storage', {str(DATA / 'lake')!r}) }}}}",
              "conn_id": "{{ var.value.get('nycflights_spark_conn', '') }}",
              "spark_connect_conn_id": "{{ var.value.get('nycflights_spark_connect', '') }}"}
@@ -75,7 +75,7 @@ with DAG(
                                          straggler_timeout=3600, wait=False)
         epoch.open >> produce >> arrive
         arrivals.append(arrive)
-    barrier = BarrierSensor(task_id="barrier", barrier="ingested", poke_interval=1, timeout=3600)
+    barrier = BarrierSensor(task_id="barrier", barrier="ingested", deferrable=True, poke_interval=1, timeout=3600)
     join = SparkEpochOperator(task_id="join", application=str(JOBS / "daily.py"), partition="daily",
                               producer="join", sealed_inputs={"flights": "flights", "weather": "weather"}, **spark)
     # The day's figures need the whole day; the running totals need the epochs in order (within a carrier).

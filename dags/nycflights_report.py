@@ -33,7 +33,7 @@ with DAG(
     default_args={**TASK_RETRY_DEFAULTS, "retry_policy": EpochsRetryPolicy()},
 ):
     sealed = SealedPartitionSensor(task_id="sealed", pipeline="nycflights", partitions=["daily"], epoch=EPOCH,
-                                   timeout=6 * 3600)
+                                   deferrable=True, timeout=6 * 3600)
 
     @task
     def report(seals: dict, epoch: str) -> dict:
@@ -42,12 +42,11 @@ with DAG(
         from airflow.sdk import Variable
         from nycflights.report import build_report
 
-        from airflow_epochs.coordination import EpochLedger
         from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
         reports = Variable.get("nycflights_reports", default=str(DATA / "reports"))
         with ZooKeeperHook() as hook:
-            ledger = EpochLedger(hook.get_conn(), "nycflights")
+            ledger = hook.ledger("nycflights")
             return {**build_report(ledger, int(epoch), reports), "attempt": seals["daily"]["attempt"]}
 
     # It writes the epoch's report files from the epoch's sealed data only (for `airflow-epochs analyze`).

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, validate_name
+from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
 from airflow_epochs.coordination.backpressure import ConsumerState, acknowledge, register_consumer
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.stages import templated_epoch
@@ -56,7 +56,7 @@ class AcknowledgeEpochOperator(CoordinationRetries, BaseOperator):
 
         def ack() -> ConsumerState:  # idempotent: acknowledgements never move back
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
+                ledger = hook.ledger(self.pipeline, root=self.root)
                 register_consumer(ledger, consumer, acked=min(epoch, ledger.frontier()))
                 return acknowledge(ledger, consumer, epoch)
 

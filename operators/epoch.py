@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import Asset, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_epochs.coordination import (
@@ -31,12 +31,12 @@ from airflow_epochs.coordination import (
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
 from airflow_epochs.coordination.calendar import Calendar
 from airflow_epochs.coordination.config import ConfigVersion
-from airflow_epochs.coordination.coordinator import open_as_leader
+from airflow_epochs.hooks.epoch_opening import open_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.stages import barrier_result, current_open_task_id, templated_epoch
+from airflow_epochs.stages import current_open_task_id, templated_epoch
 from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
-from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, outcome_payload
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result, outcome_payload
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
     :param lease_seconds: leadership lease length; the leader renews it at every open.
     :param backpressure_wait: seconds to wait for slow consumers (a backpressure window in ``config``)
         before failing; ``None`` waits as long as it takes, ``0`` fails at once.
-    :param deferrable: wait for the previous epoch, the leader or slow consumers in the triggerer.
+    :param deferrable: wait for the previous epoch, the leader or slow consumers in the triggerer
+        (default: Airflow's ``[operators] default_deferrable``); otherwise in the worker, on watches.
     :param owner_id: this deployment's identity (default ``$AIRFLOW_EPOCHS_DEPLOYMENT`` or host name).
     """
 
@@ -114,7 +115,7 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
         config: Mapping[str, Any] | None = None,
         lease_seconds: float = 600.0,
         backpressure_wait: float | None = None,
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         owner_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
@@ -165,7 +166,7 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
                                 what=f"pipeline {self.pipeline!r}: open epoch {epoch_wanted or ''}".rstrip())
 
     def _open(self, context: Context, epoch: int | None, deadline: float | None) -> dict[str, Any]:
-        """Decide, and wait or open, until the epoch is opened (or skipped).
+        """Decide, and open, skip or defer (the waits in the worker are :func:`open_epoch`'s).
 
         ``deadline`` is the backpressure deadline as a wall-clock time: it travels through deferral
         (another process, another clock); here it becomes this process's one monotonic deadline.
@@ -173,61 +174,44 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
         owner = validate_name("owner", self.owner_id or default_owner())
         local = None if deadline is None else time.monotonic() + max(0.0, deadline - time.time())
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), self.pipeline, owner=owner, root=self.root)
+            ledger = hook.ledger(self.pipeline, owner=owner, root=self.root)
             if self.config is not None:
                 ledger.create_pipeline(PipelineConfig.from_json(self.config))
-            while True:
-                try:
-                    epoch = epoch or self._epoch(context, ledger)
-                    # Without deferral the ledger itself waits (on watches) for the consumers, a bounded
-                    # slice at a time so the lease is renewed and the deadline honoured.
-                    left = None if local is None else max(0.0, local - time.monotonic())
-                    in_process = 0.0 if self.deferrable else min(60.0, 60.0 if left is None else left)
-                    decision = open_as_leader(ledger, epoch,
-                                              lease_duration=datetime.timedelta(seconds=self.lease_seconds),
-                                              backpressure_wait=in_process or None, wait_on_backpressure=True,
-                                              request_id=task_request_id(context))
-                except PipelineNotFound:
-                    raise AirflowFailException(
-                        f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
-                    ) from None
-                if decision.action == "opened":
-                    return self._opened(epoch, owner, decision)
-                if decision.action == "sealed":
-                    sealed = decision.sealed
-                    self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
-                if decision.action == "backpressured":
-                    if local is not None and time.monotonic() >= local:
-                        raise AirflowFailException(f"gave up after waiting {self.backpressure_wait:g} s for "
-                                               f"backpressure: {decision.reason}")
-                    self.log.info("Pipeline %s: %s", self.pipeline, decision.reason)
-                    if self.deferrable:
-                        assert decision.wait_for_consumers is not None
-                        self.defer(
-                            trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
-                                                             deadline=deadline, root=self.root,
-                                                             zookeeper_conn_id=self.zookeeper_conn_id),
-                            method_name="execute_complete",
-                            kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-                        )
-                    continue  # waited a slice in the ledger: decide again
-                assert decision.wait_for_frontier is not None
-                if decision.leader:
-                    self.log.info("Pipeline %s: %s leads; %s waits up to %.0f s for epoch %s to be sealed",
-                                  self.pipeline, decision.leader, owner, decision.wait_seconds, epoch)
-                else:
-                    self.log.info("Pipeline %s: epoch %s waits for epoch %s to be sealed", self.pipeline, epoch,
-                                  decision.wait_for_frontier)
-                if self.deferrable:
-                    self.defer(
-                        trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=decision.wait_for_frontier,
-                                                       give_up_after=decision.wait_seconds, root=self.root,
-                                                       zookeeper_conn_id=self.zookeeper_conn_id),
-                        method_name="execute_complete",
-                        kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-                    )
-                # in the worker: a watch on the frontier, for as long as the decision says (None: no limit)
-                ledger.wait_for_frontier(decision.wait_for_frontier, timeout=decision.wait_seconds)
+            try:
+                epoch = epoch or self._epoch(context, ledger)
+                decision = open_epoch(ledger, epoch, lease_duration=datetime.timedelta(seconds=self.lease_seconds),
+                                      request_id=task_request_id(context), wait_in_worker=not self.deferrable,
+                                      backpressure_deadline=local, log=self.log)
+            except PipelineNotFound:
+                raise AirflowFailException(
+                    f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
+                ) from None
+        if decision.action == "opened":
+            return self._opened(epoch, owner, decision)
+        if decision.action == "sealed":
+            sealed = decision.sealed
+            self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
+        if decision.action == "backpressured" and (local is None or time.monotonic() < local):
+            assert decision.wait_for_consumers is not None  # a backpressured decision names the epoch
+            self.defer(
+                trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
+                                                 deadline=deadline, root=self.root,
+                                                 zookeeper_conn_id=self.zookeeper_conn_id),
+                method_name="execute_complete",
+                kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
+            )
+        if decision.action == "backpressured":
+            raise AirflowFailException(f"gave up after waiting {self.backpressure_wait:g} s for "
+                                       f"backpressure: {decision.reason}")
+        assert decision.wait_for_frontier is not None  # a wait decision names the epoch it waits for
+        self.defer(
+            trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=decision.wait_for_frontier,
+                                           give_up_after=decision.wait_seconds, root=self.root,
+                                           zookeeper_conn_id=self.zookeeper_conn_id),
+            method_name="execute_complete",
+            kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
+        )
+        raise AssertionError("defer() returns only by raising")  # pragma: no cover
 
     def _opened(self, epoch: int, owner: str, decision: Any) -> dict[str, Any]:
         attempt = decision.attempt
@@ -288,7 +272,7 @@ class VotePartitionOperator(CoordinationRetries, BaseOperator):
 
     def _vote(self, attempt: Attempt) -> dict[str, Any]:
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
+            ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
             try:
                 result = ledger.vote(attempt, self.partition, self.producer, dict(self.manifest or {}),
                                      snapshot=self.snapshot)
@@ -318,6 +302,8 @@ class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
     :param straggler_timeout: seconds after declaration before the policy applies.
     :param participants: expected participants (default: from the pipeline's configuration).
     :param wait: wait for the release (True) or only record the arrival (False).
+    :param deferrable: wait for the release in the triggerer (default: Airflow's
+        ``[operators] default_deferrable``); otherwise in the worker, on a watch.
     """
 
     template_fields: Sequence[str] = ("participant",)
@@ -333,7 +319,7 @@ class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
         participants: Sequence[str] | None = None,
         attempt_task_id: str | None = None,
         wait: bool = True,
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
         **kwargs: Any,
@@ -415,7 +401,7 @@ class CloseEpochOperator(CoordinationRetries, BaseOperator):
 
         def close() -> tuple[EpochInfo, int, dict[str, SealInfo | None]]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                ledger = EpochLedger(hook.get_conn(), attempt.pipeline, owner=attempt.owner, root=self.root)
+                ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
                 info = ledger.close_epoch(attempt)
                 return info, ledger.frontier(), {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}
 
@@ -457,7 +443,7 @@ class ReconfigureOperator(CoordinationRetries, BaseOperator):
 
         def reconfigure() -> ConfigVersion:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                return EpochLedger(hook.get_conn(), self.pipeline, root=self.root).set_config(
+                return hook.ledger(self.pipeline, root=self.root).set_config(
                     PipelineConfig.from_json(self.config), from_epoch=from_epoch, request_id=request_id)
 
         version = self.coordinated(reconfigure, what=f"pipeline {self.pipeline!r}: config from epoch {from_epoch}")
@@ -492,7 +478,7 @@ class RollbackOperator(CoordinationRetries, BaseOperator):
 
         def rollback() -> list[int]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                return EpochLedger(hook.get_conn(), self.pipeline, owner=default_owner(), root=self.root).rollback(
+                return hook.ledger(self.pipeline, owner=default_owner(), root=self.root).rollback(
                     to_epoch, reason=self.reason, request_id=request_id)
 
         undone = self.coordinated(rollback, what=f"pipeline {self.pipeline!r}: roll back to epoch {to_epoch}")

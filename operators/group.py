@@ -64,4 +64,4 @@ class EpochGroup(TaskGroup):
         if self._scope is not None:
             self._scope.close()
             self._scope = None
-        super().__exit__(*exc)
+        super().__exit__(*exc)  # type: ignore[no-untyped-call]  # TaskGroup.__exit__ is unannotated

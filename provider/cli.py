@@ -146,11 +146,11 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
         print(f"ZooKeeper {verb} at {state['hosts']} (pid {state['pid']}, data in {state['directory']})")
         return 0
     if args.action == "status":
-        state = running_server(base)
-        if state is None:
+        running = running_server(base)
+        if running is None:
             print("ZooKeeper is not running")
             return 1
-        print(f"ZooKeeper running at {state['hosts']} (pid {state['pid']}, mode {state['mode']})")
+        print(f"ZooKeeper running at {running['hosts']} (pid {running['pid']}, mode {running['mode']})")
         return 0
     if stop_server(base):
         print("ZooKeeper stopped")
@@ -226,11 +226,11 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
               "connection: host localhost, that port, the token as its password)")
         return 0
     if args.action == "status":
-        state = running_connect_server(base)
-        if state is None:
+        running = running_connect_server(base)
+        if running is None:
             print("Spark Connect is not running")
             return 1
-        print(f"Spark Connect running at {state['url']} (pid {state['pid']}, master {state['master']})")
+        print(f"Spark Connect running at {running['url']} (pid {running['pid']}, master {running['master']})")
         return 0
     print("Spark Connect stopped" if stop_connect_server(base) else "Spark Connect was not running")
     return 0

@@ -1,6 +1,6 @@
-"""What the epoch stages of a DAG share, below both the operators and the sensors: which task opened
-the epoch of the EpochGroup being defined, templated epoch numbers, and the task result of a barrier
-decision. Operators and sensors import this module; it imports neither."""
+"""Which epoch a stage of a DAG belongs to, below both the operators and the sensors: the task that
+opened the epoch of the EpochGroup being defined (at parse time), and templated epoch numbers (at run
+time). Operators and sensors import this module; it imports neither."""
 
 from __future__ import annotations
 
@@ -37,13 +37,3 @@ def templated_epoch(value: Any) -> int:
         return validate_epoch(int(str(value).strip()))
     except ValueError as exc:  # bad input: definite, so Airflow does not retry it
         raise AirflowFailException(f"epoch must be a positive integer, got {value!r}: {exc}") from None
-
-
-def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
-    """The task result of a barrier decision; a failed barrier or reported stragglers fail the task."""
-    where = f"barrier {event['barrier']!r} of {event['pipeline']!r} epoch {event['epoch']}"
-    if event["decision"] == "failed":
-        raise AirflowFailException(f"{where} failed: {event['late']} did not arrive in time")
-    if event["decision"] == "rerun":
-        raise AirflowFailException(f"{where}: stragglers {event['late']} must be re-run (rerun policy)")
-    return {k: event[k] for k in ("decision", "arrived", "late")}

@@ -4,12 +4,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
+# PostgreSQL and chromium for the scheduler-driven and browser tests (apt, only what is missing).
+bash "$ROOT/scripts/system_deps.sh"
 say "ruff check"
 ruff check provider operators sensors dags tests scripts bench
-say "mypy --strict on the coordination core and the Spark job contract"
-# mypy cannot follow setuptools' editable finder (provider/ installs as airflow_epochs): give it the
-# package under its real name through a link.
-mkdir -p .epochs/typecheck && ln -sfn ../../provider .epochs/typecheck/airflow_epochs
-MYPYPATH=.epochs/typecheck mypy --strict -p airflow_epochs.coordination -p airflow_epochs.spark
+say "mypy --strict on the whole airflow_epochs package"
+python "$ROOT/scripts/typecheck.py"
 say "pytest"
 exec pytest "$@"

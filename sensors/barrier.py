@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
-from airflow_epochs.stages import barrier_result, current_open_task_id, templated_epoch
-from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
+from airflow_epochs.stages import current_open_task_id, templated_epoch
+from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_epochs.coordination import DEFAULT_ROOT
@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 class ZooKeeperTriggerSensor(CoordinationRetries, BaseSensorOperator):
     """A sensor whose condition is a :class:`ZooKeeperWatchTrigger`'s ``check``.
 
-    Poke mode runs the check on a short-lived client; deferrable mode (the default) checks once and
-    then hands the wait to the trigger, which sleeps on ZooKeeper watches in the triggerer.
+    Poke mode runs the check on a short-lived client; deferrable mode checks once and then hands the
+    wait to the trigger, which sleeps on ZooKeeper watches in the triggerer.
 
     :param zookeeper_conn_id: ZooKeeper connection.
     :param root: znode under which pipelines live.
-    :param deferrable: wait in the triggerer (default) instead of occupying a worker slot.
+    :param deferrable: wait in the triggerer instead of occupying a worker slot (default: Airflow's
+        ``[operators] default_deferrable``, as for Airflow's own sensors).
     """
 
     def __init__(
@@ -36,7 +37,7 @@ class ZooKeeperTriggerSensor(CoordinationRetries, BaseSensorOperator):
         *,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))

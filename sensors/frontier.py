@@ -1,4 +1,4 @@
-"""FrontierSensor: wait until a pipeline's frontier reaches an epoch (deferrable by default)."""
+"""FrontierSensor: wait until a pipeline's frontier reaches an epoch (deferrable, or poking)."""
 
 from __future__ import annotations
 

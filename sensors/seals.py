@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_epochs.coordination import EpochLedger, validate_name
+from airflow_epochs.coordination import validate_name
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
 from airflow_epochs.stages import templated_epoch
@@ -46,7 +46,7 @@ class SealedPartitionSensor(ZooKeeperTriggerSensor):
         # The trigger learns of a seal from its watch and reads nothing; the attempt that sealed each
         # partition is read here, once, in the worker.
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
+            ledger = hook.ledger(self.pipeline, root=self.root)
             seals = {p: ledger.seal_record(int(event["epoch"]), p) for p in sorted(event["seals"])}
         self.log.info("Pipeline %s epoch %s: sealed %s", self.pipeline, event["epoch"], sorted(seals))
         return {p: {"attempt": s.attempt if s else None, "generation": s.generation if s else

@@ -40,7 +40,7 @@ def test_out_of_order_epoch_waits_for_its_predecessor_and_writes_nothing_meanwhi
 
     def seal_epoch_2_later():
         time.sleep(2)
-        unchanged_while_waiting.append(tree(zk) == before)  # epoch 3's run is waiting, deferred
+        unchanged_while_waiting.append(tree(zk) == before)  # epoch 3's run is waiting
         ledger = EpochLedger(zk, "smoke", owner="elsewhere")
         attempt = ledger.open_epoch(2)
         ledger.vote(attempt, "flights", "ingest_flights", {"rows": 2})

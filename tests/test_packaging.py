@@ -111,3 +111,59 @@ def test_providers_manager_sees_hook_fields_and_trigger(airflow_home):
     assert manager.connection_form_widgets["extra__zookeeper__keyfile_password"].is_sensitive
     triggers = {t.trigger_class_name for t in manager.trigger}
     assert "airflow_epochs.triggers.frontier" in triggers
+
+
+def test_the_wheel_holds_one_airflow_epochs_tree_with_its_metadata(tmp_path):
+    """`pip wheel . --no-deps` (with build isolation: the build system's own setuptools) gives one
+    ``airflow_epochs`` tree that holds every package of the package-dir map and the data it needs,
+    a PEP 639 license expression, and the three entry points. (scripts/wheel_check.sh, run by CI,
+    installs this wheel into a fresh virtualenv and runs those entry points.)"""
+    import shutil
+    import tomllib
+    import zipfile
+
+    # From a copy, as in a fresh clone (setuptools builds in the source tree and would leave build/ there).
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in ("provider", "operators", "sensors"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet",
+                            "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(source)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("airflow_provider_epochs-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"airflow_epochs", wheel.name.rsplit("-", 3)[0] + ".dist-info"}
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, folder in setuptools["package-dir"].items():
+        modules = {p.name for p in (REPO / folder).glob("*.py")}
+        inside = "/".join(package.split(".")) + "/"
+        shipped = {n[len(inside):] for n in names if n.startswith(inside) and "/" not in n[len(inside):]}
+        assert modules and modules <= shipped, package
+    assert set(setuptools["packages"]) == set(setuptools["package-dir"])
+    assert "airflow_epochs/py.typed" in names
+    assert any(n.startswith("airflow_epochs/ui/static/") for n in names)
+    with zipfile.ZipFile(wheel) as archive:
+        info = wheel.name.rsplit("-", 3)[0] + ".dist-info"
+        metadata = archive.read(f"{info}/METADATA").decode()
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "provider_info = airflow_epochs:get_provider_info" in entry_points
+    assert "epochs = airflow_epochs.ui.plugin:EpochsPlugin" in entry_points
+    assert "airflow-epochs = airflow_epochs.cli:main" in entry_points
+
+
+def test_the_build_system_asks_for_a_setuptools_that_reads_the_license_expression():
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert isinstance(project["project"]["license"], str)  # a PEP 639 expression, not a table
+    (setuptools,) = [Requirement(r) for r in project["build-system"]["requires"] if r.startswith("setuptools")]
+    # setuptools reads license expressions from 77.0 (77.0.3 fixed its import errors); older ones refuse them.
+    assert not setuptools.specifier.contains(Version("76.1.0"))
+    assert setuptools.specifier.contains(Version("77.0.3"))

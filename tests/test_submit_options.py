@@ -101,12 +101,11 @@ def _context() -> EpochContext:
 
 
 def _argv(monkeypatch, conn: dict, **options) -> list[str]:
-    from airflow_epochs.operators import SparkEpochOperator
+    from airflow_epochs.hooks.spark_epoch import SparkEpochHook
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_TARGET", json.dumps({"conn_type": "spark", **conn}))
-    operator = SparkEpochOperator(task_id="t", application="job.py", partition="x", storage="s3://bucket/lake",
-                                  conn_id="spark_target", submit_options=options or None, attempt_task_id="open")
-    hook = operator.submit_hook(_context())
+    hook, _ = SparkEpochHook(application="job.py", conn_id="spark_target",
+                             submit_options=options or None).submit_hook(_context())
     return hook._build_spark_submit_command("job.py")
 
 
@@ -131,13 +130,12 @@ def test_yarn_argv_carries_no_local_environment(monkeypatch, airflow_home):
 
 def test_kubernetes_is_refused_without_its_provider_and_leaks_nothing_with_it(monkeypatch, airflow_home):
     from airflow.providers.apache.spark.hooks import spark_submit
-    from airflow.sdk.exceptions import AirflowException
 
-    from airflow_epochs.operators import spark as spark_module
+    from airflow_epochs.hooks import spark_epoch as spark_module
 
     conn = {"host": "k8s://https://kube:6443", "extra": {"deploy-mode": "cluster", "namespace": "etl"}}
     if not spark_module.kubernetes_provider_installed():
-        with pytest.raises(AirflowException, match="needs the apache-airflow-providers-cncf-kubernetes package"):
+        with pytest.raises(InvalidInput, match="needs the apache-airflow-providers-cncf-kubernetes package"):
             _argv(monkeypatch, conn)
     # With the provider (its client stands in here: only the argv is built, nothing is submitted).
     monkeypatch.setattr(spark_module, "kubernetes_provider_installed", lambda: True)
@@ -149,11 +147,9 @@ def test_kubernetes_is_refused_without_its_provider_and_leaks_nothing_with_it(mo
 
 
 def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, airflow_home):
-    from airflow.sdk.exceptions import AirflowException
-
-    with pytest.raises(AirflowException, match="does not run Python applications in cluster mode"):
+    with pytest.raises(InvalidInput, match="does not run Python applications in cluster mode"):
         _argv(monkeypatch, {"host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}})
-    with pytest.raises(AirflowException, match="does not run Python applications in cluster mode"):
+    with pytest.raises(InvalidInput, match="does not run Python applications in cluster mode"):
         _argv(monkeypatch, {"host": "spark://127.0.0.1", "port": 7077}, deploy_mode="cluster")
 
 

@@ -27,13 +27,13 @@ def mark() -> None:
 
 with DAG(dag_id="lat_upstream", schedule=None, start_date=START, catchup=False, params={"epoch": 1}):
     opened = OpenEpochOperator(task_id="open", pipeline="lat", epoch="{{ params.epoch }}",
-                               config={"partitions": {"daily": ["job"]}})
+                               config={"partitions": {"daily": ["job"]}}, deferrable=True)
     vote = VotePartitionOperator(task_id="vote", attempt_task_id="open", partition="daily", producer="job")
     opened >> vote >> CloseEpochOperator(task_id="close", attempt_task_id="open", pipeline="lat", partitions=["daily"])
 
 with DAG(dag_id="lat_sensor", schedule=None, start_date=START, catchup=False, params={"epoch": 1}):
     SealedPartitionSensor(task_id="sealed", pipeline="lat", partitions=["daily"], epoch="{{ params.epoch }}",
-                          timeout=900) >> mark()
+                          deferrable=True, timeout=900) >> mark()
 
 with DAG(dag_id="lat_asset", schedule=PartitionedAssetTimetable(assets=partition_asset("lat", "daily")),
          start_date=START, catchup=False):

@@ -198,17 +198,9 @@ class Barrier:
     def _paths(self, call: Call) -> _BarrierPaths:
         return _BarrierPaths(self.ctx, self.epoch, self.generation(call), self.name)
 
-    def release_path(self) -> str:
-        """The znode whose creation releases the waiters (for a watch)."""
-        return self.ctx.call(lambda c: self._paths(c).release, what="read the barrier's epoch")
-
     def record(self) -> BarrierRecord:
         """The barrier record (policy, deadline, registered count, decided or not)."""
         return self.ctx.call(self._record, what=f"read barrier {self.name!r}")
-
-    def deadline(self) -> float:
-        """When the straggler policy applies (wall-clock seconds)."""
-        return self.record().deadline
 
     def _record(self, call: Call, watch: Callable[[Any], Any] | None = None) -> BarrierRecord:
         path = self._paths(call).barrier

@@ -4,7 +4,9 @@
 
     <root>/<pipeline>                       pipeline record: first and newest epoch, the config index,
                                             compacted-through, the request that created it
-        config/v-<seq>                      config versions (immutable), each naming its first epoch
+        config/v-<version:010d>             config versions (immutable), each naming its first epoch;
+                                            numbered by the pipeline record's config index, in the
+                                            transaction that extends it (not a ZooKeeper sequence)
         leader                              leadership lease: owner, expiry, request
         frontier                            highest epoch with it and every earlier one sealed
         snapshots/<partition>               the newest two seals of the partition that left snapshots
@@ -80,10 +82,6 @@ class PipelinePaths:
     @property
     def config_dir(self) -> str:
         return f"{self.base}/config"
-
-    def config_prefix(self) -> str:
-        """Prefix of a new sequential config version node."""
-        return f"{self.config_dir}/v-"
 
     def config(self, version: int) -> str:
         return f"{self.config_dir}/v-{version:010d}"

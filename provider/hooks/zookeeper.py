@@ -55,8 +55,13 @@ class ZooKeeperHook(BaseHook):
             self._client = settings.start_client()
         return self._client
 
-    def ledger(self, pipeline: str, *, owner: str, root: str = DEFAULT_ROOT) -> EpochLedger:
-        """The epoch ledger of ``pipeline`` on this connection."""
+    def ledger(self, pipeline: str, *, owner: str = "anonymous", root: str = DEFAULT_ROOT) -> EpochLedger:
+        """The epoch ledger of ``pipeline`` on this connection's client: the one way the provider's
+        operators, sensors and DAGs get a ledger.
+
+        :param owner: identity recorded on the attempts the ledger opens (readers need none).
+        :param root: the znode under which pipelines live.
+        """
         return EpochLedger(self.get_conn(), pipeline, owner=owner, root=root)
 
     def close(self) -> None:

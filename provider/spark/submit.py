@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination.errors import CorruptPayload, PartitionAlreadySealed
+from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
@@ -88,7 +88,7 @@ def _settled(decision: SubmitDecision) -> SubmitOutcome | None:
 
 
 def submit_and_seal(
-    client: KazooClient,
+    zookeeper: KazooClient | EpochLedger,
     attempt: Attempt,
     partition: str,
     producer: str,
@@ -103,6 +103,8 @@ def submit_and_seal(
 ) -> SubmitOutcome:
     """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
 
+    :param zookeeper: a started KazooClient, or the :class:`EpochLedger` of ``attempt``'s pipeline
+        (``root`` is then the ledger's).
     :param sealed_inputs: input name -> partition of the same epoch whose sealed output the job reads
         (resolved through the seal's manifests; e.g. a join after a barrier).
     :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
@@ -111,13 +113,18 @@ def submit_and_seal(
     :raises AttemptSuperseded: the attempt is not current (nothing ran).
     :raises JobWithoutManifest: the job returned without a manifest (nothing was voted).
     """
-    ledger = EpochLedger(client, attempt.pipeline, owner=attempt.owner, root=root)
+    if isinstance(zookeeper, EpochLedger):
+        ledger = zookeeper
+        if ledger.pipeline != attempt.pipeline:
+            raise InvalidInput(f"the ledger is for pipeline {ledger.pipeline!r}, not {attempt.pipeline!r}")
+    else:
+        ledger = EpochLedger(zookeeper, attempt.pipeline, owner=attempt.owner, root=root)
     # Asked before queueing for the lock (cheap), and again holding it (decisive).
     done = _settled(check_submission(ledger, attempt, partition, producer))
     if done is not None:
         return done
-    with resource_lock(client, attempt.pipeline, f"write.{partition}", mode="write", timeout=lock_timeout,
-                       identifier=attempt.owner):
+    with resource_lock(ledger.client, attempt.pipeline, f"write.{partition}", mode="write", timeout=lock_timeout,
+                       identifier=attempt.owner, root=ledger.paths.root):
         decision = check_submission(ledger, attempt, partition, producer)
         done = _settled(decision)
         if done is not None:

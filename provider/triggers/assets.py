@@ -197,7 +197,7 @@ class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
         self.partition = validate_name("partition", partition)
         self.scope = validate_name("owner", scope)

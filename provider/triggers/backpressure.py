@@ -36,7 +36,7 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
         root: str = DEFAULT_ROOT,
         deadline: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = pipeline
         self.epoch = validate_epoch(epoch)
         self.zookeeper_conn_id = zookeeper_conn_id

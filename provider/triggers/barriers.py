@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
@@ -20,8 +21,19 @@ _SKEW_MARGIN = 1.0
 
 
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
+    """A barrier's decision as the trigger's event payload (and the waiting task's input)."""
     return {"decision": outcome.decision, "released": outcome.released, "arrived": outcome.arrived,
             "late": list(outcome.late)}
+
+
+def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
+    """The task result of a barrier decision; a failed barrier or reported stragglers fail the task."""
+    where = f"barrier {event['barrier']!r} of {event['pipeline']!r} epoch {event['epoch']}"
+    if event["decision"] == "failed":
+        raise AirflowFailException(f"{where} failed: {event['late']} did not arrive in time")
+    if event["decision"] == "rerun":
+        raise AirflowFailException(f"{where}: stragglers {event['late']} must be re-run (rerun policy)")
+    return {k: event[k] for k in ("decision", "arrived", "late")}
 
 
 class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
@@ -43,7 +55,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
         self.epoch = validate_epoch(epoch)
         self.barrier = validate_name("barrier", barrier)

@@ -29,7 +29,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         root: str = DEFAULT_ROOT,
         give_up_after: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.give_up_after = give_up_after
         self.pipeline = pipeline
         self.epoch = validate_epoch(epoch)

@@ -47,7 +47,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = pipeline
         self.epoch = validate_epoch(epoch)
         self.partitions = [validate_name("partition", p) for p in partitions]

@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -180,7 +180,7 @@ def create_app(
     @app.get("/api/pipelines/{pipeline}")
     def overview(pipeline: str, user: GetUserDep) -> dict[str, Any]:
         allowed(user, pipeline)
-        return as_json(reader.pipeline(pipeline).overview())
+        return cast(dict[str, Any], as_json(reader.pipeline(pipeline).overview()))  # a dataclass: a dict
 
     @app.get("/api/pipelines/{pipeline}/epochs")
     def grid(
@@ -197,7 +197,7 @@ def create_app(
             page = reader.pipeline(pipeline).grid(offset=offset, limit=limit, states=states, before=before)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from None
-        return as_json(page)
+        return cast(dict[str, Any], as_json(page))  # a dataclass: a dict
 
     @app.get("/api/pipelines/{pipeline}/epochs/{epoch}")
     def epoch_detail(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:
@@ -205,7 +205,7 @@ def create_app(
         detail = reader.pipeline(pipeline).epoch_detail(epoch)
         if detail is None:
             raise HTTPException(404, f"pipeline {pipeline!r} has no epoch {epoch}")
-        return as_json(detail)
+        return cast(dict[str, Any], as_json(detail))  # a dataclass: a dict
 
     @app.get("/api/pipelines/{pipeline}/epochs/{epoch}/barriers")
     def barriers(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:

@@ -13,9 +13,9 @@ START = pendulum.datetime(2024, 1, 1, tz="UTC")
 CONFIG = {"partitions": {"out": ["job"]}, "window": 1}
 
 VARIANTS = {
-    "bp_producer": {},
+    "bp_producer": {"deferrable": True},
     "bp_producer_blocking": {"deferrable": False},
-    "bp_producer_impatient": {"backpressure_wait": 2},
+    "bp_producer_impatient": {"backpressure_wait": 2, "deferrable": True},
     "bp_producer_impatient_blocking": {"backpressure_wait": 2, "deferrable": False},
 }
 

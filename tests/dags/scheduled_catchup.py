@@ -22,7 +22,7 @@ CONFIG = {"partitions": {"a": ["a"], "b": ["b"]}}
 dag = DAG(dag_id="catchup_epochs", schedule=CRON, start_date=START, end_date=START.add(days=5), catchup=True,
           max_active_runs=3, tags=["airflow-epochs", "test"])
 with dag, EpochGroup("epoch", pipeline="catchup", config=CONFIG,
-                     open_kwargs={"calendar": CronEpochCalendar(START, CRON)}) as group:
+                     open_kwargs={"calendar": CronEpochCalendar(START, CRON), "deferrable": True}) as group:
     for partition in CONFIG["partitions"]:
 
         @task(task_id=f"work_{partition}")

@@ -18,7 +18,7 @@ START = pendulum.datetime(2024, 1, 1, tz="UTC")
 with DAG(dag_id="gating_upstream", schedule=None, start_date=START, catchup=False, params={"epoch": 1},
          tags=["airflow-epochs", "test"]):
     opened = OpenEpochOperator(task_id="open", pipeline="gating", epoch="{{ params.epoch }}",
-                               config={"partitions": {"daily": ["job"]}})
+                               config={"partitions": {"daily": ["job"]}}, deferrable=True)
     vote = VotePartitionOperator(task_id="vote", attempt_task_id="open", partition="daily", producer="job",
                                  manifest={"rows": "{{ params.epoch }}"})
     close = CloseEpochOperator(task_id="close", attempt_task_id="open", pipeline="gating", partitions=["daily"])
@@ -27,7 +27,7 @@ with DAG(dag_id="gating_upstream", schedule=None, start_date=START, catchup=Fals
 with DAG(dag_id="gating_downstream", schedule=PartitionedAssetTimetable(assets=partition_asset("gating", "daily")),
          start_date=START, catchup=False, tags=["airflow-epochs", "test"]):
     sealed = SealedPartitionSensor(task_id="sealed", pipeline="gating", partitions=["daily"],
-                                   epoch="{{ dag_run.partition_key }}", timeout=300)
+                                   epoch="{{ dag_run.partition_key }}", deferrable=True, timeout=300)
 
     @task
     def consume(seals: dict, dag_run=None) -> dict:

@@ -18,6 +18,7 @@ with DAG(
         task_id="wait_deferred",
         pipeline="{{ params.pipeline }}",
         epoch="{{ params.epoch }}",
+        deferrable=True,
         timeout=60,
     )
     FrontierSensor(
@@ -34,5 +35,6 @@ with DAG(
         pipeline="{{ params.pipeline }}",
         partitions=["flights"],
         epoch="{{ params.epoch }}",
+        deferrable=True,
         timeout=60,
     )

@@ -1,0 +1,235 @@
+"""SparkEpochHook: one producer's epoch job on Spark, from the master check to the vote.
+
+It holds what running an epoch job on a worker takes, so that :class:`SparkEpochOperator` only holds
+arguments: the check of the Spark master (refused before anything runs when an epoch job cannot run
+there), the job's environment and interpreter, the private context file a local driver reads, and the
+choice between ``spark-submit`` (through the Spark provider's ``SparkSubmitHook``) and a warm Spark
+Connect session. It never changes this process's environment: the default local master is a
+connection of this hook alone, and the ``spark-submit`` it runs is named by its path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook, Connection
+
+from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput
+from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.private_files import write_private
+from airflow_epochs.redaction import register_uri_secrets
+from airflow_epochs.spark.connect import run_file_on_connect
+from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
+from airflow_epochs.spark.locations import validate_location
+from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
+from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
+
+__all__ = ["LOCAL_SPARK_CONN", "EpochSparkSubmitHook", "SparkEpochHook", "kubernetes_provider_installed"]
+
+#: The connection id standing for ``local[*]`` on the worker when no Spark connection is given (the
+#: Spark provider itself would fall back to YARN). Known to this hook only, never to the environment.
+LOCAL_SPARK_CONN = "airflow_epochs_local_spark"
+
+
+def kubernetes_provider_installed() -> bool:
+    """Whether the cncf.kubernetes provider is there: the Spark provider needs it for k8s:// masters."""
+    try:
+        return importlib.util.find_spec("airflow.providers.cncf.kubernetes") is not None
+    except ModuleNotFoundError:  # not even airflow.providers.cncf
+        return False
+
+
+def local_spark_connection() -> Connection:
+    """The connection :data:`LOCAL_SPARK_CONN` names: a ``local[*]`` master."""
+    return Connection(conn_id=LOCAL_SPARK_CONN, conn_type="spark", host="local[*]")
+
+
+def spark_submit_path() -> str | None:
+    """The ``spark-submit`` to run by path, or None to let the Spark provider find it on ``PATH``.
+
+    An installed Spark (on ``PATH``) wins; otherwise the pyspark wheel's script beside this interpreter
+    (the virtualenv's ``bin``). Chosen here, never by a connection extra or a task argument.
+    """
+    if shutil.which("spark-submit") is not None:
+        return None
+    beside = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    return beside if os.access(beside, os.X_OK) else None
+
+
+class SparkEpochHook(BaseHook):
+    """Run one producer's epoch job on Spark and vote its manifest through the epoch ledger.
+
+    :param application: the job file (``main(spark, job)`` plus ``run_job(main)``).
+    :param conn_id: Spark connection for ``spark-submit``; None or empty: ``local[*]`` on the worker.
+    :param spark_connect_conn_id: run on this Spark Connect connection instead of ``spark-submit``.
+    :param submit_options: further ``SparkSubmitHook`` settings, checked key by key by
+        :func:`~airflow_epochs.spark.submit_options.validate_submit_options`.
+    :param zookeeper_conn_id: the ZooKeeper connection of the epoch ledger.
+    :param root: the znode under which pipelines live.
+    """
+
+    hook_name = "Spark epoch job"
+
+    def __init__(
+        self,
+        *,
+        application: str,
+        conn_id: str | None = None,
+        spark_connect_conn_id: str | None = None,
+        submit_options: Mapping[str, Any] | None = None,
+        zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
+        root: str = DEFAULT_ROOT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if spark_connect_conn_id and submit_options:
+            raise InvalidInput("submit_options apply to spark-submit only, not with spark_connect_conn_id")
+        self.application = application
+        self.conn_id = conn_id or LOCAL_SPARK_CONN
+        self.spark_connect_conn_id = spark_connect_conn_id or None
+        self.submit_options = validate_submit_options(submit_options)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+        self._submit_hook: SparkSubmitHook | None = None
+        self._connect_session: Any = None
+
+    def get_conn(self) -> Connection:
+        """The Spark connection ``spark-submit`` runs on (the local master's when none was given)."""
+        return self.spark_connection(self.conn_id)
+
+    @classmethod
+    def spark_connection(cls, conn_id: str) -> Connection:
+        """``conn_id``'s connection; :data:`LOCAL_SPARK_CONN` is answered here, without a lookup."""
+        return local_spark_connection() if conn_id == LOCAL_SPARK_CONN else cls.get_connection(conn_id)
+
+    # -- checks, before anything is locked, written or submitted ------------------------------------
+
+    def check_inputs(self, storage: str, inputs: Mapping[str, str]) -> None:
+        """The job file exists and every location is usable; their credentials are masked in logs.
+
+        :raises InvalidInput: naming the bad setting (retrying cannot help).
+        """
+        if not os.path.isfile(self.application):
+            raise InvalidInput(f"Spark application {self.application!r} does not exist")
+        register_uri_secrets([storage, *inputs.values()])
+        validate_location("storage", storage)
+        for name, location in inputs.items():
+            validate_location(name, location)
+
+    def check_master(self) -> str:
+        """The mode of the Spark master (``local``, ``standalone``, ``yarn``, ``kubernetes``).
+
+        :raises InvalidInput: the master or deploy mode cannot run an epoch job (naming the connection).
+        """
+        conn = self.get_conn()
+        deploy_mode = self.submit_options.get("deploy_mode") or conn.extra_dejson.get("deploy-mode")
+        master = spark_master(conn.conn_type, conn.host, conn.port)
+        try:
+            return check_master(master, deploy_mode, kubernetes_available=kubernetes_provider_installed())
+        except InvalidInput as exc:
+            raise InvalidInput(f"Spark connection {self.conn_id!r}: {exc}") from None
+
+    # -- running the job -----------------------------------------------------------------------------
+
+    def submit_and_seal(
+        self,
+        attempt: Attempt,
+        partition: str,
+        producer: str,
+        *,
+        storage: str,
+        inputs: Mapping[str, str] | None = None,
+        sealed_inputs: Mapping[str, str] | None = None,
+        lock_timeout: float = 300.0,
+    ) -> SubmitOutcome:
+        """Run the job for ``attempt``'s epoch and vote its manifest (see :mod:`airflow_epochs.spark.submit`).
+
+        Safe to repeat: it runs nothing when this attempt's vote landed, and otherwise starts a fresh
+        run from the last sealed snapshot.
+        """
+        if not self.spark_connect_conn_id:
+            self.check_master()
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as zookeeper:
+            ledger = zookeeper.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
+            return submit_and_seal(ledger, attempt, partition, producer, storage=storage, runner=self.run,
+                                   inputs=inputs, sealed_inputs=sealed_inputs, lock_timeout=lock_timeout)
+
+    def run(self, job_context: EpochContext) -> dict[str, Any] | None:
+        """Run the job for ``job_context``: its manifest, or None when the driver wrote it to storage."""
+        if self.spark_connect_conn_id:
+            return self.run_on_connect(job_context)
+        self.run_spark_submit(job_context)
+        return None
+
+    def submit_hook(self, job_context: EpochContext) -> tuple[SparkSubmitHook, str | None]:
+        """The ``SparkSubmitHook`` for ``job_context``'s job (not started), and the folder of the private
+        context file it reads (None when the context travels as an argument); the caller removes it."""
+        mode = self.check_master()
+        options = dict(self.submit_options)
+        env = dict(options.pop("env_vars", None) or {})
+        folder: str | None = None
+        if mode in ("local", "standalone"):
+            # The driver runs here, on this worker's interpreter (so it has airflow_epochs). It reads its
+            # context from a 0600 file, so that locations (and any credentials in them) are neither in
+            # the process list nor in spark-submit's logged command. On YARN or Kubernetes the driver
+            # runs elsewhere: nothing of this machine's environment or files goes there.
+            env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+            folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
+            context_file = write_private(os.path.join(folder, "context.json"), job_context.to_json())
+            arguments = [CONTEXT_FILE_ARG, str(context_file)]
+        else:
+            arguments = [CONTEXT_ARG, job_context.to_json()]
+        hook = EpochSparkSubmitHook(
+            conn_id=self.conn_id,
+            name=f"epochs-{job_context.pipeline}-{job_context.partition}-{job_context.epoch}",
+            application_args=arguments,
+            env_vars=env or None,
+            spark_binary=spark_submit_path(),
+            **options,
+        )
+        return hook, folder
+
+    def run_spark_submit(self, job_context: EpochContext) -> None:
+        """Submit through ``SparkSubmitHook`` and wait; the driver writes the manifest into its run directory."""
+        hook, folder = self.submit_hook(job_context)
+        self._submit_hook = hook
+        try:
+            hook.submit(self.application)
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def run_on_connect(self, job_context: EpochContext) -> dict[str, Any]:
+        """Run ``main(spark, job)`` in this process against the Spark Connect server; returns the manifest."""
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        url = SparkConnectHook(conn_id=self.spark_connect_conn_id or "").get_connection_url()
+        return run_file_on_connect(url, self.application, job_context, on_session=self._keep_session)
+
+    def _keep_session(self, session: Any) -> None:
+        self._connect_session = session
+
+    def on_kill(self) -> None:
+        """Stop what runs: the ``spark-submit`` process (and its driver), or the Connect session's jobs."""
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()
+        session = self._connect_session
+        if session is not None:
+            session.interruptAll()
+
+
+class EpochSparkSubmitHook(SparkSubmitHook):
+    """The Spark provider's ``SparkSubmitHook``, answering :data:`LOCAL_SPARK_CONN` itself instead of
+    looking it up (so the default local master needs no connection in the environment)."""
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:
+        return SparkEpochHook.spark_connection(conn_id)
