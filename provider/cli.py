@@ -37,7 +37,7 @@ from airflow_epochs.embedded_zookeeper import (
     ZooKeeperError,
     four_letter_word,
 )
-from airflow_epochs.private_files import private_dir, write_private
+from airflow_epochs.private_files import check_private_dir, private_dir, read_private, write_private
 from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, stop_verified
 
 STATE_ENV = "AIRFLOW_EPOCHS_HOME"
@@ -47,8 +47,8 @@ MAX_TIMELINE_EPOCHS = 10_000
 
 def state_dir(explicit: str | None) -> Path:
     """Where the CLI keeps the embedded server's data and pid: ``--state-dir``, ``$AIRFLOW_EPOCHS_HOME``
-    or ``~/.airflow-epochs``."""
-    return Path(explicit or os.environ.get(STATE_ENV) or Path.home() / ".airflow-epochs").resolve()
+    or ``~/.airflow-epochs``. Not resolved: a link in its place is refused, never followed."""
+    return Path(explicit or os.environ.get(STATE_ENV) or Path.home() / ".airflow-epochs").expanduser().absolute()
 
 
 def _state_file(base: Path, server: str = "zookeeper") -> Path:
@@ -56,12 +56,40 @@ def _state_file(base: Path, server: str = "zookeeper") -> Path:
 
 
 def _read_state(base: Path, server: str = "zookeeper") -> dict[str, Any] | None:
-    """What the CLI recorded when it started ``server`` (``zookeeper`` or ``spark-connect``)."""
-    try:
-        data: dict[str, Any] = json.loads(_state_file(base, server).read_text())
-    except (OSError, ValueError):
+    """What the CLI recorded when it started ``server`` (``zookeeper`` or ``spark-connect``); None if
+    nothing is. A folder or file another user owns or may write is refused, and so is a file that is
+    not a state (one line each, naming the file)."""
+    path = _state_file(base, server)
+    if not os.path.lexists(base):
         return None
+    check_private_dir(base)
+    try:
+        text = read_private(path)
+    except FileNotFoundError:
+        return None
+    try:
+        data = decode_state(text)
+    except ValueError as exc:
+        raise CliError(f"{path} is corrupt ({exc}): remove it (and stop the server yourself if one runs)") from None
     return data
+
+
+def decode_state(text: str) -> dict[str, Any]:
+    """A state file's object, its port (if any) checked to be a TCP port; :class:`ValueError` otherwise."""
+    from airflow_epochs.coordination.payloads import loads_bounded
+
+    data = loads_bounded(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not an object but {type(data).__name__}")
+    if "port" in data:
+        data["port"] = _state_port(data["port"])
+    return data
+
+
+def _state_port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise ValueError(f"port {str(value)[:40]!r} is not a TCP port")
+    return value
 
 
 # -- process identity: a pid is signalled only while it is still the server we started -----------
@@ -586,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kazoo.exceptions import KazooException, NoAuthError
 
     from airflow_epochs.coordination import AccessDenied, EpochsError
+    from airflow_epochs.private_files import UnsafeState
     from airflow_epochs.redaction import redact
     from airflow_epochs.zk_settings import InvalidConnection
 
@@ -600,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
         message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
                    f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
-    except (CliError, EpochsError, InvalidConnection) as exc:
+    except (CliError, EpochsError, InvalidConnection, UnsafeState) as exc:
         message = str(exc)
     except KazooException as exc:
         message = f"ZooKeeper: {type(exc).__name__}: {exc}"
