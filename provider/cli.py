@@ -244,6 +244,8 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
         token = _connect_token(args.conn_id) if args.conn_id else None
         try:
             state = start_connect_server(base, args.port, args.master, token=token)
+        except ValueError as exc:  # a malformed token from the connection (never shown)
+            raise CliError(f"connection {args.conn_id!r}: {exc}") from None
         except SparkConnectStartError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -491,7 +493,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
         validate_root,
         verify_pipeline_acls,
     )
-    from airflow_epochs.coordination.acl import protects_what_it_creates
+    from airflow_epochs.coordination.acl import audit_pipeline_acls, protects_what_it_creates
 
     validate_name("pipeline", args.pipeline)
     paths = PipelinePaths(args.pipeline, validate_root(args.root or DEFAULT_ROOT))
@@ -501,14 +503,27 @@ def _cmd_acl(args: argparse.Namespace) -> int:
                            f"create: --digest-user with ${PASSWORD_ENV}, or --conn-id of a connection with a "
                            "login, a password and use_acl")
         if args.action == "check":
-            verify_pipeline_acls(client, paths)
-            print(f"pipeline {args.pipeline!r}: only this connection's credentials can write {paths.base}")
+            _report_acls(args.pipeline, audit_pipeline_acls(client, paths))
+            print(f"pipeline {args.pipeline!r}: only this connection's credentials can write anything under "
+                  f"{paths.base}")
             return 0
-        changed = repair_pipeline_acls(client, paths)
+        changed = repair_pipeline_acls(client, paths)  # names every node it may not change (InsecureAcl)
         verify_pipeline_acls(client, paths)
+        _report_acls(args.pipeline, audit_pipeline_acls(client, paths))
     print(f"pipeline {args.pipeline!r}: ACL set on {len(changed)} nodes; records written while it was open stay: "
           f"read 'airflow-epochs history {args.pipeline}'")
     return 0
+
+
+def _report_acls(pipeline: str, findings: Sequence[Any]) -> None:
+    """Print every node others may write (one line each) and fail, or do nothing when there is none."""
+    if not findings:
+        return
+    for finding in findings:
+        print(f"insecure: {finding}")
+    raise CliError(f"pipeline {pipeline!r}: {len(findings)} node(s) writable or administrable by others (listed "
+                   f"above), first {findings[0]}; run 'airflow-epochs acl repair {pipeline}' with the owner's "
+                   "credentials")
 
 
 def _positive_seconds(text: str) -> float:

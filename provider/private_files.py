@@ -28,6 +28,7 @@ __all__ = [
     "open_private_log",
     "private_dir",
     "read_private",
+    "replace_file",
     "tighten",
     "write_private",
 ]
@@ -135,6 +136,30 @@ def write_private(path: str | Path, text: str) -> Path:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=folder)
             raise
+    return target
+
+
+def replace_file(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` (an output, in any folder) without following a link planted there: a new
+    file under a random name (``O_EXCL | O_NOFOLLOW``) in the same folder, renamed over ``path``. In a
+    shared sticky folder, a file or link of another user in the way makes the rename fail (EPERM):
+    nothing of theirs is written through."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd_dir = os.open(folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        tmp = f".{target.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd_dir)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, target.name, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd_dir)
+            raise
+    finally:
+        os.close(fd_dir)
     return target
 
 

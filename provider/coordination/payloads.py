@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PayloadTooLarge
+from airflow_epochs.coordination.names import MAX_EPOCH
 
 # 2: ledger v2 (per-producer vote znodes, attempt nodes as fencing targets, request ids everywhere).
 SCHEMA_VERSION = 2
@@ -81,6 +82,14 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "arrival": {"at": _NUMBER, "request": (str,)},
     "release": {"decision": (str,), "arrived": (int,), "late": (list,), "at": _NUMBER},
     "consumer": {"acked": (int,), "registered_at": _NUMBER},
+}
+
+
+# Numbers whose range a reader relies on (a negative frontier or an epoch past the last one is a forged or
+# corrupt record, never a state): kind -> field -> (lowest, highest).
+_RANGES: dict[str, dict[str, tuple[int, int]]] = {
+    "frontier": {"epoch": (0, MAX_EPOCH)},
+    "pipeline": {"first_epoch": (0, MAX_EPOCH), "newest_epoch": (0, MAX_EPOCH), "compacted_through": (0, MAX_EPOCH)},
 }
 
 
@@ -175,3 +184,7 @@ def _check_fields(kind: str, document: Mapping[str, JSON], *, error: type[Except
         value = document.get(field)
         if value is None or isinstance(value, bool) or not isinstance(value, types):
             raise error(f"{where}{kind} payload field {field!r} is {value!r}, expected {types[0].__name__}")
+        bounds = _RANGES.get(kind, {}).get(field)
+        if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+            low, high = bounds
+            raise error(f"{where}{kind} payload field {field!r} is {value!r}, outside {low}..{high}")

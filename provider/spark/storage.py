@@ -24,8 +24,8 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
-from airflow_epochs.spark.locations import validate_location
 from airflow_epochs.redaction import redact_uri
+from airflow_epochs.spark.locations import validate_location
 
 MANIFEST_FILE = "_MANIFEST.json"
 MANIFEST_VERSION = 1
