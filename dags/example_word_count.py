@@ -7,6 +7,8 @@ A producer lands each epoch's tweets in a file and votes it as the partition ``t
 reads the epoch's tweets complete: its input is sealed on the epoch, the paper's "sealed on batch".
 ``count`` is order-sensitive only within a (epoch, word) group, which the seal covers, and ``commit``
 replaces one file per epoch: the committed counts are the same in every run and every retry.
+Where the counts go is the deployment's choice (``$AIRFLOW_EPOCHS_DATA/word_counts``), never a run
+parameter: whoever may trigger a run must not choose a folder this worker writes to.
 
 ``airflow-epochs analyze dags/example_word_count.py`` shows the reduction
 ``Seal[epoch] -> CR -> OR[epoch, word] -> CW = Async``; ``example_under_coordinated`` is the same
@@ -28,14 +30,19 @@ from airflow_epochs.sensors import SealedPartitionSensor
 
 PIPELINE = "tweets"
 EPOCH = "{{ params.epoch }}"
-DATA = Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser()
+
+
+def counts_folder() -> Path:
+    """The deployment's folder for committed counts (read when the task runs)."""
+    return Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser() / "word_counts"
+
 
 with DAG(
     dag_id="example_word_count",
     schedule=None,
     start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
     catchup=False,
-    params={"epoch": 1, "counts": str(DATA / "word_counts")},
+    params={"epoch": 1},
     tags=["airflow-epochs", "example"],
 ):
     sealed = SealedPartitionSensor(task_id="sealed_tweets", pipeline=PIPELINE, partitions=["tweets"], epoch=EPOCH,
@@ -62,9 +69,9 @@ with DAG(
         return dict(Counter(words))
 
     @task
-    def commit(counts: dict[str, int], epoch: str, params: dict | None = None) -> str:
+    def commit(counts: dict[str, int], epoch: str) -> str:
         """Replace the epoch's counts file whole (a rerun writes the same file)."""
-        folder = Path((params or {})["counts"])
+        folder = counts_folder()
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"epoch={int(epoch)}.json"
         partial = folder / f".epoch={int(epoch)}.json.tmp"

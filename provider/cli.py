@@ -37,7 +37,7 @@ from airflow_epochs.embedded_zookeeper import (
     ZooKeeperError,
     four_letter_word,
 )
-from airflow_epochs.private_files import private_dir, write_private
+from airflow_epochs.private_files import check_private_dir, private_dir, read_private, write_private
 from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, stop_verified
 
 STATE_ENV = "AIRFLOW_EPOCHS_HOME"
@@ -47,8 +47,8 @@ MAX_TIMELINE_EPOCHS = 10_000
 
 def state_dir(explicit: str | None) -> Path:
     """Where the CLI keeps the embedded server's data and pid: ``--state-dir``, ``$AIRFLOW_EPOCHS_HOME``
-    or ``~/.airflow-epochs``."""
-    return Path(explicit or os.environ.get(STATE_ENV) or Path.home() / ".airflow-epochs").resolve()
+    or ``~/.airflow-epochs``. Not resolved: a link in its place is refused, never followed."""
+    return Path(explicit or os.environ.get(STATE_ENV) or Path.home() / ".airflow-epochs").expanduser().absolute()
 
 
 def _state_file(base: Path, server: str = "zookeeper") -> Path:
@@ -56,12 +56,40 @@ def _state_file(base: Path, server: str = "zookeeper") -> Path:
 
 
 def _read_state(base: Path, server: str = "zookeeper") -> dict[str, Any] | None:
-    """What the CLI recorded when it started ``server`` (``zookeeper`` or ``spark-connect``)."""
-    try:
-        data: dict[str, Any] = json.loads(_state_file(base, server).read_text())
-    except (OSError, ValueError):
+    """What the CLI recorded when it started ``server`` (``zookeeper`` or ``spark-connect``); None if
+    nothing is. A folder or file another user owns or may write is refused, and so is a file that is
+    not a state (one line each, naming the file)."""
+    path = _state_file(base, server)
+    if not os.path.lexists(base):
         return None
+    check_private_dir(base)
+    try:
+        text = read_private(path)
+    except FileNotFoundError:
+        return None
+    try:
+        data = decode_state(text)
+    except ValueError as exc:
+        raise CliError(f"{path} is corrupt ({exc}): remove it (and stop the server yourself if one runs)") from None
     return data
+
+
+def decode_state(text: str) -> dict[str, Any]:
+    """A state file's object, its port (if any) checked to be a TCP port; :class:`ValueError` otherwise."""
+    from airflow_epochs.coordination.payloads import loads_bounded
+
+    data = loads_bounded(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not an object but {type(data).__name__}")
+    if "port" in data:
+        data["port"] = _state_port(data["port"])
+    return data
+
+
+def _state_port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise ValueError(f"port {str(value)[:40]!r} is not a TCP port")
+    return value
 
 
 # -- process identity: a pid is signalled only while it is still the server we started -----------
@@ -216,6 +244,8 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
         token = _connect_token(args.conn_id) if args.conn_id else None
         try:
             state = start_connect_server(base, args.port, args.master, token=token)
+        except ValueError as exc:  # a malformed token from the connection (never shown)
+            raise CliError(f"connection {args.conn_id!r}: {exc}") from None
         except SparkConnectStartError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -463,7 +493,7 @@ def _cmd_acl(args: argparse.Namespace) -> int:
         validate_root,
         verify_pipeline_acls,
     )
-    from airflow_epochs.coordination.acl import protects_what_it_creates
+    from airflow_epochs.coordination.acl import audit_pipeline_acls, protects_what_it_creates
 
     validate_name("pipeline", args.pipeline)
     paths = PipelinePaths(args.pipeline, validate_root(args.root or DEFAULT_ROOT))
@@ -473,14 +503,27 @@ def _cmd_acl(args: argparse.Namespace) -> int:
                            f"create: --digest-user with ${PASSWORD_ENV}, or --conn-id of a connection with a "
                            "login, a password and use_acl")
         if args.action == "check":
-            verify_pipeline_acls(client, paths)
-            print(f"pipeline {args.pipeline!r}: only this connection's credentials can write {paths.base}")
+            _report_acls(args.pipeline, audit_pipeline_acls(client, paths))
+            print(f"pipeline {args.pipeline!r}: only this connection's credentials can write anything under "
+                  f"{paths.base}")
             return 0
-        changed = repair_pipeline_acls(client, paths)
+        changed = repair_pipeline_acls(client, paths)  # names every node it may not change (InsecureAcl)
         verify_pipeline_acls(client, paths)
+        _report_acls(args.pipeline, audit_pipeline_acls(client, paths))
     print(f"pipeline {args.pipeline!r}: ACL set on {len(changed)} nodes; records written while it was open stay: "
           f"read 'airflow-epochs history {args.pipeline}'")
     return 0
+
+
+def _report_acls(pipeline: str, findings: Sequence[Any]) -> None:
+    """Print every node others may write (one line each) and fail, or do nothing when there is none."""
+    if not findings:
+        return
+    for finding in findings:
+        print(f"insecure: {finding}")
+    raise CliError(f"pipeline {pipeline!r}: {len(findings)} node(s) writable or administrable by others (listed "
+                   f"above), first {findings[0]}; run 'airflow-epochs acl repair {pipeline}' with the owner's "
+                   "credentials")
 
 
 def _positive_seconds(text: str) -> float:
@@ -586,6 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kazoo.exceptions import KazooException, NoAuthError
 
     from airflow_epochs.coordination import AccessDenied, EpochsError
+    from airflow_epochs.private_files import UnsafeState
     from airflow_epochs.redaction import redact
     from airflow_epochs.zk_settings import InvalidConnection
 
@@ -600,7 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
         message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
                    f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
-    except (CliError, EpochsError, InvalidConnection) as exc:
+    except (CliError, EpochsError, InvalidConnection, UnsafeState) as exc:
         message = str(exc)
     except KazooException as exc:
         message = f"ZooKeeper: {type(exc).__name__}: {exc}"

@@ -27,8 +27,15 @@ from types import TracebackType
 
 from airflow_epochs.die_with_parent import launcher
 from airflow_epochs.embedded_zookeeper import find_java, free_port
-from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
-from airflow_epochs.process_identity import ProcessIdentity, identify
+from airflow_epochs.private_files import (
+    check_private_dir,
+    open_private_log,
+    private_dir,
+    read_private,
+    tighten,
+    write_private,
+)
+from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable name
@@ -97,9 +104,14 @@ class SparkConnectServer:
         return self.directory / TOKEN_FILE
 
     def _stored_token(self) -> str | None:
+        """The previous token, adopted only from a 0600 file of ours in a folder of ours (another user
+        who planted a token would otherwise know what our server accepts): :class:`UnsafeState` if not."""
+        if not os.path.lexists(self.directory):
+            return None
+        check_private_dir(self.directory)
         try:
-            return self.token_file.read_text().strip() or None
-        except OSError:
+            return read_private(self.token_file, secret=True).strip() or None
+        except FileNotFoundError:
             return None
 
     @property
@@ -150,9 +162,10 @@ class SparkConnectServer:
         if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         home = spark_home()
-        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0",
-               "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent),
-               TOKEN_ENV: self.token}
+        env = launch_environment({  # with the nonce a later stop checks the server by
+            **os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0",
+            "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent),
+            TOKEN_ENV: self.token})
         argv = [*launcher(), *self.argv()] if self.die_with_parent else self.argv()
         with open(open_private_log(self.log_file), "ab") as out:
             self.process = subprocess.Popen(  # argv list, no shell; the token only in the environment

@@ -32,7 +32,7 @@ from types import TracebackType
 
 from airflow_epochs.die_with_parent import launcher
 from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
-from airflow_epochs.process_identity import ProcessIdentity, identify
+from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
 
 __all__ = [
     "EmbeddedZooKeeper",
@@ -468,7 +468,7 @@ class ZooKeeperEnsemble:
         with open(open_private_log(member.directory / "stdout.log"), "ab") as out:
             member.process = subprocess.Popen(  # argv list, no shell; umask: the data it writes is 0600
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                umask=0o077,
+                umask=0o077, env=launch_environment(),  # its nonce: what a later stop checks it by
             )
 
 

@@ -3,8 +3,14 @@
 A pid alone names a process only while it lives: after it exits, the kernel hands the number to the
 next process. A state file that says "pid 4242" can therefore point at an unrelated program (and
 with ``killpg``, at its whole group). So we record, once a server is up, its pid, its start time (in
-clock ticks since boot, from ``/proc/<pid>/stat``), the boot it belongs to and its command line; a
+clock ticks since boot, from ``/proc/<pid>/stat``), the boot it belongs to, its command line, its
+owner's uid and a secret nonce we put in its environment at launch (:func:`launch_environment`); a
 stop signals only a process that still matches all of them, and otherwise says why not.
+
+Start time and command line can be copied from any process's world-readable ``/proc`` entries, so
+they alone would let whoever writes a state file name a victim. The nonce cannot be copied: it lives
+only in our 0600 state and in ``/proc/<pid>/environ``, which only the process's owner (and root)
+can read; a process that carries it was started by us.
 
 Where ``/proc`` is missing (macOS), ``ps -o lstart= -o command=`` gives the start time and command.
 """
@@ -13,17 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotOurProcess", "ProcessIdentity", "identify", "stop_verified"]
+__all__ = ["NONCE_ENV", "NotOurProcess", "ProcessIdentity", "identify", "launch_environment", "stop_verified"]
 
 _PROC = Path("/proc")
+NONCE_ENV = "AIRFLOW_EPOCHS_SERVER_NONCE"
 
 
 class NotOurProcess(RuntimeError):
@@ -39,12 +47,17 @@ class ProcessIdentity:
     :param boot: the boot id (``/proc/sys/kernel/random/boot_id``), so a reboot that reuses the pid
         and tick count cannot fool the check ("" where unknown).
     :param argv: the command line.
+    :param uid: the process's (effective) owner, -1 where unknown.
+    :param nonce: the secret nonce in its environment (``$AIRFLOW_EPOCHS_SERVER_NONCE``), "" if none
+        or unreadable; kept out of ``repr`` and messages.
     """
 
     pid: int
     started: str
     boot: str
     argv: tuple[str, ...]
+    uid: int = -1
+    nonce: str = field(default="", repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "argv": list(self.argv)}
@@ -58,17 +71,37 @@ class ProcessIdentity:
             pid, started, boot, argv = int(data["pid"]), str(data["started"]), str(data["boot"]), data["argv"]
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed process identity {data!r}: {exc}") from None
-        if pid <= 0 or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            raise ValueError(f"malformed process identity {data!r}")
-        return cls(pid, started, boot, tuple(argv))
+        uid, nonce = data.get("uid", -1), data.get("nonce", "")
+        if (pid <= 0 or pid > 1 << 22 or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)
+                or not isinstance(uid, int) or isinstance(uid, bool) or not isinstance(nonce, str)):
+            raise ValueError(f"malformed process identity (pid {data.get('pid')!r})")
+        return cls(pid, started, boot, tuple(argv), uid, nonce)
 
     def describe(self) -> str:
         command = " ".join(self.argv)
         return f"pid {self.pid} ({command[:120]}{'...' if len(command) > 120 else ''})"
 
     def alive(self) -> bool:
-        """Whether this very process still runs (same pid, start time, boot and command line)."""
+        """Whether this very process still runs (same pid, start time, boot, command line, owner and nonce)."""
         return identify(self.pid) == self
+
+
+def launch_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment to start a server with: ``base`` (this process's by default) plus a new secret
+    nonce, which :func:`identify` then reads back from the running server."""
+    return {**(os.environ if base is None else base), NONCE_ENV: secrets.token_urlsafe(24)}
+
+
+def _nonce(pid: int) -> str:
+    try:  # readable only by the process's owner and root
+        raw = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return ""
+    prefix = NONCE_ENV.encode() + b"="
+    for entry in raw.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return ""
 
 
 def _boot_id() -> str:
@@ -85,6 +118,7 @@ def identify(pid: int) -> ProcessIdentity | None:
     if _PROC.joinpath("self").exists():
         try:
             stat = (_PROC / str(pid) / "stat").read_text()
+            uid = (_PROC / str(pid)).stat().st_uid
             raw = (_PROC / str(pid) / "cmdline").read_bytes()
             for _ in range(50):  # a process still in exec shows no command line for a moment
                 if raw:
@@ -98,7 +132,7 @@ def identify(pid: int) -> ProcessIdentity | None:
         if fields[0] == "Z":
             return None
         argv = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-        return ProcessIdentity(pid, fields[19], _boot_id(), argv)
+        return ProcessIdentity(pid, fields[19], _boot_id(), argv, uid, _nonce(pid))
     return _identify_with_ps(pid)
 
 
@@ -124,11 +158,17 @@ def stop_verified(recorded: ProcessIdentity, *, group: bool = False, timeout: fl
     with ``group``, only if it is still that process.
 
     :returns: True if it was running and is now stopped, False if it had already exited.
-    :raises NotOurProcess: the pid runs another program (nothing is signalled).
+    :raises NotOurProcess: the pid runs another program, or the record carries no nonce or names
+        another user (nothing is signalled).
     """
     current = identify(recorded.pid)
     if current is None:
         return False
+    if not recorded.nonce or recorded.uid != os.geteuid():
+        raise NotOurProcess(
+            f"pid {recorded.pid} is not the process that was started: its record has no launch nonce or names "
+            f"another owner (uid {recorded.uid}), so we did not start it; not signalling it"
+        )
     if current != recorded:
         raise NotOurProcess(
             f"pid {recorded.pid} is not the process that was started: recorded {recorded.describe()} started at "

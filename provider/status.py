@@ -7,7 +7,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_epochs.coordination import EpochLedger, LeaderLease
+from airflow_epochs.coordination import EpochLedger, EpochNotOpen, LeaderLease
 from airflow_epochs.coordination.barriers import Barrier, BarrierNotDeclared
 
 
@@ -40,6 +40,11 @@ class EpochStatus:
     barriers: list[BarrierStatus] = field(default_factory=list)
 
 
+# Epochs after the frontier that one status shows at most, whatever the records say (a forged
+# newest_epoch of 9,999,999,999 must not make the command read for ever).
+MAX_OPEN_SHOWN = 100
+
+
 @dataclass(frozen=True)
 class PipelineStatus:
     pipeline: str
@@ -47,6 +52,8 @@ class PipelineStatus:
     leader: str | None
     leader_until: datetime.datetime | None
     epochs: list[EpochStatus]
+    newest: int = 0
+    not_shown: int = 0  # epochs after the frontier left out (more than MAX_OPEN_SHOWN)
 
 
 def _rows(manifest: Any) -> int | None:
@@ -82,7 +89,7 @@ def epoch_status(ledger: EpochLedger, epoch: int) -> EpochStatus | None:
         barrier = Barrier(ledger.client, ledger.pipeline, epoch, name, root=ledger.paths.root)
         try:
             state = barrier.status()
-        except BarrierNotDeclared:
+        except (BarrierNotDeclared, EpochNotOpen):  # not declared yet, or its epoch was rolled back
             barriers.append(BarrierStatus(name, tuple(config.barriers[name]), (), tuple(config.barriers[name]), None))
             continue
         outcome = barrier.outcome()
@@ -96,13 +103,14 @@ def pipeline_status(ledger: EpochLedger, *, recent: int = 1) -> PipelineStatus:
     frontier = ledger.frontier()
     holder = LeaderLease(ledger.client, ledger.pipeline, owner="status-reader", root=ledger.paths.root).holder()
     newest = ledger.newest_epoch()
+    last = min(max(frontier, newest), frontier + MAX_OPEN_SHOWN)
     epochs = []
-    for epoch in range(max(1, frontier - recent + 1), max(frontier, newest) + 1):
+    for epoch in range(max(1, frontier - recent + 1), last + 1):
         status = epoch_status(ledger, epoch)
         if status is not None:
             epochs.append(status)
     return PipelineStatus(ledger.pipeline, frontier, holder.owner if holder else None,
-                          holder.until if holder else None, epochs)
+                          holder.until if holder else None, epochs, newest, max(0, newest - last))
 
 
 def render(status: PipelineStatus) -> str:
@@ -123,6 +131,9 @@ def render(status: PipelineStatus) -> str:
     barrier_lines = [f"{e.epoch:>6}  {b.name:<14} {b.decision or 'waiting':<9} arrived {len(b.arrived)}/"
                      f"{len(b.registered)}  stragglers: {', '.join(b.late) or 'none'}"
                      for e in status.epochs for b in e.barriers]
+    if status.not_shown:
+        lines += ["", f"... and {status.not_shown} more epoch(s) up to the newest opened, {status.newest} (only the "
+                  f"first {MAX_OPEN_SHOWN} after the frontier are shown)"]
     if barrier_lines:
         lines += ["", f"{'epoch':>6}  {'barrier':<14} {'decision':<9} participants", *barrier_lines]
     return "\n".join(lines)

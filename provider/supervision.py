@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_epochs.private_files import private_dir, read_private, write_private
 from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
 
 __all__ = ["RunStillActive", "ServerRecord", "current_run", "read_record", "reap_leftover", "write_record"]
@@ -54,9 +55,12 @@ class ServerRecord:
         if not isinstance(data, dict) or "server" not in data:
             raise ValueError(f"not a server record: {data!r}")
         owner = data.get("owner")
+        details = data.get("details") or {}
+        if not isinstance(details, dict):
+            raise ValueError(f"the details of a server record must be an object, not {type(details).__name__}")
         return cls(str(data.get("name", "server")), ProcessIdentity.from_json(data["server"]),
                    ProcessIdentity.from_json(owner) if owner else None, bool(data.get("group", True)),
-                   dict(data.get("details") or {}))
+                   dict(details))
 
 
 def current_run() -> ProcessIdentity:
@@ -68,25 +72,21 @@ def current_run() -> ProcessIdentity:
 
 
 def write_record(path: Path, record: ServerRecord) -> None:
-    """Write ``record`` to ``path`` (mode 0600, replaced atomically)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(record.to_json(), out)
-    os.replace(tmp, path)
+    """Write ``record`` to ``path`` (mode 0600 in a private folder, replaced atomically, no link followed)."""
+    private_dir(path.parent)
+    write_private(path, json.dumps(record.to_json()))
 
 
 def read_record(path: Path) -> ServerRecord | None:
     """The record at ``path``; None if there is none. :class:`ValueError` (naming the file) if it is
-    not a record."""
+    not a record; :class:`~airflow_epochs.private_files.UnsafeState` if another user owns or may write it."""
     try:
-        text = path.read_text()
+        text = read_private(path)
     except FileNotFoundError:
         return None
     try:
         return ServerRecord.from_json(json.loads(text))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ValueError(f"{path}: {exc}") from None
 
 

@@ -91,11 +91,15 @@ class ZooKeeperSettings:
                 raise InvalidConnection(f"chroot given twice: in hosts ({chroot!r}) and as schema ({schema!r})")
             chroot = schema if schema.startswith("/") else "/" + schema
         chroot = chroot.rstrip("/")
-        if chroot and (
-            "//" in chroot or any(seg in (".", "..") for seg in chroot.split("/")[1:])
-            or any(not ch.isprintable() for ch in chroot)
-        ):
-            raise InvalidConnection(f"invalid chroot {chroot!r}")
+        if chroot:
+            # Checked like a --root: a chroot under /zookeeper (quotas, the ensemble's config) or with '..'
+            # segments or odd characters would point every write somewhere else.
+            from airflow_epochs.coordination.names import validate_root
+
+            try:
+                validate_root(chroot)
+            except ValueError as exc:
+                raise InvalidConnection(f"invalid chroot {chroot[:80]!r}: {exc}") from None
         default_port = int(port) if port else DEFAULT_PORT
         hosts = [_host_entry(item.strip(), default_port, host) for item in text.split(",")]
         if bool(login) != bool(password):

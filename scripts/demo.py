@@ -79,23 +79,26 @@ def main() -> int:
     if args.faults and days < MIN_DAYS:
         parser.error(f"--faults needs at least {MIN_DAYS} days (its faults hit epochs 2, 4 and 6), not {days}")
 
+    from airflow_epochs.private_files import UnsafeState, check_private_dir, private_dir
     from airflow_epochs.supervision import RunStillActive, reap_leftover
 
     default = ".epochs/demo-faults" if args.faults else ".epochs/demo"
-    base = Path(args.state_dir or ROOT / default).resolve()
+    base = Path(args.state_dir or ROOT / default).absolute()  # not resolved: a planted link is refused
     servers = base / "servers"
     try:  # servers a killed run left behind: stopped after checking they are the ones it started
+        if os.path.lexists(base):
+            check_private_dir(base)
         for name in ("spark-connect", "zookeeper"):
             done = reap_leftover(servers / f"{name}.json")
             if done:
                 say(done)
-    except (RunStillActive, ValueError) as exc:
+        if (args.clean or args.faults) and base.exists():
+            say(f"{'--faults starts from scratch' if args.faults else '--clean'}: removing {base}")
+            shutil.rmtree(base)
+        private_dir(base)
+    except (RunStillActive, ValueError, UnsafeState) as exc:
         say(f"error: {exc}")
         return 2
-    if (args.clean or args.faults) and base.exists():
-        say(f"{'--faults starts from scratch' if args.faults else '--clean'}: removing {base}")
-        shutil.rmtree(base)
-    base.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.serve:
         if args.faults:
@@ -109,6 +112,7 @@ def main() -> int:
 def with_servers(base: Path, days: int, *, faults: bool) -> int:
     from airflow_epochs.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.private_files import write_private
     from airflow_epochs.supervision import ServerRecord, current_run, write_record
 
     servers = base / "servers"
@@ -119,13 +123,13 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             write_record(servers / f"{name}.json", ServerRecord(name, identity, me, group=True, details=details))
 
     port_file = base / "zookeeper.port"
-    port = int(port_file.read_text()) if port_file.exists() else None
+    port = previous_port(port_file)
     say("starting an embedded ZooKeeper (local java + the ZooKeeper jars of the pyspark wheel)")
     zk = EmbeddedZooKeeper(directory=base / "zookeeper", port=port, die_with_parent=True)
     started = time.monotonic()
     zk.start()
     record("zookeeper", zk.identity(0), {"port": zk.port})
-    port_file.write_text(str(zk.port))
+    write_private(port_file, str(zk.port))
     say(f"ZooKeeper serving at {zk.hosts} after {time.monotonic() - started:.1f} s")
     connect = SparkConnectServer(base / "spark-connect", master="local[2]", die_with_parent=True)
     try:
@@ -177,6 +181,20 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
         for name in ("spark-connect", "zookeeper"):
             (servers / f"{name}.json").unlink(missing_ok=True)
         say("Spark Connect and ZooKeeper stopped (state stays in the state folder, so a rerun resumes)")
+
+
+def previous_port(port_file: Path) -> int | None:
+    """The port the demo's ZooKeeper had last time (so a rerun keeps its address), if that is a port."""
+    from airflow_epochs.private_files import read_private
+
+    try:
+        text = read_private(port_file).strip()
+    except FileNotFoundError:
+        return None
+    if not text.isdigit() or not 0 < int(text[:6]) < 65536 or len(text) > 5:
+        say(f"{port_file} holds no TCP port ({text[:20]!r}): choosing a free one")
+        return None
+    return int(text)
 
 
 class Progress:

@@ -34,12 +34,14 @@ def serve(days: int, base: Path, port: int | None) -> int:
     sys.path.insert(0, str(ROOT / "tests"))  # the same deployment helper the scheduler-driven tests use
     sys.path.insert(0, str(ROOT / "dags"))
     from airflow_stack import AirflowStack, postgres_bin
+    from demo import previous_port  # beside this script
     from kazoo.client import KazooClient
     from nycflights.data import day_of_epoch, land_days
 
     from airflow_epochs.coordination import EpochLedger, PipelineNotFound
     from airflow_epochs.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.private_files import write_private
 
     if postgres_bin() is None:
         say("PostgreSQL is not installed: apt-get install -y postgresql (Airflow's scheduler needs it here)")
@@ -51,7 +53,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
     data = base / "data"
     port_file = base / "zookeeper.port"
     zk = EmbeddedZooKeeper(directory=base / "zookeeper",
-                           port=int(port_file.read_text()) if port_file.exists() else None)
+                           port=previous_port(port_file))
     connect = SparkConnectServer(base / "spark-connect", master="local[2]")
     (base / "serve").mkdir(exist_ok=True)
     stack_dir = Path(tempfile.mkdtemp(prefix="airflow-", dir=base / "serve"))
@@ -60,7 +62,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
     try:
         say("starting an embedded ZooKeeper and a warm Spark Connect server (local[2])")
         zk.start()
-        port_file.write_text(str(zk.port))
+        write_private(port_file, str(zk.port))
         connect.start()
         say(f"ZooKeeper at {zk.hosts}, Spark Connect at {connect.display_url} (token required)")
         landed = land_days(data / "raw", [day_of_epoch(e) for e in range(1, days + 1)])

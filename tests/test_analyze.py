@@ -294,8 +294,11 @@ def test_example_verdicts_match_what_the_dags_do(examples):
 
 
 @pytest.mark.integration
-def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag, zk_connection, zk, tmp_path):
+def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag, zk_connection, zk, tmp_path,
+                                                                          monkeypatch):
     from airflow_epochs.coordination import EpochLedger, PipelineConfig
+
+    monkeypatch.setenv("AIRFLOW_EPOCHS_DATA", str(tmp_path / "data"))
 
     tweets = tmp_path / "tweets-1.txt"
     tweets.write_text("The cat sat\nthe dog sat\n")
@@ -310,12 +313,15 @@ def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag
 
     helper = threading.Thread(target=seal_later)
     helper.start()
-    run = dagbag.get_dag("example_word_count").test(run_conf={"epoch": 1, "counts": str(tmp_path / "counts")})
+    # A path in the run's parameters is not where anything goes: the deployment's data folder is.
+    run = dagbag.get_dag("example_word_count").test(run_conf={"epoch": 1, "counts": str(tmp_path / "chosen")})
     finished = time.monotonic()
     helper.join()
     assert "success" in str(run.state)
     assert sealed_at and finished >= sealed_at[0]
-    assert json.loads((tmp_path / "counts" / "epoch=1.json").read_text()) == {"the": 2, "cat": 1, "dog": 1, "sat": 2}
+    committed = tmp_path / "data" / "word_counts" / "epoch=1.json"
+    assert json.loads(committed.read_text()) == {"the": 2, "cat": 1, "dog": 1, "sat": 2}
+    assert not (tmp_path / "chosen").exists()
 
 
 @pytest.mark.integration

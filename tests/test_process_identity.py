@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 from zk_helpers import pid_alive
 
-from airflow_epochs.process_identity import NotOurProcess, identify, stop_verified
+from airflow_epochs.process_identity import NotOurProcess, identify, launch_environment, stop_verified
 from airflow_epochs.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 
 
 def _sleeper(seconds: int = 120) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["sleep", str(seconds)], start_new_session=True)
+    # Started as our servers are: with a launch nonce in its environment.
+    return subprocess.Popen(["sleep", str(seconds)], start_new_session=True, env=launch_environment())
 
 
 def _gone(proc: subprocess.Popen[bytes], timeout: float = 10) -> bool:

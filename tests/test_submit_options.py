@@ -66,8 +66,71 @@ def test_bad_submit_options_name_the_bad_value(options, message):
 
 
 def test_safe_env_vars_pass():
-    assert validate_submit_options({"env_vars": {"TZ": "UTC", "MY_SETTING": 1}})["env_vars"] == {
-        "TZ": "UTC", "MY_SETTING": "1"}
+    assert validate_submit_options({"env_vars": {"TZ": "UTC", "EPOCHS_JOB_SETTING": 1}})["env_vars"] == {
+        "TZ": "UTC", "EPOCHS_JOB_SETTING": "1"}
+
+
+@pytest.mark.parametrize("name", [
+    "OPENSSL_CONF", "AWS_CONFIG_FILE", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy", "MASTER", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "GIT_SSH_COMMAND", "KRB5_CONFIG", "MY_SETTING", "TMPDIR", "EPOCHS_JOB_PATH",
+])
+def test_env_vars_pass_only_from_the_allow_list(name):
+    with pytest.raises(InvalidInput, match=rf"env_vars '{name}' is (refused|not on the allow-list)"):
+        validate_submit_options({"env_vars": {name: "x"}})
+
+
+@pytest.mark.parametrize("key", [
+    "spark.io.compression.codec", "spark.sql.cache.serializer", "spark.hadoop.fs.s3a.custom.signers",
+    "spark.sql.warehouse.dir", "spark.hadoop.fs.defaultFS", "spark.sql.streaming.stateStore.providerClass",
+    "spark.ui.proxyBase", "spark.storage.decommission.fallbackStorage.path", "spark.sql.parquet.output.committer.class",
+])
+def test_conf_keys_pass_only_from_the_allow_list(key):
+    with pytest.raises(InvalidInput, match=rf"conf key '{key}' is (refused|not on the allow-list)"):
+        check_conf_key(key)
+
+
+def test_every_listed_setting_passes_and_an_admin_adds_names(monkeypatch):
+    from airflow_epochs.spark.submit_options import CONF_ALLOWED, ENV_ALLOWED, check_env_name
+
+    for key in CONF_ALLOWED:
+        assert check_conf_key(key) == key
+    for name in ENV_ALLOWED:
+        assert check_env_name(name) == name
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_ENV_VARS", "MY_SETTING, OPENSSL_CONF")
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CONF",
+                       "spark.sql.legacy.timeParserPolicy,spark.io.compression.codec")
+    assert validate_submit_options({"env_vars": {"MY_SETTING": "1"}, "conf": {
+        "spark.sql.legacy.timeParserPolicy": "LEGACY"}})["env_vars"] == {"MY_SETTING": "1"}
+    # What loads a library or a class stays refused even when an admin lists it.
+    with pytest.raises(InvalidInput, match="'OPENSSL_CONF' is refused"):
+        check_env_name("OPENSSL_CONF")
+    with pytest.raises(InvalidInput, match=r"'spark\.io\.compression\.codec' is refused"):
+        check_conf_key("spark.io.compression.codec")
+
+
+def test_code_files_are_local_paths_under_allowed_roots(monkeypatch, tmp_path):
+    from airflow_epochs.spark.submit_options import check_code_path
+
+    dags = tmp_path / "dags"
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CODE_ROOTS", str(tmp_path / "libs"))
+    ok = validate_submit_options({"py_files": [f"{dags}/deps.zip", f"{tmp_path}/libs/x.egg"],
+                                  "jars": f"{dags}/a.jar"})
+    assert ok["py_files"] == f"{dags}/deps.zip,{tmp_path}/libs/x.egg"
+    for option, value, message in (
+        ("py_files", "http://evil.example/x.py", "is a URL"),
+        ("jars", "https://evil.example/x.jar", "is a URL"),
+        ("files", "s3://bucket/x", "is a URL"),
+        ("jars", "local:/opt/x.jar", "is a URL"),
+        ("py_files", "deps.zip", "absolute local path"),
+        ("py_files", f"{dags}/../elsewhere/x.py", "without '..'"),
+        ("archives", "/etc/passwd", "not under an allowed root"),
+        ("jars", f"{dags}x/a.jar", "not under an allowed root"),
+    ):
+        with pytest.raises(InvalidInput, match=message):
+            validate_submit_options({option: value})
+    with pytest.raises(InvalidInput, match="not under an allowed root"):
+        check_code_path("jars", "/srv/a.jar", roots=[str(dags)])
 
 
 def test_master_modes():

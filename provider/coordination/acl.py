@@ -5,15 +5,18 @@ grants write rights to those credentials only) must not adopt a subtree created 
 client without credentials that created ``<root>/<pipeline>`` first would keep it world-writable and
 could forge history, frontier and configuration. :func:`verify_pipeline_acls` reads the ACLs of the
 nodes the ledger creates with a pipeline and refuses, naming the node and the ACL found, when anyone
-else can write, create, delete or change the ACL. :func:`repair_pipeline_acls` sets the client's own
-ACL on the whole subtree (``airflow-epochs acl repair PIPELINE``).
+else can write, create, delete or change the ACL (a fixed set of nodes: cheap enough for every ledger).
+:func:`audit_pipeline_acls` walks the *whole* subtree, level by level in batches of asynchronous reads,
+and returns every node that anyone but this client may write or administer (``airflow-epochs acl
+check PIPELINE``); :func:`repair_pipeline_acls` sets the client's own ACL on every node it may change
+and names each one it may not (``airflow-epochs acl repair PIPELINE``).
 
 Reading other identities is fine (a world-readable pipeline is a choice); writing is not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,8 @@ WRITE_RIGHTS = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Per
 _LETTERS = ((Permissions.CREATE, "c"), (Permissions.DELETE, "d"), (Permissions.READ, "r"),
             (Permissions.WRITE, "w"), (Permissions.ADMIN, "a"))
 _UNREACHABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
+AUDIT_BATCH = 256  # nodes whose ACL and children are asked for at once while walking a subtree
+_ANSWER_TIMEOUT = 30.0
 
 
 class InsecureAcl(StateError):
@@ -38,9 +43,10 @@ class InsecureAcl(StateError):
     :param acl: the ACL found, as ``scheme:id:rights`` entries (digest hashes left out).
     """
 
-    def __init__(self, message: str, *, path: str, acl: str) -> None:
+    def __init__(self, message: str, *, path: str, acl: str, nodes: tuple[str, ...] = ()) -> None:
         self.path = path
         self.acl = acl
+        self.nodes = nodes or (path,)
         super().__init__(message)
 
 
@@ -148,6 +154,79 @@ def describe(acls: Sequence[Any]) -> str:
     return ", ".join(str(_entry(acl)) for acl in acls) or "(empty)"
 
 
+@dataclass(frozen=True)
+class AclFinding:
+    """A node of a pipeline's subtree that someone other than this client may write or administer.
+
+    :param path: the node.
+    :param acl: its ACL as ``scheme:id:rights`` entries, or ``unreadable`` (another identity's node).
+    :param foreign: the entries that grant others write or admin rights (empty when unreadable).
+    """
+
+    path: str
+    acl: str
+    foreign: tuple[str, ...]
+
+    def __str__(self) -> str:
+        if self.acl == "unreadable":
+            return f"{self.path} has an ACL these credentials cannot read (another identity's node)"
+        return f"{self.path} can be written by {', '.join(self.foreign)} (ACL found: {self.acl})"
+
+
+def walk_acls(client: KazooClient, top: str, *, batch: int = AUDIT_BATCH) -> Iterator[tuple[str, list[Any] | None]]:
+    """Every node under ``top`` (``top`` included) with its ACL (None if it cannot be read), breadth first;
+    each level is read in batches of ``batch`` asynchronous requests (ACLs and children together)."""
+    level = [top]
+    while level:
+        following: list[str] = []
+        for start in range(0, len(level), batch):
+            chunk = level[start:start + batch]
+            asked = [(path, client.get_acls_async(path), client.get_children_async(path)) for path in chunk]
+            for path, acl_answer, children_answer in asked:
+                try:
+                    acls: list[Any] | None = list(acl_answer.get(timeout=_ANSWER_TIMEOUT)[0])
+                except NoNodeError:
+                    continue  # removed meanwhile
+                except NoAuthError:
+                    acls = None
+                yield path, acls
+                try:
+                    children = children_answer.get(timeout=_ANSWER_TIMEOUT)
+                except (NoNodeError, NoAuthError):
+                    children = []
+                following += [child_path(path, child) for child in sorted(children)]
+        level = following
+
+
+def audit_pipeline_acls(client: KazooClient, paths: PipelinePaths, *, batch: int = AUDIT_BATCH) -> list[AclFinding]:
+    """Every node of the pipeline's subtree (walked whole, in batches) that an identity other than this
+    client's may write, create in, delete from or administer, or whose ACL it cannot even read.
+
+    :raises InvalidInput: the client has no credentials or creates open nodes (nothing to compare with),
+        or the pipeline does not exist.
+    :raises CoordinationUnavailable: ZooKeeper could not be asked.
+    """
+    if not protects_what_it_creates(client):
+        raise InvalidInput("checking ACLs needs digest credentials with use_acl (the connection's login and "
+                           "password): the ACL compared with is the one this connection creates nodes with")
+    mine = own_identities(client)
+    findings: list[AclFinding] = []
+    try:
+        if client.exists(paths.base) is None:
+            raise InvalidInput(f"pipeline {paths.pipeline!r} does not exist at {paths.base}")
+        for path, acls in walk_acls(client, paths.base, batch=batch):
+            if acls is None:
+                findings.append(AclFinding(path, "unreadable", ()))
+                continue
+            foreign = _foreign_writers(acls, mine)
+            if foreign:
+                findings.append(AclFinding(path, describe(acls), tuple(str(e) for e in foreign)))
+    except _UNREACHABLE as exc:
+        raise CoordinationUnavailable(f"could not check the ACLs of pipeline {paths.pipeline!r}: "
+                                      f"{type(exc).__name__}") from None
+    return findings
+
+
 def repair_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> list[str]:
     """Set this client's own ACL (its ``default_acl``) on every node of the pipeline's subtree.
 
@@ -155,8 +234,9 @@ def repair_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> list[str]
 
     :returns: the nodes whose ACL was changed.
     :raises InvalidInput: the client has no credentials or creates open nodes (there is nothing to set).
-    :raises InsecureAcl: a node cannot be changed with these credentials (its ADMIN right belongs to
-        another identity); the nodes before it were repaired.
+    :raises InsecureAcl: some nodes cannot be changed with these credentials (their ADMIN right belongs
+        to another identity): every other node was repaired, and the message names each refused one
+        (``nodes`` lists them).
     """
     if not protects_what_it_creates(client):
         raise InvalidInput("repairing ACLs needs digest credentials with use_acl (the connection's login and "
@@ -164,6 +244,7 @@ def repair_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> list[str]
     wanted = list(client.default_acl)
     mine = own_identities(client)
     changed: list[str] = []
+    refused: list[str] = []
     pending = [paths.base]
     try:
         if client.exists(paths.base) is None:
@@ -175,15 +256,21 @@ def repair_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> list[str]
                 if _foreign_writers(acls, mine) or not any((a.id.scheme, a.id.id) in mine for a in acls):
                     client.set_acls(path, wanted, version=stat.aversion)
                     changed.append(path)
-                pending += [child_path(path, child) for child in client.get_children(path)]
             except NoNodeError:
                 continue
             except NoAuthError:
-                raise InsecureAcl(f"pipeline {paths.pipeline!r}: cannot change the ACL of {path} with this "
-                                  "connection's credentials (another identity holds its ADMIN right); an operator "
-                                  "with ZooKeeper's super digest must repair or remove it",
-                                  path=path, acl="not ours") from None
+                refused.append(path)  # keep going: repair every node that can be repaired
+            try:
+                pending += [child_path(path, child) for child in client.get_children(path)]
+            except (NoNodeError, NoAuthError):
+                continue
     except _UNREACHABLE as exc:
         raise CoordinationUnavailable(f"could not repair the ACLs of pipeline {paths.pipeline!r}: "
                                       f"{type(exc).__name__}") from None
+    if refused:
+        shown = ", ".join(sorted(refused)[:20]) + (f" and {len(refused) - 20} more" if len(refused) > 20 else "")
+        raise InsecureAcl(f"pipeline {paths.pipeline!r}: repaired {len(changed)} node(s) but cannot change the ACL of "
+                          f"{len(refused)} with this connection's credentials (another identity holds their ADMIN "
+                          f"right): {shown}; an operator with ZooKeeper's super digest must repair or remove them",
+                          path=sorted(refused)[0], acl="not ours", nodes=tuple(sorted(refused)))
     return changed

@@ -9,10 +9,12 @@ misread.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PayloadTooLarge
+from airflow_epochs.coordination.names import MAX_EPOCH
 
 # 2: ledger v2 (per-producer vote znodes, attempt nodes as fencing targets, request ids everywhere).
 SCHEMA_VERSION = 2
@@ -24,7 +26,38 @@ MAX_SNAPSHOT_BYTES = 2 * 1024
 # Upstream pipelines one vote may name in its lineage vector.
 MAX_UPSTREAM = 64
 
+# JSON nested deeper than this is refused on read and write: a record is a few levels deep, and a
+# forged one nested thousands deep would otherwise raise RecursionError in every reader.
+MAX_JSON_DEPTH = 64
+
 JSON = Any  # JSON-compatible value; the encoder is the real check
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (bounded work: one pass)."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    if text.count("[") + text.count("{") <= limit:  # the usual case: too few brackets to matter
+        return False
+    depth = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def loads_bounded(text: str | bytes, *, limit: int = MAX_JSON_DEPTH) -> JSON:
+    """``json.loads`` that refuses (:class:`ValueError`, one line) JSON nested deeper than ``limit``."""
+    if json_depth_exceeds(text, limit):
+        raise ValueError(f"JSON nested deeper than {limit} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise ValueError(f"JSON nested deeper than {limit} levels") from None
 
 _NUMBER = (float, int)
 # kind -> required field -> accepted Python types
@@ -52,6 +85,14 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
 }
 
 
+# Numbers whose range a reader relies on (a negative frontier or an epoch past the last one is a forged or
+# corrupt record, never a state): kind -> field -> (lowest, highest).
+_RANGES: dict[str, dict[str, tuple[int, int]]] = {
+    "frontier": {"epoch": (0, MAX_EPOCH)},
+    "pipeline": {"first_epoch": (0, MAX_EPOCH), "newest_epoch": (0, MAX_EPOCH), "compacted_through": (0, MAX_EPOCH)},
+}
+
+
 def encode(kind: str, body: Mapping[str, JSON], *, limit: int = MAX_PAYLOAD_BYTES) -> bytes:
     """Encode ``body`` as a ``kind`` payload; raise if it is not JSON or larger than ``limit``."""
     if kind not in _SCHEMAS:
@@ -60,8 +101,10 @@ def encode(kind: str, body: Mapping[str, JSON], *, limit: int = MAX_PAYLOAD_BYTE
     _check_fields(kind, document, error=InvalidInput)
     try:
         raw = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{kind} payload is not JSON-serialisable: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{kind} payload is not JSON-serialisable: {_one_line(exc)}") from None
+    if json_depth_exceeds(raw):
+        raise InvalidInput(f"{kind} payload nests deeper than {MAX_JSON_DEPTH} levels")
     if len(raw) > limit:
         raise PayloadTooLarge(f"{kind} payload is {len(raw)} bytes; the limit is {limit} bytes")
     return raw
@@ -72,9 +115,9 @@ def decode(kind: str, raw: bytes | None, *, path: str = "?") -> dict[str, JSON]:
     if not raw:
         raise CorruptPayload(f"{path}: empty znode where a {kind} payload was expected")
     try:
-        document = json.loads(raw)
+        document = loads_bounded(raw)
     except ValueError as exc:
-        raise CorruptPayload(f"{path}: not JSON ({exc})") from exc
+        raise CorruptPayload(f"{path}: not JSON ({exc})") from None
     if not isinstance(document, dict):
         raise CorruptPayload(f"{path}: expected a JSON object, got {type(document).__name__}")
     if document.get("schema") != SCHEMA_VERSION:
@@ -100,8 +143,10 @@ def check_manifest(manifest: object, *, what: str = "manifest") -> dict[str, JSO
         raise InvalidInput(f"{what} must be a mapping, not {type(manifest).__name__}")
     try:
         raw = json.dumps(dict(manifest), sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{what} is not JSON-serialisable: {_one_line(exc)}") from None
+    if json_depth_exceeds(raw):
+        raise InvalidInput(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
     if len(raw) > MAX_PAYLOAD_BYTES // 2:
         raise PayloadTooLarge(
             f"{what} is {len(raw)} bytes; keep manifests under {MAX_PAYLOAD_BYTES // 2} bytes "
@@ -118,13 +163,19 @@ def check_snapshot(snapshot: object) -> JSON:
         return None
     try:
         raw = json.dumps(snapshot, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"snapshot pointer is not JSON-serialisable: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"snapshot pointer is not JSON-serialisable: {_one_line(exc)}") from None
+    if json_depth_exceeds(raw):
+        raise InvalidInput(f"snapshot pointer nests deeper than {MAX_JSON_DEPTH} levels")
     if len(raw) > MAX_SNAPSHOT_BYTES:
         raise PayloadTooLarge(
             f"snapshot pointer is {len(raw)} bytes; the limit is {MAX_SNAPSHOT_BYTES} (a path or URI, never state)"
         )
     return json.loads(raw)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _check_fields(kind: str, document: Mapping[str, JSON], *, error: type[Exception], path: str = "") -> None:
@@ -133,3 +184,7 @@ def _check_fields(kind: str, document: Mapping[str, JSON], *, error: type[Except
         value = document.get(field)
         if value is None or isinstance(value, bool) or not isinstance(value, types):
             raise error(f"{where}{kind} payload field {field!r} is {value!r}, expected {types[0].__name__}")
+        bounds = _RANGES.get(kind, {}).get(field)
+        if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+            low, high = bounds
+            raise error(f"{where}{kind} payload field {field!r} is {value!r}, outside {low}..{high}")

@@ -1,12 +1,15 @@
 """Validation of storage and input locations (paths or URIs) before anything is written.
 
 A location must be a non-empty path or URI without control characters (a NUL cuts a path short in C
-libraries, a newline forges log lines) and without ``..`` segments (garbage collection deletes under the
-storage root: a root that climbs out of itself could point it anywhere). Messages never show the
-credentials a URI may carry.
+libraries, a newline forges log lines) and without ``..`` segments, also once percent-decoded
+(pyarrow decodes ``%2e%2e`` into ``..``) and normalised (garbage collection deletes under the storage
+root: a root that climbs out of itself could point it anywhere). Messages never show the credentials a
+URI may carry.
 """
 
 from __future__ import annotations
+
+from urllib.parse import unquote
 
 from airflow_epochs.coordination.errors import InvalidInput
 from airflow_epochs.redaction import redact_uri
@@ -24,6 +27,16 @@ def validate_location(what: str, location: object) -> str:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in location):
         raise InvalidInput(f"{what} location {shown!r} holds control characters (NUL, newline, ...)")
     path = location.split("://", 1)[1] if "://" in location else location
-    if ".." in path.split("?", 1)[0].split("#", 1)[0].split("/"):
-        raise InvalidInput(f"{what} location {shown!r} has a '..' segment")
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    for _ in range(4):  # every decoding a reader may apply, until nothing changes
+        if ".." in path.replace("\\", "/").split("/"):
+            raise InvalidInput(f"{what} location {shown!r} has a '..' segment (after percent-decoding)")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+            raise InvalidInput(f"{what} location {shown!r} holds encoded control characters")
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    else:
+        raise InvalidInput(f"{what} location {shown!r} is percent-encoded more than three times")
     return location

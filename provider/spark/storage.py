@@ -15,6 +15,7 @@ pyarrow's filesystems, so the same code serves local paths, ``file://``, ``s3://
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.redaction import redact_uri
+from airflow_epochs.spark.locations import validate_location
 
 MANIFEST_FILE = "_MANIFEST.json"
 MANIFEST_VERSION = 1
@@ -50,6 +52,7 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and in-filesystem path of ``location`` (a path or a URI)."""
     if not isinstance(location, str) or not location:
         raise InvalidInput(f"storage location must be a non-empty string, not {location!r}")
+    validate_location("storage", location)  # before pyarrow percent-decodes it
     if "://" not in location:
         return pafs.LocalFileSystem(), posixpath.abspath(location)
     try:
@@ -108,6 +111,7 @@ def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, kee
     everything else at that epoch is a failed, killed or superseded attempt that no reader can see.
     Returns the deleted locations.
     """
+    root = filesystem(storage)[1].rstrip("/")
     fs, base = filesystem(epoch_location(storage, pipeline, partition, epoch))
     kept = {filesystem(location)[1].rstrip("/") for location in keep}
     if not kept:
@@ -124,8 +128,24 @@ def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, kee
             if run.path.rstrip("/") in kept:
                 survivors += 1
                 continue
+            _check_inside(fs, root, run.path)
             fs.delete_dir(run.path)
             deleted.append(run.path)
         if survivors == 0:
+            _check_inside(fs, root, attempt_dir.path)
             fs.delete_dir(attempt_dir.path)
     return deleted
+
+
+def _check_inside(fs: pafs.FileSystem, root: str, path: str) -> None:
+    """Refuse (:class:`InvalidInput`) to delete ``path`` unless it lies inside the storage ``root``, checked
+    at delete time: normalised, and on a local disk with every link resolved (a run folder replaced by a
+    link to elsewhere is not followed)."""
+    normal = posixpath.normpath(path)
+    inside = normal.startswith(posixpath.normpath(root) + "/")
+    if inside and isinstance(fs, pafs.LocalFileSystem):
+        real_root = os.path.realpath(root)
+        inside = not os.path.islink(normal) and os.path.realpath(normal).startswith(real_root + os.sep)
+    if not inside:
+        raise InvalidInput(f"refusing to delete {redact_uri(path)!r}: it is not inside the storage root "
+                           f"{redact_uri(root)!r}")

@@ -1,22 +1,29 @@
-"""What a ``spark-submit`` of an epoch job may be given: an allow-list per setting, and the master modes.
+"""What a ``spark-submit`` of an epoch job may be given: allow-lists per setting, and the master modes.
 
-Code reaches a job only through arguments the DAG author writes: ``application``, ``py_files`` and
-``jars``. No setting may point Spark at other binaries, class paths, interpreters, JVM options or
-listener classes, and no environment variable may change what runs (``PATH``, ``PYTHONPATH``,
-``LD_*``...): a ``PATH`` override once ran a fake ``spark-submit``. Pure logic, no Airflow import.
+Code reaches a job only through arguments the DAG author writes: ``application``, ``py_files``,
+``files``, ``archives`` and ``jars``, which must be local files under an allowed root (Airflow's DAGs
+folder, plus ``[epochs] extra_allowed_code_roots``): never a URL another host serves. Every
+``conf`` key and ``env_vars`` name passes only if it is on an explicit allow-list: tuning settings
+(:data:`CONF_ALLOWED`, :data:`ENV_ALLOWED`, names under :data:`ENV_JOB_PREFIX`) and the names a
+deployment admin adds in Airflow's configuration (``[epochs] extra_allowed_conf`` and
+``extra_allowed_env_vars``, comma-separated). Whatever the lists say, a name that loads a class, a
+library or a file, or redirects traffic (``OPENSSL_CONF``, ``AWS_CONFIG_FILE``, ``SSL_CERT_FILE``,
+``HTTPS_PROXY``, ``spark.io.compression.codec``, ``spark.sql.cache.serializer``...) is never
+accepted (:data:`CONF_NEVER_WORDS`, :data:`ENV_NEVER_WORDS`).
 
-``conf`` keys must belong to a tuning family (:data:`CONF_FAMILIES`) and must not name a class,
-a path to code or an environment (:data:`CONF_DENIED_WORDS`, which wins). Master modes: ``local``,
-standalone ``spark://`` in client mode, YARN (client and cluster) and Kubernetes (with the
-cncf.kubernetes provider installed) are accepted; standalone cluster mode is refused up front, since
-Spark does not run Python applications in cluster mode on a standalone master, and so is Mesos
-(gone from Spark 4) and anything else.
+Master modes: ``local``, standalone ``spark://`` in client mode, YARN (client and cluster) and
+Kubernetes (with the cncf.kubernetes provider installed) are accepted; standalone cluster mode is
+refused up front, since Spark does not run Python applications in cluster mode on a standalone
+master, and so is Mesos (gone from Spark 4) and anything else. Pure logic; the admin's additions are
+read from Airflow's configuration when Airflow is there (or from ``AIRFLOW__EPOCHS__...``).
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_epochs.coordination.errors import InvalidInput
@@ -27,34 +34,59 @@ SUBMIT_OPTIONS = frozenset({
     "proxy_user", "status_poll_interval", "env_vars",
 })
 
-# Families of Spark settings that tune resources and behaviour (a key equals an entry or extends it with '.').
-CONF_FAMILIES = (
+# Spark settings a job may tune: sizes, counts, timeouts and switches, each taking a number, a size or a
+# boolean (never a class, a path or a URL that Spark would load).
+CONF_ALLOWED = frozenset({
     "spark.driver.memory", "spark.driver.memoryOverhead", "spark.driver.cores", "spark.driver.maxResultSize",
     "spark.executor.memory", "spark.executor.memoryOverhead", "spark.executor.cores", "spark.executor.instances",
     "spark.executor.heartbeatInterval", "spark.cores.max", "spark.default.parallelism", "spark.task.cpus",
-    "spark.task.maxFailures", "spark.dynamicAllocation", "spark.memory", "spark.shuffle", "spark.speculation",
-    "spark.locality.wait", "spark.network.timeout", "spark.sql", "spark.ui", "spark.eventLog.enabled",
-    "spark.rdd.compress", "spark.io.compression", "spark.broadcast", "spark.storage", "spark.kryoserializer.buffer",
-    "spark.hadoop.fs", "spark.kubernetes.namespace", "spark.kubernetes.driver.request.cores",
+    "spark.task.maxFailures", "spark.dynamicAllocation.enabled", "spark.dynamicAllocation.minExecutors",
+    "spark.dynamicAllocation.maxExecutors", "spark.dynamicAllocation.initialExecutors",
+    "spark.dynamicAllocation.executorIdleTimeout", "spark.dynamicAllocation.schedulerBacklogTimeout",
+    "spark.dynamicAllocation.shuffleTracking.enabled", "spark.memory.fraction", "spark.memory.storageFraction",
+    "spark.memory.offHeap.enabled", "spark.memory.offHeap.size", "spark.shuffle.compress",
+    "spark.shuffle.spill.compress", "spark.shuffle.file.buffer", "spark.speculation", "spark.speculation.multiplier",
+    "spark.speculation.quantile", "spark.locality.wait", "spark.network.timeout", "spark.sql.shuffle.partitions",
+    "spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
+    "spark.sql.adaptive.skewJoin.enabled", "spark.sql.autoBroadcastJoinThreshold", "spark.sql.broadcastTimeout",
+    "spark.sql.files.maxPartitionBytes", "spark.sql.files.maxRecordsPerFile", "spark.sql.session.timeZone",
+    "spark.sql.ansi.enabled", "spark.sql.sources.partitionOverwriteMode", "spark.ui.enabled",
+    "spark.ui.showConsoleProgress", "spark.eventLog.enabled", "spark.rdd.compress", "spark.broadcast.compress",
+    "spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.connection.maximum",
+    "spark.hadoop.fs.s3a.fast.upload", "spark.kubernetes.namespace", "spark.kubernetes.driver.request.cores",
     "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores", "spark.yarn.am.memory",
     "spark.yarn.am.cores", "spark.yarn.maxAppAttempts",
-)
-# Words that, anywhere in a key, mean it names code, a class, an interpreter, JVM options or an environment.
-CONF_DENIED_WORDS = (
+})
+# Words that, anywhere in a key, mean it loads code, a class, a library or a file, or holds an environment:
+# refused even if an admin lists the key.
+CONF_NEVER_WORDS = (
     "class", "jar", "extension", "listener", "plugin", "javaoptions", "librarypath", "python", "command",
     "script", "provider", "factory", "catalog", "metastore", "impl", "manager", "env", "filter", "redaction",
+    "codec", "serializer", "signer", "loader", "agent", "keystore", "truststore", "credential", "proxy",
+    "master", "submit", "dir", "path",
 )
-# Environment variables that change which binaries, interpreters, libraries or JVM options run.
-ENV_DENIED = frozenset({
-    "PATH", "CLASSPATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "PROMPT_COMMAND", "PERL5OPT",
-    "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GCONV_PATH", "HOME",
+# Environment variables a job may set: time zone, locale and thread counts of numeric libraries.
+ENV_ALLOWED = frozenset({
+    "TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
+    "LC_MESSAGES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
 })
-ENV_DENIED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PYSPARK_", "JAVA", "_JAVA", "JDK_", "SPARK_", "HADOOP_", "YARN_",
-                       "BASH_FUNC_")
+# The job's own settings: no library reads names under this prefix.
+ENV_JOB_PREFIX = "EPOCHS_JOB_"
+# Fragments of names that load libraries, configuration, certificates or code, or redirect traffic:
+# refused even if an admin lists the name.
+ENV_NEVER_WORDS = (
+    "PATH", "HOME", "FILE", "CONF", "DIR", "PROXY", "OPT", "LIB", "PRELOAD", "SSL", "CERT", "TLS", "CA_BUNDLE",
+    "KRB5", "MASTER", "PYTHON", "JAVA", "SPARK", "HADOOP", "YARN", "AWS", "GOOGLE", "AZURE", "BASH", "SHELL",
+    "PERL", "RUBY", "NODE", "GCONV", "LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "TMP",
+    "TEMP", "PLUGIN", "MODULE", "LOADER", "AGENT",
+)
+_ENV_NEVER_PREFIXES = ("LD_", "DYLD_", "_", "BASH_FUNC_")
+_ENV_NEVER_EXACT = frozenset({"ENV", "IFS", "PS4", "PROMPT_COMMAND", "CLASSPATH", "MAIL", "USER", "LOGNAME"})
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _MEMORY = re.compile(r"[1-9][0-9]{0,6}[kmgtKMGT]?")
 _NAME = re.compile(r"[A-Za-z0-9_.@/\-]{1,256}")
+CODE_OPTIONS = ("py_files", "files", "archives", "jars")
 
 
 def _text(what: str, value: object, *, allow_comma: bool = True) -> str:
@@ -66,30 +98,79 @@ def _text(what: str, value: object, *, allow_comma: bool = True) -> str:
     return value
 
 
-def check_conf_key(key: object) -> str:
-    """Return ``key`` if a job may set it, else raise :class:`InvalidInput` naming it."""
+def _deployment_setting(option: str) -> str:
+    """``[epochs] <option>`` from Airflow's configuration (or ``AIRFLOW__EPOCHS__<OPTION>`` without Airflow)."""
+    try:
+        from airflow.configuration import conf  # lazily: this module is pure logic elsewhere
+    except ImportError:
+        return os.environ.get(f"AIRFLOW__EPOCHS__{option.upper()}", "")
+    return str(conf.get("epochs", option, fallback="") or "")
+
+
+def _listed(option: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in _deployment_setting(option).split(",") if part.strip())
+
+
+def check_conf_key(key: object, *, extra: Iterable[str] | None = None) -> str:
+    """Return ``key`` if a job may set it (:data:`CONF_ALLOWED` or an admin's ``[epochs] extra_allowed_conf``,
+    and no word of :data:`CONF_NEVER_WORDS`), else raise :class:`InvalidInput` naming it."""
     if not isinstance(key, str) or not re.fullmatch(r"spark\.[A-Za-z0-9_.\-]{1,200}", key):
         raise InvalidInput(f"submit_options conf key {key!r} is not a Spark setting (spark.*)")
     lowered = key.lower()
-    denied = [word for word in CONF_DENIED_WORDS if word in lowered]
-    if denied:
-        raise InvalidInput(f"submit_options conf key {key!r} is refused: it names {denied[0]!r} (code, classes, "
-                           "interpreters, JVM options and environments are not configurable here)")
-    if not any(key == family or key.startswith(family + ".") for family in CONF_FAMILIES):
-        raise InvalidInput(f"submit_options conf key {key!r} is not in an allowed family; allowed: "
-                           f"{', '.join(CONF_FAMILIES)}")
+    never = [word for word in CONF_NEVER_WORDS if word in lowered]
+    if never:
+        raise InvalidInput(f"submit_options conf key {key!r} is refused: it names {never[0]!r} (code, classes, "
+                           "libraries, files, interpreters, JVM options and environments are not configurable here)")
+    admin = _listed("extra_allowed_conf") if extra is None else frozenset(extra)
+    if key not in CONF_ALLOWED and key not in admin:
+        raise InvalidInput(f"submit_options conf key {key!r} is not on the allow-list (tuning settings such as "
+                           "spark.sql.shuffle.partitions; an admin adds more in [epochs] extra_allowed_conf)")
     return key
 
 
-def check_env_name(name: object) -> str:
-    """Return ``name`` if a job's environment may set it, else raise :class:`InvalidInput` naming it."""
+def check_env_name(name: object, *, extra: Iterable[str] | None = None) -> str:
+    """Return ``name`` if a job's environment may set it (:data:`ENV_ALLOWED`, ``EPOCHS_JOB_*`` or an admin's
+    ``[epochs] extra_allowed_env_vars``, and nothing that loads code or files), else raise :class:`InvalidInput`."""
     if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
         raise InvalidInput(f"submit_options env_vars name {name!r} is not an environment variable name")
     upper = name.upper()
-    if upper in ENV_DENIED or upper.startswith(ENV_DENIED_PREFIXES):
+    if name not in ENV_ALLOWED and (upper in _ENV_NEVER_EXACT or upper.startswith(_ENV_NEVER_PREFIXES)
+                                    or any(word in upper for word in ENV_NEVER_WORDS)):
         raise InvalidInput(f"submit_options env_vars {name!r} is refused: it changes which binaries, interpreters, "
-                           "libraries or JVM options run")
+                           "libraries, configuration files or proxies are used")
+    admin = _listed("extra_allowed_env_vars") if extra is None else frozenset(extra)
+    if name not in ENV_ALLOWED and not name.startswith(ENV_JOB_PREFIX) and name not in admin:
+        allowed = ", ".join(sorted(ENV_ALLOWED))
+        raise InvalidInput(f"submit_options env_vars {name!r} is not on the allow-list ({allowed}, {ENV_JOB_PREFIX}*; "
+                           "an admin adds more in [epochs] extra_allowed_env_vars)")
     return name
+
+
+def code_roots() -> list[str]:
+    """Folders code files may come from: Airflow's DAGs folder and ``[epochs] extra_allowed_code_roots``."""
+    roots = [posixpath.normpath(os.path.abspath(os.path.expanduser(r))) for r in _listed("extra_allowed_code_roots")]
+    try:
+        from airflow.configuration import conf
+    except ImportError:
+        return roots
+    dags = conf.get("core", "dags_folder", fallback="")
+    return [posixpath.normpath(os.path.abspath(os.path.expanduser(dags))), *roots] if dags else roots
+
+
+def check_code_path(what: str, path: str, roots: Sequence[str] | None = None) -> str:
+    """``path`` if it is a local file path under an allowed root (:func:`code_roots`), else :class:`InvalidInput`."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:", path) and not path.startswith("/"):
+        raise InvalidInput(f"submit_options {what} {path!r} is a URL: code files must be local paths under an "
+                           "allowed root")
+    if not path.startswith("/") or ".." in path.split("/"):
+        raise InvalidInput(f"submit_options {what} {path!r} must be an absolute local path without '..'")
+    normal = posixpath.normpath(path)
+    allowed = code_roots() if roots is None else [posixpath.normpath(r) for r in roots]
+    if not any(normal == root or normal.startswith(root.rstrip("/") + "/") for root in allowed):
+        shown = ", ".join(allowed) or "none"
+        raise InvalidInput(f"submit_options {what} {path!r} is not under an allowed root ({shown}; an admin adds "
+                           "roots in [epochs] extra_allowed_code_roots)")
+    return normal
 
 
 def _positive(what: str, value: object, top: int = 100_000) -> int:
@@ -104,7 +185,8 @@ def _file_list(what: str, value: object) -> str:
         if isinstance(value, (list, tuple)) else [value]
     if not items:
         raise InvalidInput(f"submit_options {what} is empty")
-    return ",".join(_text(what, item, allow_comma=False) for item in items)
+    checked = [_text(what, item, allow_comma=False) for item in items]
+    return ",".join(check_code_path(what, item) for item in checked)
 
 
 def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -122,7 +204,7 @@ def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]
             if not isinstance(value, Mapping):
                 raise InvalidInput(f"submit_options env_vars must be a mapping, not {type(value).__name__}")
             out[key] = {check_env_name(k): _text(f"env_vars {k}", str(v)) for k, v in value.items()}
-        elif key in ("py_files", "files", "archives", "jars"):
+        elif key in CODE_OPTIONS:
             out[key] = _file_list(key, value)
         elif key in ("driver_memory", "executor_memory"):
             if not isinstance(value, str) or not _MEMORY.fullmatch(value):

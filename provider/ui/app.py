@@ -34,8 +34,16 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
-from airflow_epochs.coordination import CoordinationUnavailable, EpochsError, InvalidInput, PipelineNotFound
+from airflow_epochs.coordination import (
+    AccessDenied,
+    CoordinationUnavailable,
+    CorruptPayload,
+    EpochsError,
+    InvalidInput,
+    PipelineNotFound,
+)
 from airflow_epochs.ui.dags import DagIndex
 from airflow_epochs.ui.state import STATES, StateReader, as_json
 
@@ -160,6 +168,17 @@ def create_app(
     async def _bad_input(_request: Request, exc: InvalidInput) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=400)
 
+    @app.exception_handler(NoAuthError)
+    @app.exception_handler(AccessDenied)
+    async def _no_auth(_request: Request, _exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": "ZooKeeper refused this page's connection (NoAuth): the pipeline is "
+                             "protected by an ACL the UI's connection holds no credentials for"}, status_code=403)
+
+    @app.exception_handler(CorruptPayload)
+    async def _corrupt(_request: Request, exc: CorruptPayload) -> JSONResponse:
+        return JSONResponse({"detail": f"corrupt record: {' '.join(str(exc).split())[:400]}", "kind": exc.kind},
+                            status_code=422)
+
     @app.exception_handler(EpochsError)
     async def _epochs_error(_request: Request, exc: EpochsError) -> JSONResponse:
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}", "kind": exc.kind},
@@ -174,8 +193,16 @@ def create_app(
         found = visible(user)
         if dag_id is not None:
             found = {p: dags for p, dags in found.items() if dag_id in dags}
-        return {"pipelines": [{"pipeline": p, "dags": dags, "exists": reader.pipeline(p).exists()}
-                              for p, dags in found.items()]}
+        return {"pipelines": [{"pipeline": p, "dags": dags, **existence(p)} for p, dags in found.items()]}
+
+    def existence(pipeline: str) -> dict[str, Any]:
+        """Whether one pipeline exists; one that cannot be read is reported as such, never failing the list."""
+        try:
+            return {"exists": reader.pipeline(pipeline).exists()}
+        except (NoAuthError, AccessDenied):
+            return {"exists": None, "error": "NoAuth: this page's ZooKeeper connection may not read it"}
+        except EpochsError as exc:
+            return {"exists": None, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
 
     @app.get("/api/pipelines/{pipeline}")
     def overview(pipeline: str, user: GetUserDep) -> dict[str, Any]:

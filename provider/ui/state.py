@@ -47,6 +47,8 @@ from airflow_epochs.coordination import (
     SealInfo,
     consumers,
 )
+from airflow_epochs.coordination.names import MAX_EPOCH
+from airflow_epochs.coordination.payloads import loads_bounded
 from airflow_epochs.timeline import Span, spans
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ READER = "epochs-ui"  # owner name of this reader's ledgers (it never opens or v
 STATES = ("sealed", "voting", "open", "aborted", "rolled_back")
 MAX_PAGE = 200
 MANIFEST_PREVIEW_CHARS = 1500
+MAX_OLDER_ATTEMPTS = 16  # superseded attempts one epoch's detail looks through for a producer's last vote
 
 
 # -- what the page shows ---------------------------------------------------------------------
@@ -391,18 +394,22 @@ class PipelineState:
     def _versions(self) -> dict[int, ConfigVersion]:
         return {cv.version: cv for cv in self.ledger.config_versions()}
 
+    def _exists(self, epoch: int) -> bool:
+        return epoch <= MAX_EPOCH and self.ledger.epoch_info(epoch) is not None
+
     def _last_epoch(self, newest: int) -> int:
         """The newest epoch that exists, rolled-back ones included: they follow ``newest`` without a
-        gap, so an exponential then binary search finds the end in O(log n) reads (usually one)."""
-        if self.ledger.epoch_info(newest + 1) is None:
+        gap, so an exponential then binary search finds the end in O(log n) reads (usually one; at most
+        about 70 whatever the records say, since epochs stop at MAX_EPOCH)."""
+        if not self._exists(newest + 1):
             return newest
         low, step = newest + 1, 1
-        while self.ledger.epoch_info(low + step) is not None:
+        while self._exists(low + step):
             low, step = low + step, step * 2
         high = low + step  # low exists, high does not
         while high - low > 1:
             middle = (low + high) // 2
-            if self.ledger.epoch_info(middle) is not None:
+            if self._exists(middle):
                 low = middle
             else:
                 high = middle
@@ -579,7 +586,10 @@ class PipelineState:
                                           _preview(manifest), seal.snapshots.get(producer)))
                     continue
                 vote = self.ledger.vote_of(epoch, cell.partition, producer) if info.state == "open" else None
-                for older in range(info.attempt - 1, 0, -1) if vote is None and info.state == "open" else ():
+                # Superseded attempts, newest first, at most MAX_OLDER_ATTEMPTS of them: the attempt
+                # number comes from a record, and a forged one (10**9) must not drive the loop.
+                older_attempts = range(info.attempt - 1, max(0, info.attempt - 1 - MAX_OLDER_ATTEMPTS), -1)
+                for older in older_attempts if vote is None and info.state == "open" else ():
                     vote = self.ledger.vote_of(epoch, cell.partition, producer, attempt=older)  # superseded
                     if vote is not None:
                         break
@@ -618,7 +628,7 @@ class PipelineState:
 
 def _parse(text: str) -> Any:
     with contextlib.suppress(ValueError):
-        return json.loads(text)
+        return loads_bounded(text)
     return None
 
 

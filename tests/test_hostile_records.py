@@ -1,0 +1,186 @@
+"""Bounded work on hostile data, on a real ZooKeeper: records forged by whoever could write them (deep
+JSON, an attempt token of 10**9, a newest epoch of 9,999,999,999, a negative frontier), a pipeline the
+page's connection cannot read, corrupt CLI state files, a malformed token and a planted output link.
+Each is answered in one line, or shown for what it is, after a bounded number of reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from intruder import second_user, shared_folder
+from ui_helpers import PROBE, build_probe
+
+from airflow_epochs.cli import main
+from airflow_epochs.coordination import CorruptPayload, EpochLedger, InvalidInput, PipelineConfig
+from airflow_epochs.coordination.payloads import MAX_JSON_DEPTH, decode, loads_bounded
+from airflow_epochs.private_files import private_dir, write_private
+from airflow_epochs.ui.state import MAX_OLDER_ATTEMPTS, StateReader
+
+pytestmark = pytest.mark.integration
+
+CLI = str(Path(sys.executable).parent / "airflow-epochs")
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+def _forge(zk, path: str, **changes) -> None:
+    document = json.loads(zk.get(path)[0])
+    document.update(changes)
+    zk.set(path, json.dumps(document).encode())
+
+
+def _one_line(capsys, argv: list[str], needle: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and needle in err, err
+    return err
+
+
+def test_deep_json_is_refused_in_one_line():
+    with pytest.raises(CorruptPayload, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+        decode("frontier", DEEP.encode(), path="/x/frontier")
+    with pytest.raises(ValueError, match="nested deeper"):
+        loads_bounded('{"a": ' * 100 + "1" + "}" * 100)
+    brackets = "[" * (MAX_JSON_DEPTH + 10)
+    assert loads_bounded(json.dumps({"a": brackets})) == {"a": brackets}  # brackets inside strings do not count
+    nested: dict = {}
+    inner = nested
+    for _ in range(5_000):
+        inner["x"] = {}
+        inner = inner["x"]
+    from airflow_epochs.coordination.payloads import check_manifest
+
+    with pytest.raises(InvalidInput, match="manifest"):
+        check_manifest(nested)
+
+
+def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot, capsys):
+    ledger = build_probe(zk)
+    hosts = ["--hosts", zk_server.hosts + zk_chroot]
+    # newest_epoch 9,999,999,999: status shows the first epochs after the frontier and says how many more.
+    _forge(zk, ledger.paths.base, newest_epoch=9_999_999_999)
+    assert main(["status", PROBE, *hosts]) == 0
+    out = capsys.readouterr().out
+    assert "more epoch(s) up to the newest opened, 9999999999" in out
+    state = StateReader(lambda: zk).pipeline(PROBE)
+    overview = state.overview()
+    assert overview.newest_epoch == 9_999_999_999
+    assert state.grid(limit=5).rows and state.timeline() is not None
+
+    # A negative frontier is corrupt, not a state.
+    _forge(zk, ledger.paths.frontier, epoch=-5)
+    _one_line(capsys, ["status", PROBE, *hosts], "outside 0..9999999999")
+    with pytest.raises(CorruptPayload, match="frontier payload field 'epoch' is -5"):
+        ledger.frontier()
+
+
+def test_a_forged_attempt_token_does_not_drive_a_loop(zk):
+    ledger = EpochLedger(zk, "forged", owner="w")
+    ledger.create_pipeline(PipelineConfig({"p": ("a", "b")}))
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "p", "a", {"rows": 1})
+    _forge(zk, ledger.paths.epoch(1), attempt=10**9)
+    state = StateReader(lambda: zk).pipeline("forged")
+    reads = []
+    real = state.ledger.vote_of
+
+    def counting(*args, **kwargs):
+        reads.append(args)
+        return real(*args, **kwargs)
+
+    state.ledger.vote_of = counting  # type: ignore[method-assign]  # counts the real reads
+    detail = state.epoch_detail(1)
+    assert detail is not None and detail.row.attempt == 10**9
+    assert len(reads) <= 2 * (2 + MAX_OLDER_ATTEMPTS)  # the row's current votes, then the superseded ones
+
+
+def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_server, zk_chroot):
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from airflow_epochs.ui.app import create_app
+    from airflow_epochs.ui.dags import DagPipelines
+    from airflow_epochs.zk_settings import ZooKeeperSettings
+
+    build_probe(zk)
+    owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",
+                                          password="pw-protected").start_client()
+    try:
+        EpochLedger(owner, "private", owner="etl").create_pipeline(PipelineConfig({"orders": ("ingest",)}))
+    finally:
+        owner.stop()
+        owner.close()
+    # A vote nested past the limit in the readable pipeline.
+    ledger = EpochLedger(zk, PROBE)
+    attempt_path = ledger.paths.vote(4, ledger.epoch_info(4).attempt, "left", "a")  # type: ignore[union-attr]
+    zk.set(attempt_path, DEEP.encode())
+
+    class Index:
+        def of(self, dag_ids):
+            return {"d": DagPipelines("d", frozenset({PROBE, "private"}), frozenset({"epoch.open"}))}
+
+        def epoch_of_run(self, dag_id, run_id):
+            return None
+
+    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"d"},
+                     dag_index=Index())  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        app.dependency_overrides[get_user] = lambda: "alice"
+        listed = client.get("/api/pipelines")
+        assert listed.status_code == 200
+        assert listed.json()["pipelines"] == [
+            {"pipeline": "private", "dags": ["d"], "exists": None,
+             "error": "NoAuth: this page's ZooKeeper connection may not read it"},
+            {"pipeline": PROBE, "dags": ["d"], "exists": True}]
+        denied = client.get("/api/pipelines/private")
+        assert denied.status_code == 403 and "NoAuth" in denied.json()["detail"]
+        deep = client.get(f"/api/pipelines/{PROBE}/epochs/4")
+        assert deep.status_code == 422 and "nested deeper than" in deep.json()["detail"], deep.text
+        assert client.get(f"/api/pipelines/{PROBE}/epochs/2").status_code == 200
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('"x"', "not an object but str"),
+    ('{"port": "abc"}', "port 'abc' is not a TCP port"),
+    ('{"port": 12345678901234567890}', "is not a TCP port"),
+    ("[" * 10_000, "nested deeper"),
+    ("not json", "is corrupt"),
+])
+def test_corrupt_cli_state_files_are_one_line(tmp_path, capsys, text, needle):
+    home = private_dir(tmp_path / "home")
+    for server in ("zookeeper", "spark-connect"):
+        write_private(home / f"{server}.json", text)
+        for action in ("status", "stop", "start"):
+            if server == "spark-connect" and action == "start":
+                continue  # would start a JVM if the check were missing; the status/stop paths read the same file
+            err = _one_line(capsys, ["--state-dir", str(home), server, action], needle)
+            assert str(home / f"{server}.json") in err
+
+
+def test_a_malformed_token_through_conn_id_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AIRFLOW_CONN_BAD_TOKEN", json.dumps({"conn_type": "spark_connect", "host": "localhost",
+                                                             "password": "short;tok"}))
+    err = _one_line(capsys, ["--state-dir", str(tmp_path / "h"), "spark-connect", "start", "--conn-id", "bad_token"],
+                    "a Spark Connect token needs at least 16 printable characters")
+    assert "short;tok" not in err
+
+
+def test_timeline_out_never_follows_a_link_planted_in_a_shared_folder(tmp_path, zk, zk_server, zk_chroot):
+    build_probe(zk)
+    victim = tmp_path / "victim.html"
+    victim.write_text("precious\n")
+    with second_user() as intruder, shared_folder() as shared:
+        out = shared / "timeline.html"
+        intruder.run(["ln", "-s", str(victim), str(out)])
+        run = subprocess.run([CLI, "timeline", PROBE, "--hosts", zk_server.hosts + zk_chroot, "--out", str(out)],
+                             capture_output=True, text=True, timeout=120, env={**os.environ})
+        assert len(run.stderr.strip().splitlines()) <= 1 and "Traceback" not in run.stderr, run
+        assert victim.read_text() == "precious\n"
+        if run.returncode == 0:  # root may replace the link in a sticky folder; it never writes through it
+            assert not out.is_symlink() and "<svg" in out.read_text()
+        else:
+            assert run.returncode == 2 and out.is_symlink(), run
