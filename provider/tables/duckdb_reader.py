@@ -47,9 +47,11 @@ def connect(database: str = ":memory:") -> Any:
     return conn
 
 
-def scan_sql(metadata_location: str) -> str:
-    """The ``FROM`` clause reading a table's metadata file (e.g. a snapshot's) with DuckDB."""
-    return f"iceberg_scan('{_quoted(metadata_location)}')"
+def scan_sql(metadata_location: str, snapshot_id: int | None = None) -> str:
+    """The table function reading a table's metadata file with DuckDB, at ``snapshot_id`` if given
+    (see :func:`airflow_epochs.tables.snapshot_id_of_epoch` for an epoch's)."""
+    at = "" if snapshot_id is None else f", snapshot_from_id={int(snapshot_id)}"
+    return f"iceberg_scan('{_quoted(metadata_location)}'{at})"
 
 
 def _quoted(text: str) -> str:
