@@ -14,6 +14,7 @@
     airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
     airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis
     airflow-epochs acl check|repair PIPELINE --conn-id zookeeper_default   # verify / repair the subtree's ACLs
+    airflow-epochs table read NS.TABLE --as-of-epoch N --conn-id iceberg_default   # a published table at epoch N
 
 Pipeline commands connect like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from
 ``--hosts`` plus ``--digest-user`` (password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command
@@ -622,6 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
     acl.add_argument("action", choices=["check", "repair"])
     _pipeline_args(acl)
     acl.set_defaults(func=_cmd_acl)
+    from airflow_epochs.tables.cli_command import add_table_command
+
+    add_table_command(sub)
     return parser
 
 

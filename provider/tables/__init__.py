@@ -1,0 +1,25 @@
+"""Sealed partitions as Apache Iceberg tables: publish on seal, exactly once, and read as of an epoch.
+
+Needs the ``tables`` extra (pyiceberg). See :mod:`airflow_epochs.tables.publish`.
+"""
+
+from __future__ import annotations
+
+from airflow_epochs.tables.catalog import CatalogSettings, catalog_settings, load_catalog, settings_from_connection
+from airflow_epochs.tables.history import EpochNotPublished, PublishedSnapshot, TableOfAnotherPartition
+from airflow_epochs.tables.publish import (
+    IncompatibleSchema,
+    Publisher,
+    PublishOutcome,
+    PublishRefused,
+    mirror_rollback,
+    publish_sealed,
+)
+from airflow_epochs.tables.read import epochs_in, read_sealed_as_of, snapshot_id_of_epoch, table_as_of_epoch
+
+__all__ = [
+    "CatalogSettings", "EpochNotPublished", "IncompatibleSchema", "PublishOutcome", "PublishRefused",
+    "PublishedSnapshot", "Publisher", "TableOfAnotherPartition", "catalog_settings", "epochs_in",
+    "load_catalog", "mirror_rollback", "publish_sealed", "read_sealed_as_of", "settings_from_connection",
+    "snapshot_id_of_epoch", "table_as_of_epoch",
+]

@@ -1,0 +1,92 @@
+"""``airflow-epochs table``: read a published Iceberg table as of an epoch, or list its epochs.
+
+::
+
+    airflow-epochs table read epochs.daily --as-of-epoch 40 --conn-id iceberg_default [--format csv|json]
+    airflow-epochs table epochs epochs.daily --sqlite catalog.db --warehouse file:///data/warehouse
+
+The catalog comes from an Airflow connection (``--conn-id``, see :mod:`airflow_epochs.tables.catalog`)
+or, for a SQLite catalog, from ``--sqlite`` and ``--warehouse``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from typing import Any
+
+from airflow_epochs.coordination.errors import EpochsError, InvalidInput
+from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_from_connection
+from airflow_epochs.tables.publish import check_identifier
+from airflow_epochs.tables.read import epochs_in, snapshot_id_of_epoch, table_as_of_epoch
+
+
+def _epoch(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be an epoch number, not {text!r}")
+    return int(text)
+
+
+def add_table_command(sub: Any) -> None:
+    """Register ``table`` on the CLI's subparsers."""
+    table = sub.add_parser("table", help="read a published Iceberg table as of an epoch, or list its epochs")
+    table.add_argument("action", choices=["read", "epochs"])
+    table.add_argument("table", metavar="NAMESPACE.TABLE", help="the Iceberg table")
+    table.add_argument("--as-of-epoch", type=_epoch, help="read the table as of this epoch (read: required)")
+    table.add_argument("--conn-id", help="Airflow connection of the Iceberg catalog")
+    table.add_argument("--sqlite", help="a SQLite catalog file (instead of --conn-id)")
+    table.add_argument("--warehouse", help="the SQLite catalog's warehouse URI")
+    table.add_argument("--format", choices=["csv", "json"], default="csv", help="output format (default csv)")
+    table.add_argument("--limit", type=_epoch, help="print at most this many rows")
+    table.set_defaults(func=run_table_command)
+
+
+class CatalogError(EpochsError):
+    """The catalog could not be reached, or has no such table."""
+
+
+def run_table_command(args: argparse.Namespace) -> int:
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return _run(args)
+    except (NoSuchTableError, NoSuchNamespaceError) as exc:
+        raise CatalogError(f"no table {args.table!r} in the catalog ({type(exc).__name__})") from None
+    except SQLAlchemyError as exc:  # the message is one line; SQLAlchemy's may carry the URL: not shown
+        raise CatalogError(f"the SQL catalog cannot be used: {type(exc).__name__}: "
+                           f"{next(iter(str(getattr(exc, 'orig', '') or '').splitlines()), '')}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_identifier(args.table)
+    if bool(args.conn_id) == bool(args.sqlite):
+        raise InvalidInput("give either --conn-id or --sqlite (with --warehouse)")
+    settings = settings_from_connection(args.conn_id) if args.conn_id else catalog_settings(
+        extra={"catalog": "sql", "sqlite": args.sqlite, "warehouse": args.warehouse or ""})
+    catalog = load_catalog(settings)
+    if args.action == "epochs":
+        for record in epochs_in(catalog, args.table):
+            print(json.dumps(record.to_dict()) if args.format == "json" else
+                  f"{record.snapshot_id}\t{record.action}\tepoch {record.epoch}\tattempt {record.attempt}\t"
+                  f"generation {record.generation}\trequest {record.request}")
+        return 0
+    if args.as_of_epoch is None:
+        raise InvalidInput("table read needs --as-of-epoch N")
+    rows = table_as_of_epoch(catalog, args.table, args.as_of_epoch)
+    if args.limit is not None:
+        rows = rows.slice(0, args.limit)
+    print(f"# {args.table} as of epoch {args.as_of_epoch}: snapshot "
+          f"{snapshot_id_of_epoch(catalog, args.table, args.as_of_epoch)}, {rows.num_rows} rows", file=sys.stderr)
+    records = rows.to_pylist()
+    if args.format == "json":
+        for record in records:
+            print(json.dumps(record, default=str))
+    else:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(rows.column_names)
+        for record in records:
+            writer.writerow([record[c] for c in rows.column_names])
+    return 0

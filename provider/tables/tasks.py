@@ -1,0 +1,26 @@
+"""Publishing from an Airflow task: the catalog from a connection, the ledger from ZooKeeper.
+
+Used by :class:`airflow_epochs.operators.publish.PublishSealedOperator` and by
+``SparkEpochOperator(table=...)`` right after its vote sealed the partition. Either way a retry of the
+task repeats the publish, which finds what is already committed and adds nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.tables.catalog import load_catalog, settings_from_connection
+from airflow_epochs.tables.publish import PublishOutcome, StepHook, publish_sealed
+
+DEFAULT_CONN_ID = "iceberg_default"
+
+
+def publish_from_task(client: Any, pipeline: str, partition: str, epoch: int, *, table: str,
+                      conn_id: str = DEFAULT_CONN_ID, output: str = "data", root: str = DEFAULT_ROOT,
+                      on_step: StepHook | None = None) -> PublishOutcome:
+    """Publish ``partition`` of ``pipeline`` through ``epoch`` into ``table`` (catalog of ``conn_id``)."""
+    catalog = load_catalog(settings_from_connection(conn_id))
+    ledger = EpochLedger(client, pipeline, root=root)
+    return publish_sealed(ledger, catalog, table, partition, epoch, output=output, on_step=on_step)

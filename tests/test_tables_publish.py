@@ -1,0 +1,239 @@
+"""Publishing sealed partitions as Iceberg tables: real ZooKeeper, real PySpark, pyiceberg's SQL catalog
+on a real PostgreSQL server; kill -9 of the publishing process at each step; rollback; schema."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from tables_helpers import (
+    PARTITION,
+    job_for,
+    new_pipeline,
+    normalized,
+    pg_catalog,
+    seal_epoch,
+    sealed_frame,
+)
+
+from airflow_epochs.coordination import PartitionNotSealed
+from airflow_epochs.tables import (
+    EpochNotPublished,
+    IncompatibleSchema,
+    load_catalog,
+    publish_sealed,
+    read_sealed_as_of,
+    table_as_of_epoch,
+)
+from airflow_epochs.tables import history as h
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+TESTS = Path(__file__).resolve().parent
+TABLE = "epochs.daily"
+
+
+@pytest.fixture(scope="module")
+def pg():
+    from postgres_server import running_postgres
+
+    with running_postgres("iceberg") as server:
+        yield server
+
+
+@pytest.fixture
+def settings(pg, tmp_path: Path):
+    return pg_catalog(pg, tmp_path / "warehouse")
+
+
+def ours(table) -> list[h.PublishedSnapshot]:
+    return [r for r in (h.published(s) for s in table.snapshots()) if r is not None]
+
+
+def assert_one_snapshot_per_seal(ledger, table, epochs: range) -> None:
+    records = [r for r in ours(table) if r.action == h.PUBLISH]
+    assert [r.epoch for r in records] == list(epochs)  # exactly one each, in epoch order
+    for record in records:
+        seal = ledger.seal_record(record.epoch, PARTITION)
+        assert seal is not None
+        assert (record.pipeline, record.partition, record.attempt, record.generation, record.request) == \
+            (ledger.pipeline, PARTITION, seal.attempt, seal.generation, seal.request)
+
+
+def test_ten_epochs_published_once_each_and_time_travel_equals_read_sealed(zk, spark, tmp_path, settings):
+    ledger = new_pipeline(zk, "ten")
+    catalog = load_catalog(settings)
+    main = job_for()
+    for epoch in range(1, 11):
+        seal_epoch(zk, spark, ledger, tmp_path / "store", epoch, main)
+        outcome = publish_sealed(ledger, catalog, TABLE, PARTITION, epoch)
+        assert [r.epoch for r in outcome.published] == [epoch] and outcome.modes[epoch] == "add_files"
+    table = catalog.load_table(TABLE)
+    assert_one_snapshot_per_seal(ledger, table, range(1, 11))
+    # Registered, not rewritten: the table's files are the ones the seals' manifests name.
+    table_files = {task.file.file_path for task in table.scan().plan_files()}
+    assert all("/ten/daily/epoch=" in path for path in table_files) and len(table_files) == 10
+    # A repeat of every publish adds nothing.
+    again = publish_sealed(ledger, catalog, TABLE, PARTITION, 10)
+    assert not again.published and [r.epoch for r in again.already] == [10]
+    assert len(catalog.load_table(TABLE).snapshots()) == 10
+    for epoch in range(1, 11):
+        want = sealed_frame(spark, ledger, epoch)
+        got = normalized(table_as_of_epoch(catalog, TABLE, epoch).to_pandas())
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        via_spark = normalized(read_sealed_as_of(spark, catalog, TABLE, epoch).toPandas())
+        pd.testing.assert_frame_equal(via_spark, want, check_dtype=False)
+    with pytest.raises(EpochNotPublished, match="epoch 11 is not published"):
+        table_as_of_epoch(catalog, TABLE, 11)
+
+
+def test_unsealed_epoch_is_never_published(zk, spark, tmp_path, settings):
+    ledger = new_pipeline(zk, "unsealed")
+    catalog = load_catalog(settings)
+    seal_epoch(zk, spark, ledger, tmp_path / "store", 1, job_for())
+    ledger.open_epoch(2)  # open, nothing voted
+    with pytest.raises(PartitionNotSealed, match="not sealed at epoch 2"):
+        publish_sealed(ledger, catalog, TABLE, PARTITION, 2)
+    table = catalog.load_table(TABLE)  # epoch 1 went in first (in order), epoch 2 did not
+    assert [r.epoch for r in ours(table)] == [1]
+
+
+def test_superseded_attempt_output_is_never_published(zk, spark, tmp_path, settings):
+    from airflow_epochs.coordination import EpochLedger
+    from airflow_epochs.spark import run_epoch
+    from airflow_epochs.spark.context import EpochContext
+
+    ledger = new_pipeline(zk, "superseded")
+    catalog = load_catalog(settings)
+    store = tmp_path / "store"
+    first = ledger.open_epoch(1)
+    # The first attempt's job writes its output (and manifest) but never votes: then a standby takes over.
+    zombie = EpochContext(pipeline="superseded", partition=PARTITION, producer="job", epoch=1, attempt=first.token,
+                          config_version=first.config_version, run="deadbeefdeadbeef", storage=str(store), inputs={})
+    run_epoch(job_for(), spark, zombie)
+    standby = EpochLedger(zk, "superseded", owner="standby")
+    taken = standby.open_epoch(1, takeover=True)
+    assert taken.token != first.token
+    from airflow_epochs.spark import submit_and_seal
+
+    outcome = submit_and_seal(zk, taken, PARTITION, "job", storage=str(store),
+                              runner=lambda context: run_epoch(job_for(), spark, context))
+    assert outcome.partition_sealed
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 1)
+    table = catalog.load_table(TABLE)
+    paths = {task.file.file_path for task in table.scan().plan_files()}
+    assert paths and all(f"attempt={taken.token}" in p and "run=deadbeefdeadbeef" not in p for p in paths)
+    assert [(r.epoch, r.attempt) for r in ours(table)] == [(1, taken.token)]
+
+
+def run_worker(zk_server, chroot: str, settings, pipeline: str, epoch: int, kill_at: str):
+    payload = json.dumps({"name": settings.name, "kind": settings.kind, "properties": dict(settings.properties),
+                          "secret": dict(settings.secret)})
+    return subprocess.run([sys.executable, str(TESTS / "publish_worker.py"), zk_server.hosts + chroot, pipeline,
+                           TABLE, PARTITION, str(epoch), kill_at], input=payload, capture_output=True, text=True,
+                          timeout=180, cwd=TESTS)
+
+
+@pytest.mark.parametrize("kill_at", ["planned", "schema", "committed"])
+def test_kill_9_at_each_step_then_retry_publishes_exactly_once(zk, zk_server, zk_chroot, spark, tmp_path, settings,
+                                                                kill_at):
+    ledger = new_pipeline(zk, "killed")
+    catalog = load_catalog(settings)
+    main = job_for(note_from=3)  # epoch 3 adds a column: the "schema" step commits before the data
+    for epoch in range(1, 4):
+        seal_epoch(zk, spark, ledger, tmp_path / "store", epoch, main)
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 2)
+    killed = run_worker(zk_server, zk_chroot, settings, "killed", 3, kill_at)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert f"step {kill_at}" in killed.stdout
+    table = catalog.load_table(TABLE)
+    made = [r.epoch for r in ours(table)]
+    assert made == ([1, 2, 3] if kill_at == "committed" else [1, 2])
+    if kill_at in ("schema", "committed"):
+        assert "note" in table.schema().column_names  # evolved before the kill
+    # The retry (a fresh process, as the scheduler's next try) finishes the job or finds it done.
+    retried = run_worker(zk_server, zk_chroot, settings, "killed", 3, "never")
+    assert retried.returncode == 0, retried.stderr[-3000:]
+    result = json.loads(retried.stdout.strip().splitlines()[-1])
+    assert [r["epoch"] for r in result["published"]] == ([] if kill_at == "committed" else [3])
+    table = catalog.load_table(TABLE)
+    assert_one_snapshot_per_seal(ledger, table, range(1, 4))
+    got = normalized(table_as_of_epoch(catalog, TABLE, 3).to_pandas())
+    pd.testing.assert_frame_equal(got, sealed_frame(spark, ledger, 3), check_dtype=False)
+    assert got.loc[got.epoch == 3, "note"].eq("e3").all() and got.loc[got.epoch < 3, "note"].isna().all()
+
+
+def test_rollback_leaves_the_table_as_at_k_and_republish_follows(zk, spark, tmp_path, settings):
+    ledger = new_pipeline(zk, "rolled")
+    catalog = load_catalog(settings)
+    store = tmp_path / "store"
+    first = job_for()
+    for epoch in range(1, 6):
+        seal_epoch(zk, spark, ledger, store, epoch, first)
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 5)
+    at_three = normalized(table_as_of_epoch(catalog, TABLE, 3).to_pandas())
+    ledger.rollback(3, reason="reprocess 4 and 5", request_id="rollback-test-1")
+    # Publishing epoch 3 again mirrors the rollback first: one snapshot removing epochs 4 and 5.
+    outcome = publish_sealed(ledger, catalog, TABLE, PARTITION, 3)
+    assert outcome.rolled_back is not None and outcome.rolled_back.epoch == 3 and not outcome.published
+    table = catalog.load_table(TABLE)
+    props = h.summary_properties(table.current_snapshot())
+    assert props[h.ACTION] == h.ROLLBACK and props[h.REMOVED_EPOCHS] == "4,5"
+    # The ledger's rollback event names no request id: the mirror names the event (its seq) instead.
+    event = next(e for e in reversed(ledger.history()) if e.event == "rollback")
+    assert props[h.REQUEST] == f"rollback-seq-{event.seq}" and props[h.ROLLBACK_TO] == "3"
+    now = normalized(table.scan().to_arrow().to_pandas())
+    pd.testing.assert_frame_equal(now, at_three, check_dtype=False)
+    with pytest.raises(EpochNotPublished):
+        table_as_of_epoch(catalog, TABLE, 4)
+    # A repeat of the mirror does nothing.
+    assert publish_sealed(ledger, catalog, TABLE, PARTITION, 3).rolled_back is None
+    # Epochs 4 and 5 run again (a new generation) and are published after the rollback snapshot.
+    for epoch in (4, 5):
+        seal_epoch(zk, spark, ledger, store, epoch, first)
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 5)
+    table = catalog.load_table(TABLE)
+    actions = [(r.action, r.epoch) for r in ours(table)]
+    assert actions == [("publish", 1), ("publish", 2), ("publish", 3), ("publish", 4), ("publish", 5),
+                       ("rollback", 3), ("publish", 4), ("publish", 5)]
+    live = h.live_epochs(table)
+    assert sorted(live) == [1, 2, 3, 4, 5]
+    for epoch in (4, 5):
+        assert live[epoch].generation == ledger.seal_record(epoch, PARTITION).generation
+        assert live[epoch].generation != ours(table)[epoch - 1].generation
+    got = normalized(table_as_of_epoch(catalog, TABLE, 5).to_pandas())
+    pd.testing.assert_frame_equal(got, sealed_frame(spark, ledger, 5), check_dtype=False)
+
+
+def test_incompatible_column_is_refused_before_any_commit(zk, spark, tmp_path, settings):
+    ledger = new_pipeline(zk, "schema")
+    catalog = load_catalog(settings)
+    main = job_for(amount_as_text_at=2)
+    for epoch in (1, 2):
+        seal_epoch(zk, spark, ledger, tmp_path / "store", epoch, main)
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 1)
+    before = catalog.load_table(TABLE)
+    with pytest.raises(IncompatibleSchema, match="column 'amount' is string in the sealed files but int64"):
+        publish_sealed(ledger, catalog, TABLE, PARTITION, 2)
+    after = catalog.load_table(TABLE)
+    assert after.metadata_location == before.metadata_location  # not even a schema change
+
+
+def test_table_of_another_partition_and_bad_names_are_refused(zk, spark, tmp_path, settings):
+    from airflow_epochs.coordination import InvalidInput
+    from airflow_epochs.tables import TableOfAnotherPartition
+
+    ledger = new_pipeline(zk, "owner")
+    catalog = load_catalog(settings)
+    seal_epoch(zk, spark, ledger, tmp_path / "store", 1, job_for())
+    publish_sealed(ledger, catalog, TABLE, PARTITION, 1)
+    other = new_pipeline(zk, "intruder")
+    seal_epoch(zk, spark, other, tmp_path / "store", 1, job_for())
+    with pytest.raises(TableOfAnotherPartition, match="holds partition 'daily' of pipeline 'owner'"):
+        publish_sealed(other, catalog, TABLE, PARTITION, 1)
+    with pytest.raises(InvalidInput, match=r"'namespace\.table'"):
+        publish_sealed(ledger, catalog, "no-dots; drop", PARTITION, 1)
+    assert [r.epoch for r in ours(catalog.load_table(TABLE))] == [1]
