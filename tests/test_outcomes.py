@@ -312,3 +312,31 @@ def test_a_lease_acquisition_found_after_another_owner_took_it(zk, lossy, proxy)
     proxy.drop_next_committed_write(on_drop=later.acquire)
     holder = a.acquire(request_id="lease-A")
     assert holder.owner == "A" and holder.overtaken is not None and holder.overtaken.current == "B"
+
+
+def test_a_close_cut_short_by_a_takeover_reports_the_seal_it_wrote(zk, zk_factory, monkeypatch):
+    """The close seals p1 (its voter died), then B takes the epoch over before it seals p2: the close's
+    answer says what its request sealed and that the attempt was superseded, never "nothing was written"."""
+    a, b = EpochLedger(zk, "p", owner="A"), EpochLedger(zk_factory(), "p", owner="B")
+    a.create_pipeline(PipelineConfig({"p1": ("x", "y"), "p2": ("z", "w")}))
+    attempt = a.open_epoch(1)
+    a.vote(attempt, "p1", "x")
+    a.vote(attempt, "p2", "z")
+    dead_vote(zk, a, attempt, "p1", "y")
+    dead_vote(zk, a, attempt, "p2", "w")
+    real_commit = Call.commit
+    raced: list[bool] = []
+
+    def takeover_after_the_first_seal(call, ops):
+        results = real_commit(call, ops)
+        if call.request_id == "close-A" and not raced:
+            raced.append(True)
+            b.open_epoch(1, takeover=True)
+        return results
+
+    monkeypatch.setattr(Call, "commit", takeover_after_the_first_seal)
+    closed = a.close_epoch(attempt, request_id="close-A")
+    monkeypatch.setattr(Call, "commit", real_commit)
+    assert raced and closed.overtaken is not None and closed.overtaken.change == "superseded"
+    assert a.seal(1, "p1").attempt == attempt.token and a.seal(1, "p2") is None
+    assert doc(zk, a.paths.seal(1, 1, "p1"))["request"] == "close-A"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -164,6 +165,8 @@ def check_lease(zk, b, ctx, rid, got) -> None:
 
 
 def check_released(zk, b, ctx, rid, got) -> None:
+    # False ("was not held") is an answer that nothing was written: never for a committed request
+    assert got is True or not ctx["committed"], got
     if rid is not None and got is not True:
         assert not on_record(zk, rid)
 
@@ -177,6 +180,7 @@ def check_registered(zk, b, ctx, rid, got) -> None:
 
 
 def check_unregistered(zk, b, ctx, rid, got) -> None:
+    assert got is True or not ctx["committed"], got  # False says "was not registered": nothing written
     if got is True and rid is not None:
         assert doc(zk, b.paths.request(rid)) is not None
     assert zk.exists(b.paths.consumer("c1")) is None or got is False
@@ -357,11 +361,18 @@ def run_case(zk_server, admin: KazooClient, proxy: LostAnswerProxy, family: Fami
     a, b, zk, ctx = case.a, case.b, case.zk, case.ctx
     try:
         interleaved: list[Any] = []
+        done = threading.Event()
+
+        def interleave_call() -> None:
+            interleaved.append(outcome(lambda: INTERLEAVES[interleave](b, zk)))
+            done.set()
+
         dropped = len(proxy.dropped)
-        proxy.drop_next_committed_write(
-            skip=skip, on_drop=lambda: interleaved.append(outcome(lambda: INTERLEAVES[interleave](b, zk))))
+        proxy.drop_next_committed_write(skip=skip, on_drop=interleave_call)
         first = outcome(lambda: family.call(a, ctx, FIRST))
         proxy.disarm()
+        # A's client may give up on the held connection and retry on a new one before B is done
+        assert done.wait(30), f"{family.name}: {interleave} did not finish"
         assert len(proxy.dropped) == dropped + 1, f"{family.name}: write {skip + 1} was not dropped"
         for result in interleaved:  # B's own answers: refusals are fine, anything else is not
             assert not isinstance(result, BaseException) or isinstance(result, EpochsError), result

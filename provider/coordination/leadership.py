@@ -20,7 +20,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import payloads
-from airflow_epochs.coordination.errors import InvalidInput, NotLeader
+from airflow_epochs.coordination.errors import InvalidInput, NotLeader, PipelineNotFound
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -107,6 +107,9 @@ class LeaderLease:
             doc = {"owner": self.owner, "until": now + self.duration.total_seconds(), "since": now,
                    "request": call.request_id}
             ops: list[Op]
+            if found is None and call.exists(self.ctx.paths.base) is None:
+                raise PipelineNotFound(f"pipeline {self.ctx.pipeline!r} does not exist under {self.ctx.paths.root}; "
+                                       "nothing was written")
             if found is None:
                 ops = [("create", path, payloads.encode("lease", doc), False),
                        *self.ctx.event("leader_changed", owner=self.owner, previous=None)]
