@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
+import time
 from pathlib import Path
 
-from common import client, figure
+from common import client, figure, mntr
 from kazoo.client import KazooClient
 from state_growth import ZK_WRITES_PER_S, _fit, _seal
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.embedded_zookeeper import ZooKeeperEnsemble
 
 RETAIN = 2
 FLEETS = (
@@ -91,7 +94,10 @@ def _measure(zk: KazooClient, name: str, partitions: int, producers: int, epochs
             "transactions": (transactions1 - transactions0) / epochs}
 
 
-def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int) -> None:
+def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int,
+        model_run: tuple[int, int, int, int] | None = None) -> None:
+    """The per-shape rows and the fleets; with ``model_run`` (pipelines, partitions, producers, epochs)
+    also the check of the model against a real run on a 3-node ensemble."""
     zk = client(hosts)
     storage = Path(tempfile.mkdtemp(prefix="epochs-archive-bench-"))
     measured: dict[tuple[int, int], dict[str, float]] = {}
@@ -114,7 +120,7 @@ def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int) -> None:
         shutil.rmtree(storage, ignore_errors=True)
     fit: dict[str, tuple[float, float, float]] = {
         key: _fit({shape: m[key] for shape, m in measured.items()})
-        for key in ("mid_bytes", "mid_znodes", "rest_bytes", "archive_bytes", "transactions")}
+        for key in ("mid_bytes", "mid_znodes", "rest_bytes", "rest_znodes", "archive_bytes", "transactions")}
 
     def at(key: str, partitions: int, producers: int) -> float:
         a, b, c = fit[key]
@@ -144,3 +150,72 @@ def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int) -> None:
                f"{tx_per_s:,.0f} write transactions/s; "
                + ("fits" if pct <= WRITE_PCT_LIMIT else f"DOES NOT FIT ({WRITE_PCT_LIMIT:g} % at most)"),
                fits=pct <= WRITE_PCT_LIMIT, tx_per_s=tx_per_s)
+    if model_run is not None:
+        pipelines, partitions, producers, epochs_each = model_run
+        check_model(pipelines, partitions, producers, epochs_each,
+                    at("rest_znodes", partitions, producers), at("rest_bytes", partitions, producers))
+
+
+def _ensemble_size(cluster: ZooKeeperEnsemble) -> tuple[int, int]:
+    """(znodes, approximate data bytes) ZooKeeper reports, from the leader."""
+    leader = cluster.leader()
+    report = mntr(cluster.members[leader if leader is not None else 0].client_port)
+    return int(report["zk_znode_count"]), int(report["zk_approximate_data_size"])
+
+
+def check_model(pipelines: int, partitions: int, producers: int, epochs: int, znodes_each: float,
+                bytes_each: float, workers: int = 8) -> None:
+    """A real run on a 3-node loopback ensemble: ``pipelines`` pipelines of the shape, ``epochs`` epochs
+    each, compacted as they go; what ZooKeeper then reports against the model's prediction."""
+    cluster = ZooKeeperEnsemble(3, max_client_connections=0, heap_mb=512)
+    cluster.start()
+    storage = Path(tempfile.mkdtemp(prefix="epochs-archive-model-"))
+    try:
+        znodes0, bytes0 = _ensemble_size(cluster)
+        shape = {f"part{p}": tuple(f"prod{q}" for q in range(producers)) for p in range(partitions)}
+        # names as long as the measured pipelines' ("fleet-10x10"): the paths are part of the bytes
+        names = [f"model-{i:05d}" for i in range(pipelines)]
+        failures: list[BaseException] = []
+        started = time.monotonic()
+
+        def work(mine: list[str]) -> None:
+            zk = client(cluster.hosts)
+            try:
+                ledgers = [EpochLedger(zk, name, owner="bench") for name in mine]
+                for ledger in ledgers:
+                    ledger.create_pipeline(PipelineConfig(shape, retain_epochs=RETAIN, archive=str(storage)))
+                for epoch in range(1, epochs + 1):
+                    for ledger in ledgers:
+                        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+                        ledger.compact()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+            finally:
+                zk.stop()
+                zk.close()
+
+        threads = [threading.Thread(target=work, args=(names[i::workers],)) for i in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        took = time.monotonic() - started
+        znodes1, bytes1 = _ensemble_size(cluster)
+    finally:
+        cluster.stop()
+        shutil.rmtree(storage, ignore_errors=True)
+    measured_znodes, measured_bytes = znodes1 - znodes0, bytes1 - bytes0
+    predicted_znodes, predicted_bytes = pipelines * znodes_each, pipelines * bytes_each
+    znode_error = 100.0 * abs(predicted_znodes - measured_znodes) / measured_znodes
+    byte_error = 100.0 * abs(predicted_bytes - measured_bytes) / measured_bytes
+    error = max(znode_error, byte_error)
+    figure("capacity_model_error_pct", "capacity",
+           f"model vs a real run: {pipelines} pipelines x {partitions} x {producers}, {epochs} epochs each, "
+           "3-node ensemble, at rest", error, "%",
+           f"ZooKeeper (mntr) {measured_znodes:,} znodes / {measured_bytes:,} bytes, model {predicted_znodes:,.0f} / "
+           f"{predicted_bytes:,.0f} ({znode_error:.1f} % / {byte_error:.1f} %); "
+           + ("within 10 %" if error <= 10.0 else "MORE THAN 10 % off") + f"; {took:.0f} s",
+           measured_znodes=measured_znodes, measured_bytes=measured_bytes, predicted_znodes=predicted_znodes,
+           predicted_bytes=predicted_bytes)

@@ -135,6 +135,37 @@ def test_a_lost_session_still_tells_every_watcher(zk_server, zk_chroot):
         proxy.close()
 
 
+def test_a_refused_rearm_falls_back_to_telling_every_watcher(zk_server, zk_chroot, zk, monkeypatch):
+    """If the server answers the re-arm with an error (not a lost connection), the watches are not
+    silently gone: every watcher hears NONE, as with kazoo, so its owner reads again. The refusal is
+    provoked by re-arming with a request the server refuses (a delete of a missing node)."""
+    from kazoo.protocol.serialization import Delete
+
+    from airflow_epochs.triggers import rearming_client
+
+    proxy = LostAnswerProxy(zk_server.hosts)
+    client = RearmingKazooClient(hosts=proxy.hosts + zk_chroot, timeout=30,
+                                 connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
+    client.start(timeout=15)
+    heard: list[WatchedEvent] = []
+    try:
+        for i in range(3):
+            client.exists(f"/never{i}", watch=heard.append)
+        monkeypatch.setattr(rearming_client, "set_watches_batches",
+                            lambda *args, **kwargs: iter([Delete(zk_chroot + "/missing", -1)]))
+        proxy.block(600)
+        _cut(proxy)
+        _wait_for(lambda: not client.connected, 15, "the cut")
+        proxy.unblock()
+        _wait_for(lambda: len(heard) == 3, 30, "the NONE events after the refusal")
+        assert {e.type for e in heard} == {EventType.NONE}
+        assert client.watched_paths() == ([], [], [])
+    finally:
+        client.stop()
+        client.close()
+        proxy.close()
+
+
 class _CountingSealTrigger(PartitionsSealedTrigger):
     """Counts the watch events it hears per path, and its checks."""
 

@@ -392,11 +392,15 @@ def archived_events(call: Call, ctx: PipelineContext, since_seq: int) -> list[tu
     locations = archive_locations(call, ctx)
     found: dict[int, tuple[bytes, ZnodeStat]] = {}
     for location in locations:
-        for epoch in range(record.first_epoch, record.compacted_through + 1):
+        # newest first: the files' event ranges follow the epochs, so the walk stops at the first file
+        # whose events are all at or before the cursor (a recent cursor reads one or two files)
+        for epoch in range(record.compacted_through, record.first_epoch - 1, -1):
             archived = read_epoch(ctx, location, epoch)
             if archived is None:
                 continue
             for seq, value in archived.events.items():
                 if seq > since_seq:
                     found.setdefault(seq, value)
+            if archived.events and max(archived.events) <= since_seq:
+                break
     return [(seq, *found[seq]) for seq in sorted(found)]

@@ -40,6 +40,7 @@ through. They are checked against the kazoo version this was written for at impo
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import namedtuple
 from collections.abc import Iterator
@@ -47,8 +48,14 @@ from typing import Any
 
 import kazoo
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.serialization import Exists, GetData, int_struct, long_struct, write_string
 from kazoo.protocol.states import KazooState, KeeperState
+
+log = logging.getLogger(__name__)
+
+# What a failed SetWatches may meet when the connection (not the server) failed: the next reconnect redoes it.
+_CONNECTION_GONE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
 
 SET_WATCHES_MAX_BYTES = 128 * 1024
 """The largest SetWatches request sent (the Java client's own batch size); far below jute.maxbuffer."""
@@ -232,19 +239,25 @@ class RearmingKazooClient(KazooClient):  # type: ignore[misc]  # kazoo ships no 
         lock = threading.Lock()
         answered = [0]
         total = len(pending)
+        refused: list[BaseException] = []
 
         def send_next(result: Any = None) -> None:
             with lock:
-                if result is not None:
-                    if not result.successful():
-                        return  # the connection went again: the next reconnect redoes it from zxid
+                if result is not None and result.successful():
                     answered[0] += 1
                     if answered[0] == total:
                         if self._unconfirmed_zxid == zxid:
                             self._unconfirmed_zxid = None
                         with self._stats_lock:
                             self._rearms_done += 1
+                elif result is not None:
+                    if isinstance(result.exception, _CONNECTION_GONE) or refused:
+                        return  # the connection went again (the next reconnect redoes it), or handled
+                    refused.append(result.exception)
+                    pending.clear()
                 if not pending:
+                    if refused and result is not None and not result.successful():
+                        self._forget_watches(refused[0])
                     return
                 request = pending.pop(0)
             with self._stats_lock:
@@ -255,3 +268,11 @@ class RearmingKazooClient(KazooClient):  # type: ignore[misc]  # kazoo ships no 
 
         for _ in range(min(self.rearm_inflight, len(pending))):
             send_next()
+
+    def _forget_watches(self, reason: BaseException) -> None:
+        """The server refused to re-arm (not a lost connection): do what kazoo does, tell every watcher
+        with ``NONE`` so its owner reads again, and forget them."""
+        watches = sum(len(w) for w in self._data_watchers.values()) + sum(len(w) for w in self._child_watchers.values())
+        log.warning("ZooKeeper refused to re-arm %s watches (%r); every watcher is told to read again", watches, reason)
+        self._unconfirmed_zxid = None
+        KazooClient._reset_watchers(self)
