@@ -27,7 +27,8 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["apache"],
             }
         ],
-        "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper"]}],
+        "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper",
+                                                                      "airflow_epochs.hooks.spark_epoch"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "group", "consumer", "spark")]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": [

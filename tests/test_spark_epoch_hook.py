@@ -18,10 +18,6 @@ from airflow_epochs.hooks.spark_epoch import LOCAL_SPARK_CONN, SparkEpochHook, s
 from airflow_epochs.spark import EpochContext, sealed_runs
 
 
-def _context_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("airflow-epochs-context-*"))
-
-
 def _without_venv_bin(path: str) -> str:
     """PATH without this interpreter's folder (where the pyspark wheel's spark-submit is)."""
     here = os.path.dirname(sys.executable)
@@ -38,15 +34,20 @@ def test_the_hook_submits_and_seals_on_the_local_master_and_leaves_the_environme
     inputs = write_inputs(tmp_path / "in", 2)
     storage = str(tmp_path / "out")
     hook = SparkEpochHook(application=str(JOB))
+    # This test's own temporary folder (/tmp is shared with whatever else runs Spark jobs here).
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
 
     # Epoch 1 without spark-submit on PATH: the hook runs the wheel's, by its path.
-    monkeypatch.setenv("PATH", _without_venv_bin(os.environ["PATH"]))
+    full_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", _without_venv_bin(full_path))
     assert spark_submit_path() == os.path.join(os.path.dirname(sys.executable), "spark-submit")
     for epoch in (1, 2):
         if epoch == 2:  # and epoch 2 with it on PATH, where the Spark provider finds it by name
-            monkeypatch.undo()
+            monkeypatch.setenv("PATH", full_path)
             assert spark_submit_path() is None
-        before, folders = dict(os.environ), _context_folders()
+        before = dict(os.environ)
         attempt = ledger.open_epoch(epoch)
         outcome = hook.submit_and_seal(attempt, PARTITION, PRODUCER, storage=storage,
                                        inputs={"events": inputs[epoch]})
@@ -55,7 +56,7 @@ def test_the_hook_submits_and_seals_on_the_local_master_and_leaves_the_environme
         assert outcome.snapshot_epoch == (epoch - 1 or None)
         assert [Path(r).name for r in sealed_runs(ledger, PARTITION, epoch)] == [f"run={outcome.run}"]
         # The driver's private context file is gone once the job ended.
-        assert _context_folders() == folders
+        assert not list(private_tmp.glob("airflow-epochs-context-*"))
     daily, running, _ = sealed_result(spark, ledger, 2)
     assert_matches_pandas(daily, running, inputs, 2)
 
