@@ -218,6 +218,14 @@ def start_connect_server(base: Path, port: int | None = None, master: str = "loc
     return {**state, "already_running": False}
 
 
+def connect_server_health(base: Path, state: dict[str, Any], *, timeout: float = 60.0) -> tuple[bool, str]:
+    """A real query to the CLI-managed Spark Connect server, with the token from its 0600 file."""
+    from airflow_epochs.embedded_spark_connect import TOKEN_FILE, probe
+
+    token = read_private(base / "spark-connect" / TOKEN_FILE, secret=True).strip()
+    return probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout)
+
+
 def _connect_token(conn_id: str) -> str:
     """The token (password) of an Airflow ``spark_connect`` connection, for the server to require."""
     from airflow.sdk import BaseHook
@@ -260,7 +268,12 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
         if state is None:
             print("Spark Connect is not running")
             return 1
-        print(f"Spark Connect running at {state['url']} (pid {state['pid']}, master {state['master']})")
+        healthy, why = connect_server_health(base, state, timeout=args.probe_timeout)
+        if not healthy:  # the pid lives and the port listens, yet a query fails: say so
+            print(f"Spark Connect UNHEALTHY at {state['url']} (pid {state['pid']}): {why}")
+            return 1
+        print(f"Spark Connect running at {state['url']} (pid {state['pid']}, master {state['master']}; "
+              "answered a query)")
         return 0
     print("Spark Connect stopped" if stop_connect_server(base) else "Spark Connect was not running")
     return 0
@@ -594,6 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="Spark master of the server (default local[2])")
     connect.add_argument("--conn-id", help="take the token clients must send from this Airflow spark_connect "
                          "connection's password (default: the previous token, else a new one)")
+    connect.add_argument("--probe-timeout", type=_positive_seconds, default=60.0,
+                         help="status: seconds the test query may take before the server counts as unhealthy")
     connect.set_defaults(func=_cmd_spark_connect)
     history = sub.add_parser("history", help="print a pipeline's recorded state changes (seq, zxid, event)")
     _pipeline_args(history)
