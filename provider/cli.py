@@ -111,7 +111,7 @@ def _stop_recorded(base: Path, server: str, *, group: bool) -> bool:
     """Stop the server recorded in ``base`` after checking it is the one we started; the state file
     goes once the server is gone. A pid that runs something else is never signalled (a CliError)."""
     state = _read_state(base, server)
-    if not state:
+    if not state or ("pid" not in state and "identity" not in state):  # nothing recorded as running
         return False
     identity = _recorded_identity(state)
     if identity is None:
@@ -122,7 +122,10 @@ def _stop_recorded(base: Path, server: str, *, group: bool) -> bool:
         stopped = stop_verified(identity, group=group)
     except NotOurProcess as exc:
         raise CliError(f"{exc}. The state file {_state_file(base, server)} is stale: remove it") from None
-    _state_file(base, server).unlink(missing_ok=True)
+    if "port" in state:  # the port stays: the next start takes it again (connections keep working)
+        write_private(_state_file(base, server), json.dumps({"port": state["port"]}))
+    else:
+        _state_file(base, server).unlink(missing_ok=True)
     return stopped
 
 
@@ -152,9 +155,9 @@ def start_server(base: Path, port: int | None = None) -> dict[str, Any]:
     return {**state, "mode": "standalone", "already_running": False}
 
 
-def _previous_port(base: Path) -> int | None:
+def _previous_port(base: Path, server: str = "zookeeper") -> int | None:
     # Reuse the last port so connections configured against it keep working across restarts.
-    state = _read_state(base)
+    state = _read_state(base, server)
     return int(state["port"]) if state and "port" in state else None
 
 
@@ -209,7 +212,8 @@ def start_connect_server(base: Path, port: int | None = None, master: str = "loc
     current = running_connect_server(base)
     if current:
         return {**current, "already_running": True}
-    server = SparkConnectServer(private_dir(base) / "spark-connect", port=port, master=master, token=token).start()
+    server = SparkConnectServer(private_dir(base) / "spark-connect", port=port or _previous_port(base, "spark-connect"),
+                                master=master, token=token).start()
     identity = server.identity()
     state = {"pid": server.pid, "port": server.port, "url": server.display_url, "master": master,
              "log": str(server.log_file), "token_file": str(server.token_file),
