@@ -112,7 +112,7 @@ def _stop_recorded(base: Path, server: str, *, group: bool) -> bool:
     """Stop the server recorded in ``base`` after checking it is the one we started; the state file
     goes once the server is gone. A pid that runs something else is never signalled (a CliError)."""
     state = _read_state(base, server)
-    if not state:
+    if not state or ("pid" not in state and "identity" not in state):  # nothing recorded as running
         return False
     identity = _recorded_identity(state)
     if identity is None:
@@ -123,7 +123,10 @@ def _stop_recorded(base: Path, server: str, *, group: bool) -> bool:
         stopped = stop_verified(identity, group=group)
     except NotOurProcess as exc:
         raise CliError(f"{exc}. The state file {_state_file(base, server)} is stale: remove it") from None
-    _state_file(base, server).unlink(missing_ok=True)
+    if "port" in state:  # the port stays: the next start takes it again (connections keep working)
+        write_private(_state_file(base, server), json.dumps({"port": state["port"]}))
+    else:
+        _state_file(base, server).unlink(missing_ok=True)
     return stopped
 
 
@@ -153,9 +156,9 @@ def start_server(base: Path, port: int | None = None) -> dict[str, Any]:
     return {**state, "mode": "standalone", "already_running": False}
 
 
-def _previous_port(base: Path) -> int | None:
+def _previous_port(base: Path, server: str = "zookeeper") -> int | None:
     # Reuse the last port so connections configured against it keep working across restarts.
-    state = _read_state(base)
+    state = _read_state(base, server)
     return int(state["port"]) if state and "port" in state else None
 
 
@@ -210,13 +213,22 @@ def start_connect_server(base: Path, port: int | None = None, master: str = "loc
     current = running_connect_server(base)
     if current:
         return {**current, "already_running": True}
-    server = SparkConnectServer(private_dir(base) / "spark-connect", port=port, master=master, token=token).start()
+    server = SparkConnectServer(private_dir(base) / "spark-connect", port=port or _previous_port(base, "spark-connect"),
+                                master=master, token=token).start()
     identity = server.identity()
     state = {"pid": server.pid, "port": server.port, "url": server.display_url, "master": master,
              "log": str(server.log_file), "token_file": str(server.token_file),
              "identity": identity.to_json() if identity else None}
     write_private(_state_file(base, "spark-connect"), json.dumps(state))
     return {**state, "already_running": False}
+
+
+def connect_server_health(base: Path, state: dict[str, Any], *, timeout: float = 60.0) -> tuple[bool, str]:
+    """A real query to the CLI-managed Spark Connect server, with the token from its 0600 file."""
+    from airflow_epochs.embedded_spark_connect import TOKEN_FILE, probe
+
+    token = read_private(base / "spark-connect" / TOKEN_FILE, secret=True).strip()
+    return probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout)
 
 
 def _connect_token(conn_id: str) -> str:
@@ -261,7 +273,12 @@ def _cmd_spark_connect(args: argparse.Namespace) -> int:
         if running is None:
             print("Spark Connect is not running")
             return 1
-        print(f"Spark Connect running at {running['url']} (pid {running['pid']}, master {running['master']})")
+        healthy, why = connect_server_health(base, running, timeout=args.probe_timeout)
+        if not healthy:  # the pid lives and the port listens, yet a query fails: say so
+            print(f"Spark Connect UNHEALTHY at {running['url']} (pid {running['pid']}): {why}")
+            return 1
+        print(f"Spark Connect running at {running['url']} (pid {running['pid']}, master {running['master']}; "
+              "answered a query)")
         return 0
     print("Spark Connect stopped" if stop_connect_server(base) else "Spark Connect was not running")
     return 0
@@ -595,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="Spark master of the server (default local[2])")
     connect.add_argument("--conn-id", help="take the token clients must send from this Airflow spark_connect "
                          "connection's password (default: the previous token, else a new one)")
+    connect.add_argument("--probe-timeout", type=_positive_seconds, default=60.0,
+                         help="status: seconds the test query may take before the server counts as unhealthy")
     connect.set_defaults(func=_cmd_spark_connect)
     history = sub.add_parser("history", help="print a pipeline's recorded state changes (seq, zxid, event)")
     _pipeline_args(history)

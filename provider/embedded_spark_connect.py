@@ -11,6 +11,14 @@ server's 0700 folder, or given by the caller (e.g. from an Airflow connection). 
 user could run code as the server's user. Clients send it in the URL, ``sc://localhost:PORT/;token=T``:
 the host must be literally ``localhost`` for pyspark to send a token over plain loopback gRPC (with
 any other host a token switches the client to TLS, which this server does not serve).
+
+The gRPC port is not the only one the server opens: its driver also listens for Spark's internal RPC
+and block transfers. Those are authenticated too, with Spark's own ``spark.authenticate`` machinery
+and a per-server secret generated here, kept in a 0600 properties file in the server's folder and
+passed with ``--properties-file`` (never on the command line); every port binds to loopback. Without
+that, any local user could send the driver a ``StopBlockManagerMaster`` and stop its SparkContext.
+:meth:`SparkConnectServer.healthy` then asks the server for a real query, because a live pid and a
+listening port do not mean the SparkContext still works.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from airflow_epochs.process_identity import ProcessIdentity, identify, launch_en
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable name
 TOKEN_FILE = "token"  # noqa: S105 - a file name
+AUTH_PROPERTIES_FILE = "spark-auth.properties"
+PROBE_TIMEOUT = 60.0
 
 
 class SparkConnectStartError(RuntimeError):
@@ -134,6 +144,11 @@ class SparkConnectServer:
         return self.directory / "spark-connect.log"
 
     @property
+    def properties_file(self) -> Path:
+        """The 0600 Spark properties file holding the internal RPC secret (``spark.authenticate.secret``)."""
+        return self.directory / AUTH_PROPERTIES_FILE
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
@@ -144,13 +159,15 @@ class SparkConnectServer:
             "spark.ui.enabled": "false",
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
+            "spark.blockManager.bindAddress": "127.0.0.1",
             "spark.local.dir": str(self.directory / "scratch"),
             "spark.sql.shuffle.partitions": "4",
             **self.conf,
+            "spark.authenticate": "true",  # the secret is in the properties file, never here
         }
         argv = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                 "--name", "airflow-epochs Spark Connect", "--master", self.master,
-                "--driver-memory", self.driver_memory]
+                "--driver-memory", self.driver_memory, "--properties-file", str(self.properties_file)]
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
         return argv
@@ -159,6 +176,8 @@ class SparkConnectServer:
         private_dir(self.directory)
         tighten(self.directory)
         write_private(self.token_file, self.token + "\n")
+        # A new internal RPC secret for each start: only this server's driver and executors share it.
+        write_private(self.properties_file, f"spark.authenticate.secret={secrets.token_hex(32)}\n")
         if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         home = spark_home()
@@ -203,6 +222,12 @@ class SparkConnectServer:
     def serving(self) -> bool:
         return self.process is not None and self.process.poll() is None and listening(self.port, self._probe_host)
 
+    def healthy(self, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
+        """Whether the server answers a real query (``spark.range(3).count()``), and what it said.
+
+        See :func:`probe`."""
+        return probe(self.url, timeout=timeout)
+
     def identity(self) -> ProcessIdentity | None:
         """The running server's process identity (recorded to stop or adopt it safely later)."""
         return identify(self.process.pid) if self.process is not None and self.process.poll() is None else None
@@ -220,3 +245,38 @@ class SparkConnectServer:
                  tb: TracebackType | None) -> None:
         self.stop()
 
+
+
+_PROBE_SCRIPT = """
+import os, sys
+from airflow_epochs.spark.connect import connect_mode
+from pyspark.sql.connect.session import SparkSession
+with connect_mode():
+    session = SparkSession.builder.remote(os.environ.pop("AIRFLOW_EPOCHS_PROBE_URL")).create()
+    try:
+        print(int(session.range(3).count()))
+    finally:
+        session.stop()
+"""
+
+
+def probe(url: str, *, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
+    """Ask the Spark Connect server at ``url`` (token included) for a real query, in a child process
+    bounded by ``timeout`` (pyspark's client retries for minutes on its own). The URL goes to the child
+    through its environment, never its command line.
+
+    :returns: ``(True, "answered")`` or ``(False, why)`` (the last line of the client's error).
+    """
+    import sys
+
+    env = {**os.environ, "AIRFLOW_EPOCHS_PROBE_URL": url, "SPARK_CONNECT_MODE": "1"}
+    env.pop(TOKEN_ENV, None)
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"no answer to a query within {timeout:g} s"
+    if done.returncode == 0 and done.stdout.strip().endswith("3"):
+        return True, "answered"
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return False, (lines[-1][:300] if lines else f"the query failed (exit {done.returncode})")

@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_epochs.private_files import private_dir, read_private, write_private
 from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
 
-__all__ = ["RunStillActive", "ServerRecord", "current_run", "read_record", "reap_leftover", "write_record"]
+__all__ = ["RunStillActive", "ServerRecord", "ZooKeeperSupervisor", "current_run", "read_record", "reap_leftover",
+           "write_record"]
+
+
+if TYPE_CHECKING:
+    from airflow_epochs.embedded_zookeeper import ZooKeeperEnsemble
 
 
 class RunStillActive(RuntimeError):
@@ -114,3 +122,57 @@ def reap_leftover(path: Path) -> str | None:
         return f"pid {record.server.pid} recorded for the {record.name} server now runs another program: left alone"
     path.unlink(missing_ok=True)
     return f"stopped the {record.name} server left by a run that was killed ({record.server.describe()})"
+
+
+class ZooKeeperSupervisor:
+    """Restarts an embedded ZooKeeper member that exited on its own (a crash, an OOM kill, ``kill -9``) on
+    the same port and data, so that the run rides through: the clients' sessions resume (their timeout
+    permitting) or reconnect, and the tasks' retries find it again.
+
+    Start it from a thread that lives as long as the run, like the server: a server started with
+    ``die_with_parent`` is restarted from the supervisor's own thread, which ends only at :meth:`stop`.
+
+    :param server: the ensemble (or single server) to watch.
+    :param on_restart: called with the member's index after each restart (to record its new identity).
+    :param say: where to report a restart (one line).
+    :param interval: seconds between looks.
+    """
+
+    def __init__(self, server: ZooKeeperEnsemble, *, on_restart: Callable[[int], None] | None = None,
+                 say: Callable[[str], None] = print, interval: float = 0.5) -> None:
+        self.server = server
+        self.on_restart = on_restart
+        self.say = say
+        self.interval = interval
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="zookeeper-supervisor", daemon=True)
+
+    def start(self) -> ZooKeeperSupervisor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (before the server is stopped on purpose)."""
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=120)
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self.interval):
+            for index, member in enumerate(self.server.members):
+                process = member.process
+                if process is None or process.poll() is None or self._stopping.is_set():
+                    continue
+                code = process.returncode
+                began = time.monotonic()
+                try:
+                    self.server.restart(index)
+                except Exception as exc:  # noqa: BLE001 - reported; the next look tries again
+                    self.say(f"ZooKeeper member {member.myid} exited ({code}) and did not restart: {exc}")
+                    continue
+                self.restarts += 1
+                self.say(f"ZooKeeper member {member.myid} exited ({code}): restarted on the same port "
+                         f"{member.client_port} and data in {time.monotonic() - began:.1f} s")
+                if self.on_restart is not None:
+                    self.on_restart(index)

@@ -113,7 +113,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
     from airflow_epochs.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
     from airflow_epochs.private_files import write_private
-    from airflow_epochs.supervision import ServerRecord, current_run, write_record
+    from airflow_epochs.supervision import ServerRecord, ZooKeeperSupervisor, current_run, write_record
 
     servers = base / "servers"
     me = current_run()
@@ -164,7 +164,13 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
         demo = Demo(days=days, base=base, data=data, airflow_home=airflow_home, hosts=zk.hosts,
                     connect_url=connect.url)
         if not faults:
-            return demo.run()
+            # A ZooKeeper that crashes is restarted on the same port and data: the run rides through.
+            supervisor = ZooKeeperSupervisor(zk, say=say, on_restart=lambda _index: record(
+                "zookeeper", zk.identity(0), {"port": zk.port})).start()
+            try:
+                return demo.run()
+            finally:
+                supervisor.stop()
         from demo_faults import FaultInjector
 
         injector = FaultInjector(zookeeper=zk, on_restart=lambda: record("zookeeper", zk.identity(0),

@@ -90,3 +90,34 @@ def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
     left = {pid: identity.describe() for pid, identity in tree.items() if identity.alive()}
     assert not left, left
     assert not list((state / "servers").glob("*.json"))  # the rerun's own servers are stopped and forgotten
+
+
+def test_the_plain_demo_rides_through_a_zookeeper_kill(tmp_path):
+    """ZooKeeper's JVM is killed (-9) while the demo's first epoch runs: the demo's supervisor restarts it
+    on the same port and data, and the run finishes by itself with every epoch sealed and checked."""
+    state = tmp_path / "demo"
+    demo = subprocess.Popen([sys.executable, str(REPO / "scripts" / "demo.py"), "--state-dir", str(state),
+                             "--days", "2"], env=_demo_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen: list[str] = []
+    killed = None
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            seen.append(line)
+            if killed is None and "epoch 1 (" in line and "open ->" in line:
+                record = read_record(state / "servers" / "zookeeper.json")
+                assert record is not None and record.server.alive()
+                killed = record.server
+                os.kill(killed.pid, signal.SIGKILL)
+        demo.wait(540)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    output = "".join(seen)
+    assert killed is not None, output[-3000:]
+    assert demo.returncode == 0, output[-4000:]
+    assert "restarted on the same port" in output, output[-4000:]
+    assert "check: sealed results vs one Spark computation over days 1..2" in output, output[-3000:]
+    assert not killed.alive()

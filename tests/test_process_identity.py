@@ -96,7 +96,14 @@ def test_cli_records_the_zookeeper_identity_and_stops_it(tmp_path):
     finally:
         stopped = _cli(tmp_path, "zookeeper", "stop")
     assert stopped.returncode == 0 and "ZooKeeper stopped" in stopped.stdout, stopped
-    assert not pid_alive(state["pid"]) and not (tmp_path / "zookeeper.json").exists()
+    assert not pid_alive(state["pid"])
+    # Only the port stays, so that the next start serves where connections point.
+    assert json.loads((tmp_path / "zookeeper.json").read_text()) == {"port": state["port"]}
+    again = _cli(tmp_path, "zookeeper", "start")
+    try:
+        assert again.returncode == 0 and f"127.0.0.1:{state['port']}" in again.stdout, again
+    finally:
+        assert _cli(tmp_path, "zookeeper", "stop").returncode == 0
 
 
 def test_leftover_of_a_killed_run_is_reaped_and_a_live_run_is_left_alone(tmp_path):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,56 @@ def _pgid(proc: Path) -> int | None:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket the processes listen on (from /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                address, port = fields[1].split(":")
+                found.add((address, int(port, 16)))
+    return found
+
+
+def test_every_port_of_the_server_is_authenticated_and_on_loopback(spark_connect_server, spark_connect_state):
+    folder = spark_connect_state / "spark-connect"
+    properties = folder / "spark-auth.properties"
+    assert os.stat(properties).st_mode & 0o777 == 0o600
+    secret = properties.read_text().split("spark.authenticate.secret=", 1)[1].strip()
+    assert len(secret) == 64
+    state = json.loads((spark_connect_state / "spark-connect.json").read_text())
+    group = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(p) == state["pid"]]
+    cmdlines = b" ".join(Path(f"/proc/{pid}/cmdline").read_bytes() for pid in group)
+    assert b"spark.authenticate=true" in cmdlines and secret.encode() not in cmdlines
+    log = (folder / "spark-connect.log").read_text(errors="replace")
+    assert "authentication enabled" in log and secret not in log
+    ports = _listening_addresses(group)
+    assert len(ports) >= 3, ports  # gRPC, the driver's RPC and its block manager
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # v4, v6, v4-mapped
+    assert all(address in loopback for address, _ in ports), ports
+
+
+def test_status_reports_a_server_that_does_not_answer_as_unhealthy(spark_connect_server, spark_connect_state):
+    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state),
+           "spark-connect", "status", "--probe-timeout", "20"]
+    healthy = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert healthy.returncode == 0 and "answered a query" in healthy.stdout, healthy
+    pid = json.loads((spark_connect_state / "spark-connect.json").read_text())["pid"]
+    os.kill(pid, signal.SIGSTOP)  # the pid lives and the port still accepts connections, but nothing answers
+    try:
+        frozen = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert frozen.returncode == 1 and "UNHEALTHY" in frozen.stdout and "no answer" in frozen.stdout, frozen

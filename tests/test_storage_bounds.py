@@ -65,3 +65,14 @@ def test_a_chroot_in_the_hosts_is_checked_like_a_root(hosts, message):
     with pytest.raises(InvalidConnection, match=message):
         ZooKeeperSettings.from_fields(host=hosts)
     assert ZooKeeperSettings.from_fields(host="127.0.0.1:2181/teams/etl").chroot == "/teams/etl"
+
+
+def test_a_deeply_nested_manifest_is_corrupt_in_one_line(tmp_path):
+    from airflow_epochs.coordination import CorruptPayload
+    from airflow_epochs.spark.storage import MANIFEST_FILE, read_manifest, write_manifest
+
+    write_manifest(str(tmp_path), {"rows": 1})
+    assert read_manifest(str(tmp_path))["rows"] == 1
+    (tmp_path / MANIFEST_FILE).write_text("[" * 100_000)
+    with pytest.raises(CorruptPayload, match="nested deeper than 64 levels"):
+        read_manifest(str(tmp_path))

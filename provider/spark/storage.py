@@ -24,6 +24,7 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.payloads import loads_bounded
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import validate_location
 
@@ -82,7 +83,7 @@ def read_manifest(location: str) -> dict[str, Any] | None:
     with fs.open_input_stream(target) as stream:
         raw = stream.read()
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw)
     except ValueError as exc:
         raise CorruptPayload(f"{location}/{MANIFEST_FILE}: not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
