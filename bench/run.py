@@ -16,6 +16,7 @@ Groups (row ids in brackets):
   spark      Spark epochs: warm Connect vs spark-submit; nycflights      [spark_epoch_s, spark_day_s]
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
+  publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
 
 Prints one table (ours, peer, how many times better ours is) and writes it as JSON. Every number
 comes from this run; the fairness rules are in ``bench/common.py``.
@@ -39,7 +40,7 @@ from common import ROWS, fmt
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "ui", "spark",
-          "scheduler")
+          "scheduler", "publish")
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
@@ -58,6 +59,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
     def ui() -> None:
         from ui_grid import run_all
+
+        run_all(hosts, smoke)
+
+    def publish() -> None:
+        from publish import run_all
 
         run_all(hosts, smoke)
 
@@ -81,6 +87,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "ui": ui,
         "spark": spark,
         "scheduler": scheduler,
+        "publish": publish,
     }
 
 
