@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
-from openlineage.client.generated.base import RunFacet
+from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.generated.base_subset_dataset import (
     InputSubsetInputDatasetFacet,
     OutputSubsetOutputDatasetFacet,
@@ -109,8 +109,9 @@ def run_facet(ledger: EpochLedger, partition: str, epoch: int, *, producer: str,
 
 
 def output_dataset(namespace: str, name: str, epoch: int | None) -> OutputDataset:
-    facets = {} if epoch is None else {"subset": OutputSubsetOutputDatasetFacet(outputCondition=epoch_partition(epoch),
-                                                                               producer=PRODUCER)}
+    facets: dict[str, OutputDatasetFacet] = {}
+    if epoch is not None:
+        facets["subset"] = OutputSubsetOutputDatasetFacet(outputCondition=epoch_partition(epoch), producer=PRODUCER)
     return OutputDataset(namespace=namespace, name=name, outputFacets=facets)
 
 
@@ -118,7 +119,8 @@ def input_datasets(ids: Mapping[str, tuple[str, str]], epoch: int | None) -> lis
     """One input per sealed partition read (name -> (namespace, name)), each with the epoch it read."""
     found = []
     for namespace, name in ids.values():
-        facets = {} if epoch is None else {"subset": InputSubsetInputDatasetFacet(inputCondition=epoch_partition(epoch),
-                                                                                 producer=PRODUCER)}
+        facets: dict[str, InputDatasetFacet] = {}
+        if epoch is not None:
+            facets["subset"] = InputSubsetInputDatasetFacet(inputCondition=epoch_partition(epoch), producer=PRODUCER)
         found.append(InputDataset(namespace=namespace, name=name, inputFacets=facets))
     return found

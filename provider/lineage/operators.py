@@ -40,7 +40,7 @@ def spark_task_lineage(operator: Any, *, complete: bool) -> Any:
     pipeline, epoch = attempt.pipeline, attempt.epoch
     inputs = {name: storage_dataset_id(operator.storage, pipeline, part)
               for name, part in (operator.sealed_inputs or {}).items()}
-    lineage = OperatorLineage(inputs=input_datasets(inputs, epoch),
+    lineage: Any = OperatorLineage(inputs=input_datasets(inputs, epoch),
                               outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
     published = getattr(operator, "published", None) or {}
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
@@ -59,7 +59,7 @@ def publish_task_lineage(operator: Any, *, complete: bool) -> Any:
     if not published:
         return OperatorLineage()
     epoch, pipeline = published["epoch"], published["pipeline"]
-    lineage = OperatorLineage(outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
+    lineage: Any = OperatorLineage(outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
         ledger = EpochLedger(hook.get_conn(), pipeline, root=operator.root)
         seal = ledger.seal(epoch, operator.partition)
