@@ -18,6 +18,7 @@ Groups (row ids in brackets):
   spark      Spark epochs: warm Connect vs spark-submit; nycflights      [spark_epoch_s, spark_day_s]
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
+  publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
 
 Prints one table (ours, peer, how many times better ours is) and writes it as JSON. Every number
 comes from this run; the fairness rules are in ``bench/common.py``.
@@ -41,7 +42,7 @@ from common import ROWS, fmt
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
-          "spark", "scheduler")
+          "spark", "scheduler", "publish")
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
@@ -71,6 +72,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         state_growth.capacity(hosts, shapes, 3 if smoke else 10)
         fleet(hosts, shapes, 3 if smoke else 10, (4, 10, 3, 4) if smoke else (200, 10, 3, 20))
 
+    def publish() -> None:
+        from publish import run_all
+
+        run_all(hosts, smoke)
+
     def scheduler() -> None:
         from scheduler_latency import measure
 
@@ -91,6 +97,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "ui": ui,
         "spark": spark,
         "scheduler": scheduler,
+        "publish": publish,
     }
 
 

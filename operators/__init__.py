@@ -11,6 +11,7 @@ from airflow_epochs.operators.epoch import (
     partition_asset,
 )
 from airflow_epochs.operators.group import EpochGroup
+from airflow_epochs.operators.publish import PublishSealedOperator
 from airflow_epochs.operators.spark import SparkEpochOperator
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "CloseEpochOperator",
     "EpochGroup",
     "OpenEpochOperator",
+    "PublishSealedOperator",
     "ReconfigureOperator",
     "RollbackOperator",
     "SparkEpochOperator",

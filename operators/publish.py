@@ -32,7 +32,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
     :param partition: the sealed partition (templated).
     :param table: the Iceberg table, ``namespace.table`` (templated).
     :param table_conn_id: the Airflow connection of the Iceberg catalog (templated).
-    :param output: which output of the producers' manifests (default ``data``).
+    :param output_name: which output of the producers' manifests (default ``data``).
     :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
     """
 
@@ -45,7 +45,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         partition: str,
         table: str,
         table_conn_id: str = "iceberg_default",
-        output: str = "data",
+        output_name: str = "data",
         attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
@@ -55,7 +55,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         self.partition = partition
         self.table = table
         self.table_conn_id = table_conn_id
-        self.output = output
+        self.output_name = output_name
         self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
@@ -69,7 +69,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         def publish() -> dict[str, Any]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 outcome = publish_from_task(hook.get_conn(), attempt.pipeline, self.partition, attempt.epoch,
-                                            table=self.table, conn_id=self.table_conn_id, output=self.output,
+                                            table=self.table, conn_id=self.table_conn_id, output=self.output_name,
                                             root=self.root)
             return outcome.to_dict()
 
@@ -81,3 +81,13 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         self.log.info("Epoch %s: %s in table %s: %d snapshot(s) made, %d found already", attempt.epoch,
                       self.partition, self.table, len(result["published"]), len(result["already"]))
         return result
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from airflow_epochs.lineage.operators import publish_task_lineage
+
+        return publish_task_lineage(self, complete=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow_epochs.lineage.operators import publish_task_lineage
+
+        return publish_task_lineage(self, complete=True)

@@ -56,10 +56,13 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         paths, interpreters or JVM options, no ``env_vars`` such as ``PATH``, ``PYTHONPATH`` or ``LD_*``).
     :param lock_timeout: seconds to wait for the partition's write lock.
     :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
+    :param table: (templated) publish the sealed partition into this Iceberg table (``namespace.table``)
+        right after the seal (see :mod:`airflow_epochs.tables.publish`); a retry repeats the publish.
+    :param table_conn_id: (templated) the Airflow connection of the Iceberg catalog.
     """
 
     template_fields: Sequence[str] = ("application", "partition", "producer", "storage", "inputs", "sealed_inputs",
-                                      "conn_id", "spark_connect_conn_id")
+                                      "conn_id", "spark_connect_conn_id", "table", "table_conn_id")
     ui_color = "#f4a460"
 
     def __init__(
@@ -78,6 +81,8 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
+        table: str | None = None,
+        table_conn_id: str = "iceberg_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
@@ -100,6 +105,10 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.table = table
+        self.table_conn_id = table_conn_id
+        self.epoch_attempt: Any = None  # set by execute (OpenLineage reads it)
+        self.published: dict[str, Any] | None = None
         self._hook: SparkEpochHook | None = None
 
     def _get_hook(self) -> SparkEpochHook:
@@ -115,6 +124,7 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = attempt_from_xcom(context, self.attempt_task_id)
+        self.epoch_attempt = attempt
         hook = self._get_hook()
         inputs = self._inputs_for(attempt.epoch)
         try:
@@ -141,7 +151,31 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
             self.log.info("Epoch %s: run %s of %s voted %s with rows %s (partition sealed: %s, removed %d "
                           "superseded runs)", attempt.epoch, outcome.run, self.producer, self.partition, rows,
                           outcome.partition_sealed, len(outcome.removed))
+        if self.table and outcome.partition_sealed:
+            self.published = self._publish(attempt.pipeline, attempt.epoch)
         return outcome.to_dict()
+
+    def _publish(self, pipeline: str, epoch: int) -> dict[str, Any]:
+        """Publish the sealed partition into ``table`` (after the seal: its commit point)."""
+        from airflow_epochs.tables.tasks import publish_from_task
+
+        def publish() -> dict[str, Any]:
+            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
+                return publish_from_task(hook.get_conn(), pipeline, self.partition, epoch, table=str(self.table),
+                                         conn_id=self.table_conn_id, root=self.root).to_dict()
+
+        result = self.coordinated(publish, what=f"epoch {epoch}: publish {self.partition} to {self.table}")
+        return {**result, "pipeline": pipeline, "epoch": epoch}
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from airflow_epochs.lineage.operators import spark_task_lineage
+
+        return spark_task_lineage(self, complete=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow_epochs.lineage.operators import spark_task_lineage
+
+        return spark_task_lineage(self, complete=True)
 
     def _inputs_for(self, epoch: int) -> dict[str, str]:
         return {name: str(location).replace("{epoch}", str(epoch)) for name, location in self.inputs.items()}

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import EpochsError, InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
@@ -329,6 +329,7 @@ class Publisher:
                 self.on_step("planned")
                 self.on_step("schema")
             properties = self._properties(seal, mode)
+            assert table is not None  # loaded or created above
             try:
                 if mode == "add_files":
                     table.add_files(list(seal.files), snapshot_properties=properties, check_duplicate_files=True)
@@ -368,7 +369,8 @@ class Publisher:
             for data_file in files:
                 update.delete_data_file(data_file)
         self.on_step("committed")
-        record = h.published(self.load().current_snapshot())
+        after = self.load()
+        record = None if after is None else h.published(after.current_snapshot())
         log.info("table %s: rolled back to epoch %s (removed epochs %s, %d file(s)) as snapshot %s",
                  self.identifier, to_epoch, removed, len(files), None if record is None else record.snapshot_id)
         return record

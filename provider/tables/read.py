@@ -8,7 +8,7 @@ from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.tables import history as h
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 
 def table_as_of_epoch(catalog: Any, identifier: str, as_of_epoch: int) -> pa.Table:

@@ -1,0 +1,115 @@
+"""OpenLineage events of a real DAG run (``airflow dags test`` with the OpenLineage provider's file
+transport): the Spark epoch task's output is the published Iceberg table with the epoch as a partition
+subset, its run carries our ``airflowEpochs`` facet, validated against the schema the package ships;
+every event is checked against OpenLineage's own event model (openlineage-python)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from airflow_db import private_airflow_db
+from spark_pipeline import JOB, expected, write_inputs
+
+from airflow_epochs.coordination import EpochLedger
+from airflow_epochs.lineage.facets import FACET_NAME, manifest_digest, run_facet_schema
+from airflow_epochs.tables import catalog_settings, load_catalog, table_as_of_epoch
+from airflow_epochs.tables import history as h
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+TABLE = "epochs.totals"
+EVENT_TYPES = {"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"}
+
+
+def check_openlineage_event(event: dict) -> None:
+    """The RunEvent rules of OpenLineage's spec, checked by rebuilding the event with openlineage-python's
+    classes generated from that spec (their validators: UUID run ids, ISO times, URIs), plus the
+    required fields of each part."""
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+
+    for key in ("eventTime", "producer", "schemaURL", "run", "job"):
+        assert key in event, (key, event)
+    assert event["eventType"] in EVENT_TYPES
+    assert event["schemaURL"].startswith("https://openlineage.io/spec/") and "RunEvent" in event["schemaURL"]
+    for facets in (event["run"].get("facets", {}), event["job"].get("facets", {})):
+        for name, facet in facets.items():
+            assert {"_producer", "_schemaURL"} <= set(facet), (name, facet)
+    RunEvent(eventType=RunState(event["eventType"]), eventTime=event["eventTime"],
+             run=Run(runId=event["run"]["runId"]), job=Job(namespace=event["job"]["namespace"],
+                                                            name=event["job"]["name"]),
+             producer=event["producer"],
+             inputs=[InputDataset(namespace=d["namespace"], name=d["name"]) for d in event.get("inputs", [])],
+             outputs=[OutputDataset(namespace=d["namespace"], name=d["name"]) for d in event.get("outputs", [])])
+
+
+def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagbag, airflow_home, zk_connection, zk,
+                                                                             tmp_path):
+    assert "published_totals" in dagbag.dags
+    inputs = write_inputs(tmp_path / "in", 2)
+    events_file = tmp_path / "openlineage.jsonl"
+    catalog_extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"),
+                     "warehouse": (tmp_path / "warehouse").as_uri(), "name": "lineage_test"}
+    env = {
+        **os.environ, **private_airflow_db(airflow_home, tmp_path / "home"),
+        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_ICEBERG_TEST": json.dumps({"conn_type": "iceberg", "extra": catalog_extra}),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
+                                                       "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "epochs-tests",
+        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
+    }
+    airflow = str(Path(sys.executable).parent / "airflow")
+    for epoch in (1, 2):
+        conf = {"epoch": epoch, "job": str(JOB), "storage": str(tmp_path / "out"),
+                "inputs": str(Path(inputs[1]).parent)}
+        done = subprocess.run([airflow, "dags", "test", "published_totals", "-c", json.dumps(conf)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    # The table: exactly one snapshot per sealed epoch although two tasks published each epoch.
+    catalog = load_catalog(catalog_settings(extra=catalog_extra))
+    ledger = EpochLedger(zk, "published_totals")
+    table = catalog.load_table(TABLE)
+    records = [h.published(s) for s in table.snapshots()]
+    assert [(r.action, r.epoch) for r in records if r] == [("publish", 1), ("publish", 2)]
+    want, _ = expected(inputs, 2)
+    got = table_as_of_epoch(catalog, TABLE, 2).to_pandas().sort_values(["epoch", "key"]).reset_index(drop=True)
+    assert got[["epoch", "key", "events", "amount"]].astype("int64", errors="ignore").values.tolist() == \
+        want[["epoch", "key", "events", "amount"]].values.tolist()
+
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    assert events, "no OpenLineage event was written"
+    for event in events:
+        check_openlineage_event(event)
+    ours_schema = run_facet_schema()
+    jsonschema.Draft202012Validator.check_schema(ours_schema)
+    completes = {}
+    for event in events:
+        facet = event["run"].get("facets", {}).get(FACET_NAME)
+        if facet is not None:
+            jsonschema.validate(facet, ours_schema)
+        if event["eventType"] == "COMPLETE" and event["job"]["name"].endswith(("epoch.totals", "epoch.publish")):
+            assert facet is not None, event["job"]["name"]
+            completes[(event["job"]["name"].rsplit(".", 1)[-1], facet["epoch"])] = (event, facet)
+    assert set(completes) == {("totals", 1), ("totals", 2), ("publish", 1), ("publish", 2)}
+    for epoch in (1, 2):
+        event, facet = completes[("totals", epoch)]
+        seal = ledger.seal(epoch, "totals")
+        record = ledger.seal_record(epoch, "totals")
+        assert facet["sealed"] and facet["pipeline"] == "published_totals" and facet["partition"] == "totals"
+        assert (facet["attempt"], facet["generation"], facet["sealRequest"], facet["sealZxid"]) == \
+            (seal.attempt, seal.generation, record.request, seal.zxid)
+        assert facet["producers"] == ["job"]
+        assert facet["manifestDigests"] == {"job": manifest_digest(seal.manifests["job"])}
+        assert facet["table"] == TABLE
+        assert facet["snapshotId"] == next(r.snapshot_id for r in records if r and r.epoch == epoch)
+        [output] = event["outputs"]
+        assert (output["namespace"], output["name"]) == ("iceberg://lineage_test", TABLE)
+        partitions = output["outputFacets"]["subset"]["outputCondition"]["partitions"]
+        assert partitions == [{"dimensions": {"epoch": str(epoch)}, "identifier": str(epoch)}]
+        # The publish task's COMPLETE names the same snapshot (it found the one the Spark task made).
+        assert completes[("publish", epoch)][1]["snapshotId"] == facet["snapshotId"]

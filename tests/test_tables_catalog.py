@@ -1,0 +1,74 @@
+"""Catalog settings from a connection's fields: allow-listed extras, the secret kept out of messages;
+and the lineage of a Spark epoch task that read sealed partitions (real ZooKeeper, no Spark needed)."""
+
+from __future__ import annotations
+
+import types
+
+import jsonschema
+import pytest
+
+from airflow_epochs.coordination import EpochLedger, InvalidInput, PipelineConfig
+from airflow_epochs.tables import catalog_settings
+
+
+def test_postgres_settings_keep_the_password_apart():
+    settings = catalog_settings(host="db.internal", port=5433, login="ice", password="s3cr@t/pw", schema="lake",
+                                extra={"catalog": "sql", "warehouse": "s3://bucket/wh"})
+    assert settings.properties["uri"] == "postgresql+psycopg2://ice:{password}@db.internal:5433/lake"
+    assert "s3cr" not in repr(settings) and "s3cr" not in settings.describe()
+    assert settings.secret == {"password": "s3cr%40t%2Fpw"}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"catalog": "hive", "warehouse": "w"}, "kind must be one of"),
+    ({"catalog": "sql", "warehouse": "w", "py-catalog-impl": "evil.Catalog"}, "unknown extra(s) ['py-catalog-impl']"),
+    ({"catalog": "sql"}, "needs extra 'warehouse'"),
+    ({"catalog": "rest", "py-io-impl": "evil.FileIO"}, "extra 'py-io-impl' is not a REST catalog setting"),
+])
+def test_bad_extras_are_refused_by_name(extra, message):
+    with pytest.raises(InvalidInput) as refused:
+        catalog_settings(host="h", schema="db", password="pw-not-shown", extra=extra)
+    assert message in str(refused.value) and "pw-not-shown" not in str(refused.value)
+
+
+def test_rest_settings_pass_allow_listed_keys_through():
+    settings = catalog_settings(host="https://catalog.example:8181/api", password="tok",
+                                extra={"catalog": "rest", "warehouse": "prod", "s3.region": "eu-west-1",
+                                       "header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    assert settings.properties == {"type": "rest", "uri": "https://catalog.example:8181/api", "warehouse": "prod",
+                                   "s3.region": "eu-west-1",
+                                   "header.X-Iceberg-Access-Delegation": "vended-credentials"}
+    assert settings.secret == {"token": "tok"}
+
+
+@pytest.mark.integration
+def test_spark_task_lineage_names_sealed_inputs_output_and_the_seal(zk, zk_connection):
+    from airflow_epochs.lineage.facets import FACET_NAME, manifest_digest, run_facet_schema
+    from airflow_epochs.lineage.operators import spark_task_lineage
+
+    ledger = EpochLedger(zk, "joined", owner="tests")
+    ledger.create_pipeline(PipelineConfig({"flights": ("clean",), "daily": ("join",)}), first_epoch=1)
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "flights", "clean", {"outputs": {"data": {"path": "/lake/f/1", "rows": 3}}})
+    operator = types.SimpleNamespace(storage="/lake", partition="daily", producer="join",
+                                     sealed_inputs={"flights": "flights"}, table=None,
+                                     zookeeper_conn_id="zookeeper_default", root="/airflow-epochs",
+                                     epoch_attempt=attempt, published=None)
+    assert spark_task_lineage(operator, complete=False).outputs == []  # the epoch is not known before execute
+    before = spark_task_lineage(operator, complete=True)
+    [source] = before.inputs
+    assert (source.namespace, source.name) == ("file", "/lake/joined/flights")
+    assert source.inputFacets["subset"].inputCondition.partitions[0].identifier == "1"
+    [target] = before.outputs
+    assert (target.namespace, target.name) == ("file", "/lake/joined/daily")
+    facet = before.run_facets[FACET_NAME]
+    assert (facet.sealed, facet.producers, facet.attempt) == (False, ["join"], attempt.token)
+    manifest = {"outputs": {"data": {"path": "/lake/d/1", "rows": 2}}}
+    ledger.vote(attempt, "daily", "join", manifest, upstream={"raw": 4})
+    after = spark_task_lineage(operator, complete=True).run_facets[FACET_NAME]
+    assert after.sealed and after.manifestDigests == {"join": manifest_digest(manifest)}
+    assert after.lineageVector == {"raw": 4} and after.sealZxid == ledger.seal(1, "daily").zxid
+    from openlineage.client.serde import Serde
+
+    jsonschema.validate(Serde.to_dict(after), run_facet_schema())
