@@ -225,3 +225,16 @@ def test_the_gate_delivers_each_complete_key_once_and_holds_the_next_until_ackno
     second = asyncio.run(_collect(trigger(), 2, 4.0))
     assert [(e["partition_key"], e["epoch"]) for e in second] == [("2026-01-02", 2)]  # key 1 not again
     assert second[0]["dedupe_key"] == "declared/sales/2/1/" + str(second[0]["attempt"])
+
+
+def test_staged_votes_are_pruned_with_retention_and_a_late_rerun_writes_nothing(zk):
+    ledger = EpochLedger(zk, "pruned", owner="declared-producers")
+    ledger.create_pipeline(DECLARED.pipeline_config(retain_epochs=2))
+    for day in range(1, 7):
+        for producer in ("eu", "us", "returns"):
+            _vote(ledger, producer, f"2026-01-0{day}", _ti(f"prod_{producer}", str(day)))
+    assert ledger.frontier() == 6
+    kept = sorted(int(n) for n in zk.get_children(f"{ledger.paths.base}/declared"))
+    assert kept == [4, 5, 6], kept  # bounded: retain_epochs behind the frontier
+    assert _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "late")) == "rerun_after_seal"
+    assert sorted(int(n) for n in zk.get_children(f"{ledger.paths.base}/declared")) == kept

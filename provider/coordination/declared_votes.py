@@ -129,6 +129,9 @@ def stage_vote(
     doc = {"ti": task_instance.to_json(), "partition_key": match.key, "request": task_instance.request_id(match.key)}
     epoch_path = staged_epoch(ledger, epoch)
     path = f"{epoch_path}/{match.partition}/{match.producer}"
+    if not client.exists(path) and _sealed(ledger, epoch):
+        # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
+        return _outcome(ledger, match, epoch, "rerun_after_seal", {})
     _ensure_epoch_node(client, epoch_path, match.key, epoch)
     client.ensure_path(f"{epoch_path}/{match.partition}")
     try:
@@ -198,7 +201,31 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
             return DrainOutcome(tuple(sealed), epoch)
         sealed.append(epoch)
         epoch += 1
+        if len(sealed) == 1:
+            prune_staged(ledger)
     return DrainOutcome(tuple(sealed), epoch)
+
+
+def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
+    """Delete the staged votes of at most ``max_epochs`` epochs more than the configuration's
+    ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either)."""
+    frontier = ledger.frontier()
+    if frontier < 1:
+        return []
+    retain = ledger.config_for(frontier).config.retain_epochs
+    if retain is None:
+        return []
+    root = staged_epoch_path(ledger.paths, 1).rsplit("/", 1)[0]
+    try:
+        names = sorted(ledger.client.get_children(root))
+    except NoNodeError:
+        return []
+    pruned = []
+    for name in names[:max_epochs]:
+        if name.isdigit() and int(name) < frontier - retain:
+            ledger.client.delete(f"{root}/{name}", recursive=True)
+            pruned.append(int(name))
+    return pruned
 
 
 def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
