@@ -16,6 +16,8 @@ Groups (row ids in brackets):
   spark      Spark epochs: warm Connect vs spark-submit; nycflights      [spark_epoch_s, spark_day_s]
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
+  producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
+             producers_missed_keys, producers_latency_s]
 
 Prints one table (ours, peer, how many times better ours is) and writes it as JSON. Every number
 comes from this run; the fairness rules are in ``bench/common.py``.
@@ -39,7 +41,7 @@ from common import ROWS, fmt
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "ui", "spark",
-          "scheduler")
+          "scheduler", "producers")
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
@@ -66,6 +68,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         measure(hosts, 1 if smoke else 3, smoke)
 
+    def producers() -> None:
+        from producers import measure as measure_producers
+
+        measure_producers(hosts, 2 if smoke else 3, smoke)
+
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
         "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
@@ -81,6 +88,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "ui": ui,
         "spark": spark,
         "scheduler": scheduler,
+        "producers": producers,
     }
 
 
