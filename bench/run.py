@@ -19,6 +19,8 @@ Groups (row ids in brackets):
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
+  producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
+             producers_missed_keys, producers_latency_s]
 
 Prints one table (ours, peer, how many times better ours is) and writes it as JSON. Every number
 comes from this run; the fairness rules are in ``bench/common.py``.
@@ -42,7 +44,8 @@ from common import ROWS, fmt
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
-          "spark", "scheduler", "publish")
+          "spark", "scheduler", "publish",
+          "producers")
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
@@ -82,6 +85,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         measure(hosts, 1 if smoke else 3, smoke)
 
+    def producers() -> None:
+        from producers import measure as measure_producers
+
+        measure_producers(hosts, 2 if smoke else 3, smoke)
+
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
         "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
@@ -98,6 +106,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "spark": spark,
         "scheduler": scheduler,
         "publish": publish,
+        "producers": producers,
     }
 
 

@@ -30,12 +30,13 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper",
                                                                       "airflow_epochs.hooks.spark_epoch"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
-            f"airflow_epochs.operators.{name}" for name in ("epoch", "group", "consumer", "spark", "publish")]}],
+            f"airflow_epochs.operators.{name}" for name in ("epoch", "group", "consumer", "spark", "publish",
+                                                            "declared")]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier")]}],
         "triggers": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.triggers.{name}" for name in ("seals", "frontier", "barriers", "backpressure",
-                                                           "assets")]}],
+                                                           "assets", "declared")]}],
         "plugins": [{"name": "epochs", "plugin-class": "airflow_epochs.ui.plugin.EpochsPlugin"}],
         "connection-types": [
             {

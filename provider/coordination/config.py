@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_epochs.coordination.declared import DeclaredProducers
 from airflow_epochs.coordination.errors import InvalidConfig, InvalidName
 from airflow_epochs.coordination.names import validate_name
 
@@ -44,6 +45,10 @@ class PipelineConfig:
         through pyarrow's filesystems). Before an epoch leaves ZooKeeper its full record is written
         there once, and reads of it are answered from there (see :mod:`.archive`). ``None`` (the
         default): compaction forgets the past, as before.
+    :param declared: optional :class:`~airflow_epochs.coordination.declared.DeclaredProducers`: the
+        Airflow tasks or assets behind each partition's producers and the key -> epoch map, for
+        producers that vote through the provider's listener; its producer names must be exactly the
+        ``partitions``' producers.
 
     Every shape accepted here can be sealed: a seal's size does not depend on the producers' names,
     and a configuration too large to store next to its history record is refused.
@@ -55,6 +60,7 @@ class PipelineConfig:
     window: int | None = None
     retain_epochs: int | None = DEFAULT_RETAIN_EPOCHS
     archive: str | None = None
+    declared: DeclaredProducers | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partitions", _name_lists(self.partitions, "partition", "producers"))
@@ -76,6 +82,8 @@ class PipelineConfig:
             raise InvalidConfig(f"retain_epochs must be a positive integer or None, not {self.retain_epochs!r}")
         if self.archive is not None:
             object.__setattr__(self, "archive", validate_archive_location(self.archive))
+        if self.declared is not None:
+            _check_declared(self.declared, self.partitions)
         size = len(json.dumps(self.to_json(), separators=(",", ":")))
         if size > MAX_CONFIG_BYTES:
             raise InvalidConfig(
@@ -86,7 +94,8 @@ class PipelineConfig:
     def replace(self, **changes: Any) -> PipelineConfig:
         """A copy with some fields changed."""
         fields = {"partitions": self.partitions, "barriers": self.barriers, "buckets": self.buckets,
-                  "window": self.window, "retain_epochs": self.retain_epochs, "archive": self.archive, **changes}
+                  "window": self.window, "retain_epochs": self.retain_epochs, "archive": self.archive,
+                  "declared": self.declared, **changes}
         return PipelineConfig(**fields)
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +110,8 @@ class PipelineConfig:
             data["retain_epochs"] = self.retain_epochs
         if self.archive is not None:
             data["archive"] = self.archive
+        if self.declared is not None:
+            data["declared"] = self.declared.to_json()
         return data
 
     @classmethod
@@ -109,7 +120,8 @@ class PipelineConfig:
         if not isinstance(partitions, Mapping):
             raise InvalidConfig(f"config has no 'partitions' mapping: {data!r}")
         unknown = set(data) - {"partitions", "barriers", "buckets", "window", "retain_epochs", "archive", "from_epoch",
-                               "schema", "kind"}
+                               "schema", "kind",
+                               "declared"}
         if unknown:
             raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
         barriers = data.get("barriers", {})
@@ -122,6 +134,8 @@ class PipelineConfig:
             window=data.get("window"),
             retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
             archive=data.get("archive"),
+            declared=DeclaredProducers.from_json(data["declared"]) if isinstance(data.get("declared"), Mapping)
+            else None,
         )
 
 
@@ -187,6 +201,19 @@ class ConfigVersion:
     version: int
     from_epoch: int
     config: PipelineConfig
+
+
+def _check_declared(declared: object, partitions: Mapping[str, tuple[str, ...]]) -> None:
+    """Declared producers must name exactly the configuration's partitions and producers."""
+    if not isinstance(declared, DeclaredProducers):
+        raise InvalidConfig(f"declared must be a DeclaredProducers, not {declared!r}")
+    names = declared.producer_names()
+    for partition, producers in names.items():
+        if partition not in partitions:
+            raise InvalidConfig(f"declared partition {partition!r} is not one of the partitions {sorted(partitions)}")
+        if set(producers) != set(partitions[partition]):
+            raise InvalidConfig(f"partition {partition!r}: declared producers {sorted(producers)} differ from its "
+                                f"producers {sorted(partitions[partition])}")
 
 
 def _check_members(names: tuple[str, ...], where: str) -> None:

@@ -98,6 +98,8 @@ class SealStream(SharedStreamProducer):
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
     ) -> tuple[dict[str, Any], tuple[int, int, str]] | int | None:
         """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
+        if await self.hold(zk, epoch, wake):
+            return None
         committed = await self._committed(zk)
         if committed > epoch:
             return committed  # another triggerer delivered it and Airflow stored it
@@ -130,7 +132,15 @@ class SealStream(SharedStreamProducer):
         event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch, "generation": generation,
                  "partition_key": str(epoch), "attempt": attempt, "zxid": int(seal[1].czxid),
                  "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{generation}/{attempt}"}
-        return event, (epoch, generation, claim)
+        return await self.describe(zk, event), (epoch, generation, claim)
+
+    async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
+        """Whether to hold the seal of ``epoch`` back for now (a subclass's seam; ``wake`` re-checks)."""
+        return False
+
+    async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
+        """The asset event's payload for a seal (a subclass's seam: e.g. another partition key)."""
+        return event
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         """Airflow stored these events: move the cursor past them and drop their claims. An event not

@@ -17,6 +17,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_epochs.listeners import declared_producers
+
 URL_PREFIX = "/epochs"
 
 
@@ -73,3 +75,4 @@ class EpochsPlugin(AirflowPlugin):
     name = "epochs"
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Epochs"}]
     external_views = _views()
+    listeners = [declared_producers]  # votes of declared producers (ordinary tasks), see its module

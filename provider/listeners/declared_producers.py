@@ -1,0 +1,157 @@
+"""The listener that turns ordinary producer tasks into votes of declared producers.
+
+Registered by the provider's plugin (``EpochsPlugin.listeners``), so every task process of the
+deployment loads it. When a task with outlets starts (``on_task_instance_running``, in the task's own
+process), it arms the task's post-execute step; after ``execute`` returned, and **before** the task
+reports success, that step reads the task's outlet events and their partition keys (``add_partitions``
+or the run's partition key), and for each event that a declared producer of a configured pipeline
+stands for, stages the vote and casts every staged vote in epoch order
+(:mod:`airflow_epochs.coordination.declared_votes`). A task with no outlets, or whose events no
+declaration names, writes nothing.
+
+Why before success: a vote cast after success (``on_task_instance_success`` runs after the success is
+reported, and the asset listeners of the API server after it is committed) is lost for good if the
+process is killed -9 in between, and Airflow never runs the task again. Voting first, a kill -9 after
+the vote leaves the task not successful: Airflow retries it and the retry repeats the vote (its request
+id is the task instance), which adds nothing. A vote that cannot be cast (ZooKeeper unreachable past
+the retry budget) fails the task, so that success always means the vote is in.
+
+Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
+
+- ``declared_pipelines``: comma-separated pipelines whose declared producers this deployment votes for
+  (none: the listener does nothing);
+- ``declared_zookeeper_conn_id``: the ZooKeeper connection (default ``zookeeper_default``);
+- ``declared_root``: the pipelines' root znode (default ``/airflow-epochs``);
+- ``reopen_on_rerun``: ``true`` to roll a sealed key back when a producer runs again for it (the
+  consumer then gets the key again); default ``false``: the re-run is logged and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from airflow.listeners import hookimpl
+
+from airflow_epochs.coordination.paths import DEFAULT_ROOT
+
+log = logging.getLogger(__name__)
+
+OWNER = "declared-producers"
+SECTION = "epochs"
+
+
+def _setting(key: str, default: str) -> str:
+    value = os.environ.get(f"AIRFLOW__{SECTION.upper()}__{key.upper()}")
+    if value is not None:
+        return value
+    try:
+        from airflow.configuration import conf
+
+        return str(conf.get(SECTION, key, fallback=default))
+    except Exception:  # noqa: BLE001 - no configuration reachable: the default
+        return default
+
+
+def declared_pipelines() -> list[str]:
+    """The pipelines named by ``[epochs] declared_pipelines``."""
+    return [name.strip() for name in _setting("declared_pipelines", "").split(",") if name.strip()]
+
+
+def outlet_events(task: Any, context: Any) -> list[tuple[str, str]]:
+    """``(asset URI, partition key)`` of each partitioned outlet event the task recorded."""
+    recorded = context.get("outlet_events")
+    if recorded is None:
+        return []
+    dag_run = context.get("dag_run")
+    run_key = getattr(dag_run, "partition_key", None)
+    events: list[tuple[str, str]] = []
+    for outlet in getattr(task, "outlets", None) or ():
+        uri = getattr(outlet, "uri", None)
+        if not isinstance(uri, str) or not hasattr(outlet, "name"):
+            continue  # aliases and references are resolved by Airflow; declare the concrete asset
+        keys: Iterable[str] = recorded[outlet].partition_keys or ((run_key,) if run_key else ())
+        events.extend((uri, key) for key in sorted(keys))
+    return events
+
+
+def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
+    """Stage and cast the votes the task's outlet events stand for; returns the stage outcomes."""
+    pipelines = declared_pipelines()
+    events = outlet_events(task_instance.task, context)
+    if not pipelines or not events:
+        return []
+    from airflow_epochs.coordination.declared_votes import TaskInstanceId, declaration, drain, stage_vote
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+    from airflow_epochs.retries import Backoff, call_with_retries, describe
+
+    ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
+                        int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
+    reopen = _setting("reopen_on_rerun", "false").strip().lower() in ("1", "true", "yes", "on")
+    root = _setting("declared_root", DEFAULT_ROOT)
+    outcomes: list[Any] = []
+
+    def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
+        log.warning("Declared producer vote: %s; trying again in %.1f s (%.0f s left)", describe(exc), pause, left)
+
+    with ZooKeeperHook(_setting("declared_zookeeper_conn_id", "zookeeper_default")) as hook:
+        for pipeline in pipelines:
+
+            def step(pipeline: str = pipeline) -> list[Any]:
+                ledger = hook.ledger(pipeline, owner=OWNER, root=root)
+                matches = declaration(ledger).matches(ti.dag_id, ti.task_id, events)
+                done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
+                if done:
+                    drained = drain(ledger)
+                    if drained.sealed:
+                        log.info("Pipeline %s: sealed epoch(s) %s", pipeline, list(drained.sealed))
+                    if drained.waiting is not None:
+                        log.info("Pipeline %s: epoch %s waits for more declared producers", pipeline,
+                                 drained.waiting)
+                return done
+
+            for outcome in call_with_retries(step, backoff=Backoff(budget=60), on_retry=on_retry):
+                _report(outcome)
+                outcomes.append(outcome)
+    return outcomes
+
+
+def _report(outcome: Any) -> None:
+    where = (f"pipeline {outcome.pipeline!r} partition {outcome.partition!r} producer {outcome.producer!r} "
+             f"key {outcome.key!r} (epoch {outcome.epoch})")
+    first = outcome.staged_by.get("ti")
+    if outcome.status in ("staged", "repeat"):
+        log.info("Declared producer vote %s: %s", outcome.status, where)
+    elif outcome.status == "other_run":
+        log.warning("Declared producer ran again before the seal: %s; the vote of %s stands", where, first)
+    elif outcome.status == "rerun_after_seal":
+        log.warning("Declared producer ran again AFTER the seal: %s, first produced by %s; the consumer is not "
+                    "triggered again (set [epochs] reopen_on_rerun = true to reopen the key)", where, first)
+    elif outcome.status == "reopened":
+        log.warning("Declared producer ran again after the seal: %s; the key was rolled back and is sealed "
+                    "again (reopen_on_rerun)", where)
+
+
+def _armed(task_instance: Any, previous: Callable[..., Any]) -> Callable[..., Any]:
+    def post_execute(context: Any, *args: Any, **kwargs: Any) -> Any:
+        result = previous(context, *args, **kwargs)
+        vote_for_outlets(task_instance, context)
+        return result
+
+    post_execute.epochs_declared_vote = True  # type: ignore[attr-defined]
+    return post_execute
+
+
+@hookimpl
+def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
+    """Arm the vote of a task that may be a declared producer (it has outlets) to run after its
+    ``execute`` and before its success is reported."""
+    task = getattr(task_instance, "task", None)
+    if task is None or not getattr(task, "outlets", None) or not declared_pipelines():
+        return
+    current = task.post_execute
+    if getattr(current, "epochs_declared_vote", False):
+        return
+    task.post_execute = _armed(task_instance, current)

@@ -1,0 +1,97 @@
+"""DeclaredKeyEventTrigger: the seal of a partition whose producers are declared (ordinary Airflow tasks
+voting through the provider's listener) becomes one asset event carrying the producers' partition key.
+
+It is :class:`~airflow_epochs.triggers.assets.SealedPartitionEventTrigger` (seals in epoch order from
+a cursor in ZooKeeper, ack mode: the cursor moves only once Airflow stored the event; an ephemeral
+claim keeps a second triggerer from delivering the same seal) with two additions:
+
+- the event's ``partition_key`` is the key the producers used (staged with their votes), not the
+  epoch number;
+- with ``consumer``, the seal of epoch e is delivered only once that consumer has acknowledged epoch
+  e-1 (its first task, :class:`~airflow_epochs.operators.declared.ReceiveDeclaredKeyOperator`, does):
+  Airflow folds asset events that arrive before the scheduler creates a run into one run, so holding
+  the next key until the previous key's run exists gives one consumer run per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_epochs.coordination import validate_name
+from airflow_epochs.coordination.declared_votes import decode_staged_key, staged_epoch_path
+from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.triggers.assets import SealedPartitionEventTrigger, SealStream
+from airflow_epochs.triggers.async_zk import AsyncZooKeeper
+
+
+class DeclaredKeyStream(SealStream):
+    """The seals of one declared partition, in epoch order, each with its partition key.
+
+    :param consumer: deliver epoch e only after this consumer acknowledged e-1 (None: no holding).
+    """
+
+    def __init__(self, *, consumer: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.consumer = None if consumer is None else validate_name("consumer", consumer)
+        self.outstanding: int | None = None  # the epoch handed to Airflow and not yet confirmed stored
+
+    async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
+        if self.consumer is None:
+            return False
+        path = self.paths.consumer(self.consumer)
+        if await zk.exists(path, wake) is None:  # the watch fires when the consumer registers
+            # Not registered: it has received nothing yet. Only the first key goes out, and nothing
+            # more until the consumer's run registers it by acknowledging that key.
+            return self.outstanding is not None or await zk.exists(self.cursor) is not None
+        node = await zk.get(path, wake)  # the watch wakes the stream when the consumer acknowledges
+        return node is not None and int(decode("consumer", node[0], path=path)["acked"]) < epoch - 1
+
+    async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
+        staged = await zk.get(staged_epoch_path(self.paths, int(event["epoch"])))
+        key = decode_staged_key(staged[0]) if staged is not None else None
+        self.outstanding = int(event["epoch"])
+        return {**event, "partition_key": key if key is not None else str(event["epoch"]), "declared": True}
+
+    async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
+        await super().delivered(epoch, claims)
+        self.outstanding = None
+
+
+class DeclaredKeyEventTrigger(SealedPartitionEventTrigger):
+    """Emit one asset event per sealed epoch of a declared partition, with the producers' partition key.
+
+    :param pipeline: pipeline name.
+    :param partition: the declared partition.
+    :param consumer: the consumer whose acknowledgement of a key releases the next (see the module).
+    :param scope: the delivery scope (one per Airflow deployment).
+    :param from_epoch: the first epoch to report.
+    """
+
+    def __init__(self, *, consumer: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.consumer = None if consumer is None else validate_name("consumer", consumer)
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {**super()._kwargs(), "consumer": self.consumer}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return "airflow_epochs.triggers.declared.DeclaredKeyEventTrigger", self._kwargs()
+
+    def shared_stream_key(self) -> tuple[str, ...]:
+        return ("airflow_epochs.declared", *super().shared_stream_key()[1:], self.consumer or "")
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> DeclaredKeyStream:
+        return DeclaredKeyStream(**kwargs)
+
+    async def run(self) -> Any:
+        stream = DeclaredKeyStream(**self._kwargs())
+        from airflow.triggers.base import TriggerEvent
+
+        try:
+            async for raw, (epoch, _generation, claim) in stream.open_stream():
+                yield TriggerEvent(raw)
+                await stream.delivered(epoch, [claim])
+        finally:
+            await stream.aclose()

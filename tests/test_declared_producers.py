@@ -1,0 +1,240 @@
+"""Declared producers: ordinary Airflow tasks (or assets) vote through the provider's listener.
+
+- the declaration: bad input is refused naming the value; it round-trips through the stored config;
+- staged votes against a real ZooKeeper: keys completed out of order seal in epoch order, a repeat
+  adds nothing, another run before the seal changes nothing, a re-run after the seal is reported and,
+  with ``reopen``, rolls the key back and seals it again;
+- plain producer DAGs run with ``dag.test()``: their votes come from the listener, an undeclared task
+  writes nothing, a re-run of the same task instance repeats its vote;
+- the gate's trigger: one event per complete key with the producers' key, the next key held until
+  the consumer acknowledged the previous one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_epochs.coordination import EpochCalendar, EpochLedger, InvalidConfig, InvalidInput, PipelineConfig
+from airflow_epochs.coordination.backpressure import acknowledge, register_consumer
+from airflow_epochs.coordination.declared import (
+    AssetProducer,
+    CalendarKeys,
+    DeclaredProducers,
+    ExplicitKeys,
+    Match,
+    TaskProducer,
+)
+from airflow_epochs.coordination.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+
+pytestmark = pytest.mark.integration
+
+DAY1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+DECLARED = DeclaredProducers(
+    {"sales": (TaskProducer("prod_eu", "load", name="eu"), TaskProducer("prod_us", "load", name="us"),
+               AssetProducer("returns", "file:///data/returns", ("prod_returns",)))},
+    CalendarKeys(EpochCalendar(DAY1, timedelta(days=1))),
+)
+
+
+def _ti(dag_id: str, run: str) -> TaskInstanceId:
+    return TaskInstanceId(dag_id, run, "load")
+
+
+# -- the declaration ----------------------------------------------------------------------------------
+
+
+def test_declaration_round_trips_and_maps_keys():
+    config = DECLARED.pipeline_config()
+    assert config.partitions == {"sales": ("eu", "us", "returns")}
+    again = PipelineConfig.from_json(config.to_json())
+    assert again == config and again.declared == DECLARED
+    assert DECLARED.keys.epoch_of("2026-01-03") == 3
+    assert DECLARED.keys.epoch_of("2026-01-03T05:00:00+00:00") == 3
+    assert ExplicitKeys({"eu-q1": 1, "eu-q2": 2}).epoch_of("eu-q2") == 2
+    matches = DECLARED.matches("prod_returns", "anything", [("file:///data/returns", "2026-01-02")])
+    assert matches == [Match("sales", "returns", "2026-01-02")]
+    assert DECLARED.matches("prod_other", "load", [("file:///data/returns", "2026-01-02")]) == []
+    assert DECLARED.matches("prod_eu", "load", [("file:///x", "k")]) == [Match("sales", "eu", "k")]
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: TaskProducer("a b", "load"), "dag_id must be a non-empty Airflow id without spaces, not 'a b'"),
+    (lambda: AssetProducer("r", "file:///r", ()), "asset producer 'r': name at least one DAG"),
+    (lambda: ExplicitKeys({"a": 1, "b": 1}), "keys 'a' and 'b' both map to epoch 1"),
+    (lambda: ExplicitKeys({"a": 0}), "epoch of key 'a' 0 is outside"),
+    (lambda: DeclaredProducers({"sales": (TaskProducer("d", "t"), TaskProducer("d", "t"))},
+                               ExplicitKeys({"k": 1})), "declares producer name(s) ['d.t'] more than once"),
+    (lambda: PipelineConfig({"sales": ("eu",)}, declared=DECLARED), "declared producers ['eu', 'returns', 'us'] "
+                                                                      "differ from its producers ['eu']"),
+    (lambda: PipelineConfig({"other": ("eu",)}, declared=DECLARED), "declared partition 'sales' is not one of"),
+])
+def test_bad_declarations_are_refused_naming_the_value(build, message):
+    with pytest.raises(InvalidConfig) as refused:
+        build()
+    assert message in str(refused.value)
+
+
+def test_bad_keys_are_refused_naming_the_key():
+    with pytest.raises(InvalidInput, match="partition key 'yesterday' is neither a date nor an ISO datetime"):
+        DECLARED.keys.epoch_of("yesterday")
+    with pytest.raises(InvalidInput, match="partition key 'q3' is not in the pipeline's key table"):
+        ExplicitKeys({"q1": 1}).epoch_of("q3")
+
+
+# -- staged votes on a real ZooKeeper -----------------------------------------------------------------
+
+
+@pytest.fixture
+def ledger(zk) -> EpochLedger:
+    ledger = EpochLedger(zk, "declared", owner="declared-producers")
+    ledger.create_pipeline(DECLARED.pipeline_config())
+    return ledger
+
+
+def _vote(ledger: EpochLedger, producer: str, key: str, ti: TaskInstanceId, **kw) -> str:
+    outcome = stage_vote(ledger, Match("sales", producer, key), ti, **kw)
+    drain(ledger)
+    return outcome.status
+
+
+def test_keys_completed_out_of_order_seal_in_epoch_order(ledger):
+    # key 2 is complete first: it waits, staged, for key 1
+    for producer in ("eu", "us", "returns"):
+        assert _vote(ledger, producer, "2026-01-02", _ti(f"prod_{producer}", "r2")) == "staged"
+    assert ledger.frontier() == 0 and ledger.epoch_info(2) is None
+    assert len(staged_votes(ledger.client, ledger, 2)) == 3
+    # key 1's last producer seals key 1, then the staged key 2
+    _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "r1"))
+    _vote(ledger, "us", "2026-01-01", _ti("prod_us", "r1"))
+    assert ledger.frontier() == 0
+    _vote(ledger, "returns", "2026-01-01", _ti("prod_returns", "r1"))
+    assert ledger.frontier() == 2
+    seal = ledger.seal(2, "sales")
+    assert seal is not None and seal.manifests["eu"] == {
+        "task_instance": {"dag_id": "prod_eu", "run_id": "r2", "task_id": "load", "map_index": -1},
+        "partition_key": "2026-01-02"}
+    # key 3 incomplete: nothing opens it for good, nothing seals it
+    _vote(ledger, "eu", "2026-01-03", _ti("prod_eu", "r3"))
+    assert ledger.frontier() == 2 and (ledger.epoch_info(3) is None or ledger.epoch_info(3).state == "open")
+
+
+def test_repeats_add_nothing_and_reruns_are_reported(ledger):
+    for producer in ("eu", "us"):
+        _vote(ledger, producer, "2026-01-01", _ti(f"prod_{producer}", "r1"))
+    assert _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "r1")) == "repeat"  # a retry: same instance
+    assert _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "again")) == "other_run"  # before the seal
+    events = len(ledger.history())
+    assert _vote(ledger, "returns", "2026-01-01", _ti("prod_returns", "r1")) == "staged"
+    assert ledger.frontier() == 1
+    assert len(ledger.history()) > events
+    events = len(ledger.history())
+    # after the seal: reported, and nothing written to the ledger
+    assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "late")) == "rerun_after_seal"
+    assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "r1")) == "repeat"
+    assert len(ledger.history()) == events and ledger.seal(1, "sales").generation == 1
+    # with reopen: the key is rolled back and sealed again, as generation 2, with the re-run's vote
+    assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "late"), reopen=True) == "reopened"
+    assert ledger.frontier() == 1
+    seal = ledger.seal(1, "sales")
+    assert seal.generation == 2 and seal.manifests["us"]["task_instance"]["run_id"] == "late"
+    assert [e.event for e in ledger.history(since_seq=-1)].count("rollback") == 1
+
+
+def test_a_producer_outside_the_configuration_at_its_epoch_is_refused_before_any_write(ledger):
+    with pytest.raises(InvalidInput, match="partition key 'someday' is neither"):
+        stage_vote(ledger, Match("sales", "eu", "someday"), _ti("prod_eu", "r"))
+    with pytest.raises(InvalidInput, match="producer 'nobody' of partition 'sales' is not in the configuration"):
+        stage_vote(ledger, Match("sales", "nobody", "2026-01-01"), _ti("prod_eu", "r"))
+    assert staged_votes(ledger.client, ledger, 1) == []
+
+
+# -- the listener, in real DAG runs -------------------------------------------------------------------
+
+
+@pytest.fixture
+def declared_env(monkeypatch, zk_connection, zk):
+    monkeypatch.setenv("AIRFLOW__EPOCHS__DECLARED_PIPELINES", "declared")
+    ledger = EpochLedger(zk, "declared", owner="setup")
+    ledger.create_pipeline(DECLARED.pipeline_config())
+    return ledger
+
+
+def _run(dagbag, dag_id: str, key: str, run_id: str | None = None):
+    return dagbag.get_dag(dag_id).test(run_conf={"key": key}, **({"run_id": run_id} if run_id else {}))
+
+
+def test_plain_producer_dags_vote_through_the_listener(dagbag, declared_env, caplog):
+    ledger = declared_env
+    # an undeclared DAG with a partitioned outlet writes nothing
+    assert "success" in str(_run(dagbag, "prod_other", "2026-01-01").state)
+    assert not ledger.client.exists(f"{ledger.paths.base}/declared")
+    for dag_id in ("prod_us", "prod_returns"):
+        assert "success" in str(_run(dagbag, dag_id, "2026-01-01").state)
+    assert ledger.frontier() == 0
+    run = _run(dagbag, "prod_eu", "2026-01-01")
+    assert "success" in str(run.state)
+    assert ledger.frontier() == 1
+    seal = ledger.seal(1, "sales")
+    assert seal.manifests["eu"]["task_instance"] == {"dag_id": "prod_eu", "run_id": run.run_id, "task_id": "load",
+                                                     "map_index": -1}
+    # another run of a producer for the sealed key: reported in the task's log, the seal unchanged
+    caplog.clear()
+    assert "success" in str(_run(dagbag, "prod_us", "2026-01-01").state)
+    assert "Declared producer ran again AFTER the seal" in caplog.text
+    assert ledger.seal(1, "sales").generation == 1 and ledger.frontier() == 1
+
+
+# -- the gate's trigger -------------------------------------------------------------------------------
+
+
+async def _collect(trigger, count: int, timeout: float) -> list[dict]:
+    events: list[dict] = []
+
+    async def take() -> None:
+        async for event in trigger.run():
+            events.append(event.payload)
+            if len(events) >= count:
+                return
+
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(take(), timeout)
+    return events
+
+
+def test_the_gate_delivers_each_complete_key_once_and_holds_the_next_until_acknowledged(zk_connection, zk):
+    from airflow_epochs.triggers.declared import DeclaredKeyEventTrigger
+
+    ledger = EpochLedger(zk, "declared", owner="declared-producers")
+    ledger.create_pipeline(DECLARED.pipeline_config())
+    for day in ("2026-01-01", "2026-01-02"):
+        for producer in ("eu", "us", "returns"):
+            _vote(ledger, producer, day, _ti(f"prod_{producer}", day))
+    assert ledger.frontier() == 2
+
+    def trigger():
+        return DeclaredKeyEventTrigger(pipeline="declared", partition="sales", consumer="report", scope="t")
+
+    first = asyncio.run(_collect(trigger(), 2, 4.0))
+    assert [(e["partition_key"], e["epoch"]) for e in first] == [("2026-01-01", 1)]  # key 2 held back
+    register_consumer(ledger, "report", acked=1)
+    acknowledge(ledger, "report", 1)
+    second = asyncio.run(_collect(trigger(), 2, 4.0))
+    assert [(e["partition_key"], e["epoch"]) for e in second] == [("2026-01-02", 2)]  # key 1 not again
+    assert second[0]["dedupe_key"] == "declared/sales/2/1/" + str(second[0]["attempt"])
+
+
+def test_staged_votes_are_pruned_with_retention_and_a_late_rerun_writes_nothing(zk):
+    ledger = EpochLedger(zk, "pruned", owner="declared-producers")
+    ledger.create_pipeline(DECLARED.pipeline_config(retain_epochs=2))
+    for day in range(1, 7):
+        for producer in ("eu", "us", "returns"):
+            _vote(ledger, producer, f"2026-01-0{day}", _ti(f"prod_{producer}", str(day)))
+    assert ledger.frontier() == 6
+    kept = sorted(int(n) for n in zk.get_children(f"{ledger.paths.base}/declared"))
+    assert kept == [4, 5, 6], kept  # bounded: retain_epochs behind the frontier
+    assert _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "late")) == "rerun_after_seal"
+    assert sorted(int(n) for n in zk.get_children(f"{ledger.paths.base}/declared")) == kept
