@@ -3,7 +3,7 @@
 # scheduler-driven tests and the Epochs page's browser test run Airflow on a real PostgreSQL server,
 # started by the tests) and chromium (the browser test drives it through Playwright, never a
 # downloaded browser). Installs only what is missing, through sudo when not root; does nothing when
-# both are there. Sourced or run by .ci/run and scripts/test.sh.
+# both are there. Run by .ci/run and scripts/test.sh.
 set -euo pipefail
 
 epochs_system_deps() {
