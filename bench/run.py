@@ -73,7 +73,9 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         shapes = ((1, 1), (2, 2), (3, 2)) if smoke else ((1, 1), (4, 4), (10, 10), (10, 1))
         state_growth.capacity(hosts, shapes, 3 if smoke else 10)
-        fleet(hosts, shapes, 3 if smoke else 10, (4, 10, 3, 4) if smoke else (200, 10, 3, 20))
+        # one more shape with several producers for the fleets' fit (the real run's 10 x 3 is not among them)
+        fleet(hosts, (*shapes, (2, 3) if smoke else (5, 2)), 3 if smoke else 10,
+              (4, 10, 3, 4) if smoke else (200, 10, 3, 20))
 
     def publish() -> None:
         from publish import run_all
