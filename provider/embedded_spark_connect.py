@@ -172,7 +172,7 @@ class SparkConnectServer:
             argv += ["--conf", f"{key}={value}"]
         return argv
 
-    def start(self, timeout: float = 120.0) -> SparkConnectServer:
+    def start(self, timeout: float = 240.0) -> SparkConnectServer:
         private_dir(self.directory)
         tighten(self.directory)
         write_private(self.token_file, self.token + "\n")
