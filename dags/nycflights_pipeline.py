@@ -76,8 +76,12 @@ with DAG(
         epoch.open >> produce >> arrive
         arrivals.append(arrive)
     barrier = BarrierSensor(task_id="barrier", barrier="ingested", deferrable=True, poke_interval=1, timeout=3600)
+    # With the Variable nycflights_table set, the sealed day is published into that Iceberg table
+    # (catalog: the nycflights_iceberg connection) right after its seal.
     join = SparkEpochOperator(task_id="join", application=str(JOBS / "daily.py"), partition="daily",
-                              producer="join", sealed_inputs={"flights": "flights", "weather": "weather"}, **spark)
+                              producer="join", sealed_inputs={"flights": "flights", "weather": "weather"},
+                              table="{{ var.value.get('nycflights_table', '') }}", table_conn_id="nycflights_iceberg",
+                              **spark)
     # The day's figures need the whole day; the running totals need the epochs in order (within a carrier).
     blazes_label(join, "OR", gate=("epoch",), path="daily")
     blazes_label(join, "OW", gate=("carrier",), path="totals")

@@ -158,6 +158,11 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             "AIRFLOW_VAR_NYCFLIGHTS_STORAGE": str(data / "lake"),
             "AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT": "spark_connect_demo",
             "AIRFLOW_VAR_NYCFLIGHTS_REPORTS": str(data / "reports"),
+            # Each sealed day is published into an Iceberg table (SQLite catalog) DuckDB can read.
+            "AIRFLOW_VAR_NYCFLIGHTS_TABLE": "nycflights.daily",
+            "AIRFLOW_CONN_NYCFLIGHTS_ICEBERG": json.dumps({"conn_type": "iceberg", "extra": {
+                "catalog": "sql", "sqlite": str(base / "iceberg-catalog.db"),
+                "warehouse": (base / "iceberg-warehouse").as_uri()}}),
             "AIRFLOW_EPOCHS_DEPLOYMENT": "demo",
             "AIRFLOW_EPOCHS_DATA": str(data),
         })
@@ -421,6 +426,11 @@ class Demo:
         for line in result.zero_counts:
             say(f"check: {line}")
         code = 0 if result.equal else 1
+        from airflow_epochs.tables.duckdb_reader import published_check
+
+        published, verdict = published_check(ledger, "nycflights_iceberg", "nycflights.daily", "daily", self.days)
+        say(f"check: {verdict}")
+        code = code if published else 1
         if injector is None:
             (self.base / "check.md").write_text(f"# Check: {DAG_ID}\n\n{result.markdown()}")
             say(f"check, row for row: {self.base / 'check.md'}")

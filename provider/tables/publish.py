@@ -392,7 +392,7 @@ class Publisher:
 
     def _still_sealed(self, epoch: int, record: h.PublishedSnapshot) -> bool:
         info = self.ledger.epoch_info(epoch)
-        if info is None:  # compacted out of the ledger: its seal stood
+        if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
             return True
         if info.state == "rolled_back":
             return False
