@@ -95,7 +95,7 @@ class SetWatches(namedtuple("SetWatches", "relative_zxid data_watches exist_watc
 
 
 def _entry_size(path: str) -> int:
-    return int_struct.size + len(path.encode("utf-8"))
+    return int(int_struct.size) + len(path.encode("utf-8"))
 
 
 def set_watches_batches(relative_zxid: int, data: list[str], exist: list[str], child: list[str],
@@ -158,7 +158,7 @@ class RearmingKazooClient(KazooClient):  # type: ignore[misc]  # kazoo ships no 
         def done(result: Any) -> None:
             with self._stats_lock:
                 self._inflight -= 1
-            if watched_exists and result.successful():
+            if watched_exists and path is not None and result.successful():
                 # an exists watch on an absent node is re-armed as an exists watch, else as a data watch
                 if result.value is None:
                     self._absent.add(path)
