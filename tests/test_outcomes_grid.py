@@ -216,8 +216,9 @@ def _taken(a: EpochLedger, b: EpochLedger, zk: KazooClient) -> dict[str, Any]:
 
 
 FAMILIES = [
-    Family("create_pipeline", lambda a, b, zk: {}, lambda a, c, rid: a.create_pipeline(CONFIG, request_id=rid),
-           check_created),
+    # exist_ok=False: a repeat that did not find its own request would be refused (PipelineExists)
+    Family("create_pipeline", lambda a, b, zk: {},
+           lambda a, c, rid: a.create_pipeline(CONFIG, exist_ok=False, request_id=rid), check_created),
     Family("set_config", _sealed_one, lambda a, c, rid: a.set_config(CONFIG, from_epoch=5, request_id=rid),
            check_config),
     Family("open_epoch", _sealed_one, lambda a, c, rid: a.open_epoch(2, request_id=rid), check_attempt),

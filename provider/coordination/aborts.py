@@ -48,10 +48,10 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} "
                                "does not exist; nothing was written")
         doc, stat = found
-        if doc["state"] == "sealed" and int(doc["attempt"]) == attempt.token:
+        if doc["state"] == "sealed":
             raise EpochAlreadySealed(
-                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {attempt.token}; it cannot "
-                "be aborted; nothing was written"
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}; attempt "
+                f"{attempt.token} cannot be aborted; nothing was written"
             )
         if att[0]["state"] != "running" or int(doc["attempt"]) != attempt.token or doc["state"] != "open":
             raise AttemptSuperseded(

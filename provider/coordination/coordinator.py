@@ -82,15 +82,7 @@ def open_as_leader(
     after that :class:`Backpressured` is raised, or with ``wait_on_backpressure`` a ``backpressured``
     decision is returned so the caller can wait elsewhere (e.g. deferred in Airflow's triggerer).
     """
-    validate_epoch(epoch)
-    # Every argument is checked before the first write (the lease): a bad one writes nothing.
-    request_id = new_request_id() if request_id is None else validate_request_id(request_id)
-    if not isinstance(lease_duration, datetime.timedelta) or lease_duration.total_seconds() < 1:
-        raise InvalidInput(f"lease_duration must be a timedelta of at least 1 s, not {lease_duration!r}")
-    if backpressure_wait is not None and (isinstance(backpressure_wait, bool)
-                                          or not isinstance(backpressure_wait, (int, float)) or backpressure_wait < 0):
-        raise InvalidInput(f"backpressure_wait must be a non-negative number of seconds or None, not "
-                           f"{backpressure_wait!r}")
+    request_id = _checked_arguments(epoch, lease_duration, backpressure_wait, request_id)
     info = ledger.epoch_info(epoch)
     if info is not None and info.state == "sealed":
         return OpenDecision("sealed", epoch, sealed=info)
@@ -140,6 +132,21 @@ def open_as_leader(
         ) from exc
     return OpenDecision("opened", epoch, attempt=attempt, took_over=info if takeover else None,
                         snapshots=snapshots, compaction=compaction)
+
+
+def _checked_arguments(
+    epoch: int, lease_duration: datetime.timedelta, backpressure_wait: float | None, request_id: str | None
+) -> str:
+    """Check every argument before the first write (the lease): a bad one writes nothing. Returns the
+    request id of this opening (a fresh one if none was given)."""
+    validate_epoch(epoch)
+    if not isinstance(lease_duration, datetime.timedelta) or lease_duration.total_seconds() < 1:
+        raise InvalidInput(f"lease_duration must be a timedelta of at least 1 s, not {lease_duration!r}")
+    if backpressure_wait is not None and (isinstance(backpressure_wait, bool)
+                                          or not isinstance(backpressure_wait, (int, float)) or backpressure_wait < 0):
+        raise InvalidInput(f"backpressure_wait must be a non-negative number of seconds or None, not "
+                           f"{backpressure_wait!r}")
+    return new_request_id() if request_id is None else validate_request_id(request_id)
 
 
 def _retry_snapshots(ledger: EpochLedger, epoch: int) -> dict[str, dict[str, SnapshotRef]]:

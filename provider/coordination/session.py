@@ -318,19 +318,16 @@ class Session:
         ``find`` looks for the committed effect of this call's request id (None if not there) and
         answers with it; it is the one place where a call resolves its own request id:
 
-        - with a caller-supplied ``request_id`` it runs first: an earlier call with the same id may
-          have committed, and its result (flagged if it was overtaken since) is returned instead of
-          applying the request again;
+        - with a caller-supplied ``request_id`` it runs first: an earlier call with that id may have
+          committed, and its result (flagged if overtaken since) is returned instead of applying it again;
         - after a lost answer (a write was sent) it runs before anything else, after a ``sync``;
         - before a refusal (:class:`StateError` from ``body``) leaves this call, whenever this
-          request may be on record (a supplied id, a lost answer, or a write of this call that
-          committed): a refusal is raised only when ``find`` found nothing, so "nothing was
-          written" in its message is checked, not assumed.
+          request may be on record (a supplied id, a lost answer, a committed write of this call):
+          a refusal is raised only when ``find`` found nothing, so "nothing was written" is checked.
 
-        :class:`Conflict` from ``body`` runs it again on fresh state (jittered; bounded). A lost
-        connection waits for the reconnect and goes on. When the deadline passes:
-        :class:`OutcomeUnknown` (with the request id) if a write of this call was sent or committed,
-        else :class:`CoordinationUnavailable` (nothing was written).
+        :class:`Conflict` from ``body`` runs it again (jittered; bounded); a lost connection waits for
+        the reconnect. Past the deadline: :class:`OutcomeUnknown` (or :class:`CallUnfinished`) with the
+        request id if a write of this call was sent or committed, else :class:`CoordinationUnavailable`.
         """
         budget = self.op_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
@@ -373,10 +370,6 @@ class Session:
                     raise self._gave_up(call, what, budget, last) from exc
                 time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 0.5)
-            except ConnectionClosedError as exc:
-                if call.sent or call.wrote:
-                    raise self._gave_up(call, what, budget, exc) from exc
-                raise CoordinationUnavailable(f"{what}: the ZooKeeper client is closed; nothing was written") from exc
             except (NoAuthError, AuthFailedError) as exc:
                 raise AccessDenied(
                     f"{what}: ZooKeeper refused access ({type(exc).__name__}); check the connection's "
@@ -384,10 +377,12 @@ class Session:
                 ) from exc
             except EpochsError:
                 raise
-            except KazooException as exc:  # anything else from kazoo never leaves this module raw
+            except (ConnectionClosedError, KazooException) as exc:  # nothing from kazoo leaves this module raw
                 if call.sent or call.wrote:
                     raise self._gave_up(call, what, budget, exc) from exc
-                raise CoordinationUnavailable(f"{what}: ZooKeeper answered {exc!r}; nothing was written") from exc
+                cause = "the ZooKeeper client is closed" if isinstance(exc, ConnectionClosedError) \
+                    else f"ZooKeeper answered {exc!r}"
+                raise CoordinationUnavailable(f"{what}: {cause}; nothing was written") from exc
 
     def _gave_up(self, call: Call, what: str, budget: float, last: BaseException | None) -> EpochsError:
         detail = f" (last error: {last!r})" if last is not None else ""

@@ -53,7 +53,7 @@ from airflow_epochs.coordination.seals import (
     sealed_count,
     with_opened_at,
 )
-from airflow_epochs.coordination.session import Call, Conflict, first_failure
+from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 
 def vote(
@@ -71,122 +71,153 @@ def vote(
     :meth:`~airflow_epochs.coordination.ledger.EpochLedger.vote`."""
     validate_name("partition", partition)
     validate_name("producer", producer)
-    body_doc = payloads.check_manifest({} if manifest is None else manifest)
-    snap = payloads.check_snapshot(snapshot)
-    lineage = check_upstream(upstream, limit=payloads.MAX_UPSTREAM)
-    paths = ctx.paths
-    vote_path = paths.vote(attempt.epoch, attempt.token, partition, producer)
-    seal_path = paths.seal(attempt.epoch, attempt.generation, partition)
-    # What this call knows across its rounds: whether its vote is in, and how it got there.
-    state: dict[str, Any] = {"in": False, "duplicate": False, "count": None, "sealed": None}
+    voting = Voting(ctx, attempt, partition, producer, payloads.check_manifest({} if manifest is None else manifest),
+                    payloads.check_snapshot(snapshot), check_upstream(upstream, limit=payloads.MAX_UPSTREAM))
+    return ctx.call(voting.cast, what=f"vote {producer!r} on {partition!r} at epoch {attempt.epoch}",
+                    request_id=request_id, find=voting.find)
 
-    def same(existing: VoteRecord, lineage_there: Mapping[str, Any]) -> bool:
-        return existing.manifest == body_doc and existing.snapshot == snap and dict(lineage_there) == lineage
 
-    def cast(call: Call) -> VoteResult:
-        if state["in"]:
-            return finish(call)
-        version = ctx.config(call, attempt.config_version)
-        producers = producers_of(version, ctx.pipeline, attempt.epoch, partition, producer)
+class Voting:
+    """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
+    matched by the op that failed), finish (seal if the set is complete), and find (after a lost
+    answer or for a repeated request id). It remembers across rounds whether its vote is in."""
+
+    def __init__(self, ctx: PipelineContext, attempt: Attempt, partition: str, producer: str,
+                 manifest: dict[str, Any], snapshot: Any, lineage: dict[str, int]) -> None:
+        self.ctx = ctx
+        self.paths = ctx.paths
+        self.attempt = attempt
+        self.partition = partition
+        self.producer = producer
+        self.manifest = manifest
+        self.snapshot = snapshot
+        self.lineage = lineage
+        self.vote_path = ctx.paths.vote(attempt.epoch, attempt.token, partition, producer)
+        self.seal_path = ctx.paths.seal(attempt.epoch, attempt.generation, partition)
+        self.counter_path = ctx.paths.vote_counter(attempt.epoch, attempt.token, partition)
+        self.voted = False  # this request's vote is in
+        self.duplicate = False  # ... as an identical vote of another request
+        self.count: int | None = None  # votes in, as the counter said when this vote was cast
+        self.progress: SealProgress | None = None
+
+    # -- casting -------------------------------------------------------------------------------
+
+    def cast(self, call: Call) -> VoteResult:
+        if self.voted:
+            return self.finish(call)
+        attempt = self.attempt
+        version = self.ctx.config(call, attempt.config_version)
+        producers = producers_of(version, self.ctx.pipeline, attempt.epoch, self.partition, self.producer)
         partitions_total = len(version.config.partitions)
-        now = ctx.clock()
+        now = self.ctx.clock()
         if len(producers) == 1:
-            return cast_sole(call, producers, partitions_total, now)
-        doc = {"producer": producer, "attempt": attempt.token, "manifest": body_doc, "snapshot": snap,
-               "upstream": lineage, "voted_at": now, "request": call.request_id}
-        results = commit(call, [
-            fence(ctx, attempt),
-            ("create", vote_path, payloads.encode("vote", doc), False),
-            ("set", paths.vote_counter(attempt.epoch, attempt.token, partition), b"", -1),
-        ])
-        failure = first_failure(results)
-        if failure is not None:
-            return refused_shared(call, *failure)
-        state["in"] = True
-        state["count"] = int(results[2].version)
-        return finish(call)
-
-    def cast_sole(call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
-        """The only producer completes the partition: its vote is the seal, written once."""
-        record = VoteRecord(attempt.epoch, partition, producer, attempt.token, body_doc, snap, call.request_id, now)
-        pointer = call.get(paths.snapshot_pointer(partition)) if snap is not None else None
-        ops = [fence(ctx, attempt), *seal_ops(ctx, attempt, partition, producers, {producer: record}, lineage,
-                                              pointer, call.request_id, now, counted=partitions_total > 1,
-                                              embed=True)]
-        handle = attempt
-        if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
-            handle = with_opened_at(call, ctx, attempt)
-            ops += epoch_seal_ops(ctx, handle, call.request_id, now)
+            return self.cast_sole(call, producers, partitions_total, now)
+        doc = {"producer": self.producer, "attempt": attempt.token, "manifest": self.manifest,
+               "snapshot": self.snapshot, "upstream": self.lineage, "voted_at": now, "request": call.request_id}
+        ops: list[Op] = [
+            fence(self.ctx, attempt),
+            ("create", self.vote_path, payloads.encode("vote", doc), False),
+            ("set", self.counter_path, b"", -1),
+        ]
         results = commit(call, ops)
         failure = first_failure(results)
         if failure is not None:
-            return refused_sole(call, *failure)
-        state["in"] = True
-        epoch_sealed = partitions_total == 1
-        if not epoch_sealed and sealed_count(ctx, attempt, ops, results) >= partitions_total:
-            epoch_sealed = seal_epoch(call, ctx, handle, call.request_id)
-        state["sealed"] = SealProgress(True, epoch_sealed)
-        return finish(call)
+            return self.refused_shared(call, ops[failure[0]], failure[1])
+        self.voted = True
+        self.count = int(results[2].version)
+        return self.finish(call)
 
-    def refused_shared(call: Call, index: int, error: BaseException) -> VoteResult:
+    def cast_sole(self, call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
+        """The only producer completes the partition: its vote is the seal, written once."""
+        attempt = self.attempt
+        record = VoteRecord(attempt.epoch, self.partition, self.producer, attempt.token, self.manifest, self.snapshot,
+                            call.request_id, now)
+        pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
+        ops = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
+                                                   {self.producer: record}, self.lineage, pointer, call.request_id,
+                                                   now, counted=partitions_total > 1, embed=True)]
+        handle = attempt
+        if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
+            handle = with_opened_at(call, self.ctx, attempt)
+            ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
+        results = commit(call, ops)
+        failure = first_failure(results)
+        if failure is not None:
+            return self.refused_sole(call, ops[failure[0]], failure[1])
+        self.voted = True
+        epoch_sealed = partitions_total == 1
+        if not epoch_sealed and sealed_count(self.ctx, attempt, ops, results) >= partitions_total:
+            epoch_sealed = seal_epoch(call, self.ctx, handle, call.request_id)
+        self.progress = SealProgress(True, epoch_sealed)
+        return self.finish(call)
+
+    # -- refusals: why the transaction failed, matched by the op that failed ----------------------
+
+    def refused_shared(self, call: Call, op: Op, error: BaseException) -> VoteResult:
         """The vote transaction failed: find out why, and answer truly (nothing was written)."""
-        if index == 1 and isinstance(error, NodeExistsError):
-            raw = call.get(vote_path)
+        fenced = op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token)
+        if op[1] == self.vote_path and isinstance(error, NodeExistsError):
+            raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            existing = decode_vote(raw, attempt.epoch, partition, producer, vote_path)
-            lineage_there = payloads.decode("vote", raw[0], path=vote_path).get("upstream") or {}
-            return repeat(call, existing, lineage_there)
-        if index == 0 and isinstance(error, (BadVersionError, NoNodeError)):
-            raise not_current(call)
-        if index == 1 and isinstance(error, NoNodeError):
+            existing = decode_vote(raw, self.attempt.epoch, self.partition, self.producer, self.vote_path)
+            lineage_there = payloads.decode("vote", raw[0], path=self.vote_path).get("upstream") or {}
+            return self.repeat(call, existing, lineage_there)
+        if fenced and isinstance(error, (BadVersionError, NoNodeError)):
+            raise self.not_current(call)
+        if op[1] == self.vote_path and isinstance(error, NoNodeError):
             # This attempt holds no vote counter for the partition: sealed before it took over.
-            raise sealed_before(call)
+            raise self.sealed_before(call)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()
         raise error
 
-    def refused_sole(call: Call, index: int, error: BaseException) -> VoteResult:
-        if index == 0 and isinstance(error, (BadVersionError, NoNodeError)):
-            raise not_current(call)
-        if index == 1 and isinstance(error, NodeExistsError):
-            raw = call.get(seal_path)
+    def refused_sole(self, call: Call, op: Op, error: BaseException) -> VoteResult:
+        if op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token) and \
+                isinstance(error, (BadVersionError, NoNodeError)):
+            raise self.not_current(call)
+        if op[1] == self.seal_path and isinstance(error, NodeExistsError):
+            raw = call.get(self.seal_path)
             if raw is None:
                 raise Conflict()
-            seal = payloads.decode("seal", raw[0], path=seal_path)
-            existing = embedded_vote(seal, attempt.epoch, partition)
-            if existing is None or existing.attempt != attempt.token:
-                raise sealed_before(call)
-            return repeat(call, existing, (seal.get("vote") or {}).get("upstream") or {})
+            seal = payloads.decode("seal", raw[0], path=self.seal_path)
+            existing = embedded_vote(seal, self.attempt.epoch, self.partition)
+            if existing is None or existing.attempt != self.attempt.token:
+                raise self.sealed_before(call)
+            return self.repeat(call, existing, (seal.get("vote") or {}).get("upstream") or {})
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()  # the snapshot pointer moved meanwhile: decide again
         raise error
 
-    def repeat(call: Call, existing: VoteRecord, lineage_there: Mapping[str, Any]) -> VoteResult:
+    def repeat(self, call: Call, existing: VoteRecord, lineage_there: Mapping[str, Any]) -> VoteResult:
         """A vote of this producer under this attempt is recorded: ours (a repeat of this request or
         an identical one), or a different one (refused)."""
         if existing.request == call.request_id:
-            state["in"] = True
-            return finish(call)
-        if same(existing, lineage_there):
-            state["in"] = True
-            state["duplicate"] = True
-            return finish(call)
+            self.voted = True
+            return self.finish(call)
+        if existing.manifest == self.manifest and existing.snapshot == self.snapshot \
+                and dict(lineage_there) == self.lineage:
+            self.voted = True
+            self.duplicate = True
+            return self.finish(call)
         raise DuplicateVote(
-            f"pipeline {ctx.pipeline!r}: producer {producer!r} already voted on partition {partition!r} at "
-            f"epoch {attempt.epoch} (attempt {attempt.token}) with a different manifest; nothing was written"
+            f"pipeline {self.ctx.pipeline!r}: producer {self.producer!r} already voted on partition "
+            f"{self.partition!r} at epoch {self.attempt.epoch} (attempt {self.attempt.token}) with a different "
+            "manifest; nothing was written"
         )
 
-    def sealed_before(call: Call) -> Exception:
-        seal = seal_record(call, ctx, attempt.epoch, partition)
+    def sealed_before(self, call: Call) -> Exception:
+        seal = seal_record(call, self.ctx, self.attempt.epoch, self.partition)
         if seal is not None:
             return PartitionAlreadySealed(
-                f"pipeline {ctx.pipeline!r}: partition {partition!r} of epoch {attempt.epoch} is sealed by attempt "
-                f"{seal.attempt}; the vote of {producer!r} (attempt {attempt.token}) is refused; nothing was written"
+                f"pipeline {self.ctx.pipeline!r}: partition {self.partition!r} of epoch {self.attempt.epoch} is "
+                f"sealed by attempt {seal.attempt}; the vote of {self.producer!r} (attempt {self.attempt.token}) is "
+                "refused; nothing was written"
             )
-        return not_current(call)
+        return self.not_current(call)
 
-    def not_current(call: Call) -> Exception:
+    def not_current(self, call: Call) -> Exception:
+        ctx, attempt, producer, partition = self.ctx, self.attempt, self.producer, self.partition
         found = epoch_record(call, ctx, attempt.epoch)
         if found is None:
             record = ctx.record(call)
@@ -209,67 +240,69 @@ def vote(
             attempt=attempt.token, current=int(doc["attempt"]),
         )
 
-    def finish(call: Call) -> VoteResult:
-        """The vote is in: seal the partition if the set is complete (idempotently), and answer."""
-        progress = state["sealed"]
-        if progress is None:
-            version = ctx.config(call, attempt.config_version)
-            producers = version.config.partitions[partition]
-            total = len(version.config.partitions)
-            count = state["count"]
-            if len(producers) == 1:
-                progress = SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, total, call.request_id))
-            else:
-                if count is None:
-                    stat = call.exists(paths.vote_counter(attempt.epoch, attempt.token, partition))
-                    count = int(stat.version) if stat is not None else 0
-                progress = seal_partition(call, ctx, attempt, partition, producers, total, call.request_id) \
-                    if count >= len(producers) else SealProgress(False, False)
-            state["sealed"] = progress
-        if progress.fenced:  # the vote is in, but its attempt was superseded before it could seal
-            overtaken = vote_overtaken(call)
-            if overtaken is not None:
-                return overtaken_result(call, overtaken)
-        return VoteResult(attempt.epoch, partition, producer, attempt.token, progress.partition_sealed,
-                          progress.epoch_sealed, duplicate=state["duplicate"], request=call.request_id)
+    # -- finishing -----------------------------------------------------------------------------
 
-    def vote_overtaken(call: Call) -> Overtaken | None:
+    def finish(self, call: Call) -> VoteResult:
+        """The vote is in: seal the partition if the set is complete (idempotently), and answer."""
+        attempt = self.attempt
+        progress = self.progress
+        if progress is None:
+            version = self.ctx.config(call, attempt.config_version)
+            producers = version.config.partitions[self.partition]
+            total = len(version.config.partitions)
+            if len(producers) == 1:
+                progress = SealProgress(True, ensure_epoch_sealed(call, self.ctx, attempt, total, call.request_id))
+            else:
+                count = self.count
+                if count is None:
+                    stat = call.exists(self.counter_path)
+                    count = int(stat.version) if stat is not None else 0
+                progress = seal_partition(call, self.ctx, attempt, self.partition, producers, total,
+                                          call.request_id) if count >= len(producers) else SealProgress(False, False)
+            self.progress = progress
+        if progress.fenced:  # the vote is in, but its attempt was superseded before it could seal
+            overtaken = self.overtaken(call)
+            if overtaken is not None:
+                return self.overtaken_result(call, overtaken)
+        return VoteResult(attempt.epoch, self.partition, self.producer, attempt.token, progress.partition_sealed,
+                          progress.epoch_sealed, duplicate=self.duplicate, request=call.request_id)
+
+    def overtaken(self, call: Call) -> Overtaken | None:
         """What happened to this vote's attempt since (None: current, or it sealed the epoch)."""
-        found = epoch_record(call, ctx, attempt.epoch)
+        found = epoch_record(call, self.ctx, self.attempt.epoch)
         if found is None:
             return None
-        att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
+        att = attempt_record(call, self.ctx, self.attempt.epoch, self.attempt.token)
+        overtaken = attempt_overtaken(self.attempt.token, self.attempt.generation, found[0], att[0] if att else None)
         if overtaken is not None and overtaken.change == "sealed":
             return None  # sealed by this very attempt: the vote counted
         return overtaken
 
-    def overtaken_result(call: Call, overtaken: Overtaken) -> VoteResult:
+    def overtaken_result(self, call: Call, overtaken: Overtaken) -> VoteResult:
         """A committed vote of an attempt that is no longer current: sealed only what it sealed before."""
-        seal = seal_record(call, ctx, attempt.epoch, partition)
+        attempt = self.attempt
+        seal = seal_record(call, self.ctx, attempt.epoch, self.partition)
         ours = overtaken.change != "rolled_back" and seal is not None and seal.attempt == attempt.token \
             and seal.generation == attempt.generation
-        epoch_sealed = ours and call.exists(paths.epoch_seal(attempt.epoch)) is not None
-        return VoteResult(attempt.epoch, partition, producer, attempt.token, ours, epoch_sealed,
-                          duplicate=state["duplicate"], request=call.request_id, overtaken=overtaken)
+        epoch_sealed = ours and call.exists(self.paths.epoch_seal(attempt.epoch)) is not None
+        return VoteResult(attempt.epoch, self.partition, self.producer, attempt.token, ours, epoch_sealed,
+                          duplicate=self.duplicate, request=call.request_id, overtaken=overtaken)
 
-    def find(call: Call) -> VoteResult | None:
+    def find(self, call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
-        raw = call.get(vote_path)
+        epoch, partition = self.attempt.epoch, self.partition
+        raw = call.get(self.vote_path)
         if raw is not None:
-            if decode_vote(raw, attempt.epoch, partition, producer, vote_path).request != call.request_id:
+            if decode_vote(raw, epoch, partition, self.producer, self.vote_path).request != call.request_id:
                 return None
         else:
-            raw = call.get(seal_path)
-            existing = embedded_vote(payloads.decode("seal", raw[0], path=seal_path), attempt.epoch, partition) \
+            raw = call.get(self.seal_path)
+            existing = embedded_vote(payloads.decode("seal", raw[0], path=self.seal_path), epoch, partition) \
                 if raw is not None else None
             if existing is None or existing.request != call.request_id:
                 return None
-        overtaken = vote_overtaken(call)
+        overtaken = self.overtaken(call)
         if overtaken is not None:
-            return overtaken_result(call, overtaken)
-        state["in"] = True
-        return finish(call)
-
-    return ctx.call(cast, what=f"vote {producer!r} on {partition!r} at epoch {attempt.epoch}",
-                    request_id=request_id, find=find)
+            return self.overtaken_result(call, overtaken)
+        self.voted = True
+        return self.finish(call)
