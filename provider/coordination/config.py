@@ -113,6 +113,9 @@ class PipelineConfig:
                                "kind", "declared"}
         if unknown:
             raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
+        declared = data.get("declared")
+        if declared is not None and not isinstance(declared, Mapping):
+            raise InvalidConfig(f"'declared' must be a mapping, not {declared!r}")
         barriers = data.get("barriers", {})
         if not isinstance(barriers, Mapping):
             raise InvalidConfig(f"'barriers' must be a mapping, not {barriers!r}")
@@ -122,8 +125,7 @@ class PipelineConfig:
             buckets=tuple(data.get("buckets", ())),
             window=data.get("window"),
             retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
-            declared=DeclaredProducers.from_json(data["declared"]) if isinstance(data.get("declared"), Mapping)
-            else None,
+            declared=None if declared is None else DeclaredProducers.from_json(declared),
         )
 
 
