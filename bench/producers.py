@@ -71,8 +71,7 @@ def _last_successes(stack: AirflowStack) -> dict[str, float]:
                        "x.key = 'return_value' WHERE ti.dag_id IN %s AND ti.state = 'success'", PRODUCERS)
     first: dict[str, dict[str, float]] = {}
     for dag_id, value, ended in rows:
-        key = json.loads(value) if isinstance(value, str) else value
-        done = first.setdefault(str(key), {})
+        done = first.setdefault(str(value), {})  # psycopg2 decodes the JSON value: the key itself
         done[dag_id] = min(done.get(dag_id, float(ended)), float(ended))
     return {key: max(done.values()) for key, done in first.items() if len(done) == len(PRODUCERS)}
 
@@ -116,6 +115,12 @@ def measure(hosts: str, keys: int, smoke: bool) -> None:
             stack.stop()
             zk.stop()
             zk.close()
+    report(starts, ends, complete, incomplete, keys)
+
+
+def report(starts: dict[str, dict[str, list[float]]], ends: dict[str, float | None], complete: list[str],
+           incomplete: str, keys: int) -> None:
+    """The rows, from each consumer's runs per key and each key's last producer success."""
     result: dict[str, dict[str, float]] = {}
     latency: dict[str, list[float]] = {}
     for consumer in (OURS, PEER):

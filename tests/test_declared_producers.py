@@ -157,7 +157,8 @@ def test_a_producer_outside_the_configuration_at_its_epoch_is_refused_before_any
 
 @pytest.fixture
 def declared_env(monkeypatch, zk_connection, zk):
-    monkeypatch.setenv("AIRFLOW__EPOCHS__DECLARED_PIPELINES", "declared")
+    # a pipeline named there but never created is skipped with a warning; it fails no task
+    monkeypatch.setenv("AIRFLOW__EPOCHS__DECLARED_PIPELINES", "declared,not_created")
     ledger = EpochLedger(zk, "declared", owner="setup")
     ledger.create_pipeline(DECLARED.pipeline_config())
     return ledger
@@ -172,6 +173,7 @@ def test_plain_producer_dags_vote_through_the_listener(dagbag, declared_env, cap
     # an undeclared DAG with a partitioned outlet writes nothing
     assert "success" in str(_run(dagbag, "prod_other", "2026-01-01").state)
     assert not ledger.client.exists(f"{ledger.paths.base}/declared")
+    assert "pipeline not_created named in [epochs] declared_pipelines" in caplog.text
     for dag_id in ("prod_us", "prod_returns"):
         assert "success" in str(_run(dagbag, dag_id, "2026-01-01").state)
     assert ledger.frontier() == 0

@@ -120,10 +120,12 @@ class PipelineConfig:
         if not isinstance(partitions, Mapping):
             raise InvalidConfig(f"config has no 'partitions' mapping: {data!r}")
         unknown = set(data) - {"partitions", "barriers", "buckets", "window", "retain_epochs", "archive", "from_epoch",
-                               "schema", "kind",
-                               "declared"}
+                               "schema", "kind", "declared"}
         if unknown:
             raise InvalidConfig(f"unknown config keys {sorted(unknown)}")
+        declared = data.get("declared")
+        if declared is not None and not isinstance(declared, Mapping):
+            raise InvalidConfig(f"'declared' must be a mapping, not {declared!r}")
         barriers = data.get("barriers", {})
         if not isinstance(barriers, Mapping):
             raise InvalidConfig(f"'barriers' must be a mapping, not {barriers!r}")
@@ -134,8 +136,7 @@ class PipelineConfig:
             window=data.get("window"),
             retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
             archive=data.get("archive"),
-            declared=DeclaredProducers.from_json(data["declared"]) if isinstance(data.get("declared"), Mapping)
-            else None,
+            declared=None if declared is None else DeclaredProducers.from_json(declared),
         )
 
 

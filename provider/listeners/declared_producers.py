@@ -83,6 +83,7 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
     events = outlet_events(task_instance.task, context)
     if not pipelines or not events:
         return []
+    from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
     from airflow_epochs.coordination.declared_votes import TaskInstanceId, declaration, drain, stage_vote
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
     from airflow_epochs.retries import Backoff, call_with_retries, describe
@@ -101,7 +102,14 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
 
             def step(pipeline: str = pipeline) -> list[Any]:
                 ledger = hook.ledger(pipeline, owner=OWNER, root=root)
-                matches = declaration(ledger).matches(ti.dag_id, ti.task_id, events)
+                try:
+                    declared = declaration(ledger)
+                except (PipelineNotFound, InvalidConfig) as exc:
+                    # nothing declares this task there: it is not a producer, and must not fail for it
+                    log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s",
+                                pipeline, exc)
+                    return []
+                matches = declared.matches(ti.dag_id, ti.task_id, events)
                 done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
                 if done:
                     drained = drain(ledger)
