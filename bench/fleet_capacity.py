@@ -30,7 +30,7 @@ from pathlib import Path
 
 from common import client, figure, mntr
 from kazoo.client import KazooClient
-from state_growth import ZK_WRITES_PER_S, _fit, _seal
+from state_growth import ZK_WRITES_PER_S, fit_shapes, seal_epoch
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.embedded_zookeeper import ZooKeeperEnsemble
@@ -74,12 +74,12 @@ def _measure(zk: KazooClient, name: str, partitions: int, producers: int, epochs
     shape = {f"part{p}": tuple(f"prod{q}" for q in range(producers)) for p in range(partitions)}
     ledger.create_pipeline(PipelineConfig(shape, retain_epochs=RETAIN, archive=str(storage)))
     for epoch in range(1, RETAIN + 2):  # warm: the window fills and compaction starts
-        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+        seal_epoch(ledger, epoch, partitions, producers, snapshot="s3://state")
         ledger.compact()
     requests0, transactions0 = _requests(ledger)
     first = RETAIN + 2
     for epoch in range(first, first + epochs):
-        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+        seal_epoch(ledger, epoch, partitions, producers, snapshot="s3://state")
         ledger.compact()
     requests1, transactions1 = _requests(ledger)
     rest_nodes, rest_bytes = _size(zk, ledger.paths.base)
@@ -124,7 +124,7 @@ def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int,
     several = {shape: m for shape, m in measured.items() if shape[1] > 1}
     basis = several if len(several) >= 3 else measured
     fit: dict[str, tuple[float, float, float]] = {
-        key: _fit({shape: m[key] for shape, m in basis.items()})
+        key: fit_shapes({shape: m[key] for shape, m in basis.items()})
         for key in ("mid_bytes", "mid_znodes", "rest_bytes", "rest_znodes", "archive_bytes", "transactions")}
 
     def at(key: str, partitions: int, producers: int) -> float:
@@ -191,7 +191,7 @@ def check_model(pipelines: int, partitions: int, producers: int, epochs: int, zn
                     ledger.create_pipeline(PipelineConfig(shape, retain_epochs=RETAIN, archive=str(storage)))
                 for epoch in range(1, epochs + 1):
                     for ledger in ledgers:
-                        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+                        seal_epoch(ledger, epoch, partitions, producers, snapshot="s3://state")
                         ledger.compact()
             except BaseException as exc:  # noqa: BLE001 - reported below
                 failures.append(exc)

@@ -32,7 +32,7 @@ def _requests(ledger: EpochLedger) -> int:
     return stats["reads"] + stats["transactions"] + stats["failed_transactions"]
 
 
-def _seal(ledger: EpochLedger, epoch: int, partitions: int, producers: int, snapshot: Any = None) -> None:
+def seal_epoch(ledger: EpochLedger, epoch: int, partitions: int, producers: int, snapshot: Any = None) -> None:
     attempt = ledger.open_epoch(epoch)
     for p in range(partitions):
         for q in range(producers):
@@ -46,12 +46,12 @@ def epoch_cost(hosts: str, sizes: tuple[int, ...], epochs: int) -> None:
     for producers in sizes:
         ledger = EpochLedger(zk, f"cost{producers}", owner="bench")
         ledger.create_pipeline(PipelineConfig({"part0": tuple(f"prod{i}" for i in range(producers))}))
-        _seal(ledger, 1, 1, producers)  # warm: the configuration is read once
+        seal_epoch(ledger, 1, 1, producers)  # warm: the configuration is read once
         before = _requests(ledger)
         writes = ledger.session.stats["writes"]
         started = time.perf_counter()
         for epoch in range(2, epochs + 2):
-            _seal(ledger, epoch, 1, producers)
+            seal_epoch(ledger, epoch, 1, producers)
         took = (time.perf_counter() - started) / epochs
         per_epoch = (_requests(ledger) - before) / epochs
         figure(f"cost_requests_p{producers}", "cost", f"ZooKeeper requests per epoch, {producers} producers",
@@ -123,11 +123,11 @@ def _per_epoch(zk: KazooClient, name: str, partitions: int, producers: int, epoc
     config = PipelineConfig({f"part{p}": tuple(f"prod{q}" for q in range(producers)) for p in range(partitions)},
                             retain_epochs=None)
     ledger.create_pipeline(config)
-    _seal(ledger, 1, partitions, producers)  # warm: configuration cached
+    seal_epoch(ledger, 1, partitions, producers)  # warm: configuration cached
     nodes0, bytes0 = count_znodes(zk, ledger.paths.base)
     stats0 = dict(ledger.session.stats)
     for epoch in range(2, epochs + 2):
-        _seal(ledger, epoch, partitions, producers, snapshot="s3://state")
+        seal_epoch(ledger, epoch, partitions, producers, snapshot="s3://state")
     nodes1, bytes1 = count_znodes(zk, ledger.paths.base)
     stats = {k: ledger.session.stats[k] - stats0[k] for k in stats0}
     return {"znodes": (nodes1 - nodes0) / epochs, "bytes": (bytes1 - bytes0) / epochs,
@@ -135,7 +135,7 @@ def _per_epoch(zk: KazooClient, name: str, partitions: int, producers: int, epoc
             "writes": stats["writes"] / epochs, "transactions": stats["transactions"] / epochs}
 
 
-def _fit(points: dict[tuple[int, int], float]) -> tuple[float, float, float]:
+def fit_shapes(points: dict[tuple[int, int], float]) -> tuple[float, float, float]:
     """Least squares for value = a + b*P + c*P*N (numpy-free: 3x3 normal equations)."""
     rows = [(1.0, float(p), float(p * n), v) for (p, n), v in points.items()]
     m = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
@@ -167,7 +167,7 @@ def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, re
     zk.stop()
     est: dict[str, float] = {}
     for key in ("znodes", "bytes", "writes", "transactions", "requests"):
-        a, b, c = _fit({shape: m[key] for shape, m in measured.items()})
+        a, b, c = fit_shapes({shape: m[key] for shape, m in measured.items()})
         est[key] = a + b * partitions + c * partitions * producers
     live_znodes = pipelines * retain * est["znodes"]
     live_bytes = pipelines * retain * est["bytes"]

@@ -122,6 +122,11 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
                                         zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)
         return self._hook
 
+    @property
+    def hook(self) -> SparkEpochHook:
+        """The operator's Spark epoch hook (built on first use)."""
+        return self._get_hook()
+
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = attempt_from_xcom(context, self.attempt_task_id)
         self.epoch_attempt = attempt

@@ -228,7 +228,9 @@ def connect_server_health(base: Path, state: dict[str, Any], *, timeout: float =
     from airflow_epochs.embedded_spark_connect import TOKEN_FILE, probe
 
     token = read_private(base / "spark-connect" / TOKEN_FILE, secret=True).strip()
-    return probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout)
+    healthy, why = probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout)
+    # the client's error line may repeat the connection string: the token never reaches the terminal
+    return healthy, why.replace(token, "***") if token else why
 
 
 def _connect_token(conn_id: str) -> str:

@@ -170,3 +170,38 @@ def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory
     path.write_bytes(b"".join(lines[:2] + lines[-1:]))  # votes cut out, the end line kept
     with pytest.raises(CorruptPayload, match="digest mismatch"):  # a fresh client: nothing cached
         EpochLedger(zk_factory(), "tampered", owner="o").seal(1, "totals")
+
+
+def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory, tmp_path):
+    """Whoever can write the archive can rewrite the past: a linked or world-writable folder, or a file
+    replaced by a link, is refused (``UnsafeArchive``) before anything is written or read through it."""
+    from airflow_epochs.coordination.archive import UnsafeArchive
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "linked" / "_epochs").mkdir(parents=True)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "linked").symlink_to(elsewhere / "linked")
+    ledger = EpochLedger(zk, "linked", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=str(store)))
+    for epoch in range(1, 4):
+        _run_epoch(ledger, epoch)
+    with pytest.raises(UnsafeArchive, match="symbolic link"):
+        ledger.compact()
+    assert list((elsewhere / "linked" / "_epochs").iterdir()) == []
+    assert ledger.epoch_info(1).state == "sealed"  # nothing was deleted from ZooKeeper either
+
+    (store / "linked").unlink()
+    ledger.compact()
+    path = Path(epoch_file(str(store), "linked", 1))
+    planted = tmp_path / "planted.jsonl"
+    planted.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(planted)
+    with pytest.raises(UnsafeArchive, match="symbolic link"):
+        EpochLedger(zk_factory(), "linked", owner="o").seal(1, "totals")
+    path.unlink()
+    planted.rename(path)
+    os.chmod(path.parent, 0o777)
+    with pytest.raises(UnsafeArchive, match="writable by others"):
+        EpochLedger(zk_factory(), "linked", owner="o").seal(1, "totals")

@@ -236,20 +236,20 @@ def test_scenario_08_open_as_leader_never_says_nothing_was_written_after_opening
         ledger = EpochLedger(client, "p", owner="A", op_timeout=2)
         ledger.create_pipeline(CONFIG)
         seal_epoch_one(ledger)
-        real = coordinator_module._retry_snapshots
+        real = coordinator_module.retry_snapshots
 
         def unreachable_then_read(led, epoch):
             proxy.block(30)
             proxy.cut()
             return real(led, epoch)
 
-        monkeypatch.setattr(coordinator_module, "_retry_snapshots", unreachable_then_read)
+        monkeypatch.setattr(coordinator_module, "retry_snapshots", unreachable_then_read)
         with pytest.raises(CallUnfinished) as unfinished:
             open_as_leader(ledger, 2, lease_duration=datetime.timedelta(seconds=30), request_id="lead-2")
         message = str(unfinished.value)
         assert unfinished.value.request_id == "lead-2" and "nothing was written" not in message
         assert "opened as attempt 1" in message
-        monkeypatch.setattr(coordinator_module, "_retry_snapshots", real)
+        monkeypatch.setattr(coordinator_module, "retry_snapshots", real)
         proxy.unblock()
         decision = open_as_leader(EpochLedger(client, "p", owner="A"), 2, lease_duration=datetime.timedelta(seconds=30),
                                   request_id="lead-2")

@@ -65,7 +65,7 @@ def test_a_token_planted_by_another_user_is_never_adopted(intruder, shared):
     assert not any(p.name == "spark-connect.log" for p in home.rglob("*"))  # nothing was started
 
 
-def test_a_token_file_others_can_read_or_a_link_is_not_adopted(tmp_path, intruder):
+def test_a_token_file_others_can_read_or_a_link_is_not_adopted(tmp_path):
     folder = private_dir(tmp_path / "spark-connect")
     token = folder / "token"
     token.write_text("an-open-token-0123456789\n")

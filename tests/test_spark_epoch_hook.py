@@ -98,12 +98,21 @@ def test_bad_settings_are_refused_naming_the_value(tmp_path):
         SparkEpochHook(application=str(JOB), submit_options={"env_vars": {"PATH": "/tmp/fake-bin"}})
 
 
-def test_the_operator_builds_its_hook_on_first_use_only():
+def test_the_operator_builds_its_hook_on_first_use_only(monkeypatch):
+    from airflow_epochs.hooks import spark_epoch
     from airflow_epochs.operators import SparkEpochOperator
 
+    built: list[SparkEpochHook] = []
+
+    class CountingHook(SparkEpochHook):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(spark_epoch, "SparkEpochHook", CountingHook)
     operator = SparkEpochOperator(task_id="t", application=str(JOB), partition="x", storage="/lake",
                                   conn_id="spark_nowhere", attempt_task_id="open")
-    assert operator._hook is None  # DAG parse time: no hook, no connection lookup
-    hook = operator._get_hook()
-    assert isinstance(hook, SparkEpochHook) and operator._get_hook() is hook
+    assert built == []  # DAG parse time: no hook, no connection lookup
+    hook = operator.hook
+    assert built == [hook] and operator.hook is hook
     assert (hook.application, hook.conn_id, hook.spark_connect_conn_id) == (str(JOB), "spark_nowhere", None)

@@ -42,6 +42,16 @@ def test_rest_settings_pass_allow_listed_keys_through():
     assert settings.secret == {"token": "tok"}
 
 
+def test_rest_credentials_stay_out_of_the_visible_properties():
+    settings = catalog_settings(host="https://catalog.example", extra={
+        "catalog": "rest", "credential": "client:s3cr3t", "s3.secret-access-key": "k3y",
+        "s3.access-key-id": "AKIA", "header.Authorization": "Bearer t0k", "s3.region": "eu"})
+    assert settings.properties == {"type": "rest", "uri": "https://catalog.example", "s3.region": "eu"}
+    assert settings.secret == {"credential": "client:s3cr3t", "s3.secret-access-key": "k3y",
+                               "s3.access-key-id": "AKIA", "header.Authorization": "Bearer t0k"}
+    assert not any(word in repr(settings) for word in ("s3cr3t", "k3y", "AKIA", "t0k"))
+
+
 @pytest.mark.integration
 def test_spark_task_lineage_names_sealed_inputs_output_and_the_seal(zk, zk_connection):
     from airflow_epochs.lineage.facets import FACET_NAME, manifest_digest, run_facet_schema

@@ -31,6 +31,7 @@ import base64
 import hashlib
 import json
 import os
+import stat as filemode
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,22 @@ Watch = Callable[[Any], Any]
 
 class ArchiveMismatch(CorruptPayload):
     """An archive file disagrees with what ZooKeeper still holds of its epoch."""
+
+
+class UnsafeArchive(CorruptPayload):
+    """A local archive folder or file that another user could have planted or changed."""
+
+
+def check_local(path: str, *, folder: bool) -> None:
+    """Refuse a local archive folder or file that is a symbolic link, not ours, or writable by others:
+    whoever can write there could rewrite the recorded past."""
+    st = os.lstat(path)
+    kind_ok = filemode.S_ISDIR(st.st_mode) if folder else filemode.S_ISREG(st.st_mode)
+    if filemode.S_ISLNK(st.st_mode) or not kind_ok:
+        raise UnsafeArchive(f"{path}: archive {'folder' if folder else 'file'} is a symbolic link or of another kind")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise UnsafeArchive(f"{path}: archive {'folder' if folder else 'file'} is owned by uid {st.st_uid} with mode "
+                            f"{filemode.S_IMODE(st.st_mode):04o}; it must be ours and not writable by others")
 
 
 @dataclass(frozen=True)
@@ -225,6 +242,9 @@ def read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
     path = epoch_file(base, pipeline, epoch)
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return None
+    if isinstance(fs, pafs.LocalFileSystem):
+        check_local(os.path.dirname(path), folder=True)
+        check_local(path, folder=False)
     with fs.open_input_stream(path) as stream:
         data: bytes = stream.read()
     return data
@@ -233,7 +253,10 @@ def read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
 def _write_local(path: str, content: bytes) -> bool:
     """Create ``path`` with ``content`` exclusively (False if it exists): write a private temporary
     file (never following a symlink), then hard-link it to the final name."""
-    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o750, exist_ok=True)
+    check_local(os.path.dirname(folder), folder=True)
+    check_local(folder, folder=True)
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
     try:

@@ -118,7 +118,7 @@ def open_as_leader(
         )
     step = "reading the snapshots a retry starts from"
     try:
-        snapshots = _retry_snapshots(ledger, epoch)
+        snapshots = retry_snapshots(ledger, epoch)
         step = "compacting epochs out of retention"
         compaction = ledger.compact(max_epochs=COMPACT_PER_OPEN)
     except (OutcomeUnknown, RetryableError) as exc:
@@ -149,7 +149,7 @@ def _checked_arguments(
     return new_request_id() if request_id is None else validate_request_id(request_id)
 
 
-def _retry_snapshots(ledger: EpochLedger, epoch: int) -> dict[str, dict[str, SnapshotRef]]:
+def retry_snapshots(ledger: EpochLedger, epoch: int) -> dict[str, dict[str, SnapshotRef]]:
     """Per partition, per producer: the snapshots a retry of ``epoch`` starts from."""
     snapshots: dict[str, dict[str, SnapshotRef]] = {}
     if epoch > 1:

@@ -30,6 +30,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from airflow_epochs.coordination.config import PipelineConfig
 from airflow_epochs.coordination.declared import DeclaredProducers, Match
 from airflow_epochs.coordination.errors import (
+    CorruptPayload,
     DuplicateVote,
     EpochAlreadyOpen,
     EpochAlreadySealed,
@@ -41,6 +42,7 @@ from airflow_epochs.coordination.errors import (
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.paths import PipelinePaths, epoch_key
+from airflow_epochs.coordination.payloads import loads_bounded
 from airflow_epochs.coordination.records import Attempt
 
 # How many epochs one drain opens and votes at most (the rest: the next drain).
@@ -103,7 +105,7 @@ def staged_epoch(ledger: EpochLedger, epoch: int) -> str:
 
 def decode_staged_key(raw: bytes | None) -> str | None:
     """The partition key in a staged epoch node's data."""
-    key = json.loads(raw).get("partition_key") if raw else None
+    key = _decode(raw, "staged epoch").get("partition_key") if raw else None
     return key if isinstance(key, str) else None
 
 
@@ -140,7 +142,7 @@ def stage_vote(
     except NodeExistsError:
         pass
     raw, stat = client.get(path)
-    existing = json.loads(raw)
+    existing = _decode(raw, path)
     if existing.get("ti") == doc["ti"]:
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
             # this re-run replaced the staged vote, then stopped before its rollback: finish it
@@ -272,7 +274,7 @@ def staged_votes(client: KazooClient, ledger: EpochLedger, epoch: int) -> list[t
                 raw, _ = client.get(f"{epoch_path}/{partition}/{producer}")
             except NoNodeError:
                 continue
-            found.append((partition, producer, json.loads(raw)))
+            found.append((partition, producer, _decode(raw, f"{epoch_path}/{partition}/{producer}")))
     return found
 
 
@@ -291,7 +293,7 @@ def _ensure_epoch_node(client: KazooClient, path: str, key: str, epoch: int) -> 
         client.create(path, _encode({"partition_key": key}))
     except NodeExistsError:
         raw, _ = client.get(path)
-        there = json.loads(raw).get("partition_key") if raw else None
+        there = _decode(raw, path).get("partition_key") if raw else None
         if there != key:
             raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
                                "the key map must give every key its own epoch") from None
@@ -310,6 +312,17 @@ def _sealed(ledger: EpochLedger, epoch: int) -> bool:
 
 def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: Mapping[str, Any]) -> StageOutcome:
     return StageOutcome(ledger.pipeline, match.partition, match.producer, match.key, epoch, status, doc)
+
+
+def _decode(raw: bytes, what: str) -> dict[str, Any]:
+    """A staged record, decoded with the core's depth limit: anything else is CorruptPayload, one line."""
+    try:
+        doc = loads_bounded(raw)
+    except ValueError as exc:
+        raise CorruptPayload(f"{what}: not a staged record ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CorruptPayload(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def _encode(doc: Mapping[str, Any]) -> bytes:

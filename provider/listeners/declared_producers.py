@@ -51,7 +51,9 @@ def _setting(key: str, default: str) -> str:
         from airflow.configuration import conf
 
         return str(conf.get(SECTION, key, fallback=default))
-    except Exception:  # noqa: BLE001 - no configuration reachable: the default
+    except Exception as exc:  # noqa: BLE001 - no configuration reachable: the default, said out loud
+        log.warning("cannot read [%s] %s from Airflow's configuration (%s: %s); using %r", SECTION, key,
+                    type(exc).__name__, exc, default)
         return default
 
 

@@ -29,6 +29,12 @@ PASSED_THROUGH = frozenset({"warehouse", "prefix", "credential", "scope", "audie
                             "oauth2-server-uri", "token-refresh-enabled"})
 PASSED_THROUGH_PREFIXES = ("s3.", "gcs.", "adls.", "header.", "rest.")
 _SQL_EXTRAS = frozenset({"catalog", "warehouse", "sqlite", "name"})
+_SECRET_WORDS = ("credential", "secret", "password", "token", "authorization", "access-key")
+
+
+def is_secret_setting(key: str) -> bool:
+    """A REST catalog setting that carries a credential: kept in ``secret``, never in ``properties``."""
+    return any(word in key.lower() for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ def catalog_settings(*, host: str | None = None, port: int | None = None, login:
         return CatalogSettings(catalog_name, kind, {"type": "sql", "uri": uri, "warehouse": str(warehouse),
                                                     "init_catalog_tables": "true"}, secret)
     properties: dict[str, str] = {"type": "rest"}
+    rest_secret: dict[str, str] = {}
     if not host:
         raise InvalidInput("a REST Iceberg catalog needs host (its URL)")
     base = host if "://" in host else f"https://{host}"
@@ -93,8 +100,13 @@ def catalog_settings(*, host: str | None = None, port: int | None = None, login:
         if key not in PASSED_THROUGH and not key.startswith(PASSED_THROUGH_PREFIXES):
             raise InvalidInput(f"extra {key!r} is not a REST catalog setting passed through "
                                f"(allowed: {sorted(PASSED_THROUGH)} and {list(PASSED_THROUGH_PREFIXES)}*)")
-        properties[key] = str(value)
-    return CatalogSettings(catalog_name, kind, properties, {"token": password} if password else {})
+        if is_secret_setting(key):
+            rest_secret[key] = str(value)
+        else:
+            properties[key] = str(value)
+    if password:
+        rest_secret["token"] = password
+    return CatalogSettings(catalog_name, kind, properties, rest_secret)
 
 
 def settings_from_connection(conn_id: str) -> CatalogSettings:
@@ -116,6 +128,6 @@ def load_catalog(settings: CatalogSettings) -> Any:
     properties = dict(settings.properties)
     if settings.kind == "sql" and "password" in settings.secret:
         properties["uri"] = properties["uri"].replace("{password}", settings.secret["password"], 1)
-    if settings.kind == "rest" and "token" in settings.secret:
-        properties["token"] = settings.secret["token"]
+    if settings.kind == "rest":
+        properties.update(settings.secret)
     return pyiceberg_load_catalog(settings.name, **properties)

@@ -275,4 +275,4 @@ class RearmingKazooClient(KazooClient):  # type: ignore[misc]  # kazoo ships no 
         watches = sum(len(w) for w in self._data_watchers.values()) + sum(len(w) for w in self._child_watchers.values())
         log.warning("ZooKeeper refused to re-arm %s watches (%r); every watcher is told to read again", watches, reason)
         self._unconfirmed_zxid = None
-        KazooClient._reset_watchers(self)
+        super()._reset_watchers()
