@@ -283,19 +283,23 @@ def outcome(call: Callable[[], Any]) -> Any:
 
 
 def check(family: Family, zk: KazooClient, b: EpochLedger, ctx: dict[str, Any], rid: str | None, got: Any, *,
-          committed: bool, before: dict[str, bytes] | None) -> None:
-    """One answer against ZooKeeper's state (see the module docstring)."""
+          committed: bool, before: dict[str, bytes] | None, settled: bool = False) -> None:
+    """One answer against ZooKeeper's state (see the module docstring). ``settled``: no answer is being
+    dropped any more, so ZooKeeper can always be asked and "unknown" is never a true answer."""
     where = f"{family.name} (request {rid})"
     if isinstance(got, BaseException):
         assert isinstance(got, EpochsError), f"{where}: raw {got!r}"
         message = str(got)
         if isinstance(got, OutcomeUnknown):
+            assert not settled, f"{where}: ZooKeeper answers, yet {got!r}"
             assert rid is None or got.request_id == rid, f"{where}: {got!r} names another request"
             return
         if rid is not None and committed and on_record(zk, rid):
             pytest.fail(f"{where}: committed and on record, yet refused: {got!r}")
         if "nothing was written" in message:
             assert not committed, f"{where}: committed, yet {got!r}"
+            assert rid is None or not on_record(zk, rid), f"{where}: on record, yet {got!r}"
+        if not committed:  # a new request that is refused wrote nothing, whatever the wording
             assert rid is None or not on_record(zk, rid), f"{where}: on record, yet {got!r}"
             assert before is None or dump(zk) == before, f"{where}: wrote, yet {got!r}"
         return
@@ -381,13 +385,13 @@ def run_case(zk_server, admin: KazooClient, proxy: LostAnswerProxy, family: Fami
         before = dump(zk)
         repeat = outcome(lambda: family.call(a, ctx, FIRST))
         assert dump(zk) == before, f"{family.name}: the repeat of {FIRST} wrote ({repeat!r})"
-        check(family, zk, b, ctx, FIRST, repeat, committed=True, before=before)
+        check(family, zk, b, ctx, FIRST, repeat, committed=True, before=before, settled=True)
         if not isinstance(first, BaseException) and not isinstance(repeat, BaseException):
             assert getattr(repeat, "overtaken", None) == getattr(first, "overtaken", None), (first, repeat)
         for rid in (SECOND, None):  # a new request, with an id and without one
             before = dump(zk)
             check(family, zk, b, ctx, rid, outcome(lambda rid=rid: family.call(a, ctx, rid)), committed=False,
-                  before=before)
+                  before=before, settled=True)
     finally:
         case.close()
 
