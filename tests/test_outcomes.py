@@ -314,6 +314,31 @@ def test_a_lease_acquisition_found_after_another_owner_took_it(zk, lossy, proxy)
     assert holder.owner == "A" and holder.overtaken is not None and holder.overtaken.current == "B"
 
 
+def test_a_lease_acquisition_found_after_two_takeovers_and_renewals(zk, lossy, proxy):
+    """A's answer is lost, then B and C take the lease in turn (and renew it) before A repeats: A's request
+    is still found (the lease keeps its recent holdings), never refused as if nothing was written; and a
+    repeat of an older renewal of a holding still in force is that holding, not a second renewal."""
+    a = LeaderLease(lossy, "p", owner="A", duration=datetime.timedelta(seconds=30))
+    b = LeaderLease(zk, "p", owner="B", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 3600)
+    c = LeaderLease(zk, "p", owner="C", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 7200)
+    EpochLedger(zk, "p", owner="A").create_pipeline(CONFIG)
+
+    def two_takeovers() -> None:
+        b.acquire()
+        c.acquire()
+        c.acquire()
+
+    proxy.drop_next_committed_write(on_drop=two_takeovers)
+    holder = a.acquire(request_id="lease-A")
+    assert holder.owner == "A" and holder.overtaken is not None and holder.overtaken.current == "C"
+    first = c.acquire(request_id="renew-1")
+    c.acquire(request_id="renew-2")
+    version = zk.exists(c.ctx.paths.leader).version
+    again = c.acquire(request_id="renew-1")
+    assert zk.exists(c.ctx.paths.leader).version == version  # found, not applied twice
+    assert again.owner == "C" and again.overtaken is None and again.until >= first.until
+
+
 def test_a_close_cut_short_by_a_takeover_reports_the_seal_it_wrote(zk, zk_factory, monkeypatch):
     """The close seals p1 (its voter died), then B takes the epoch over before it seals p2: the close's
     answer says what its request sealed and that the attempt was superseded, never "nothing was written"."""

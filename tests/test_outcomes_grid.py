@@ -161,7 +161,8 @@ def check_lease(zk, b, ctx, rid, got) -> None:
     if got.overtaken is None:
         assert held["owner"] == "A" and (rid is None or held["request"] == rid), held
     else:
-        assert held["owner"] != "A" and (rid is None or held["previous"]["request"] == rid), held
+        assert held["owner"] != "A" and (rid is None or any(h["owner"] == "A" and h["request"] == rid
+                                                            for h in held["recent"])), held
 
 
 def check_released(zk, b, ctx, rid, got) -> None:

@@ -47,6 +47,24 @@ def _utc(seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
 
 
+RECENT_HOLDINGS = 16
+"""How many earlier holdings (owner, request, released) a lease record keeps, so that a request whose answer
+was lost is still found after that many renewals or takeovers (the README's outcome table)."""
+
+
+def _holding(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": doc["owner"], "request": doc["request"], "released": bool(doc.get("released"))}
+
+
+def recent_holdings(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The earlier holdings a lease record keeps, newest first (records of an older version keep one)."""
+    recent = doc.get("recent")
+    if isinstance(recent, list):
+        return [held for held in recent if isinstance(held, dict)]
+    previous = doc.get("previous")
+    return [previous] if isinstance(previous, dict) else []
+
+
 class LeaderLease:
     """The leadership lease of one pipeline.
 
@@ -124,9 +142,8 @@ class LeaderLease:
                 renewing = current["owner"] == self.owner and not current.get("released")
                 if renewing:
                     doc["since"] = current["since"]
-                else:  # the request that held it before stays findable by its owner
-                    doc["previous"] = {"owner": current["owner"], "request": current["request"],
-                                       "released": bool(current.get("released"))}
+                # the requests that held it before stay findable by their owners (renewals included)
+                doc["recent"] = [_holding(current), *recent_holdings(current)][:RECENT_HOLDINGS]
                 ops = [("set", path, payloads.encode("lease", doc), stat.version)]
                 if not renewing:
                     ops += self.ctx.event("leader_changed", owner=self.owner, previous=current["owner"])
@@ -142,7 +159,9 @@ class LeaderLease:
             doc = found[0]
             if doc["owner"] == self.owner and doc["request"] == call.request_id:
                 return self._holder(doc)
-            if self._was_mine(doc, call.request_id):
+            if self._was_mine(doc, call.request_id) is not None:
+                if doc["owner"] == self.owner and not doc.get("released"):
+                    return self._holder(doc)  # an earlier renewal of the holding this owner still has
                 return replace(self._holder(doc), owner=self.owner,
                                overtaken=Overtaken("taken_over", str(doc["owner"])))
             return None
@@ -152,10 +171,12 @@ class LeaderLease:
         self._session_id = self.session.session_id
         return holder
 
-    def _was_mine(self, doc: dict[str, Any], request_id: str) -> bool:
-        """Whether the lease's previous holding (before another owner took it) was this owner's request."""
-        previous = doc.get("previous") or {}
-        return bool(previous.get("owner") == self.owner and previous.get("request") == request_id)
+    def _was_mine(self, doc: dict[str, Any], request_id: str) -> dict[str, Any] | None:
+        """This owner's earlier holding by ``request_id`` among the lease's recent holdings, if any."""
+        for held in recent_holdings(doc):
+            if held.get("owner") == self.owner and held.get("request") == request_id:
+                return held
+        return None
 
     def is_held(self) -> bool:
         """Whether this owner holds an unexpired lease, and its session has not expired since acquiring."""
@@ -190,8 +211,8 @@ class LeaderLease:
             doc = found[0]
             if doc.get("released") and doc["request"] == call.request_id:
                 return True
-            previous = doc.get("previous") or {}
-            return True if self._was_mine(doc, call.request_id) and previous.get("released") else None
+            held = self._was_mine(doc, call.request_id)
+            return True if held is not None and held.get("released") else None
 
         return self.ctx.call(body, what=f"release leadership of {self.ctx.pipeline!r}", request_id=request_id,
                              find=find)
