@@ -29,6 +29,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
+from zk_proxy import LostAnswerProxy  # noqa: E402
 
 from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
 
@@ -57,6 +58,24 @@ def zk_chroot(zk_server: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> s
     admin.stop()
     admin.close()
     return chroot
+
+
+@pytest.fixture
+def proxy(zk_server: EmbeddedZooKeeper) -> Iterator[LostAnswerProxy]:
+    """A loopback proxy in front of the session's server that can drop the answer of a committed write."""
+    p = LostAnswerProxy(zk_server.hosts)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def lossy(proxy: LostAnswerProxy, zk_chroot: str) -> Iterator[KazooClient]:
+    """A client whose connection goes through the proxy (same chroot as the ``zk`` fixture)."""
+    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture

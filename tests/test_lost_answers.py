@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -37,21 +36,6 @@ pytestmark = [pytest.mark.integration]
 CONFIG = PipelineConfig({"a": ("x", "y"), "b": ("z",)})
 
 
-@pytest.fixture
-def proxy(zk_server) -> Iterator[LostAnswerProxy]:
-    p = LostAnswerProxy(zk_server.hosts)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def lossy(proxy: LostAnswerProxy, zk_chroot: str) -> Iterator[KazooClient]:
-    """A client whose connection goes through the proxy (same chroot as the ``zk`` fixture)."""
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def lose_next(proxy: LostAnswerProxy, count: int = 1) -> int:

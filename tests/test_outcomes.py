@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 from outcome_oracle import doc, on_record
-from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import (
     CallUnfinished,
@@ -40,20 +38,6 @@ pytestmark = [pytest.mark.integration]
 CONFIG = PipelineConfig({"a": ("x", "y"), "b": ("z",)})
 
 
-@pytest.fixture
-def proxy(zk_server) -> Iterator[LostAnswerProxy]:
-    p = LostAnswerProxy(zk_server.hosts)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def lossy(proxy: LostAnswerProxy, zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def seal_epoch_one(ledger: EpochLedger) -> None:
