@@ -120,44 +120,39 @@ def private_dir(path: str | Path) -> Path:
     return folder
 
 
+def _replace_in(folder: int, name: str, data: bytes, mode: int) -> None:
+    """Create a file under a random name in the open folder ``folder`` (``O_EXCL | O_NOFOLLOW``: a planted
+    link or file makes it fail, never written through), write ``data``, then rename it over ``name``."""
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+
+
 def write_private(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` as a 0600 file in a private folder: created under a random name with
-    ``O_EXCL | O_NOFOLLOW`` (a planted link or file makes it fail, never written through), then renamed
-    over ``path``, so readers see all or nothing and nobody else ever could read it."""
+    """Write ``text`` to ``path`` as a 0600 file in a private folder, replaced atomically (readers see all
+    or nothing) without following any link, so nobody else ever could read it."""
     target = Path(path)
     with _open_dir(target.parent.absolute()) as folder:
-        tmp = f".{target.name}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, FILE_MODE, dir_fd=folder)
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(text)
-            os.replace(tmp, target.name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
+        _replace_in(folder, target.name, text.encode(), FILE_MODE)
     return target
 
 
 def replace_file(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
-    """Write ``data`` to ``path`` (an output, in any folder) without following a link planted there: a new
-    file under a random name (``O_EXCL | O_NOFOLLOW``) in the same folder, renamed over ``path``. In a
+    """Write ``data`` to ``path`` (an output, in any folder) without following a link planted there. In a
     shared sticky folder, a file or link of another user in the way makes the rename fail (EPERM):
     nothing of theirs is written through."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     fd_dir = os.open(folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
-        tmp = f".{target.name}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd_dir)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, target.name, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd_dir)
-            raise
+        _replace_in(fd_dir, target.name, data, mode)
     finally:
         os.close(fd_dir)
     return target
