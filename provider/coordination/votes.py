@@ -53,7 +53,8 @@ from airflow_epochs.coordination.seals import (
     sealed_count,
     with_opened_at,
 )
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, SetData, Step, first_failure
 
 
 def vote(
@@ -79,7 +80,7 @@ def vote(
 
 class Voting:
     """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
-    matched by the op that failed), finish (seal if the set is complete), and find (after a lost
+    matched by the step that failed), finish (seal if the set is complete), and find (after a lost
     answer or for a repeated request id). It remembers across rounds whether its vote is in."""
 
     def __init__(self, ctx: PipelineContext, attempt: Attempt, partition: str, producer: str,
@@ -114,17 +115,17 @@ class Voting:
             return self.cast_sole(call, producers, partitions_total, now)
         doc = {"producer": self.producer, "attempt": attempt.token, "manifest": self.manifest,
                "snapshot": self.snapshot, "upstream": self.lineage, "voted_at": now, "request": call.request_id}
-        ops: list[Op] = [
+        ops: list[Step] = [
             fence(self.ctx, attempt),
-            ("create", self.vote_path, payloads.encode("vote", doc), False),
-            ("set", self.counter_path, b"", -1),
+            Create(self.vote_path, payloads.encode("vote", doc)),
+            SetData(self.counter_path, b""),
         ]
         results = commit(call, ops)
-        failure = first_failure(results)
+        failure = first_failure(ops, results)
         if failure is not None:
-            return self.refused_shared(call, ops[failure[0]], failure[1])
+            return self.refused_shared(call, failure.step, failure.error)
         self.voted = True
-        self.count = int(results[2].version)
+        self.count = int(results[2].version)  # the vote counter's new version
         return self.finish(call)
 
     def cast_sole(self, call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
@@ -133,7 +134,7 @@ class Voting:
         record = VoteRecord(attempt.epoch, self.partition, self.producer, attempt.token, self.manifest, self.snapshot,
                             call.request_id, now)
         pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
-        ops = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
+        ops: list[Step] = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
                                                    {self.producer: record}, self.lineage, pointer, call.request_id,
                                                    now, counted=partitions_total > 1, embed=True)]
         handle = attempt
@@ -141,9 +142,9 @@ class Voting:
             handle = with_opened_at(call, self.ctx, attempt)
             ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
         results = commit(call, ops)
-        failure = first_failure(results)
+        failure = first_failure(ops, results)
         if failure is not None:
-            return self.refused_sole(call, ops[failure[0]], failure[1])
+            return self.refused_sole(call, failure.step, failure.error)
         self.voted = True
         epoch_sealed = partitions_total == 1
         if not epoch_sealed and sealed_count(self.ctx, attempt, ops, results) >= partitions_total:
@@ -151,12 +152,12 @@ class Voting:
         self.progress = SealProgress(True, epoch_sealed)
         return self.finish(call)
 
-    # -- refusals: why the transaction failed, matched by the op that failed ----------------------
+    # -- refusals: why the transaction failed, matched by the step that failed ----------------------
 
-    def refused_shared(self, call: Call, op: Op, error: BaseException) -> VoteResult:
+    def refused_shared(self, call: Call, step: Step, error: BaseException) -> VoteResult:
         """The vote transaction failed: find out why, and answer truly (nothing was written)."""
-        fenced = op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token)
-        if op[1] == self.vote_path and isinstance(error, NodeExistsError):
+        fenced = step.path == self.paths.attempt(self.attempt.epoch, self.attempt.token)
+        if step.path == self.vote_path and isinstance(error, NodeExistsError):
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
@@ -165,18 +166,18 @@ class Voting:
             return self.repeat(call, existing, lineage_there)
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
-        if op[1] == self.vote_path and isinstance(error, NoNodeError):
+        if step.path == self.vote_path and isinstance(error, NoNodeError):
             # This attempt holds no vote counter for the partition: sealed before it took over.
             raise self.sealed_before(call)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()
         raise error
 
-    def refused_sole(self, call: Call, op: Op, error: BaseException) -> VoteResult:
-        if op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token) and \
+    def refused_sole(self, call: Call, step: Step, error: BaseException) -> VoteResult:
+        if step.path == self.paths.attempt(self.attempt.epoch, self.attempt.token) and \
                 isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
-        if op[1] == self.seal_path and isinstance(error, NodeExistsError):
+        if step.path == self.seal_path and isinstance(error, NodeExistsError):
             raw = call.get(self.seal_path)
             if raw is None:
                 raise Conflict()
