@@ -228,17 +228,17 @@ class Voting:
                     f"{producer!r} is refused; nothing was written")
             return EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
         doc = found[0]
-        if doc["state"] == "sealed":
+        if doc.state == "sealed":
             return EpochAlreadySealed(
-                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}; the vote "
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}; the vote "
                 f"of {producer!r} on {partition!r} under attempt {attempt.token} was refused and nothing was written")
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        what = att[0]["state"] if att is not None else "unknown"
+        what = att[0].state if att is not None else "unknown"
         return AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current (it "
-            f"is {what}; the epoch is {doc['state']} under attempt {doc['attempt']} of {doc['owner']!r}); the vote "
+            f"is {what}; the epoch is {doc.state} under attempt {doc.attempt} of {doc.owner!r}); the vote "
             f"of {producer!r} on {partition!r} was refused and nothing was written",
-            attempt=attempt.token, current=int(doc["attempt"]),
+            attempt=attempt.token, current=int(doc.attempt),
         )
 
     # -- finishing -----------------------------------------------------------------------------
