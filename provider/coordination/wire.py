@@ -415,3 +415,23 @@ class ReleaseNode:
         doc = payloads.decode("release", raw, path=path)
         return cls(str(doc["decision"]), int(doc["arrived"]), tuple(str(name) for name in doc["late"]),
                    float(doc["at"]))
+
+
+# -- asset delivery --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeliveryCursor:
+    """How far a delivery scope has handed a partition's seals to Airflow: the next epoch to deliver."""
+
+    following: int
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("asset_cursor", {"following": self.following})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> DeliveryCursor:
+        text = raw.strip()
+        if text.isdigit():  # written before the cursor was a versioned payload: the bare number
+            return cls(int(text))
+        return cls(int(payloads.decode("asset_cursor", raw, path=path)["following"]))
