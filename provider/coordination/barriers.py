@@ -26,13 +26,27 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput, StateError
+from airflow_epochs.coordination.barrier_values import (
+    Arrival,
+    BarrierClosed,
+    BarrierConflict,
+    BarrierError,
+    BarrierFailed,
+    BarrierNotDeclared,
+    BarrierOutcome,
+    BarrierPaths,
+    BarrierRecord,
+    PolicyKind,
+    StragglerPolicy,
+    UnknownParticipant,
+)
+from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -41,112 +55,12 @@ from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
 from airflow_epochs.coordination.wire import ArrivalNode, BarrierNode, ReleaseNode
 
-PolicyKind = Literal["fail", "quorum", "rerun"]
+__all__ = ["Arrival", "Barrier", "BarrierClosed", "BarrierConflict", "BarrierError", "BarrierFailed",
+           "BarrierNotDeclared", "BarrierOutcome", "BarrierRecord", "PolicyKind", "StragglerPolicy",
+           "UnknownParticipant"]
+
 # Near the deadline another process's clock may already have let a policy decide: read, don't infer.
 _SKEW_MARGIN = 1.0
-
-
-class BarrierError(StateError):
-    """Base class of barrier refusals."""
-
-
-class BarrierNotDeclared(BarrierError):
-    """The barrier has not been declared for this epoch."""
-
-
-class BarrierConflict(BarrierError):
-    """The barrier was declared already with another policy."""
-
-
-class BarrierClosed(BarrierError):
-    """The barrier has been released or failed; no more registrations."""
-
-
-class UnknownParticipant(BarrierError):
-    """The participant is not registered at the barrier."""
-
-
-class BarrierFailed(BarrierError):
-    """The barrier's ``fail`` policy fired: stragglers did not arrive in time."""
-
-    def __init__(self, message: str, *, late: tuple[str, ...]) -> None:
-        self.late = late
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class StragglerPolicy:
-    """What happens when some participants have not arrived by ``timeout`` seconds after declaration."""
-
-    kind: PolicyKind
-    timeout: float
-    k: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("fail", "quorum", "rerun"):
-            raise InvalidInput(f"straggler policy must be fail, quorum or rerun, not {self.kind!r}")
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
-            raise InvalidInput(f"straggler timeout must be a positive number of seconds, not {self.timeout!r}")
-        if self.kind == "quorum":
-            if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-                raise InvalidInput(f"quorum needs a positive integer k, not {self.k!r}")
-        elif self.k is not None:
-            raise InvalidInput(f"only the quorum policy takes k (got k={self.k!r} for {self.kind})")
-
-    @classmethod
-    def fail(cls, timeout: float) -> StragglerPolicy:
-        return cls("fail", timeout)
-
-    @classmethod
-    def quorum(cls, k: int, timeout: float) -> StragglerPolicy:
-        return cls("quorum", timeout, k)
-
-    @classmethod
-    def rerun(cls, timeout: float) -> StragglerPolicy:
-        return cls("rerun", timeout)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"policy": self.kind, "timeout": float(self.timeout), "k": self.k}
-
-
-@dataclass(frozen=True)
-class BarrierOutcome:
-    """How a barrier ended (or, for ``rerun``, who is late).
-
-    ``arrived`` counts the arrivals; it is None when a waiter learned only that every participant
-    arrived (it was woken by the release before the deadline and read nothing).
-    """
-
-    decision: str  # "all" | "quorum" | "failed" | "rerun"
-    released: bool
-    arrived: int | None
-    late: tuple[str, ...]
-    zxid: int = 0
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """What one arrival found."""
-
-    participant: str
-    index: int  # how many had arrived with this arrival (1 for the first); 0 for a repeat
-    released: bool  # the barrier is released (by this arrival or before it)
-    after_release: bool  # the barrier had already been decided before this arrival
-    outcome: BarrierOutcome | None
-
-
-@dataclass(frozen=True)
-class BarrierRecord:
-    """The decoded barrier record."""
-
-    policy: str
-    k: int | None
-    timeout: float
-    deadline: float
-    registered: int
-    closed: bool
-    version: int
-    node: BarrierNode
 
 
 class Barrier:
@@ -195,8 +109,8 @@ class Barrier:
             self._generation = found[0].generation
         return self._generation
 
-    def _paths(self, call: Call) -> _BarrierPaths:
-        return _BarrierPaths(self.ctx, self.epoch, self.generation(call), self.name)
+    def _paths(self, call: Call) -> BarrierPaths:
+        return BarrierPaths(self.ctx, self.epoch, self.generation(call), self.name)
 
     def record(self) -> BarrierRecord:
         """The barrier record (policy, deadline, registered count, decided or not)."""
@@ -530,45 +444,3 @@ class Barrier:
             if failure is None:
                 return BarrierOutcome(decision, decision != "failed", count, tuple(late))
         return self._outcome(call)
-
-
-@dataclass(frozen=True)
-class _BarrierPaths:
-    ctx: PipelineContext
-    epoch: int
-    generation: int
-    name: str
-
-    @property
-    def folder(self) -> str:
-        return self.ctx.paths.barriers(self.epoch, self.generation)
-
-    @property
-    def barrier(self) -> str:
-        return self.ctx.paths.barrier(self.epoch, self.generation, self.name)
-
-    @property
-    def participants(self) -> str:
-        return self.ctx.paths.barrier_participants(self.epoch, self.generation, self.name)
-
-    def participant(self, name: str) -> str:
-        return self.ctx.paths.barrier_participant(self.epoch, self.generation, self.name, name)
-
-    @property
-    def arrivals(self) -> str:
-        return self.ctx.paths.barrier_arrivals(self.epoch, self.generation, self.name)
-
-    def arrival(self, name: str) -> str:
-        return self.ctx.paths.barrier_arrival(self.epoch, self.generation, self.name, name)
-
-    @property
-    def release(self) -> str:
-        return self.ctx.paths.barrier_release(self.epoch, self.generation, self.name)
-
-    @property
-    def failed(self) -> str:
-        return self.ctx.paths.barrier_failed(self.epoch, self.generation, self.name)
-
-    @property
-    def report(self) -> str:
-        return self.ctx.paths.barrier_report(self.epoch, self.generation, self.name)
