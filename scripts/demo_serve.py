@@ -39,9 +39,9 @@ def serve(days: int, base: Path, port: int | None) -> int:
     from nycflights.data import day_of_epoch, land_days
 
     from airflow_epochs.coordination import EpochLedger, PipelineNotFound
-    from airflow_epochs.embedded_spark_connect import SparkConnectServer
-    from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
-    from airflow_epochs.private_files import write_private
+    from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
+    from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.servers.private_files import write_private
 
     if postgres_bin() is None:
         say("PostgreSQL is not installed: apt-get install -y postgresql (Airflow's scheduler needs it here)")

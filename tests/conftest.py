@@ -31,7 +31,7 @@ from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
 from zk_proxy import LostAnswerProxy  # noqa: E402
 
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -179,7 +179,7 @@ def spark_connect_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     """A warm Spark Connect server for the session, managed through the CLI: start and status here;
     at the end stop, and check its processes and port are gone."""
-    from airflow_epochs.embedded_spark_connect import listening
+    from airflow_epochs.servers.embedded_spark_connect import listening
 
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state)]
     started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)

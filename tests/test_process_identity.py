@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from zk_helpers import pid_alive
 
-from airflow_epochs.process_identity import NotOurProcess, identify, launch_environment, stop_verified
-from airflow_epochs.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
+from airflow_epochs.servers.process_identity import NotOurProcess, identify, launch_environment, stop_verified
+from airflow_epochs.servers.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 
@@ -135,7 +135,7 @@ def test_a_server_started_to_die_with_its_parent_dies_on_kill_9(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import subprocess, sys, time\n"
-        "from airflow_epochs.die_with_parent import launcher\n"
+        "from airflow_epochs.servers.die_with_parent import launcher\n"
         "child = subprocess.Popen([*launcher(), 'sleep', '120'], start_new_session=True)\n"
         "print(child.pid, flush=True)\n"
         "time.sleep(120)\n"

@@ -9,7 +9,7 @@ from airflow.sdk import BaseHook
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
-from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings
+from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
 
 
 class ZooKeeperHook(BaseHook):
