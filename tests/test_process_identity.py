@@ -97,11 +97,15 @@ def test_cli_records_the_zookeeper_identity_and_stops_it(tmp_path):
         stopped = _cli(tmp_path, "zookeeper", "stop")
     assert stopped.returncode == 0 and "ZooKeeper stopped" in stopped.stdout, stopped
     assert not pid_alive(state["pid"])
-    # Only the port stays, so that the next start serves where connections point.
-    assert json.loads((tmp_path / "zookeeper.json").read_text()) == {"port": state["port"]}
+    # Only the ports and the credentials stay, so that the next start serves where connections point,
+    # to the same credentials.
+    kept = {"port": state["port"], "secure_port": state["secure_port"], "credentials": state["credentials"]}
+    assert json.loads((tmp_path / "zookeeper.json").read_text()) == kept
     again = _cli(tmp_path, "zookeeper", "start")
     try:
-        assert again.returncode == 0 and f"127.0.0.1:{state['port']}" in again.stdout, again
+        assert again.returncode == 0 and f"127.0.0.1:{state['secure_port']}" in again.stdout, again
+        restarted = json.loads((tmp_path / "zookeeper.json").read_text())
+        assert {key: restarted[key] for key in kept} == kept
     finally:
         assert _cli(tmp_path, "zookeeper", "stop").returncode == 0
 

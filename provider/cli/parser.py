@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     zk = sub.add_parser("zookeeper", help="start, stop or check the embedded ZooKeeper server")
     zk.add_argument("action", choices=ACTIONS)
     zk.add_argument("--port", type=_port, help="client port (default: the previous one, else a free one)")
+    zk.add_argument("--plaintext", action="store_true", help="serve without TLS: clients then send the digest "
+                    "password in clear (default: TLS with a CA generated into the state folder)")
     zk.set_defaults(func=functools.partial(run_server_command, ZOOKEEPER))
     connect = sub.add_parser("spark-connect", help="start, stop or check a warm Spark Connect server")
     connect.add_argument("action", choices=ACTIONS)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir
-from airflow_epochs.cli.zookeeper import running_server
+from airflow_epochs.cli.zookeeper import client_settings, running_server
 
 PASSWORD_ENV = "AIRFLOW_EPOCHS_ZK_PASSWORD"  # noqa: S105 - the variable's name, not a password
 MAX_TIMELINE_EPOCHS = 10_000
@@ -38,9 +38,18 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
             raise CliError(f"connection {args.conn_id!r}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection
             raise CliError(f"cannot read connection {args.conn_id!r}: {type(exc).__name__}: {exc}") from None
-    hosts = args.hosts or (running_server(state_dir(args.state_dir)) or {}).get("hosts")
-    if not hosts:
-        raise CliError("no --hosts or --conn-id given and no embedded ZooKeeper running")
+    if not direct:  # the CLI's embedded server, with the credentials and CA its start recorded
+        base = state_dir(args.state_dir)
+        embedded = running_server(base)
+        if embedded is None:
+            raise CliError("no --hosts or --conn-id given and no embedded ZooKeeper running")
+        try:
+            return client_settings(base, embedded, connection_timeout=args.connect_timeout)
+        except InvalidConnection as exc:
+            raise CliError(f"the embedded server's state: {exc}") from None
+    if not args.hosts:
+        raise CliError(f"{', '.join(direct)} given without --hosts")
+    hosts = args.hosts
     password = os.environ.get(PASSWORD_ENV) or None
     if args.digest_user and not password:
         raise CliError(f"--digest-user {args.digest_user!r} needs its password in ${PASSWORD_ENV} "

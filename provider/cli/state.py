@@ -57,8 +57,9 @@ def decode_state(text: str) -> dict[str, Any]:
     data = loads_bounded(text)
     if not isinstance(data, dict):
         raise ValueError(f"not an object but {type(data).__name__}")
-    if "port" in data:
-        data["port"] = state_port(data["port"])
+    for key in ("port", "secure_port"):
+        if data.get(key) is not None:
+            data[key] = state_port(data[key])
     return data
 
 

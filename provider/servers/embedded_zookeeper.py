@@ -31,6 +31,7 @@ from types import TracebackType
 from airflow_epochs.servers.die_with_parent import launcher
 from airflow_epochs.servers.private_files import open_private_log, private_dir, tighten, write_private
 from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
     JavaNotFound,
@@ -43,11 +44,13 @@ from airflow_epochs.servers.zookeeper_runtime import (
     four_letter_word,
     free_port,
 )
+from airflow_epochs.servers.zookeeper_security import ServerAuth, lock_root
 
 __all__ = [  # the runtime's names too: one import for a test or a script that starts a server
     "FOUR_LETTER_WORDS",
     "EmbeddedZooKeeper",
     "JavaNotFound",
+    "ServerAuth",
     "ServerTls",
     "ZooKeeperEnsemble",
     "ZooKeeperError",
@@ -130,6 +133,9 @@ class ZooKeeperEnsemble:
     :param max_client_connections: connections one client address may hold (ZooKeeper's
         ``maxClientCnxns``; its default is 60, 0 means no limit).
     :param tls: also serve TLS on a ``secureClientPort`` per member (see :class:`ServerTls`).
+    :param secure_ports: fixed TLS ports, one per member (with ``tls``); free ports are chosen if None.
+    :param auth: require every client to authenticate (ZooKeeper's enforced ``digest`` authentication)
+        and give ``/`` and ``/zookeeper`` this identity's ACL alone at start (see :class:`ServerAuth`).
     :param address: the loopback address to bind (``127.0.0.1`` or ``::1``).
     :param die_with_parent: the members stop when this process exits, even by ``kill -9`` (Linux;
         start them from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
@@ -147,6 +153,8 @@ class ZooKeeperEnsemble:
         heap_mb: int = 256,
         max_client_connections: int = 60,
         tls: ServerTls | None = None,
+        secure_ports: Sequence[int] | None = None,
+        auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
     ) -> None:
@@ -154,6 +162,9 @@ class ZooKeeperEnsemble:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
         if client_ports is not None and len(client_ports) != size:
             raise ValueError(f"{len(client_ports)} client ports given for {size} members")
+        if secure_ports is not None and (tls is None or len(secure_ports) != size):
+            raise ValueError(f"{len(secure_ports)} secure ports given for {size} members"
+                             + ("" if tls else " of a server without tls"))
         self.java = find_java(java)
         self.classpath = find_zookeeper_jars(jar_dirs)
         self.size = size
@@ -161,6 +172,7 @@ class ZooKeeperEnsemble:
         self.heap_mb = heap_mb
         self.max_client_connections = max_client_connections
         self.tls = tls
+        self.auth = auth
         self.address = address
         self.die_with_parent = die_with_parent
         self._own_dir = directory is None
@@ -173,7 +185,7 @@ class ZooKeeperEnsemble:
                 peer_port=free_port(),
                 election_port=free_port(),
                 directory=self.directory / f"member-{i + 1}",
-                secure_port=free_port() if tls else None,
+                secure_port=(secure_ports[i] if secure_ports else free_port()) if tls else None,
                 address=address,
             )
             for i in range(size)
@@ -193,6 +205,16 @@ class ZooKeeperEnsemble:
             raise ValueError("this server was started without tls")
         return ",".join(_host(m.address, m.secure_port or 0) for m in self.members)
 
+    def client_settings(self) -> ZooKeeperSettings:
+        """How our clients connect: over TLS (checking the certificate against the server's trust store,
+        its CA) when the server serves it, with its digest credentials when it requires them."""
+        extra: dict[str, object] = {}
+        if self.tls is not None:
+            extra = {"use_tls": True, "ca": str(Path(self.tls.truststore).resolve())}
+        return ZooKeeperSettings.from_fields(
+            host=self.secure_hosts if self.tls else self.hosts, extra=extra,
+            login=self.auth.user if self.auth else None, password=self.auth.password if self.auth else None)
+
     def member_hosts(self, index: int) -> str:
         return _host(self.address, self.members[index].client_port)
 
@@ -203,6 +225,8 @@ class ZooKeeperEnsemble:
         for index in range(self.size):
             self._launch(index)
         self.wait_serving(timeout=timeout)
+        if self.auth is not None:
+            lock_root(self.client_settings())
         return self
 
     def wait_serving(self, indexes: Iterable[int] | None = None, timeout: float = 60.0) -> None:
@@ -341,6 +365,7 @@ class ZooKeeperEnsemble:
             "-XX:TieredStopAtLevel=1",  # faster start; a test server needs no C2 compiler
             "-Dzookeeper.admin.enableServer=false",
             f"-Dlog4j2.configurationFile={member.directory / 'log4j2.properties'}",
+            *(self.auth.jvm_properties() if self.auth else []),
             "-cp",
             os.pathsep.join(str(j) for j in self.classpath),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
@@ -375,6 +400,8 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         heap_mb: int = 256,
         max_client_connections: int = 60,
         tls: ServerTls | None = None,
+        secure_port: int | None = None,
+        auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
     ) -> None:
@@ -388,6 +415,8 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             heap_mb=heap_mb,
             max_client_connections=max_client_connections,
             tls=tls,
+            secure_ports=[secure_port] if secure_port else None,
+            auth=auth,
             address=address,
             die_with_parent=die_with_parent,
         )
