@@ -6,7 +6,9 @@ speak ZooKeeper's wire protocol with the system's python3, see ``zk_wire.py``):
   no listing; with made-up digest credentials it is authenticated but ``/`` and everything we create
   carry only our identity's ACL;
 - while the server is down, a process squatting its port gets no password: our clients speak TLS
-  and check the certificate against the CA in our state folder before the digest is sent.
+  and check the certificate against the CA in our state folder before the digest is sent;
+- a flood of idle sockets does not lock our clients out (no per-address connection limit: every local
+  client shares 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from pathlib import Path
 import pytest
 from intruder import Intruder, second_user, shared_folder
 from kazoo.handlers.threading import KazooTimeoutError
-from zk_wire import CLIENT, SQUATTER
+from zk_wire import CLIENT, FLOODER, SQUATTER
 
 from airflow_epochs.cli.state import read_state
 from airflow_epochs.cli.zookeeper import client_settings
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.dev_certificates import generate_dev_certificates
-from airflow_epochs.servers.zk_settings import TlsHandshakeFailed
+from airflow_epochs.servers.secured_zookeeper import secured_server
+from airflow_epochs.servers.zk_settings import TlsHandshakeFailed, ZooKeeperUnreachable
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +38,9 @@ CLI = str(Path(sys.executable).parent / "airflow-epochs")
 SYSTEM_PYTHON = "/usr/bin/python3"  # the intruder cannot reach our virtualenv's interpreter
 MEGABYTE = 1_000_000  # under ZooKeeper's 1 MiB jute.maxbuffer: a node the server would keep in its heap
 NO_AUTH, SESSION_NEEDS_AUTH = -102, -124
+# Ten times ZooKeeper's default per-address limit (maxClientCnxns=60), held by one process of the
+# intruder: far beyond what locked every task out before, well under the JVM's descriptor limit.
+FLOOD = 600
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +151,31 @@ def test_a_process_squatting_the_port_while_the_server_is_down_gets_no_password(
             assert settings.password.encode() not in received and b"digest" not in received, mode
             if mode == "tls":
                 assert report["handshakes"] == 0 and received == b"", report  # refused at the certificate
+
+
+def test_our_client_connects_while_another_user_holds_a_flood_of_idle_sockets(tmp_path, intruder):
+    # The control: with ZooKeeper's default per-address limit the same flood locks our clients out.
+    for limit, locked_out in ((60, True), (None, False)):
+        extra = {} if limit is None else {"max_client_connections": limit}
+        with secured_server(tmp_path / f"zk-{limit}", **extra) as server:
+            settings = server.client_settings()
+            flooder = intruder.popen([SYSTEM_PYTHON, "-c", FLOODER, str(server.secure_port), "tls", str(FLOOD)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                assert flooder.stdout is not None
+                ready = flooder.stdout.readline().decode().split()
+                assert ready[0] == "ready", ready
+                assert (int(ready[1]) < FLOOD) if locked_out else (int(ready[1]) == FLOOD), (limit, ready)
+                if locked_out:
+                    with pytest.raises((TlsHandshakeFailed, ZooKeeperUnreachable)):
+                        settings.start_client(timeout=10)
+                else:
+                    client = settings.start_client(timeout=60)
+                    try:
+                        client.create("/airflow-epochs-probe", b"ours")
+                        assert client.get("/airflow-epochs-probe")[0] == b"ours"
+                    finally:
+                        client.stop()
+                        client.close()
+            finally:
+                flooder.communicate(b"done\n", timeout=120)

@@ -118,3 +118,26 @@ while time.monotonic() < deadline:
         conn.close()
 print(json.dumps({"connections": connections, "handshakes": handshakes, "received": received.hex()}), flush=True)
 '''
+
+# Usage: FLOODER PORT tls|plain COUNT; tries COUNT sockets (completing the TLS handshake on a TLS port, so
+# that each counts as a client connection), prints "ready N" (the ones opened), holds them idle until a line arrives on
+# its stdin, then closes them.
+FLOODER = r'''
+import socket, ssl, sys
+
+port, mode, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+held = []
+for _ in range(count):
+    try:  # a server that refuses more from this address closes the socket: count what it kept
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        held.append(context.wrap_socket(sock) if mode == "tls" else sock)
+    except OSError:
+        pass
+print("ready", len(held), flush=True)
+sys.stdin.readline()
+for sock in held:
+    sock.close()
+'''

@@ -19,7 +19,7 @@ from airflow_epochs.cli.state import CliError, alive, read_state, state_file
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperError, four_letter_word
 from airflow_epochs.servers.private_files import private_dir, write_private
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings
-from airflow_epochs.servers.zookeeper_security import ServerAuth, ensure_certificates
+from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
 NAME = "zookeeper"
 TLS_FOLDER = "zookeeper-tls"
@@ -55,7 +55,8 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
         certificates = ensure_certificates(private_dir(base) / TLS_FOLDER)
         tls, ca = ServerTls(certificates.server_keystore, certificates.ca), str(certificates.ca)
     server = EmbeddedZooKeeper(directory=private_dir(base) / NAME, port=port or previous.get("port"),
-                               secure_port=previous.get("secure_port") if tls else None, auth=auth, tls=tls)
+                               secure_port=previous.get("secure_port") if tls else None, auth=auth, tls=tls,
+                               max_client_connections=MAX_CLIENT_CONNECTIONS)
     # The credentials are on disk before the server locks its root with them: never a lost password.
     kept = {"port": server.port, "secure_port": server.secure_port, "credentials": auth.to_json()}
     write_private(state_file(private_dir(base)), json.dumps({k: v for k, v in kept.items() if v is not None}))

@@ -15,7 +15,7 @@ from typing import Any
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls
 from airflow_epochs.servers.private_files import private_dir, read_private, write_private
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings
-from airflow_epochs.servers.zookeeper_security import ServerAuth, ensure_certificates
+from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
 __all__ = ["CREDENTIALS_FILE", "airflow_connection", "load_or_create_auth", "secured_server"]
 
@@ -42,8 +42,11 @@ def secured_server(directory: str | Path, *, port: int | None = None, secure_por
     """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials, and
     serves TLS unless ``plaintext``; its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
 
-    :param kwargs: passed on to :class:`EmbeddedZooKeeper` (``die_with_parent``, ``heap_mb``...).
+    :param kwargs: passed on to :class:`EmbeddedZooKeeper` (``die_with_parent``, ``heap_mb``...); no
+        per-address connection limit unless ``max_client_connections`` says (see
+        :data:`~airflow_epochs.servers.zookeeper_security.MAX_CLIENT_CONNECTIONS`).
     """
+    kwargs.setdefault("max_client_connections", MAX_CLIENT_CONNECTIONS)
     folder = private_dir(directory)
     auth = load_or_create_auth(folder / CREDENTIALS_FILE)
     tls = None

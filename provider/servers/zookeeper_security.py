@@ -20,11 +20,17 @@ from typing import Any
 from airflow_epochs.servers.dev_certificates import DevCertificates, generate_dev_certificates
 from airflow_epochs.servers.private_files import check_private_dir, read_private
 
-__all__ = ["LOCKED_NODES", "ServerAuth", "ensure_certificates", "lock_root"]
+__all__ = ["LOCKED_NODES", "MAX_CLIENT_CONNECTIONS", "ServerAuth", "ensure_certificates", "lock_root"]
 
 # The nodes a fresh server lets others write (world:anyone:cdrwa): ours alone from the first start.
 LOCKED_NODES = ("/", "/zookeeper", "/zookeeper/quota")
 DIGEST_USER = "airflow-epochs"
+# No per-address connection limit (ZooKeeper's maxClientCnxns, 60 by default): every local client,
+# ours and another user's, comes from 127.0.0.1 (and any local user may pick any 127/8 source), so a
+# per-address limit is one another user fills with 60 idle TLS sockets, locking our clients out. Without
+# it a flood costs the server a file descriptor a socket (the JVM's limit), and a session that does
+# not authenticate is closed at its first request.
+MAX_CLIENT_CONNECTIONS = 0
 CERTIFICATE_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=2)
 
