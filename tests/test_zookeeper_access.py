@@ -179,3 +179,32 @@ def test_our_client_connects_while_another_user_holds_a_flood_of_idle_sockets(tm
                         client.close()
             finally:
                 flooder.communicate(b"done\n", timeout=120)
+
+
+def test_a_hook_or_command_given_only_the_port_uses_the_servers_credentials(state, monkeypatch):
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    recorded = read_state(state) or {}
+    monkeypatch.setenv("AIRFLOW_EPOCHS_HOME", str(state))
+    for port in (recorded["port"], recorded["secure_port"]):  # written for either port: TLS to ours
+        monkeypatch.setenv("AIRFLOW_CONN_ZK_EMBEDDED", json.dumps({"conn_type": "zookeeper",
+                                                                   "host": f"127.0.0.1:{port}"}))
+        hook = ZooKeeperHook("zk_embedded")
+        try:
+            assert hook.settings.login == "airflow-epochs" and hook.settings.use_tls and hook.settings.use_acl
+            assert hook.settings.hosts == (f"127.0.0.1:{recorded['secure_port']}",)
+            ledger = hook.ledger("sales", owner="etl")
+            ledger.create_pipeline(PipelineConfig({"orders": ("ingest",)}))
+            assert ledger.frontier() >= 0
+        finally:
+            hook.close()
+    # Another port, or a connection with its own credentials, is left as it was written.
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OTHER", json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1:1"}))
+    assert ZooKeeperHook("zk_other").settings.login is None
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OWN", json.dumps({"conn_type": "zookeeper", "login": "etl", "password": "pw",
+                                                          "host": f"127.0.0.1:{recorded['secure_port']}"}))
+    assert ZooKeeperHook("zk_own").settings.login == "etl"
+    # The CLI given only --hosts does the same.
+    status = subprocess.run([CLI, "--state-dir", str(state), "history", "sales", "--hosts",
+                             f"127.0.0.1:{recorded['port']}"], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir
-from airflow_epochs.cli.zookeeper import client_settings, running_server
+from airflow_epochs.cli.zookeeper import client_settings, running_server, with_embedded_credentials
 
 PASSWORD_ENV = "AIRFLOW_EPOCHS_ZK_PASSWORD"  # noqa: S105 - the variable's name, not a password
 MAX_TIMELINE_EPOCHS = 10_000
@@ -63,10 +63,11 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
         if value and not os.path.isfile(value):
             raise CliError(f"--{option} {value!r} is not a readable file")
     try:
-        return ZooKeeperSettings.from_fields(host=hosts, login=args.digest_user, password=password if
-                                             args.digest_user else None, extra=extra)
+        settings = ZooKeeperSettings.from_fields(host=hosts, login=args.digest_user, password=password if
+                                                 args.digest_user else None, extra=extra)
     except InvalidConnection as exc:
         raise CliError(str(exc)) from None
+    return with_embedded_credentials(settings, state_dir(args.state_dir))
 
 
 @contextlib.contextmanager

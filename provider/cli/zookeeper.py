@@ -10,18 +10,20 @@ squatting the port while the server is down gets nothing). ``--plaintext`` serve
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.servers import ManagedServer, verb
-from airflow_epochs.cli.state import CliError, alive, read_state, state_file
+from airflow_epochs.cli.state import CliError, alive, read_state, state_dir, state_file
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperError, four_letter_word
-from airflow_epochs.servers.private_files import private_dir, write_private
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.private_files import UnsafeState, private_dir, write_private
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings, split_host
 from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
 NAME = "zookeeper"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 TLS_FOLDER = "zookeeper-tls"
 # What a stop keeps: the next start serves where connections point, to the same credentials.
 KEPT_ON_STOP = ("port", "secure_port", "credentials")
@@ -91,6 +93,35 @@ def client_settings(base: Path, state: dict[str, Any], *, connection_timeout: fl
         extra.update(use_tls=True, ca=str(state["ca"]))
     return ZooKeeperSettings.from_fields(host=str(state["hosts"]), login=auth.user if auth else None,
                                          password=auth.password if auth else None, extra=extra)
+
+
+def with_embedded_credentials(settings: ZooKeeperSettings, base: Path | None = None) -> ZooKeeperSettings:
+    """``settings`` as they are, unless they carry no credentials and name exactly the running embedded
+    server of the state folder (either of its ports, on loopback): then that server's credentials,
+    over TLS to its TLS port checked against its CA (unless it serves plaintext), keeping the
+    connection's chroot, session timeout and read-only choice. How a hook or a command given only
+    ``127.0.0.1:PORT`` talks to the server ``airflow-epochs zookeeper start`` runs.
+
+    :param base: the state folder (default: ``$AIRFLOW_EPOCHS_HOME``, else ``~/.airflow-epochs``).
+    """
+    if settings.login or len(settings.hosts) != 1:
+        return settings
+    name, port = split_host(settings.hosts[0])
+    if name not in LOOPBACK:
+        return settings
+    base = base or state_dir(None)
+    try:
+        recorded = read_state(base)
+        if not recorded or port not in (recorded.get("port"), recorded.get("secure_port")):
+            return settings
+        state = running_server(base)
+    except (CliError, UnsafeState):  # not a state we may trust: the connection stays as it was written
+        return settings
+    if state is None:
+        return settings
+    embedded = client_settings(base, state, connection_timeout=settings.connection_timeout)
+    return dataclasses.replace(embedded, chroot=settings.chroot, session_timeout=settings.session_timeout,
+                               read_only=settings.read_only)
 
 
 def stop_server(base: Path) -> bool:
