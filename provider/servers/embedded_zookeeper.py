@@ -12,7 +12,9 @@ are, never ``envi`` or ``conf``, which tell any local user the server's environm
 Secure by default: the server's folder is 0700 and every file in it 0600 (the Java process runs with
 umask 077), because ZooKeeper's transaction log holds everything the ACLs protect. With ``tls`` it
 also serves TLS on a ``secureClientPort`` (Netty, PEM key and trust stores; see
-:mod:`airflow_epochs.servers.dev_certificates` for test certificates).
+:mod:`airflow_epochs.servers.dev_certificates` for test certificates). With ``auth`` every session must
+authenticate and ``/`` is ours alone (see :mod:`airflow_epochs.servers.zookeeper_security`);
+:func:`airflow_epochs.servers.secured_zookeeper.secured_server` turns both on with kept credentials.
 """
 
 from __future__ import annotations
