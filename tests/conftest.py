@@ -184,8 +184,12 @@ def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state)]
     started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stderr
-    status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=30)
-    assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
+    try:  # the first query warms the server: on a loaded machine it took 39 s (the probe allows 60)
+        status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
+    except BaseException:  # never leave the started server behind
+        subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, timeout=60)
+        raise
     port = int(status.stdout.split("sc://localhost:")[1].split()[0])
     pid = int(status.stdout.split("(pid ")[1].split(",")[0])
     yield port
