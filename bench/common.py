@@ -18,7 +18,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.embedded_zookeeper import four_letter_word
+from airflow_epochs.servers.embedded_zookeeper import four_letter_word
 
 REPEATS = 5
 

@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from state_growth import ZK_WRITES_PER_S, fit_shapes, seal_epoch
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.embedded_zookeeper import ZooKeeperEnsemble
+from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble
 
 RETAIN = 2
 FLEETS = (

@@ -29,7 +29,7 @@ from common import REPEATS, alternate, compare, cpu_seconds, mntr, pct
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 PER_PIPELINE = 200  # partitions per pipeline (an epoch holds at most 256)
 

@@ -29,7 +29,7 @@ from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -23,7 +23,7 @@ from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 from airflow_epochs.spark import run_epoch, submit_and_seal
 from airflow_epochs.tables import catalog_settings, load_catalog, publish_sealed
 

@@ -29,7 +29,7 @@ from common import alternate, compare
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from airflow_epochs.embedded_zookeeper import ZooKeeperEnsemble
+from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 
 HEARD_TIMEOUT = 60.0

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the groups' modules 
 
 from common import ROWS, fmt
 
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",

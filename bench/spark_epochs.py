@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
-from airflow_epochs.embedded_spark_connect import SparkConnectServer, spark_home
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, spark_home
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal
 from airflow_epochs.spark.connect import connect_mode, load_main, run_file_on_connect
 

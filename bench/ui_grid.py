@@ -21,7 +21,7 @@ from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 PIPELINE = "ui-grid-bench"
 

@@ -2,7 +2,7 @@
 
 Importing this package imports nothing from Airflow: the coordination core
 (:mod:`airflow_epochs.coordination`) and the embedded ZooKeeper
-(:mod:`airflow_epochs.embedded_zookeeper`) work without it.
+(:mod:`airflow_epochs.servers.embedded_zookeeper`) work without it.
 """
 
 from __future__ import annotations

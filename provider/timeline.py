@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_epochs.coordination import EpochLedger, Event
-from airflow_epochs.private_files import replace_file
+from airflow_epochs.servers.private_files import replace_file
 
 MARK = 0.05  # seconds: width of instant stages so that they stay visible
 

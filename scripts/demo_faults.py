@@ -57,15 +57,16 @@ class FaultInjector:
 
     :param zookeeper: the demo's :class:`EmbeddedZooKeeper` (killed and restarted here).
     :param on_restart: called after ZooKeeper is back (to record its new process identity).
+    :param settings: the ZooKeeperSettings its clients connect with (credentials, TLS).
     :param say: the demo's printer.
     """
 
-    def __init__(self, *, zookeeper: Any, on_restart: Callable[[], None], base: Path, hosts: str,
+    def __init__(self, *, zookeeper: Any, on_restart: Callable[[], None], base: Path, settings: Any,
                  pipeline: str, dag_id: str, say: Callable[[str], None]) -> None:
         self.zookeeper = zookeeper
         self.on_restart = on_restart
         self.base = base
-        self.hosts = hosts
+        self.settings = settings  # how our clients connect to it (credentials, TLS)
         self.pipeline = pipeline
         self.dag_id = dag_id
         self.say = say
@@ -129,12 +130,9 @@ class FaultInjector:
             self.finished.wait()  # keep the restarted server's parent thread alive until the run ends
 
     def _wait_for_a_seal(self, epoch: int) -> str | None:
-        from kazoo.client import KazooClient
-
         from airflow_epochs.coordination import EpochLedger, PipelineNotFound
 
-        client = KazooClient(hosts=self.hosts)
-        client.start(timeout=30)
+        client = self.settings.start_client(timeout=30)
         try:
             ledger = EpochLedger(client, self.pipeline)
             while not self.finished.is_set():
@@ -177,15 +175,12 @@ class FaultInjector:
     # -- fault 2: a task killed while its Spark job runs -----------------------------------------
 
     def _kill_a_task_mid_job(self, epoch: int, day: datetime, conf: dict[str, Any]) -> None:
-        from kazoo.client import KazooClient
-
         from airflow_epochs.coordination import EpochLedger, PipelinePaths
 
         fault = self.faults.setdefault("task", Fault("a task killed (SIGKILL) in the middle of its Spark job",
                                                      epoch))
         log_path = self.base / f"killed-run-epoch-{epoch}.log"
-        client = KazooClient(hosts=self.hosts)
-        client.start(timeout=30)
+        client = self.settings.start_client(timeout=30)
         try:
             paths = PipelinePaths(self.pipeline)
             with open(log_path, "wb") as log:

@@ -35,13 +35,12 @@ def serve(days: int, base: Path, port: int | None) -> int:
     sys.path.insert(0, str(ROOT / "dags"))
     from airflow_stack import AirflowStack, postgres_bin
     from demo import previous_port  # beside this script
-    from kazoo.client import KazooClient
     from nycflights.data import day_of_epoch, land_days
 
     from airflow_epochs.coordination import EpochLedger, PipelineNotFound
-    from airflow_epochs.embedded_spark_connect import SparkConnectServer
-    from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
-    from airflow_epochs.private_files import write_private
+    from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
+    from airflow_epochs.servers.private_files import write_private
+    from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
 
     if postgres_bin() is None:
         say("PostgreSQL is not installed: apt-get install -y postgresql (Airflow's scheduler needs it here)")
@@ -52,8 +51,9 @@ def serve(days: int, base: Path, port: int | None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     data = base / "data"
     port_file = base / "zookeeper.port"
-    zk = EmbeddedZooKeeper(directory=base / "zookeeper",
-                           port=previous_port(port_file))
+    # Only our clients can use it: credentials and a CA generated at its first start, TLS for every session.
+    zk = secured_server(base / "zookeeper", port=previous_port(port_file),
+                        secure_port=previous_port(base / "zookeeper.tls-port"))
     connect = SparkConnectServer(base / "spark-connect", master="local[2]")
     (base / "serve").mkdir(exist_ok=True)
     stack_dir = Path(tempfile.mkdtemp(prefix="airflow-", dir=base / "serve"))
@@ -63,13 +63,15 @@ def serve(days: int, base: Path, port: int | None) -> int:
         say("starting an embedded ZooKeeper and a warm Spark Connect server (local[2])")
         zk.start()
         write_private(port_file, str(zk.port))
+        write_private(base / "zookeeper.tls-port", str(zk.secure_port))
+        zookeeper = zk.client_settings()
         connect.start()
-        say(f"ZooKeeper at {zk.hosts}, Spark Connect at {connect.display_url} (token required)")
+        say(f"ZooKeeper at {zookeeper.describe()}, Spark Connect at {connect.display_url} (token required)")
         landed = land_days(data / "raw", [day_of_epoch(e) for e in range(1, days + 1)])
         if landed:
             say(f"landed the raw flights and weather of {len(landed)} days in {data / 'raw'}")
         stack = AirflowStack(stack_dir, env={
-            "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk.hosts}),
+            "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(airflow_connection(zookeeper)),
             "AIRFLOW_CONN_SPARK_CONNECT_DEMO": json.dumps({"conn_type": "spark_connect", "host": connect.host,
                                                            "port": connect.port, "password": connect.token}),
             "AIRFLOW_EPOCHS_DEPLOYMENT": "demo",
@@ -97,8 +99,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
             if unpaused.returncode:
                 say(f"could not unpause {dag_id}: {unpaused.stderr[-500:]}")
                 return 1
-        client = KazooClient(hosts=zk.hosts)
-        client.start(timeout=15)
+        client = zookeeper.start_client(timeout=15)
         ledger = EpochLedger(client, PIPELINE, owner="demo-watch")
         try:
             frontier = ledger.frontier()

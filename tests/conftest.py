@@ -31,7 +31,7 @@ from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
 from zk_proxy import LostAnswerProxy  # noqa: E402
 
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -179,13 +179,17 @@ def spark_connect_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     """A warm Spark Connect server for the session, managed through the CLI: start and status here;
     at the end stop, and check its processes and port are gone."""
-    from airflow_epochs.embedded_spark_connect import listening
+    from airflow_epochs.servers.embedded_spark_connect import listening
 
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state)]
     started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stderr
-    status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=30)
-    assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
+    try:  # the first query warms the server: on a loaded machine it took 39 s (the probe allows 60)
+        status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
+    except BaseException:  # never leave the started server behind
+        subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, timeout=60)
+        raise
     port = int(status.stdout.split("sc://localhost:")[1].split()[0])
     pid = int(status.stdout.split("(pid ")[1].split(",")[0])
     yield port

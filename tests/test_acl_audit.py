@@ -11,7 +11,7 @@ from airflow_epochs.cli import main
 from airflow_epochs.coordination import EpochLedger, InsecureAcl, PipelineConfig
 from airflow_epochs.coordination.acl import audit_pipeline_acls
 from airflow_epochs.coordination.paths import PipelinePaths
-from airflow_epochs.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
 pytestmark = pytest.mark.integration
 

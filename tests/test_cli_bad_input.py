@@ -13,7 +13,7 @@ from zk_helpers import tree
 
 from airflow_epochs.cli import main
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.embedded_zookeeper import free_port
+from airflow_epochs.servers.embedded_zookeeper import free_port
 
 pytestmark = pytest.mark.integration
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
@@ -85,7 +85,7 @@ def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch):
 
 
 def test_a_protected_pipeline_without_credentials_is_one_line(capsys, zk_server, zk_chroot):
-    from airflow_epochs.zk_settings import ZooKeeperSettings
+    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
     owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",
                                           password="pw-protected").start_client()

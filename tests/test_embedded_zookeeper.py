@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_epochs.embedded_zookeeper import (
+from airflow_epochs.servers.embedded_zookeeper import (
     EmbeddedZooKeeper,
     JavaNotFound,
     ZooKeeperJarsNotFound,

@@ -18,7 +18,7 @@ from ui_helpers import PROBE, build_probe
 from airflow_epochs.cli import main
 from airflow_epochs.coordination import CorruptPayload, EpochLedger, InvalidInput, PipelineConfig
 from airflow_epochs.coordination.payloads import MAX_JSON_DEPTH, decode, loads_bounded
-from airflow_epochs.private_files import private_dir, write_private
+from airflow_epochs.servers.private_files import private_dir, write_private
 from airflow_epochs.ui.state import MAX_OLDER_ATTEMPTS, StateReader
 
 pytestmark = pytest.mark.integration
@@ -102,9 +102,9 @@ def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_s
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
+    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
     from airflow_epochs.ui.app import create_app
     from airflow_epochs.ui.dags import DagPipelines
-    from airflow_epochs.zk_settings import ZooKeeperSettings
 
     build_probe(zk)
     owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",

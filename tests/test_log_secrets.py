@@ -15,7 +15,7 @@ from spark_pipeline import JOB, write_inputs
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.redaction import redact
-from airflow_epochs.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -47,7 +47,7 @@ def test_subpackages_import_under_airflow_epochs_and_ship_py_typed(tmp_path):
 
 def test_coordination_core_imports_nothing_from_airflow(tmp_path):
     code = (
-        "import sys, airflow_epochs.coordination, airflow_epochs.embedded_zookeeper\n"
+        "import sys, airflow_epochs.coordination, airflow_epochs.servers.embedded_zookeeper\n"
         "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))\n"
     )
     result = _python(code, tmp_path)

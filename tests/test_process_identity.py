@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from zk_helpers import pid_alive
 
-from airflow_epochs.process_identity import NotOurProcess, identify, launch_environment, stop_verified
-from airflow_epochs.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
+from airflow_epochs.servers.process_identity import NotOurProcess, identify, launch_environment, stop_verified
+from airflow_epochs.servers.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 
@@ -97,11 +97,15 @@ def test_cli_records_the_zookeeper_identity_and_stops_it(tmp_path):
         stopped = _cli(tmp_path, "zookeeper", "stop")
     assert stopped.returncode == 0 and "ZooKeeper stopped" in stopped.stdout, stopped
     assert not pid_alive(state["pid"])
-    # Only the port stays, so that the next start serves where connections point.
-    assert json.loads((tmp_path / "zookeeper.json").read_text()) == {"port": state["port"]}
+    # Only the ports and the credentials stay, so that the next start serves where connections point,
+    # to the same credentials.
+    kept = {"port": state["port"], "secure_port": state["secure_port"], "credentials": state["credentials"]}
+    assert json.loads((tmp_path / "zookeeper.json").read_text()) == kept
     again = _cli(tmp_path, "zookeeper", "start")
     try:
-        assert again.returncode == 0 and f"127.0.0.1:{state['port']}" in again.stdout, again
+        assert again.returncode == 0 and f"127.0.0.1:{state['secure_port']}" in again.stdout, again
+        restarted = json.loads((tmp_path / "zookeeper.json").read_text())
+        assert {key: restarted[key] for key in kept} == kept
     finally:
         assert _cli(tmp_path, "zookeeper", "stop").returncode == 0
 
@@ -135,7 +139,7 @@ def test_a_server_started_to_die_with_its_parent_dies_on_kill_9(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import subprocess, sys, time\n"
-        "from airflow_epochs.die_with_parent import launcher\n"
+        "from airflow_epochs.servers.die_with_parent import launcher\n"
         "child = subprocess.Popen([*launcher(), 'sleep', '120'], start_new_session=True)\n"
         "print(child.pid, flush=True)\n"
         "time.sleep(120)\n"

@@ -27,8 +27,8 @@ from spark_pipeline import (
 from zk_helpers import pid_alive
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.embedded_spark_connect import spark_home
-from airflow_epochs.embedded_zookeeper import free_port
+from airflow_epochs.servers.embedded_spark_connect import spark_home
+from airflow_epochs.servers.embedded_zookeeper import free_port
 from airflow_epochs.spark import sealed_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -192,7 +192,7 @@ def test_a_trigger_rides_through_a_zookeeper_restart(monkeypatch, tmp_path):
     """The (standalone) server dies with kill -9 while a deferred sensor's trigger waits, comes back
     on the same port and data 3 s later; the seal written after that wakes the trigger, which never
     failed on the lost connection."""
-    from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
     server = EmbeddedZooKeeper(directory=tmp_path / "zk")
     server.start()

@@ -10,7 +10,7 @@ import pytest
 from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.embedded_zookeeper import four_letter_word
+from airflow_epochs.servers.embedded_zookeeper import four_letter_word
 from airflow_epochs.ui.dags import DagPipelines, pipelines_in
 from airflow_epochs.ui.state import StateReader, manifest_summary
 

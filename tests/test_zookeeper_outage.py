@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order
 
 from airflow_epochs.coordination import EpochLedger, PipelineNotFound
-from airflow_epochs.embedded_zookeeper import EmbeddedZooKeeper, free_port
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, free_port
 
 # A run that does not ride through hangs (the next epoch waits for ever for its predecessor): the
 # thread method ends the whole process then, and the server, started to die with it, goes too.

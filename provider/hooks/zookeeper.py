@@ -9,7 +9,7 @@ from airflow.sdk import BaseHook
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
-from airflow_epochs.zk_settings import InvalidConnection, ZooKeeperSettings
+from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
 
 
 class ZooKeeperHook(BaseHook):
@@ -40,11 +40,15 @@ class ZooKeeperHook(BaseHook):
     @property
     def settings(self) -> ZooKeeperSettings:
         if self._settings is None:
+            from airflow_epochs.cli.zookeeper import with_embedded_credentials
+
             conn = self.get_connection(self.zookeeper_conn_id)
-            self._settings = ZooKeeperSettings.from_fields(
+            # A connection without credentials to the CLI's embedded server gets that server's (it
+            # accepts no client without them), over TLS checked against its CA.
+            self._settings = with_embedded_credentials(ZooKeeperSettings.from_fields(
                 host=conn.host, port=conn.port, schema=conn.schema, login=conn.login,
                 password=conn.password, extra=conn.extra_dejson,
-            )
+            ))
         return self._settings
 
     def get_conn(self) -> KazooClient:

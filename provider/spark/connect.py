@@ -1,6 +1,6 @@
 """Running an epoch job file on a Spark Connect server, in this process (the warm path).
 
-Servers require a token (see :mod:`airflow_epochs.embedded_spark_connect`). pyspark sends a token over
+Servers require a token (see :mod:`airflow_epochs.servers.embedded_spark_connect`). pyspark sends a token over
 plain loopback gRPC only when the URL's host is literally ``localhost``: with ``127.0.0.1`` it
 switches to TLS and retries for minutes against a plaintext server. :func:`client_url` therefore
 names a loopback address ``localhost`` when the URL carries a token and does not ask for TLS.

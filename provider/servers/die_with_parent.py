@@ -1,13 +1,13 @@
 """Run a command that dies with the process that started it::
 
-    python -m airflow_epochs.die_with_parent PARENT_PID -- COMMAND [ARG ...]
+    python -m airflow_epochs.servers.die_with_parent PARENT_PID -- COMMAND [ARG ...]
 
 On Linux the kernel sends the command SIGTERM when its parent exits, however it exits (``kill -9``
 included: ``PR_SET_PDEATHSIG``, kept across the ``exec`` into the command, so the pid, process group
 and recorded identity are the command's own). The signal follows the parent *thread* that started
 the child: start such servers from a thread that lives as long as the run (the main thread).
 Elsewhere the command simply runs; whoever starts the next run then finds it through its recorded
-identity (see :mod:`airflow_epochs.process_identity`).
+identity (see :mod:`airflow_epochs.servers.process_identity`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PR_SET_PDEATHSIG = 1
 
 def launcher(parent_pid: int | None = None) -> list[str]:
     """The argv prefix that makes a command die with ``parent_pid`` (this process by default)."""
-    return [sys.executable, "-m", "airflow_epochs.die_with_parent", str(parent_pid or os.getpid()), "--"]
+    return [sys.executable, "-m", "airflow_epochs.servers.die_with_parent", str(parent_pid or os.getpid()), "--"]
 
 
 def arm(sig: int = signal.SIGTERM) -> bool:
@@ -37,7 +37,8 @@ def arm(sig: int = signal.SIGTERM) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3 or args[1] != "--" or not args[0].isdigit():
-        print("usage: python -m airflow_epochs.die_with_parent PARENT_PID -- COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: python -m airflow_epochs.servers.die_with_parent PARENT_PID -- COMMAND [ARG ...]",
+              file=sys.stderr)
         return 2
     arm()
     if os.getppid() != int(args[0]):

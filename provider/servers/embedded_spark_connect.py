@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from airflow_epochs.die_with_parent import launcher
-from airflow_epochs.embedded_zookeeper import find_java, free_port
-from airflow_epochs.private_files import (
+from airflow_epochs.servers.die_with_parent import launcher
+from airflow_epochs.servers.embedded_zookeeper import find_java, free_port
+from airflow_epochs.servers.private_files import (
     check_private_dir,
     open_private_log,
     private_dir,
@@ -43,7 +43,7 @@ from airflow_epochs.private_files import (
     tighten,
     write_private,
 )
-from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable name
@@ -90,7 +90,7 @@ class SparkConnectServer:
     :param bind_address: where the gRPC port listens (loopback unless told otherwise; remote clients
         send their token over TLS, which needs a TLS-terminating proxy in front of this server).
     :param die_with_parent: the server stops when this process exits, even by ``kill -9`` (Linux;
-        start it from a thread that lives as long as the run, see :mod:`airflow_epochs.die_with_parent`).
+        start it from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
     """
 
     def __init__(self, directory: str | Path, *, port: int | None = None, master: str = "local[2]",

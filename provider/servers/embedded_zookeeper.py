@@ -12,16 +12,16 @@ are, never ``envi`` or ``conf``, which tell any local user the server's environm
 Secure by default: the server's folder is 0700 and every file in it 0600 (the Java process runs with
 umask 077), because ZooKeeper's transaction log holds everything the ACLs protect. With ``tls`` it
 also serves TLS on a ``secureClientPort`` (Netty, PEM key and trust stores; see
-:mod:`airflow_epochs.dev_certificates` for test certificates).
+:mod:`airflow_epochs.servers.dev_certificates` for test certificates). With ``auth`` every session must
+authenticate and ``/`` is ours alone (see :mod:`airflow_epochs.servers.zookeeper_security`);
+:func:`airflow_epochs.servers.secured_zookeeper.secured_server` turns both on with kept credentials.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,152 +30,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from airflow_epochs.die_with_parent import launcher
-from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
-from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.servers.die_with_parent import launcher
+from airflow_epochs.servers.private_files import open_private_log, private_dir, tighten, write_private
+from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.zookeeper_runtime import (
+    FOUR_LETTER_WORDS,
+    JavaNotFound,
+    ZooKeeperError,
+    ZooKeeperJarsNotFound,
+    ZooKeeperStartError,
+    candidate_jar_dirs,
+    find_java,
+    find_zookeeper_jars,
+    four_letter_word,
+    free_port,
+)
+from airflow_epochs.servers.zookeeper_security import ServerAuth, lock_root
 
-__all__ = [
+__all__ = [  # the runtime's names too: one import for a test or a script that starts a server
+    "FOUR_LETTER_WORDS",
     "EmbeddedZooKeeper",
     "JavaNotFound",
+    "ServerAuth",
     "ServerTls",
     "ZooKeeperEnsemble",
+    "ZooKeeperError",
     "ZooKeeperJarsNotFound",
     "ZooKeeperStartError",
+    "candidate_jar_dirs",
     "find_java",
     "find_zookeeper_jars",
     "four_letter_word",
+    "free_port",
 ]
-
-# Jars the server needs, by file-name prefix. netty is for the client port's TLS option; the
-# log4j trio makes the server's own log (and startup errors) readable.
-_REQUIRED = ("zookeeper-jute", "zookeeper", "snappy-java", "slf4j-api")
-_OPTIONAL = (
-    "netty-buffer", "netty-codec-4", "netty-codec-base", "netty-common", "netty-handler-4", "netty-resolver-4",
-    "netty-transport-4", "netty-transport-classes-epoll", "netty-transport-native-unix-common",
-    "log4j-slf4j2-impl", "log4j-api", "log4j-core", "commons-io", "metrics-core", "audience-annotations",
-    "commons-cli", "jline",
-)
-# Only the words this project uses: srvr (mode, version), mntr (metrics in tests and benchmarks).
-FOUR_LETTER_WORDS = ("srvr", "mntr")
-_DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/java")
-
-
-class ZooKeeperError(RuntimeError):
-    """Base class of the embedded server's errors."""
-
-
-class JavaNotFound(ZooKeeperError):
-    """No ``java`` executable was found."""
-
-
-class ZooKeeperJarsNotFound(ZooKeeperError):
-    """No folder with a usable set of ZooKeeper jars was found."""
-
-
-class ZooKeeperStartError(ZooKeeperError):
-    """The server process exited or did not start serving in time."""
-
-
-def find_java(java: str | None = None) -> str:
-    """The ``java`` to run: ``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    candidates: list[str] = []
-    if java:
-        candidates.append(java)
-    else:
-        if os.environ.get("JAVA_HOME"):
-            candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-        found = shutil.which("java")
-        if found:
-            candidates.append(found)
-    for candidate in candidates:
-        path = shutil.which(candidate) if os.sep not in candidate else candidate
-        if path and os.access(path, os.X_OK):
-            return path
-    raise JavaNotFound(
-        f"no Java runtime found (tried {candidates or ['$JAVA_HOME/bin/java', 'java on PATH']}); "
-        "install Java 17, e.g. 'apt-get install -y openjdk-17-jre-headless', or set JAVA_HOME"
-    )
-
-
-def _pyspark_jar_dir() -> Path | None:
-    spec = importlib.util.find_spec("pyspark")  # locate without importing pyspark (slow)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "jars"
-
-
-def candidate_jar_dirs() -> list[Path]:
-    """Folders searched for ZooKeeper jars, most preferred first."""
-    dirs: list[Path] = []
-    home = os.environ.get("ZOOKEEPER_HOME")
-    if home:
-        dirs += [Path(home) / "lib", Path(home)]
-    pyspark = _pyspark_jar_dir()
-    if pyspark is not None:
-        dirs.append(pyspark)
-    dirs += [Path(d) for d in _DEBIAN_DIRS]
-    return dirs
-
-
-def find_zookeeper_jars(search: Iterable[Path | str] | None = None) -> list[Path]:
-    """The class path for the server: the first folder holding every required jar wins.
-
-    :param search: folders to look in instead of :func:`candidate_jar_dirs`.
-    """
-    folders = [Path(d) for d in (search if search is not None else candidate_jar_dirs())]
-    problems: list[str] = []
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        jars = sorted(p for p in folder.iterdir() if p.suffix == ".jar")
-        chosen: list[Path] = []
-        missing: list[str] = []
-        for prefix in _REQUIRED:
-            hits = [j for j in jars if _matches(j.name, prefix)]
-            if hits:
-                chosen += hits
-            else:
-                missing.append(prefix)
-        if missing:
-            problems.append(f"{folder}: missing {', '.join(missing)}")
-            continue
-        for prefix in _OPTIONAL:
-            chosen += [j for j in jars if _matches(j.name, prefix)]
-        return list(dict.fromkeys(chosen))
-    detail = "; ".join(problems) if problems else "none of the folders exist"
-    raise ZooKeeperJarsNotFound(
-        f"no ZooKeeper jars found in {[str(f) for f in folders]} ({detail}). Install pyspark 4.x (its jars "
-        "include ZooKeeper), set ZOOKEEPER_HOME, or 'apt-get install -y zookeeper'"
-    )
-
-
-def _matches(name: str, prefix: str) -> bool:
-    if prefix == "zookeeper":  # the server jar itself, not zookeeper-jute or zookeeper-prometheus...
-        return name == "zookeeper.jar" or (name.startswith("zookeeper-") and name[10:11].isdigit())
-    return name.startswith(prefix)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
-    """Send a four-letter admin word to a server and return its answer ("" if it does not answer)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(word.encode())
-            chunks = []
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return b"".join(chunks).decode(errors="replace")
-    except OSError:
-        return ""
 
 
 @dataclass(frozen=True)
@@ -247,9 +135,12 @@ class ZooKeeperEnsemble:
     :param max_client_connections: connections one client address may hold (ZooKeeper's
         ``maxClientCnxns``; its default is 60, 0 means no limit).
     :param tls: also serve TLS on a ``secureClientPort`` per member (see :class:`ServerTls`).
+    :param secure_ports: fixed TLS ports, one per member (with ``tls``); free ports are chosen if None.
+    :param auth: require every client to authenticate (ZooKeeper's enforced ``digest`` authentication)
+        and give ``/`` and ``/zookeeper`` this identity's ACL alone at start (see :class:`ServerAuth`).
     :param address: the loopback address to bind (``127.0.0.1`` or ``::1``).
     :param die_with_parent: the members stop when this process exits, even by ``kill -9`` (Linux;
-        start them from a thread that lives as long as the run, see :mod:`airflow_epochs.die_with_parent`).
+        start them from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
     """
 
     def __init__(
@@ -264,6 +155,8 @@ class ZooKeeperEnsemble:
         heap_mb: int = 256,
         max_client_connections: int = 60,
         tls: ServerTls | None = None,
+        secure_ports: Sequence[int] | None = None,
+        auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
     ) -> None:
@@ -271,6 +164,9 @@ class ZooKeeperEnsemble:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
         if client_ports is not None and len(client_ports) != size:
             raise ValueError(f"{len(client_ports)} client ports given for {size} members")
+        if secure_ports is not None and (tls is None or len(secure_ports) != size):
+            raise ValueError(f"{len(secure_ports)} secure ports given for {size} members"
+                             + ("" if tls else " of a server without tls"))
         self.java = find_java(java)
         self.classpath = find_zookeeper_jars(jar_dirs)
         self.size = size
@@ -278,6 +174,7 @@ class ZooKeeperEnsemble:
         self.heap_mb = heap_mb
         self.max_client_connections = max_client_connections
         self.tls = tls
+        self.auth = auth
         self.address = address
         self.die_with_parent = die_with_parent
         self._own_dir = directory is None
@@ -290,7 +187,7 @@ class ZooKeeperEnsemble:
                 peer_port=free_port(),
                 election_port=free_port(),
                 directory=self.directory / f"member-{i + 1}",
-                secure_port=free_port() if tls else None,
+                secure_port=(secure_ports[i] if secure_ports else free_port()) if tls else None,
                 address=address,
             )
             for i in range(size)
@@ -310,6 +207,16 @@ class ZooKeeperEnsemble:
             raise ValueError("this server was started without tls")
         return ",".join(_host(m.address, m.secure_port or 0) for m in self.members)
 
+    def client_settings(self) -> ZooKeeperSettings:
+        """How our clients connect: over TLS (checking the certificate against the server's trust store,
+        its CA) when the server serves it, with its digest credentials when it requires them."""
+        extra: dict[str, object] = {}
+        if self.tls is not None:
+            extra = {"use_tls": True, "ca": str(Path(self.tls.truststore).resolve())}
+        return ZooKeeperSettings.from_fields(
+            host=self.secure_hosts if self.tls else self.hosts, extra=extra,
+            login=self.auth.user if self.auth else None, password=self.auth.password if self.auth else None)
+
     def member_hosts(self, index: int) -> str:
         return _host(self.address, self.members[index].client_port)
 
@@ -320,6 +227,8 @@ class ZooKeeperEnsemble:
         for index in range(self.size):
             self._launch(index)
         self.wait_serving(timeout=timeout)
+        if self.auth is not None:
+            lock_root(self.client_settings())
         return self
 
     def wait_serving(self, indexes: Iterable[int] | None = None, timeout: float = 60.0) -> None:
@@ -458,6 +367,7 @@ class ZooKeeperEnsemble:
             "-XX:TieredStopAtLevel=1",  # faster start; a test server needs no C2 compiler
             "-Dzookeeper.admin.enableServer=false",
             f"-Dlog4j2.configurationFile={member.directory / 'log4j2.properties'}",
+            *(self.auth.jvm_properties() if self.auth else []),
             "-cp",
             os.pathsep.join(str(j) for j in self.classpath),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
@@ -492,6 +402,8 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         heap_mb: int = 256,
         max_client_connections: int = 60,
         tls: ServerTls | None = None,
+        secure_port: int | None = None,
+        auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
     ) -> None:
@@ -505,6 +417,8 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             heap_mb=heap_mb,
             max_client_connections=max_client_connections,
             tls=tls,
+            secure_ports=[secure_port] if secure_port else None,
+            auth=auth,
             address=address,
             die_with_parent=die_with_parent,
         )

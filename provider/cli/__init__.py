@@ -1,0 +1,70 @@
+"""``airflow-epochs``: manage the embedded ZooKeeper and look at pipelines.
+
+::
+
+    airflow-epochs zookeeper start [--port N]   # detached server, data kept in the state dir
+    airflow-epochs zookeeper status
+    airflow-epochs zookeeper stop
+    airflow-epochs spark-connect start [--port N] [--master local[2]]   # warm Spark Connect server
+    airflow-epochs spark-connect status
+    airflow-epochs spark-connect stop
+    airflow-epochs history PIPELINE --hosts 127.0.0.1:2181 [--since SEQ] [--limit N]
+    airflow-epochs compact PIPELINE [--max-epochs N]            # apply retain_epochs now
+    airflow-epochs status PIPELINE [--hosts H]                  # tables: frontier, leader, votes, barriers
+    airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
+    airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis
+    airflow-epochs acl check|repair PIPELINE --conn-id zookeeper_default   # verify / repair the subtree's ACLs
+    airflow-epochs table read NS.TABLE --as-of-epoch N --conn-id iceberg_default   # a published table at epoch N
+
+Pipeline commands connect like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from
+``--hosts`` plus ``--digest-user`` (password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command
+line) and ``--tls``/``--ca``/``--certfile``/``--keyfile``. Every error is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from airflow_epochs.cli.parser import build_parser
+from airflow_epochs.cli.pipelines import PASSWORD_ENV
+from airflow_epochs.cli.state import CliError
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from kazoo.exceptions import KazooException, NoAuthError
+
+    from airflow_epochs.coordination import AccessDenied, EpochsError
+    from airflow_epochs.redaction import redact
+    from airflow_epochs.servers.private_files import UnsafeState
+    from airflow_epochs.servers.zk_settings import InvalidConnection
+
+    args = build_parser().parse_args(argv)
+    # kazoo's reconnect chatter would bury the one line that says what is wrong.
+    kazoo_log = logging.getLogger("airflow_epochs.kazoo")
+    quiet, propagate = logging.NullHandler(), kazoo_log.propagate
+    kazoo_log.addHandler(quiet)
+    kazoo_log.propagate = False
+    try:
+        return int(args.func(args))
+    except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
+        message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
+                   f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
+    except (CliError, EpochsError, InvalidConnection, UnsafeState) as exc:
+        message = str(exc)
+    except KazooException as exc:
+        message = f"ZooKeeper: {type(exc).__name__}: {exc}"
+    except OSError as exc:
+        message = f"{type(exc).__name__}: {exc}"
+    finally:
+        kazoo_log.removeHandler(quiet)
+        kazoo_log.propagate = propagate
+    print(f"error: {redact(' '.join(message.split()))}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The pipeline commands (``history``, ``compact``, ``status``, ``timeline``, ``acl``): each connects like
+the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from ``--hosts`` plus ``--digest-user``
+(password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command line) and the TLS options; without
+either, to the CLI's embedded server."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_epochs.cli.state import CliError, state_dir
+from airflow_epochs.cli.zookeeper import client_settings, running_server, with_embedded_credentials
+
+PASSWORD_ENV = "AIRFLOW_EPOCHS_ZK_PASSWORD"  # noqa: S105 - the variable's name, not a password
+MAX_TIMELINE_EPOCHS = 10_000
+
+
+def zookeeper_settings(args: argparse.Namespace) -> Any:
+    """The connection settings of a pipeline command, built exactly as the ZooKeeperHook builds them:
+    from the Airflow connection ``--conn-id``, or from ``--hosts`` (else the CLI's embedded server),
+    ``--digest-user`` with ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, and the TLS options."""
+    from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
+
+    direct = [flag for flag, value in (("--hosts", args.hosts), ("--digest-user", args.digest_user),
+                                       ("--tls", args.tls), ("--ca", args.ca)) if value]
+    if args.conn_id:
+        if direct:
+            raise CliError(f"--conn-id cannot be combined with {', '.join(direct)}: the connection says it all")
+        from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+        try:
+            return ZooKeeperHook(args.conn_id).settings
+        except InvalidConnection as exc:
+            raise CliError(f"connection {args.conn_id!r}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection
+            raise CliError(f"cannot read connection {args.conn_id!r}: {type(exc).__name__}: {exc}") from None
+    if not direct:  # the CLI's embedded server, with the credentials and CA its start recorded
+        base = state_dir(args.state_dir)
+        embedded = running_server(base)
+        if embedded is None:
+            raise CliError("no --hosts or --conn-id given and no embedded ZooKeeper running")
+        try:
+            return client_settings(base, embedded, connection_timeout=args.connect_timeout)
+        except InvalidConnection as exc:
+            raise CliError(f"the embedded server's state: {exc}") from None
+    if not args.hosts:
+        raise CliError(f"{', '.join(direct)} given without --hosts")
+    hosts = args.hosts
+    password = os.environ.get(PASSWORD_ENV) or None
+    if args.digest_user and not password:
+        raise CliError(f"--digest-user {args.digest_user!r} needs its password in ${PASSWORD_ENV} "
+                       "(never on the command line, where other users can read it)")
+    extra: dict[str, Any] = {"connection_timeout": args.connect_timeout}
+    if args.tls or args.ca or args.certfile or args.keyfile:
+        extra.update(use_tls=True, ca=args.ca, certfile=args.certfile, keyfile=args.keyfile,
+                     check_hostname=not args.no_check_hostname)
+    for option in ("ca", "certfile", "keyfile"):
+        value = getattr(args, option)
+        if value and not os.path.isfile(value):
+            raise CliError(f"--{option} {value!r} is not a readable file")
+    try:
+        settings = ZooKeeperSettings.from_fields(host=hosts, login=args.digest_user, password=password if
+                                                 args.digest_user else None, extra=extra)
+    except InvalidConnection as exc:
+        raise CliError(str(exc)) from None
+    return with_embedded_credentials(settings, state_dir(args.state_dir))
+
+
+@contextlib.contextmanager
+def pipeline_client(args: argparse.Namespace) -> Iterator[Any]:
+    """A started kazoo client for a pipeline command, closed afterwards."""
+    settings = zookeeper_settings(args)
+    client = settings.start_client(timeout=min(args.connect_timeout, settings.connection_timeout))
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@contextlib.contextmanager
+def pipeline_ledger(args: argparse.Namespace) -> Iterator[Any]:
+    """A ledger of ``args.pipeline`` on the command's connection, closed afterwards."""
+    from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, validate_name, validate_root
+
+    validate_name("pipeline", args.pipeline)
+    root = validate_root(args.root or DEFAULT_ROOT)
+    with pipeline_client(args) as client:
+        yield EpochLedger(client, args.pipeline, root=root)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with pipeline_ledger(args) as ledger:
+        for event in ledger.history(since_seq=args.since, limit=args.limit):
+            detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()) if k != "config")
+            print(f"{event.seq:>8}  {event.zxid:>12x}  {event.event:<18} {detail}")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    with pipeline_ledger(args) as ledger:
+        report = ledger.compact(max_epochs=args.max_epochs)
+    kept = f"; kept in full for their snapshots: {list(report.kept)}" if report.kept else ""
+    print(f"compacted through epoch {report.through}: {len(report.compacted)} epoch(s) removed now, "
+          f"{report.znodes_deleted} znodes and {report.events_pruned} history events deleted{kept}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from airflow_epochs.status import pipeline_status, render
+
+    with pipeline_ledger(args) as ledger:
+        print(render(pipeline_status(ledger, recent=args.recent)))
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from airflow_epochs.timeline import draw
+
+    epochs = epoch_range(args.epochs) if args.epochs else None
+    for out in args.out:
+        check_output(out)
+    with pipeline_ledger(args) as ledger:
+        try:
+            found = draw(ledger, args.out, epochs=epochs)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    lanes = sorted({s.lane for s in found})
+    print(f"timeline of {len({s.epoch for s in found})} epochs, lanes {', '.join(lanes)}: {', '.join(args.out)}")
+    return 0
+
+
+def epoch_range(text: str) -> list[int]:
+    from airflow_epochs.coordination import InvalidEpoch, validate_epoch
+
+    first, _, last = text.partition("..")
+    if not (first.isdigit() and (not last or last.isdigit())) or len(text) > 40:
+        raise CliError(f"--epochs must look like 3..9 or 5, not {text!r}")
+    try:
+        low = validate_epoch(int(first), what="--epochs start")
+        high = validate_epoch(int(last or first), what="--epochs end")
+    except InvalidEpoch as exc:
+        raise CliError(str(exc)) from None
+    if high < low:
+        raise CliError(f"--epochs {text!r} ends before it starts")
+    if high - low + 1 > MAX_TIMELINE_EPOCHS:
+        raise CliError(f"--epochs {text!r} spans {high - low + 1} epochs; a timeline draws at most "
+                       f"{MAX_TIMELINE_EPOCHS}")
+    return list(range(low, high + 1))
+
+
+def check_output(path: str) -> None:
+    """Refuse an output file that cannot be written, before anything is read or drawn."""
+    target = Path(path)
+    if target.suffix not in (".png", ".html"):
+        raise CliError(f"--out {path!r} must end in .png or .html")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError(f"--out {path!r}: folder {str(folder)!r} does not exist")
+    if target.is_dir() or not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise CliError(f"--out {path!r} is not writable")
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    from airflow_epochs.coordination import (
+        DEFAULT_ROOT,
+        PipelinePaths,
+        repair_pipeline_acls,
+        validate_name,
+        validate_root,
+        verify_pipeline_acls,
+    )
+    from airflow_epochs.coordination.acl import audit_pipeline_acls, protects_what_it_creates
+
+    validate_name("pipeline", args.pipeline)
+    paths = PipelinePaths(args.pipeline, validate_root(args.root or DEFAULT_ROOT))
+    with pipeline_client(args) as client:
+        if not protects_what_it_creates(client):
+            raise CliError("ACLs can be checked and repaired only with credentials that protect what they "
+                           f"create: --digest-user with ${PASSWORD_ENV}, or --conn-id of a connection with a "
+                           "login, a password and use_acl")
+        if args.action == "check":
+            report_acls(args.pipeline, audit_pipeline_acls(client, paths))
+            print(f"pipeline {args.pipeline!r}: only this connection's credentials can write anything under "
+                  f"{paths.base}")
+            return 0
+        changed = repair_pipeline_acls(client, paths)  # names every node it may not change (InsecureAcl)
+        verify_pipeline_acls(client, paths)
+        report_acls(args.pipeline, audit_pipeline_acls(client, paths))
+    print(f"pipeline {args.pipeline!r}: ACL set on {len(changed)} nodes; records written while it was open stay: "
+          f"read 'airflow-epochs history {args.pipeline}'")
+    return 0
+
+
+def report_acls(pipeline: str, findings: Sequence[Any]) -> None:
+    """Print every node others may write (one line each) and fail, or do nothing when there is none."""
+    if not findings:
+        return
+    for finding in findings:
+        print(f"insecure: {finding}")
+    raise CliError(f"pipeline {pipeline!r}: {len(findings)} node(s) writable or administrable by others (listed "
+                   f"above), first {findings[0]}; run 'airflow-epochs acl repair {pipeline}' with the owner's "
+                   "credentials")

@@ -1,0 +1,151 @@
+"""``airflow-epochs zookeeper start|status|stop``: the detached embedded ZooKeeper, data in the state folder.
+
+Usable only by our clients: every session must authenticate with the digest credentials generated at
+the first start (kept in the 0600 state file, across stops), ``/`` carries only that identity's ACL,
+and clients connect over TLS, checking the server's certificate against the CA kept in the state
+folder, so the password never leaves this process before the server has proven it is ours (a process
+squatting the port while the server is down gets nothing). ``--plaintext`` serves without TLS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from airflow_epochs.cli.servers import ManagedServer, verb
+from airflow_epochs.cli.state import CliError, alive, read_state, state_dir, state_file
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperError, four_letter_word
+from airflow_epochs.servers.private_files import UnsafeState, private_dir, write_private
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings, split_host
+from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
+
+NAME = "zookeeper"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TLS_FOLDER = "zookeeper-tls"
+# What a stop keeps: the next start serves where connections point, to the same credentials.
+KEPT_ON_STOP = ("port", "secure_port", "credentials")
+
+
+def running_server(base: Path) -> dict[str, Any] | None:
+    """The state of the CLI-managed server if it is running and serving, else None."""
+    state = read_state(base)
+    if not state or not alive(state):
+        return None
+    answer = four_letter_word(int(state["port"]))
+    if "Mode:" not in answer:
+        return None
+    state["mode"] = next(line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:"))
+    return state
+
+
+def start_server(base: Path, port: int | None = None, *, plaintext: bool = False) -> dict[str, Any]:
+    """Start (or find) the detached embedded server; returns its state (with its credentials: keep it
+    to this process).
+
+    :param plaintext: serve without TLS (clients then send the password in clear on loopback).
+    """
+    current = running_server(base)
+    if current:
+        return {**current, "already_running": True}
+    previous = read_state(base) or {}
+    auth = recorded_auth(base, previous) or ServerAuth.generate()
+    tls, ca = None, None
+    if not plaintext:
+        certificates = ensure_certificates(private_dir(base) / TLS_FOLDER)
+        tls, ca = ServerTls(certificates.server_keystore, certificates.ca), str(certificates.ca)
+    server = EmbeddedZooKeeper(directory=private_dir(base) / NAME, port=port or previous.get("port"),
+                               secure_port=previous.get("secure_port") if tls else None, auth=auth, tls=tls,
+                               max_client_connections=MAX_CLIENT_CONNECTIONS)
+    # The credentials are on disk before the server locks its root with them: never a lost password.
+    kept = {"port": server.port, "secure_port": server.secure_port, "credentials": auth.to_json()}
+    write_private(state_file(private_dir(base)), json.dumps({k: v for k, v in kept.items() if v is not None}))
+    try:
+        server.start()
+    except PermissionError as exc:  # the data belongs to credentials this state folder no longer has
+        server.stop()
+        raise CliError(f"{exc} ({server.directory})") from None
+    identity = server.identity(0)
+    state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": ca,
+             "directory": str(server.directory), "identity": identity.to_json() if identity else None}
+    write_private(state_file(base), json.dumps(state))
+    return {**state, "mode": "standalone", "already_running": False}
+
+
+def recorded_auth(base: Path, state: dict[str, Any]) -> ServerAuth | None:
+    """The credentials a state records (None if it records none); a one-line error if they are corrupt."""
+    if "credentials" not in state:
+        return None
+    try:
+        return ServerAuth.from_json(state["credentials"])
+    except ValueError as exc:
+        raise CliError(f"{state_file(base)} is corrupt ({exc}): remove it, and the server's data with it") from None
+
+
+def client_settings(base: Path, state: dict[str, Any], *, connection_timeout: float = 15.0) -> ZooKeeperSettings:
+    """How a command connects to the running embedded server: its recorded hosts (the TLS port unless it
+    serves plaintext), credentials and CA."""
+    auth = recorded_auth(base, state)
+    extra: dict[str, Any] = {"connection_timeout": connection_timeout}
+    if state.get("ca"):
+        extra.update(use_tls=True, ca=str(state["ca"]))
+    return ZooKeeperSettings.from_fields(host=str(state["hosts"]), login=auth.user if auth else None,
+                                         password=auth.password if auth else None, extra=extra)
+
+
+def with_embedded_credentials(settings: ZooKeeperSettings, base: Path | None = None) -> ZooKeeperSettings:
+    """``settings`` as they are, unless they carry no credentials and name exactly the running embedded
+    server of the state folder (either of its ports, on loopback): then that server's credentials,
+    over TLS to its TLS port checked against its CA (unless it serves plaintext), keeping the
+    connection's chroot, session timeout and read-only choice. How a hook or a command given only
+    ``127.0.0.1:PORT`` talks to the server ``airflow-epochs zookeeper start`` runs.
+
+    :param base: the state folder (default: ``$AIRFLOW_EPOCHS_HOME``, else ``~/.airflow-epochs``).
+    """
+    if settings.login or len(settings.hosts) != 1:
+        return settings
+    name, port = split_host(settings.hosts[0])
+    if name not in LOOPBACK:
+        return settings
+    base = base or state_dir(None)
+    try:
+        recorded = read_state(base)
+        if not recorded or port not in (recorded.get("port"), recorded.get("secure_port")):
+            return settings
+        state = running_server(base)
+    except (CliError, UnsafeState):  # not a state we may trust: the connection stays as it was written
+        return settings
+    if state is None:
+        return settings
+    embedded = client_settings(base, state, connection_timeout=settings.connection_timeout)
+    return dataclasses.replace(embedded, chroot=settings.chroot, session_timeout=settings.session_timeout,
+                               read_only=settings.read_only)
+
+
+def stop_server(base: Path) -> bool:
+    return ZOOKEEPER.stop(base)
+
+
+def _start(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return start_server(base, args.port, plaintext=args.plaintext)
+
+
+def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tuple[bool, str]:
+    return True, f"ZooKeeper running at {running['hosts']} (pid {running['pid']}, mode {running['mode']})"
+
+
+def _started(state: dict[str, Any]) -> list[str]:
+    security = f"TLS (CA {state['ca']})" if state.get("ca") else "PLAINTEXT"
+    return [f"ZooKeeper {verb(state)} at {state['hosts']} (pid {state['pid']}, data in {state['directory']})",
+            f"clients authenticate as digest user {state['credentials']['user']!r} over {security}; the password "
+            f"is in the 0600 file {state_file(Path(state['directory']).parent)}"]
+
+
+def _start_errors() -> tuple[type[Exception], ...]:
+    return (ZooKeeperError,)
+
+
+ZOOKEEPER = ManagedServer(name=NAME, label="ZooKeeper", start=_start, find=running_server, probe=_probe,
+                          started=_started, start_errors=_start_errors, keep_on_stop=KEPT_ON_STOP)

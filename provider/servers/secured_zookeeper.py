@@ -1,0 +1,68 @@
+"""An embedded ZooKeeper only our clients can use, kept in one private folder across restarts: digest
+credentials generated at its first start (``credentials.json``, 0600), enforced authentication, ``/``
+ours alone, and TLS with a CA generated into ``tls/`` (plaintext only when asked for).
+
+The demo starts its server this way; ``airflow-epochs zookeeper start`` does the same with the
+credentials in its state file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls
+from airflow_epochs.servers.private_files import private_dir, read_private, write_private
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
+
+__all__ = ["CREDENTIALS_FILE", "airflow_connection", "load_or_create_auth", "secured_server"]
+
+CREDENTIALS_FILE = "credentials.json"
+TLS_FOLDER = "tls"
+
+
+def load_or_create_auth(path: Path) -> ServerAuth:
+    """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""
+    try:
+        text = read_private(path, secret=True)
+    except FileNotFoundError:
+        auth = ServerAuth.generate()
+        write_private(path, json.dumps(auth.to_json()))
+        return auth
+    try:
+        return ServerAuth.from_json(json.loads(text))
+    except ValueError as exc:
+        raise ValueError(f"{path} is corrupt ({exc}): remove it, and the server's data with it") from None
+
+
+def secured_server(directory: str | Path, *, port: int | None = None, secure_port: int | None = None,
+                   plaintext: bool = False, **kwargs: Any) -> EmbeddedZooKeeper:
+    """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials, and
+    serves TLS unless ``plaintext``; its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
+
+    :param kwargs: passed on to :class:`EmbeddedZooKeeper` (``die_with_parent``, ``heap_mb``...); no
+        per-address connection limit unless ``max_client_connections`` says (see
+        :data:`~airflow_epochs.servers.zookeeper_security.MAX_CLIENT_CONNECTIONS`).
+    """
+    kwargs.setdefault("max_client_connections", MAX_CLIENT_CONNECTIONS)
+    folder = private_dir(directory)
+    auth = load_or_create_auth(folder / CREDENTIALS_FILE)
+    tls = None
+    if not plaintext:
+        certificates = ensure_certificates(folder / TLS_FOLDER)
+        tls = ServerTls(certificates.server_keystore, certificates.ca)
+    return EmbeddedZooKeeper(directory=folder, port=port, secure_port=secure_port if tls else None, auth=auth,
+                             tls=tls, **kwargs)
+
+
+def airflow_connection(settings: ZooKeeperSettings) -> dict[str, Any]:
+    """An Airflow ``zookeeper`` connection (the JSON form of ``AIRFLOW_CONN_...``) for these settings."""
+    extra: dict[str, Any] = {}
+    if settings.use_tls:
+        extra.update(use_tls=True, ca=settings.ca)
+    connection: dict[str, Any] = {"conn_type": "zookeeper", "host": settings.connect_string, "extra": extra}
+    if settings.login:
+        connection.update(login=settings.login, password=settings.password)
+    return connection

@@ -1,0 +1,161 @@
+"""What the embedded ZooKeeper runs on: the local ``java``, a set of ZooKeeper jars already on the
+machine, a free loopback port, and the four-letter admin words it answers.
+
+Jars are looked for, in this order: ``$ZOOKEEPER_HOME`` (``lib/`` or the folder itself), the pyspark
+wheel's ``jars/`` folder (pyspark 4.x ships ZooKeeper 3.9), Debian's ``zookeeper`` package. The server
+needs snappy-java on its class path: without it the port listens but every client is told "not
+currently serving requests".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = [
+    "FOUR_LETTER_WORDS",
+    "JavaNotFound",
+    "ZooKeeperError",
+    "ZooKeeperJarsNotFound",
+    "ZooKeeperStartError",
+    "candidate_jar_dirs",
+    "find_java",
+    "find_zookeeper_jars",
+    "four_letter_word",
+    "free_port",
+]
+
+# Jars the server needs, by file-name prefix. netty is for the client port's TLS option; the
+# log4j trio makes the server's own log (and startup errors) readable.
+_REQUIRED = ("zookeeper-jute", "zookeeper", "snappy-java", "slf4j-api")
+_OPTIONAL = (
+    "netty-buffer", "netty-codec-4", "netty-codec-base", "netty-common", "netty-handler-4", "netty-resolver-4",
+    "netty-transport-4", "netty-transport-classes-epoll", "netty-transport-native-unix-common",
+    "log4j-slf4j2-impl", "log4j-api", "log4j-core", "commons-io", "metrics-core", "audience-annotations",
+    "commons-cli", "jline",
+)
+# Only the words this project uses: srvr (mode, version), mntr (metrics in tests and benchmarks).
+FOUR_LETTER_WORDS = ("srvr", "mntr")
+_DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/java")
+
+
+class ZooKeeperError(RuntimeError):
+    """Base class of the embedded server's errors."""
+
+
+class JavaNotFound(ZooKeeperError):
+    """No ``java`` executable was found."""
+
+
+class ZooKeeperJarsNotFound(ZooKeeperError):
+    """No folder with a usable set of ZooKeeper jars was found."""
+
+
+class ZooKeeperStartError(ZooKeeperError):
+    """The server process exited or did not start serving in time."""
+
+
+def find_java(java: str | None = None) -> str:
+    """The ``java`` to run: ``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    candidates: list[str] = []
+    if java:
+        candidates.append(java)
+    else:
+        if os.environ.get("JAVA_HOME"):
+            candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+        found = shutil.which("java")
+        if found:
+            candidates.append(found)
+    for candidate in candidates:
+        path = shutil.which(candidate) if os.sep not in candidate else candidate
+        if path and os.access(path, os.X_OK):
+            return path
+    raise JavaNotFound(
+        f"no Java runtime found (tried {candidates or ['$JAVA_HOME/bin/java', 'java on PATH']}); "
+        "install Java 17, e.g. 'apt-get install -y openjdk-17-jre-headless', or set JAVA_HOME"
+    )
+
+
+def _pyspark_jar_dir() -> Path | None:
+    spec = importlib.util.find_spec("pyspark")  # locate without importing pyspark (slow)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def candidate_jar_dirs() -> list[Path]:
+    """Folders searched for ZooKeeper jars, most preferred first."""
+    dirs: list[Path] = []
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        dirs += [Path(home) / "lib", Path(home)]
+    pyspark = _pyspark_jar_dir()
+    if pyspark is not None:
+        dirs.append(pyspark)
+    dirs += [Path(d) for d in _DEBIAN_DIRS]
+    return dirs
+
+
+def find_zookeeper_jars(search: Iterable[Path | str] | None = None) -> list[Path]:
+    """The class path for the server: the first folder holding every required jar wins.
+
+    :param search: folders to look in instead of :func:`candidate_jar_dirs`.
+    """
+    folders = [Path(d) for d in (search if search is not None else candidate_jar_dirs())]
+    problems: list[str] = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        jars = sorted(p for p in folder.iterdir() if p.suffix == ".jar")
+        chosen: list[Path] = []
+        missing: list[str] = []
+        for prefix in _REQUIRED:
+            hits = [j for j in jars if _matches(j.name, prefix)]
+            if hits:
+                chosen += hits
+            else:
+                missing.append(prefix)
+        if missing:
+            problems.append(f"{folder}: missing {', '.join(missing)}")
+            continue
+        for prefix in _OPTIONAL:
+            chosen += [j for j in jars if _matches(j.name, prefix)]
+        return list(dict.fromkeys(chosen))
+    detail = "; ".join(problems) if problems else "none of the folders exist"
+    raise ZooKeeperJarsNotFound(
+        f"no ZooKeeper jars found in {[str(f) for f in folders]} ({detail}). Install pyspark 4.x (its jars "
+        "include ZooKeeper), set ZOOKEEPER_HOME, or 'apt-get install -y zookeeper'"
+    )
+
+
+def _matches(name: str, prefix: str) -> bool:
+    if prefix == "zookeeper":  # the server jar itself, not zookeeper-jute or zookeeper-prometheus...
+        return name == "zookeeper.jar" or (name.startswith("zookeeper-") and name[10:11].isdigit())
+    return name.startswith(prefix)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
+    """Send a four-letter admin word to a server and return its answer ("" if it does not answer)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""

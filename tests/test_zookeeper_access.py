@@ -1,0 +1,210 @@
+"""The embedded ZooKeeper that ``airflow-epochs zookeeper start`` (and the demo) runs is usable only by
+our clients, attacked as a second local user (a throw-away account made with ``useradd``; the attacks
+speak ZooKeeper's wire protocol with the system's python3, see ``zk_wire.py``):
+
+- without credentials a session can do nothing: no create (the heap flood of 1 MB nodes), no read,
+  no listing; with made-up digest credentials it is authenticated but ``/`` and everything we create
+  carry only our identity's ACL;
+- while the server is down, a process squatting its port gets no password: our clients speak TLS
+  and check the certificate against the CA in our state folder before the digest is sent;
+- a flood of idle sockets does not lock our clients out (no per-address connection limit: every local
+  client shares 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from intruder import Intruder, second_user, shared_folder
+from kazoo.handlers.threading import KazooTimeoutError
+from zk_wire import CLIENT, FLOODER, SQUATTER
+
+from airflow_epochs.cli.state import read_state
+from airflow_epochs.cli.zookeeper import client_settings
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.servers.dev_certificates import generate_dev_certificates
+from airflow_epochs.servers.secured_zookeeper import secured_server
+from airflow_epochs.servers.zk_settings import TlsHandshakeFailed, ZooKeeperUnreachable
+
+pytestmark = pytest.mark.integration
+
+CLI = str(Path(sys.executable).parent / "airflow-epochs")
+SYSTEM_PYTHON = "/usr/bin/python3"  # the intruder cannot reach our virtualenv's interpreter
+MEGABYTE = 1_000_000  # under ZooKeeper's 1 MiB jute.maxbuffer: a node the server would keep in its heap
+NO_AUTH, SESSION_NEEDS_AUTH = -102, -124
+# Ten times ZooKeeper's default per-address limit (maxClientCnxns=60), held by one process of the
+# intruder: far beyond what locked every task out before, well under the JVM's descriptor limit.
+FLOOD = 600
+
+
+@pytest.fixture(scope="module")
+def intruder() -> Iterator[Intruder]:
+    with second_user() as user:
+        yield user
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[Path]:
+    base = tmp_path / "state"
+    env = {**os.environ, "AIRFLOW_EPOCHS_HOME": str(base)}
+    started = subprocess.run([CLI, "zookeeper", "start"], env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    assert "over TLS" in started.stdout  # TLS unless --plaintext
+    try:
+        yield base
+    finally:
+        subprocess.run([CLI, "zookeeper", "stop"], env=env, capture_output=True, timeout=60)
+
+
+def _attack(intruder: Intruder, port: int, mode: str, auth: str, *ops: str) -> dict[str, object]:
+    done = intruder.run([SYSTEM_PYTHON, "-c", CLIENT, "127.0.0.1", str(port), mode, auth, *ops], timeout=120)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _sales(base: Path) -> tuple[object, EpochLedger]:
+    """Our client, as every command and the demo build it, with a pipeline that has a sealed epoch."""
+    client = client_settings(base, read_state(base) or {}).start_client()
+    ledger = EpochLedger(client, "sales", owner="etl")
+    ledger.create_pipeline(PipelineConfig({"orders": ("ingest",)}))
+    ledger.vote(ledger.open_epoch(1), "orders", "ingest", {"rows": 7})
+    return client, ledger
+
+
+def test_another_local_user_can_create_read_or_list_nothing(state, intruder):
+    recorded = read_state(state) or {}
+    client, ledger = _sales(state)
+    try:
+        frontier = "/airflow-epochs/sales/frontier"
+        flood = [f"create:/flood-{i}:{MEGABYTE}" for i in range(3)]
+        reads = [f"get:{frontier}", "children:/", "children:/airflow-epochs"]
+        for port, mode in ((recorded["port"], "plain"), (recorded["secure_port"], "tls")):
+            # No credentials: the first request closes the session (enforced authentication).
+            anonymous = _attack(intruder, int(port), mode, "-", *flood[:1], *reads[:1])
+            assert anonymous["create:/flood-0"] in (SESSION_NEEDS_AUTH, "closed"), anonymous
+            assert anonymous.get(f"get:{frontier}") in (None, SESSION_NEEDS_AUTH, "closed"), anonymous
+            # Made-up digest credentials authenticate, and are refused everywhere by the ACLs.
+            forged = _attack(intruder, int(port), mode, "digest:intruder:guess", *flood,
+                             f"create:/zookeeper/quota/flood:{MEGABYTE}", f"create:/airflow-epochs/sales/x:{MEGABYTE}",
+                             *reads)
+            assert forged.pop("auth") == 0
+            assert set(forged.values()) == {NO_AUTH}, forged
+        # Nothing was written, the pipeline still works for us.
+        assert sorted(client.get_children("/")) == ["airflow-epochs", "zookeeper"]
+        assert client.get_children("/zookeeper/quota") == []
+        assert ledger.frontier() == 1
+        ledger.vote(ledger.open_epoch(2), "orders", "ingest", {"rows": 3})
+        assert ledger.frontier() == 2
+    finally:
+        client.stop()
+        client.close()
+    # Our CLI finds the credentials and the CA itself: no flag, no password in the environment.
+    status = subprocess.run([CLI, "--state-dir", str(state), "status", "sales"], capture_output=True, text=True,
+                            timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert "sales" in status.stdout
+
+
+def test_a_process_squatting_the_port_while_the_server_is_down_gets_no_password(state, intruder, tmp_path):
+    running = read_state(state) or {}
+    settings = client_settings(state, running, connection_timeout=5)  # what a connection written for it holds
+    assert settings.use_tls and settings.password
+    client, _ledger = _sales(state)
+    client.stop()
+    client.close()
+    stopped = subprocess.run([CLI, "--state-dir", str(state), "zookeeper", "stop"], capture_output=True, text=True,
+                             timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    with shared_folder() as shared:
+        # The squatter's certificate comes from a CA of its own, valid for 127.0.0.1.
+        rogue = generate_dev_certificates(shared / "rogue")
+        os.chmod(shared / "rogue", 0o755)
+        os.chmod(rogue.server_keystore, 0o644)
+        for mode in ("tls", "plain"):
+            extra = [str(rogue.server_keystore)] if mode == "tls" else []
+            squatter = intruder.popen([SYSTEM_PYTHON, "-c", SQUATTER, str(running["secure_port"]), mode, *extra, "300"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                assert squatter.stdout is not None
+                assert squatter.stdout.readline().decode().strip() == "listening"
+                with pytest.raises(TlsHandshakeFailed):
+                    settings.start_client(timeout=5)
+                # kazoo alone (without our handshake check first) refuses the certificate too.
+                bare = settings.client()
+                with pytest.raises(KazooTimeoutError):  # it never got a session
+                    bare.start(timeout=5)
+                bare.stop()
+                bare.close()
+                out, err = squatter.communicate(b"stop\n", timeout=60)
+            finally:
+                if squatter.poll() is None:
+                    squatter.kill()
+                    squatter.wait()
+            report = json.loads(out.decode().strip().splitlines()[-1])
+            assert report["connections"] >= 2, (mode, report, err)
+            received = bytes.fromhex(report["received"])
+            assert settings.password.encode() not in received and b"digest" not in received, mode
+            if mode == "tls":
+                assert report["handshakes"] == 0 and received == b"", report  # refused at the certificate
+
+
+def test_our_client_connects_while_another_user_holds_a_flood_of_idle_sockets(tmp_path, intruder):
+    # The control: with ZooKeeper's default per-address limit the same flood locks our clients out.
+    for limit, locked_out in ((60, True), (None, False)):
+        extra = {} if limit is None else {"max_client_connections": limit}
+        with secured_server(tmp_path / f"zk-{limit}", **extra) as server:
+            settings = server.client_settings()
+            flooder = intruder.popen([SYSTEM_PYTHON, "-c", FLOODER, str(server.secure_port), "tls", str(FLOOD)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                assert flooder.stdout is not None
+                ready = flooder.stdout.readline().decode().split()
+                assert ready[0] == "ready", ready
+                assert (int(ready[1]) < FLOOD) if locked_out else (int(ready[1]) == FLOOD), (limit, ready)
+                if locked_out:
+                    with pytest.raises((TlsHandshakeFailed, ZooKeeperUnreachable)):
+                        settings.start_client(timeout=10)
+                else:
+                    client = settings.start_client(timeout=60)
+                    try:
+                        client.create("/airflow-epochs-probe", b"ours")
+                        assert client.get("/airflow-epochs-probe")[0] == b"ours"
+                    finally:
+                        client.stop()
+                        client.close()
+            finally:
+                flooder.communicate(b"done\n", timeout=120)
+
+
+def test_a_hook_or_command_given_only_the_port_uses_the_servers_credentials(state, monkeypatch):
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    recorded = read_state(state) or {}
+    monkeypatch.setenv("AIRFLOW_EPOCHS_HOME", str(state))
+    for port in (recorded["port"], recorded["secure_port"]):  # written for either port: TLS to ours
+        monkeypatch.setenv("AIRFLOW_CONN_ZK_EMBEDDED", json.dumps({"conn_type": "zookeeper",
+                                                                   "host": f"127.0.0.1:{port}"}))
+        hook = ZooKeeperHook("zk_embedded")
+        try:
+            assert hook.settings.login == "airflow-epochs" and hook.settings.use_tls and hook.settings.use_acl
+            assert hook.settings.hosts == (f"127.0.0.1:{recorded['secure_port']}",)
+            ledger = hook.ledger("sales", owner="etl")
+            ledger.create_pipeline(PipelineConfig({"orders": ("ingest",)}))
+            assert ledger.frontier() >= 0
+        finally:
+            hook.close()
+    # Another port, or a connection with its own credentials, is left as it was written.
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OTHER", json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1:1"}))
+    assert ZooKeeperHook("zk_other").settings.login is None
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OWN", json.dumps({"conn_type": "zookeeper", "login": "etl", "password": "pw",
+                                                          "host": f"127.0.0.1:{recorded['secure_port']}"}))
+    assert ZooKeeperHook("zk_own").settings.login == "etl"
+    # The CLI given only --hosts does the same.
+    status = subprocess.run([CLI, "--state-dir", str(state), "history", "sales", "--hosts",
+                             f"127.0.0.1:{recorded['port']}"], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
