@@ -19,6 +19,7 @@ from typing import Any
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
+from airflow_epochs.coordination.folded_votes import CastVote, FoldedVotes
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -160,18 +161,16 @@ def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -
 
 
 def decode_vote(raw: tuple[bytes, Any], epoch: int, partition: str, producer: str, path: str) -> VoteRecord:
-    doc = payloads.decode("vote", raw[0], path=path)
-    return VoteRecord(epoch, partition, producer, int(doc["attempt"]), doc["manifest"], doc.get("snapshot"),
-                      str(doc["request"]), float(doc["voted_at"]))
+    return CastVote.from_znode(raw[0], path).record(epoch, partition)
 
 
-def embedded_vote(seal: dict[str, Any], epoch: int, partition: str) -> VoteRecord | None:
-    """The sole producer's vote kept inside a seal, or None if the seal's votes have znodes of their own."""
-    vote = seal.get("vote")
-    if not isinstance(vote, dict):
+def folded_vote(raw: tuple[bytes, Any] | None, epoch: int, partition: str, producer: str,
+                path: str) -> CastVote | None:
+    """``producer``'s vote kept in the seal ``raw`` (a sole producer's, or folded), or None."""
+    if raw is None:
         return None
-    return VoteRecord(epoch, partition, str(vote["producer"]), int(seal["attempt"]), vote["manifest"],
-                      vote.get("snapshot"), str(vote.get("request", "")), float(vote.get("voted_at", 0.0)))
+    folded = FoldedVotes.of(payloads.decode("seal", raw[0], path=path), path)
+    return None if folded is None else folded.get(producer)
 
 
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
@@ -192,10 +191,10 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
     token = int(seal["attempt"])
     manifests: dict[str, Any] = {}
     snapshots: dict[str, Any] = {}
-    sole = embedded_vote(seal, epoch, partition)
-    if sole is not None:
-        producers = [sole.producer]
-        records = [sole]
+    folded = FoldedVotes.of(seal, seal_path)
+    if folded is not None:
+        producers = folded.names()
+        records = [folded.votes[name].record(epoch, partition) for name in producers]
     else:
         producers = producer_names(call, ctx, epoch, token, partition, seal_path)
         records = []
@@ -235,18 +234,14 @@ def vote_of(
     if found[0]["state"] == "rolled_back" and attempt is None:
         return None
     token = int(found[0]["attempt"]) if attempt is None else attempt
-    producers = ctx.config(call, int(found[0]["config_version"])).config.partitions.get(partition, ())
-    if tuple(producers) == (producer,):  # a sole producer's vote lives in the seal
-        seal_path = ctx.paths.seal(epoch, int(found[0]["generation"]), partition)
-        raw = call.get(seal_path)
-        if raw is None:
-            return None
-        seal = payloads.decode("seal", raw[0], path=seal_path)
-        vote = embedded_vote(seal, epoch, partition)
-        return vote if vote is not None and vote.attempt == token else None
     path = ctx.paths.vote(epoch, token, partition, producer)
     raw = call.get(path)
-    return None if raw is None else decode_vote(raw, epoch, partition, producer, path)
+    if raw is not None:
+        return decode_vote(raw, epoch, partition, producer, path)
+    # a sole producer's vote lives in the seal, and several producers' votes fold into it
+    seal_path = ctx.paths.seal(epoch, int(found[0]["generation"]), partition)
+    vote = folded_vote(call.get(seal_path), epoch, partition, producer, seal_path)
+    return vote.record(epoch, partition) if vote is not None and vote.attempt == token else None
 
 
 # -- snapshots ---------------------------------------------------------------------------------
@@ -298,11 +293,12 @@ def snapshots_at(
     indices = [int(i) for i in seal["snapshot_producers"]]
     if not indices:
         return {}
-    sole = embedded_vote(seal, epoch, partition)
-    if sole is not None:
-        return {sole.producer: SnapshotRef(epoch, partition, sole.producer, sole.snapshot)}
     token = int(seal["attempt"])
     producers = ctx.config(call, int(seal["config_version"])).config.partitions.get(partition, ())
+    folded = FoldedVotes.of(seal, seal_path)
+    if folded is not None:
+        return {name: SnapshotRef(epoch, partition, name, vote.snapshot)
+                for name, vote in folded.votes.items() if vote.snapshot is not None}
     names = [producers[i] for i in indices if 0 <= i < len(producers)]
     votes = call.get_many([ctx.paths.vote(epoch, token, partition, name) for name in names])
     refs: dict[str, SnapshotRef] = {}

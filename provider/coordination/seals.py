@@ -27,19 +27,20 @@ from airflow_epochs.coordination.errors import (
     EpochIncomplete,
     EpochNotOpen,
     EpochOutOfOrder,
+    PayloadTooLarge,
     UnknownPartition,
     UnknownProducer,
 )
+from airflow_epochs.coordination.folded_votes import CastVote, folded_body
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
-    decode_vote,
     epoch_info,
     epoch_record,
 )
-from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken, VoteRecord
+from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
 from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
@@ -117,7 +118,7 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
 
 
 def seal_document(
-    attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, VoteRecord],
+    attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, CastVote],
     request_id: str, now: float,
 ) -> dict[str, Any]:
     """The seal of ``partition``: who left snapshots (as indices into the configured producers, so its
@@ -127,13 +128,28 @@ def seal_document(
         "request": request_id, "config_version": attempt.config_version, "producers": len(producers),
         "snapshot_producers": [i for i, name in enumerate(producers) if votes[name].snapshot is not None],
         "first_vote_at": min((v.voted_at for v in votes.values()), default=now),
+        "upstream": union_upstream(votes),
     }
 
 
-def embedded_vote(vote: VoteRecord, upstream: Mapping[str, int]) -> dict[str, Any]:
-    """A sole producer's vote, kept inside the seal it completes (no vote znode of its own)."""
-    return {"producer": vote.producer, "manifest": vote.manifest, "snapshot": vote.snapshot,
-            "upstream": dict(upstream), "voted_at": vote.voted_at, "request": vote.request}
+def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, doc: dict[str, Any],
+                votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Op]]:
+    """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
+    the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
+    znodes (and the partition's vote counter) deleted in the seal's transaction, unless the folded seal
+    would be too large (then the votes keep their znodes)."""
+    if embed:
+        (only,) = votes.values()
+        return payloads.encode("seal", {**doc, "vote": only.embedded_body()}), []
+    try:
+        data = payloads.encode("seal", {**doc, "votes": folded_body(votes)})
+    except PayloadTooLarge:
+        return payloads.encode("seal", doc), []
+    paths = ctx.paths
+    deletes: list[Op] = [("delete", paths.vote(attempt.epoch, attempt.token, partition, name), -1)
+                         for name in sorted(votes)]
+    deletes.append(("delete", paths.vote_counter(attempt.epoch, attempt.token, partition), -1))
+    return data, deletes
 
 
 def seal_ops(
@@ -141,8 +157,7 @@ def seal_ops(
     attempt: Attempt,
     partition: str,
     producers: Sequence[str],
-    votes: Mapping[str, VoteRecord],
-    upstream: Mapping[str, int],
+    votes: Mapping[str, CastVote],
     pointer: tuple[bytes, Any] | None,
     request_id: str,
     now: float,
@@ -150,18 +165,13 @@ def seal_ops(
     counted: bool = True,
     embed: bool = False,
 ) -> list[Op]:
-    """The ops that seal ``partition`` (to follow the fence): the seal, the seal counter (unless
-    ``counted`` is False: the epoch's only partition seals the epoch in the same transaction), the
-    snapshot pointer if some producer left a snapshot, and the history record. With ``embed``, the
-    single vote in ``votes`` is kept in the seal itself (a sole producer's vote is its partition's seal)."""
+    """The ops that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
+    :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
+    seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
+    and the history record."""
     doc = seal_document(attempt, partition, producers, votes, request_id, now)
-    doc["upstream"] = dict(upstream)
-    if embed:
-        (only,) = votes.values()
-        doc["vote"] = embedded_vote(only, upstream)
-    ops: list[Op] = [
-        ("create", ctx.paths.seal(attempt.epoch, attempt.generation, partition), payloads.encode("seal", doc), False),
-    ]
+    data, deletes = folded_seal(ctx, attempt, partition, doc, votes, embed=embed)
+    ops: list[Op] = [("create", ctx.paths.seal(attempt.epoch, attempt.generation, partition), data, False)]
     if counted:
         ops.append(("set", ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
     if doc["snapshot_producers"]:
@@ -177,14 +187,14 @@ def seal_ops(
                 "partition": partition, "current": here, "previous": previous}), pointer[1].version))
     ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
                      producers=len(producers), first_vote_at=doc["first_vote_at"], generation=attempt.generation)
-    return ops
+    return ops + deletes
 
 
-def union_upstream(votes: Mapping[str, VoteRecord], raw_upstream: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+def union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
     """The lineage vector of a seal: per upstream pipeline, the newest epoch any producer read."""
     out: dict[str, int] = {}
-    for name in votes:
-        for pipeline, epoch in raw_upstream.get(name, {}).items():
+    for vote in votes.values():
+        for pipeline, epoch in vote.upstream.items():
             out[pipeline] = max(out.get(pipeline, 0), int(epoch))
     return out
 
@@ -214,17 +224,12 @@ def seal_partition(
             return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
         if any(raw is None for raw in vote_raws):
             return SealProgress(False, False)
-        votes: dict[str, VoteRecord] = {}
-        lineage: dict[str, Mapping[str, int]] = {}
-        for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True):
-            assert raw is not None
-            votes[name] = decode_vote(raw, attempt.epoch, partition, name, path)
-            lineage[name] = payloads.decode("vote", raw[0], path=path).get("upstream") or {}
+        votes = {name: CastVote.from_znode(raw[0], path)
+                 for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True) if raw is not None}
         now = ctx.clock()
         last = partitions_total == 1
-        ops = [fence(ctx, attempt), *seal_ops(ctx, attempt, partition, producers, votes,
-                                              union_upstream(votes, lineage), pointer_raw, request_id, now,
-                                              counted=not last)]
+        ops = [fence(ctx, attempt), *seal_ops(ctx, attempt, partition, producers, votes, pointer_raw, request_id,
+                                              now, counted=not last)]
         if last:
             attempt = with_opened_at(call, ctx, attempt)
             ops += epoch_seal_ops(ctx, attempt, request_id, now)

@@ -29,18 +29,18 @@ from airflow_epochs.coordination.errors import (
     EpochNotOpen,
     PartitionAlreadySealed,
 )
+from airflow_epochs.coordination.folded_votes import CastVote
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
-    decode_vote,
-    embedded_vote,
     epoch_record,
+    folded_vote,
     seal_record,
 )
-from airflow_epochs.coordination.records import Attempt, Overtaken, VoteRecord, VoteResult, check_upstream
+from airflow_epochs.coordination.records import Attempt, Overtaken, VoteResult, check_upstream
 from airflow_epochs.coordination.seals import (
     SealProgress,
     ensure_epoch_sealed,
@@ -112,11 +112,9 @@ class Voting:
         now = self.ctx.clock()
         if len(producers) == 1:
             return self.cast_sole(call, producers, partitions_total, now)
-        doc = {"producer": self.producer, "attempt": attempt.token, "manifest": self.manifest,
-               "snapshot": self.snapshot, "upstream": self.lineage, "voted_at": now, "request": call.request_id}
         ops: list[Op] = [
             fence(self.ctx, attempt),
-            ("create", self.vote_path, payloads.encode("vote", doc), False),
+            ("create", self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body()), False),
             ("set", self.counter_path, b"", -1),
         ]
         results = commit(call, ops)
@@ -130,12 +128,10 @@ class Voting:
     def cast_sole(self, call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
         """The only producer completes the partition: its vote is the seal, written once."""
         attempt = self.attempt
-        record = VoteRecord(attempt.epoch, self.partition, self.producer, attempt.token, self.manifest, self.snapshot,
-                            call.request_id, now)
         pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
         ops = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
-                                                   {self.producer: record}, self.lineage, pointer, call.request_id,
-                                                   now, counted=partitions_total > 1, embed=True)]
+                                                   {self.producer: self.cast_vote(call, now)}, pointer,
+                                                   call.request_id, now, counted=partitions_total > 1, embed=True)]
         handle = attempt
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
@@ -151,6 +147,16 @@ class Voting:
         self.progress = SealProgress(True, epoch_sealed)
         return self.finish(call)
 
+    def cast_vote(self, call: Call, now: float) -> CastVote:
+        return CastVote(self.producer, self.attempt.token, self.manifest, call.request_id, now, self.snapshot,
+                        self.lineage)
+
+    def folded(self, call: Call) -> CastVote | None:
+        """This producer's vote under this attempt kept in the partition's seal (folded or sole), or None."""
+        vote = folded_vote(call.get(self.seal_path), self.attempt.epoch, self.partition, self.producer,
+                           self.seal_path)
+        return vote if vote is not None and vote.attempt == self.attempt.token else None
+
     # -- refusals: why the transaction failed, matched by the op that failed ----------------------
 
     def refused_shared(self, call: Call, op: Op, error: BaseException) -> VoteResult:
@@ -160,13 +166,15 @@ class Voting:
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            existing = decode_vote(raw, self.attempt.epoch, self.partition, self.producer, self.vote_path)
-            lineage_there = payloads.decode("vote", raw[0], path=self.vote_path).get("upstream") or {}
-            return self.repeat(call, existing, lineage_there)
+            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if op[1] == self.vote_path and isinstance(error, NoNodeError):
-            # This attempt holds no vote counter for the partition: sealed before it took over.
+            # This attempt holds no vote counter for the partition: its seal folded the votes in (this
+            # producer's among them), or the partition was sealed before this attempt took over.
+            folded = self.folded(call)
+            if folded is not None:
+                return self.repeat(call, folded)
             raise self.sealed_before(call)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()
@@ -177,26 +185,22 @@ class Voting:
                 isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if op[1] == self.seal_path and isinstance(error, NodeExistsError):
-            raw = call.get(self.seal_path)
-            if raw is None:
-                raise Conflict()
-            seal = payloads.decode("seal", raw[0], path=self.seal_path)
-            existing = embedded_vote(seal, self.attempt.epoch, self.partition)
-            if existing is None or existing.attempt != self.attempt.token:
+            existing = self.folded(call)
+            if existing is None:
                 raise self.sealed_before(call)
-            return self.repeat(call, existing, (seal.get("vote") or {}).get("upstream") or {})
+            return self.repeat(call, existing)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()  # the snapshot pointer moved meanwhile: decide again
         raise error
 
-    def repeat(self, call: Call, existing: VoteRecord, lineage_there: Mapping[str, Any]) -> VoteResult:
+    def repeat(self, call: Call, existing: CastVote) -> VoteResult:
         """A vote of this producer under this attempt is recorded: ours (a repeat of this request or
         an identical one), or a different one (refused)."""
         if existing.request == call.request_id:
             self.voted = True
             return self.finish(call)
         if existing.manifest == self.manifest and existing.snapshot == self.snapshot \
-                and dict(lineage_there) == self.lineage:
+                and dict(existing.upstream) == self.lineage:
             self.voted = True
             self.duplicate = True
             return self.finish(call)
@@ -256,7 +260,8 @@ class Voting:
                 count = self.count
                 if count is None:
                     stat = call.exists(self.counter_path)
-                    count = int(stat.version) if stat is not None else 0
+                    # no counter: the partition's seal folded the votes in (seal_partition reports it)
+                    count = int(stat.version) if stat is not None else len(producers)
                 progress = seal_partition(call, self.ctx, attempt, self.partition, producers, total,
                                           call.request_id) if count >= len(producers) else SealProgress(False, False)
             self.progress = progress
@@ -290,17 +295,10 @@ class Voting:
 
     def find(self, call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
-        epoch, partition = self.attempt.epoch, self.partition
         raw = call.get(self.vote_path)
-        if raw is not None:
-            if decode_vote(raw, epoch, partition, self.producer, self.vote_path).request != call.request_id:
-                return None
-        else:
-            raw = call.get(self.seal_path)
-            existing = embedded_vote(payloads.decode("seal", raw[0], path=self.seal_path), epoch, partition) \
-                if raw is not None else None
-            if existing is None or existing.request != call.request_id:
-                return None
+        existing = CastVote.from_znode(raw[0], self.vote_path) if raw is not None else self.folded(call)
+        if existing is None or existing.request != call.request_id:
+            return None
         overtaken = self.overtaken(call)
         if overtaken is not None:
             return self.overtaken_result(call, overtaken)

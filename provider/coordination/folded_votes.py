@@ -1,0 +1,124 @@
+"""Votes folded into their seal: the typed records of a vote and of a seal's folded votes.
+
+When a partition of several producers seals, its seal keeps every vote (request id, manifest,
+snapshot pointer, lineage vector, when it came) and the vote znodes are deleted in the seal's own
+transaction, so a sealed partition is one znode. A sole producer's vote was always kept in its seal
+(under ``vote``); several producers' votes are kept under ``votes``, by producer. A repeated vote, a
+reader or the archive finds a folded vote exactly as it found the vote znode.
+
+If the folded seal would not fit :data:`~.payloads.MAX_PAYLOAD_BYTES` (large manifests), the votes
+keep their znodes and the seal is written without them (``FoldedVotes.of`` answers None then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.errors import CorruptPayload
+from airflow_epochs.coordination.records import VoteRecord
+
+
+@dataclass(frozen=True)
+class CastVote:
+    """One vote as written: its own znode (``kind`` vote) or an entry of a seal's folded votes."""
+
+    producer: str
+    attempt: int
+    manifest: Mapping[str, Any]
+    request: str
+    voted_at: float
+    snapshot: Any = None
+    upstream: Mapping[str, int] = field(default_factory=dict)
+
+    def znode_body(self) -> dict[str, Any]:
+        """The vote znode's payload body."""
+        return {"producer": self.producer, "attempt": self.attempt, "manifest": dict(self.manifest),
+                "snapshot": self.snapshot, "upstream": dict(self.upstream), "voted_at": self.voted_at,
+                "request": self.request}
+
+    def folded_body(self) -> dict[str, Any]:
+        """The entry kept in the seal (the producer is its key, the attempt the seal's): defaults left out."""
+        body: dict[str, Any] = {"request": self.request, "manifest": dict(self.manifest), "voted_at": self.voted_at}
+        if self.snapshot is not None:
+            body["snapshot"] = self.snapshot
+        if self.upstream:
+            body["upstream"] = dict(self.upstream)
+        return body
+
+    def embedded_body(self) -> dict[str, Any]:
+        """A sole producer's vote inside its seal (``vote``), as it has always been written."""
+        return {"producer": self.producer, "manifest": dict(self.manifest), "snapshot": self.snapshot,
+                "upstream": dict(self.upstream), "voted_at": self.voted_at, "request": self.request}
+
+    def record(self, epoch: int, partition: str) -> VoteRecord:
+        return VoteRecord(epoch, partition, self.producer, self.attempt, self.manifest, self.snapshot,
+                          self.request, self.voted_at)
+
+    @classmethod
+    def from_znode(cls, raw: bytes, path: str) -> CastVote:
+        doc = payloads.decode("vote", raw, path=path)
+        return cls(str(doc["producer"]), int(doc["attempt"]), doc["manifest"], str(doc["request"]),
+                   float(doc["voted_at"]), doc.get("snapshot"), _upstream(doc.get("upstream"), path))
+
+    @classmethod
+    def from_folded(cls, producer: str, attempt: int, body: object, path: str) -> CastVote:
+        if not isinstance(body, Mapping) or not isinstance(body.get("request"), str) \
+                or not isinstance(body.get("manifest"), dict) \
+                or not isinstance(body.get("voted_at"), (int, float)) or isinstance(body.get("voted_at"), bool):
+            raise CorruptPayload(f"{path}: the folded vote of {producer!r} does not fit the schema")
+        return cls(producer, attempt, body["manifest"], body["request"], float(body["voted_at"]),
+                   body.get("snapshot"), _upstream(body.get("upstream"), path))
+
+    @classmethod
+    def from_embedded(cls, attempt: int, body: Mapping[str, Any], path: str) -> CastVote:
+        if not isinstance(body.get("producer"), str) or not isinstance(body.get("manifest"), dict):
+            raise CorruptPayload(f"{path}: the vote kept in the seal does not fit the schema")
+        return cls(body["producer"], attempt, body["manifest"], str(body.get("request", "")),
+                   float(body.get("voted_at", 0.0)), body.get("snapshot"), _upstream(body.get("upstream"), path))
+
+
+def _upstream(value: object, path: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                  for v in value.values()):
+        raise CorruptPayload(f"{path}: a vote's upstream is not a map of pipeline names to epochs")
+    return {str(k): int(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class FoldedVotes:
+    """The votes a seal keeps, by producer (a sole producer's, or every producer's once folded)."""
+
+    attempt: int
+    votes: Mapping[str, CastVote]
+
+    def get(self, producer: str) -> CastVote | None:
+        return self.votes.get(producer)
+
+    def names(self) -> list[str]:
+        return sorted(self.votes)
+
+    @classmethod
+    def of(cls, seal: Mapping[str, Any], path: str) -> FoldedVotes | None:
+        """The votes kept in the seal document ``seal``, or None if its votes have znodes of their own."""
+        attempt = int(seal["attempt"])
+        sole = seal.get("vote")
+        if isinstance(sole, Mapping):
+            vote = CastVote.from_embedded(attempt, sole, path)
+            return cls(attempt, {vote.producer: vote})
+        folded = seal.get("votes")
+        if folded is None:
+            return None
+        if not isinstance(folded, Mapping):
+            raise CorruptPayload(f"{path}: the seal's folded votes are not a map of producers")
+        return cls(attempt, {str(name): CastVote.from_folded(str(name), attempt, body, path)
+                             for name, body in folded.items()})
+
+
+def folded_body(votes: Mapping[str, CastVote]) -> dict[str, Any]:
+    """The seal's ``votes`` field for ``votes`` (several producers)."""
+    return {name: vote.folded_body() for name, vote in sorted(votes.items())}
