@@ -34,10 +34,9 @@ class CastVote:
     upstream: Mapping[str, int] = field(default_factory=dict)
 
     def znode_body(self) -> dict[str, Any]:
-        """The vote znode's payload body."""
-        return {"producer": self.producer, "attempt": self.attempt, "manifest": dict(self.manifest),
-                "snapshot": self.snapshot, "upstream": dict(self.upstream), "voted_at": self.voted_at,
-                "request": self.request}
+        """The vote znode's payload body: the producer and the attempt are in its path, and a vote
+        without snapshot or lineage leaves them out (an open epoch holds a znode per vote)."""
+        return self.folded_body()
 
     def folded_body(self) -> dict[str, Any]:
         """The entry kept in the seal (the producer is its key, the attempt the seal's): defaults left out."""
@@ -58,10 +57,14 @@ class CastVote:
                           self.request, self.voted_at)
 
     @classmethod
-    def from_znode(cls, raw: bytes, path: str) -> CastVote:
+    def from_znode(cls, raw: bytes, path: str, producer: str, attempt: int) -> CastVote:
+        """The vote znode at ``path`` (of ``producer`` under ``attempt``); votes written before the
+        producer and attempt left the payload name them, and must agree with the path."""
         doc = payloads.decode("vote", raw, path=path)
-        return cls(str(doc["producer"]), int(doc["attempt"]), doc["manifest"], str(doc["request"]),
-                   float(doc["voted_at"]), doc.get("snapshot"), _upstream(doc.get("upstream"), path))
+        if doc.get("producer", producer) != producer or doc.get("attempt", attempt) != attempt:
+            raise CorruptPayload(f"{path}: the vote names another producer or attempt than its path")
+        return cls(producer, attempt, doc["manifest"], str(doc["request"]), float(doc["voted_at"]),
+                   doc.get("snapshot"), _upstream(doc.get("upstream"), path))
 
     @classmethod
     def from_folded(cls, producer: str, attempt: int, body: object, path: str) -> CastVote:

@@ -160,8 +160,9 @@ def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -
                       {str(k): int(v) for k, v in (doc.get("upstream") or {}).items()})
 
 
-def decode_vote(raw: tuple[bytes, Any], epoch: int, partition: str, producer: str, path: str) -> VoteRecord:
-    return CastVote.from_znode(raw[0], path).record(epoch, partition)
+def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, producer: str,
+                path: str) -> VoteRecord:
+    return CastVote.from_znode(raw[0], path, producer, token).record(epoch, partition)
 
 
 def folded_vote(raw: tuple[bytes, Any] | None, epoch: int, partition: str, producer: str,
@@ -202,7 +203,8 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
                 [ctx.paths.vote(epoch, token, partition, name) for name in producers]), strict=True):
             if vote_raw is None:
                 raise CorruptPayload(f"{seal_path}: the vote of {name!r} is missing")
-            records.append(decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name)))
+            path = ctx.paths.vote(epoch, token, partition, name)
+            records.append(decode_vote(vote_raw, epoch, token, partition, name, path))
     for vote in records:
         manifests[vote.producer] = vote.manifest
         if vote.snapshot is not None:
@@ -237,7 +239,7 @@ def vote_of(
     path = ctx.paths.vote(epoch, token, partition, producer)
     raw = call.get(path)
     if raw is not None:
-        return decode_vote(raw, epoch, partition, producer, path)
+        return decode_vote(raw, epoch, token, partition, producer, path)
     # a sole producer's vote lives in the seal, and several producers' votes fold into it
     seal_path = ctx.paths.seal(epoch, int(found[0]["generation"]), partition)
     vote = folded_vote(call.get(seal_path), epoch, partition, producer, seal_path)
@@ -287,8 +289,9 @@ def snapshots_at(
     """The snapshot pointers sealed with ``partition`` at ``epoch`` (one opening), by producer."""
     seal_path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(seal_path)
-    if raw is None:
-        return {}
+    if raw is None:  # compacted with an archive (even while a snapshot pointer names it): read it there
+        past = archived_call(call, ctx, epoch) if epoch_record(call, ctx, epoch) is None else None
+        return {} if past is None else snapshots_at(past, ctx, partition, epoch, generation)
     seal = payloads.decode("seal", raw[0], path=seal_path)
     indices = [int(i) for i in seal["snapshot_producers"]]
     if not indices:
@@ -305,7 +308,7 @@ def snapshots_at(
     for name, vote_raw in zip(names, votes, strict=True):
         if vote_raw is None:
             raise CorruptPayload(f"{seal_path}: the vote of {name!r}, which carries a snapshot, is missing")
-        vote = decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name))
+        vote = decode_vote(vote_raw, epoch, token, partition, name, ctx.paths.vote(epoch, token, partition, name))
         refs[name] = SnapshotRef(epoch, partition, name, vote.snapshot)
     return refs
 

@@ -3,9 +3,9 @@ older ones, so a pipeline's znodes do not grow with the epochs behind it.
 
 Compacting epochs up to c keeps what later epochs need and drops the rest:
 
-- kept: the frontier; each partition's snapshot pointer and the (at most two) epochs it points at,
-  which stay in full until newer snapshots replace them; the lineage vector of each partition's
-  newest compacted seal and the count of compacted epochs (in ``archive``);
+- kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
+  epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
+  each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events, and the
   pipeline-level requests and events older than epoch c's seal.
 
@@ -16,8 +16,8 @@ are idempotent, so a compaction cut short is finished by the next one.
 
 With an ``archive`` location in the configuration, each epoch's full record (its subtree and the
 history events pruned with it) is written to the pipeline's storage before any of it is deleted
-(:mod:`.archive`); a pinned epoch is archived too (its events are pruned with the others) and
-deleted later. A compaction killed between the archive write and the deletions is finished by the
+(:mod:`.archive`), and then deleted, pinned epochs too: the snapshots they carry are read from the
+archive then. A compaction killed between the archive write and the deletions is finished by the
 next one, which finds the file and verifies it instead of writing it again.
 """
 
@@ -129,7 +129,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
                 outcome = archive.archive_epoch(call, ctx, epoch, location)
                 outcomes[outcome.status].append(epoch)
                 known = outcome.znodes or None
-            if epoch in pinned:
+            if epoch in pinned and location is None:  # archived, a pinned epoch's snapshots are read there
                 kept.append(epoch)
                 continue
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)

@@ -224,7 +224,7 @@ def seal_partition(
             return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
         if any(raw is None for raw in vote_raws):
             return SealProgress(False, False)
-        votes = {name: CastVote.from_znode(raw[0], path)
+        votes = {name: CastVote.from_znode(raw[0], path, name, attempt.token)
                  for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True) if raw is not None}
         now = ctx.clock()
         last = partitions_total == 1

@@ -166,7 +166,7 @@ class Voting:
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path))
+            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if op[1] == self.vote_path and isinstance(error, NoNodeError):
@@ -296,7 +296,8 @@ class Voting:
     def find(self, call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
         raw = call.get(self.vote_path)
-        existing = CastVote.from_znode(raw[0], self.vote_path) if raw is not None else self.folded(call)
+        existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
+            if raw is not None else self.folded(call)
         if existing is None or existing.request != call.request_id:
             return None
         overtaken = self.overtaken(call)
