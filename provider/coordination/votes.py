@@ -17,6 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -30,7 +31,6 @@ from airflow_epochs.coordination.errors import (
     PartitionAlreadySealed,
 )
 from airflow_epochs.coordination.folded_votes import CastVote
-from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
@@ -77,6 +77,17 @@ def vote(
                     request_id=request_id, find=voting.find)
 
 
+@dataclass(frozen=True)
+class SentVote:
+    """A vote's transaction, sent; its answer is awaited by :meth:`Voting.settle`."""
+
+    ops: list[Op]
+    pending: Any  # kazoo's async result of the transaction
+    partitions_total: int
+    handle: Attempt  # the attempt, with ``opened_at`` when the vote may seal the epoch
+    sole: bool  # the partition's only producer: the vote is the seal
+
+
 class Voting:
     """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
     matched by the op that failed), finish (seal if the set is complete), and find (after a lost
@@ -103,31 +114,27 @@ class Voting:
     # -- casting -------------------------------------------------------------------------------
 
     def cast(self, call: Call) -> VoteResult:
+        """The blocking path: send the vote's transaction and wait for its answer."""
         if self.voted:
             return self.finish(call)
+        return self.settle(call, self.send(call))
+
+    def send(self, call: Call) -> SentVote:
+        """Build the vote's transaction and send it without waiting for the answer (pipelined voting
+        sends many before settling any): a partition of several producers gets the fence, the
+        create-only vote and the counter bump; a sole producer's vote is its partition's seal."""
         attempt = self.attempt
         version = self.ctx.config(call, attempt.config_version)
         producers = producers_of(version, self.ctx.pipeline, attempt.epoch, self.partition, self.producer)
         partitions_total = len(version.config.partitions)
         now = self.ctx.clock()
-        if len(producers) == 1:
-            return self.cast_sole(call, producers, partitions_total, now)
-        ops: list[Op] = [
-            fence(self.ctx, attempt),
-            ("create", self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body()), False),
-            ("set", self.counter_path, b"", -1),
-        ]
-        results = commit(call, ops)
-        failure = first_failure(results)
-        if failure is not None:
-            return self.refused_shared(call, ops[failure[0]], failure[1])
-        self.voted = True
-        self.count = int(results[2].version)
-        return self.finish(call)
-
-    def cast_sole(self, call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
-        """The only producer completes the partition: its vote is the seal, written once."""
-        attempt = self.attempt
+        if len(producers) > 1:
+            ops: list[Op] = [
+                fence(self.ctx, attempt),
+                ("create", self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body()), False),
+                ("set", self.counter_path, b"", -1),
+            ]
+            return SentVote(ops, call.send(ops), partitions_total, attempt, sole=False)
         pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
         ops = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
                                                    {self.producer: self.cast_vote(call, now)}, pointer,
@@ -136,14 +143,23 @@ class Voting:
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
             ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
-        results = commit(call, ops)
+        return SentVote(ops, call.send(ops), partitions_total, handle, sole=True)
+
+    def settle(self, call: Call, sent: SentVote) -> VoteResult:
+        """Wait for the answer of a sent vote and read it: refused (why, matched by the op that failed),
+        or in (then seal what it completed)."""
+        results = call.settle(sent.ops, sent.pending)
         failure = first_failure(results)
         if failure is not None:
-            return self.refused_sole(call, ops[failure[0]], failure[1])
+            op, error = sent.ops[failure[0]], failure[1]
+            return self.refused_sole(call, op, error) if sent.sole else self.refused_shared(call, op, error)
         self.voted = True
-        epoch_sealed = partitions_total == 1
-        if not epoch_sealed and sealed_count(self.ctx, attempt, ops, results) >= partitions_total:
-            epoch_sealed = seal_epoch(call, self.ctx, handle, call.request_id)
+        if not sent.sole:
+            self.count = int(results[2].version)
+            return self.finish(call)
+        epoch_sealed = sent.partitions_total == 1
+        if not epoch_sealed and sealed_count(self.ctx, self.attempt, sent.ops, results) >= sent.partitions_total:
+            epoch_sealed = seal_epoch(call, self.ctx, sent.handle, call.request_id)
         self.progress = SealProgress(True, epoch_sealed)
         return self.finish(call)
 
