@@ -133,9 +133,9 @@ def test_scenario_04b_a_committed_write_then_the_deadline_is_call_unfinished(zk,
         a.vote(attempt, "a", "x")
         real_settle = Call.settle
 
-        def answer_then_lose_zookeeper(call, ops, pending):
-            results = real_settle(call, ops, pending)
-            if any(op[1].endswith("/a/y") for op in ops):  # the completing vote: answered, then gone
+        def answer_then_lose_zookeeper(call, steps, pending):
+            results = real_settle(call, steps, pending)
+            if any(step.path.endswith("/a/y") for step in steps):  # the completing vote: answered, then gone
                 proxy.block(30)
                 proxy.cut()
             return results

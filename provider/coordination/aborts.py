@@ -16,6 +16,7 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import attempt_record, epoch_record
 from airflow_epochs.coordination.records import Attempt, Overtaken
 from airflow_epochs.coordination.session import Call, commit_or_conflict
+from airflow_epochs.coordination.steps import Check, SetData
 
 MAX_REASON = 500
 
@@ -62,8 +63,8 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
         new = {**payloads.body(att[0]), "state": "aborted", "reason": reason, "changed_by": call.request_id,
                "aborted_by": call.request_id}
         commit_or_conflict(call, [
-            ("set", path, payloads.encode("attempt", new), att[1].version),
-            ("check", ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
+            SetData(path, payloads.encode("attempt", new), att[1].version),
+            Check(ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
             *ctx.event("attempt_aborted", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
                        reason=reason),
         ])

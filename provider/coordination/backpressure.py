@@ -15,12 +15,12 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, StateError
-from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.reader import consumer_acks, frontier
 from airflow_epochs.coordination.records import Overtaken
-from airflow_epochs.coordination.session import Call, Conflict, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, Delete, SetData
 
 
 class UnknownConsumer(StateError):
@@ -52,18 +52,17 @@ def register_consumer(
         if existing is not None:
             return ConsumerState(consumer, int(payloads.decode("consumer", existing[0], path=path)["acked"]))
         start = frontier(call, ctx) if acked is None else acked
-        results = commit(call, [
-            ("create", path, payloads.encode("consumer", {"acked": start, "registered_at": ctx.clock(),
-                                                          "request": call.request_id}), False),
+        failure = call.try_commit([
+            Create(path, payloads.encode("consumer", {"acked": start, "registered_at": ctx.clock(),
+                                                      "request": call.request_id})),
             # findable after the consumer is gone again (unregistered by someone else)
             ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
         ])
-        failure = first_failure(results)
         if failure is not None:
-            if isinstance(failure[1], NodeExistsError):
+            if isinstance(failure.error, NodeExistsError):
                 raise Conflict()  # registered meanwhile: report what is there
-            raise failure[1]
+            raise failure.error
         return ConsumerState(consumer, start)
 
     def find(call: Call) -> ConsumerState | None:
@@ -100,13 +99,12 @@ def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState
         doc = payloads.decode("consumer", raw[0], path=path)
         if doc["acked"] >= epoch:
             return ConsumerState(consumer, int(doc["acked"]))
-        results = commit(call, [("set", path, payloads.encode("consumer", {**payloads.body(doc), "acked": epoch}),
-                                raw[1].version)])
-        failure = first_failure(results)
+        failure = call.try_commit([
+            SetData(path, payloads.encode("consumer", {**payloads.body(doc), "acked": epoch}), raw[1].version)])
         if failure is not None:
-            if isinstance(failure[1], (BadVersionError, NoNodeError)):
+            if isinstance(failure.error, (BadVersionError, NoNodeError)):
                 raise Conflict()
-            raise failure[1]
+            raise failure.error
         return ConsumerState(consumer, epoch)
 
     # No find: the body itself reads the acknowledgement first, and a repeat is a no-op.
@@ -122,16 +120,15 @@ def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str |
         raw = call.get(path)
         if raw is None:
             return False
-        results = commit(call, [
-            ("delete", path, raw[1].version),
+        failure = call.try_commit([
+            Delete(path, raw[1].version),
             ctx.request_op(call, "unregister_consumer", True),
             *ctx.event("consumer_unregistered", consumer=consumer),
         ])
-        failure = first_failure(results)
         if failure is not None:
-            if isinstance(failure[1], (BadVersionError, NoNodeError)):
+            if isinstance(failure.error, (BadVersionError, NoNodeError)):
                 raise Conflict()
-            raise failure[1]
+            raise failure.error
         return True
 
     def find(call: Call) -> bool | None:

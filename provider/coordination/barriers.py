@@ -34,12 +34,12 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput, StateError
-from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
 # Near the deadline another process's clock may already have let a policy decide: read, don't infer.
@@ -251,19 +251,18 @@ class Barrier:
             now = self._clock()
             body_doc = {**policy.to_json(), "declared_at": now, "deadline": now + float(policy.timeout),
                         "registered": len(expected), "closed": False}
-            ops: list[Op] = []
+            ops: list[Step] = []
             if call.exists(paths.folder) is None:
-                ops.append(("create", paths.folder, b"", False))
+                ops.append(Create(paths.folder))
             ops += [
-                ("create", paths.barrier, payloads.encode("barrier", body_doc), False),
-                ("create", paths.participants, b"", False),
-                ("create", paths.arrivals, b"", False),
-                *[("create", paths.participant(p), b"", False) for p in expected],
+                Create(paths.barrier, payloads.encode("barrier", body_doc)),
+                Create(paths.participants),
+                Create(paths.arrivals),
+                *[Create(paths.participant(p)) for p in expected],
                 *self.ctx.event("barrier_declared", epoch=self.epoch, barrier=self.name, policy=policy.to_json(),
                                 participants=len(expected)),
             ]
-            results = commit(call, ops)
-            if first_failure(results) is not None:
+            if call.try_commit(ops) is not None:
                 raise Conflict()  # declared (or the folder created) meanwhile: look again
             return None
 
@@ -281,13 +280,13 @@ class Barrier:
             if record.closed:
                 raise BarrierClosed(f"barrier {self.name!r} of epoch {self.epoch} is decided; {participant!r} "
                                     "cannot register; nothing was written")
-            results = commit(call, [
-                ("create", paths.participant(participant), b"", False),
+            failure = call.try_commit([
+                Create(paths.participant(participant)),
                 # bumping the record's version refuses an arrival that counted without this participant
-                ("set", paths.barrier, payloads.encode("barrier", {**record.doc, "registered": record.registered + 1}),
-                 record.version),
+                SetData(paths.barrier, payloads.encode("barrier", {**record.doc, "registered": record.registered + 1}),
+                        record.version),
             ])
-            if first_failure(results) is not None:
+            if failure is not None:
                 raise Conflict()
             return None
 
@@ -306,27 +305,26 @@ class Barrier:
         def body(call: Call) -> Arrival:
             record = self._record(call)
             paths = self._paths(call)
-            results = commit(call, [
-                ("check", paths.participant(participant), -1),
-                ("check", paths.barrier, record.version),
-                ("create", paths.arrival(participant), payloads.encode(
-                    "arrival", {"at": self._clock(), "request": call.request_id}), False),
-                ("set", paths.arrivals, b"", -1),
-            ])
-            failure = first_failure(results)
+            registered = Check(paths.participant(participant))
+            arrival = Create(paths.arrival(participant), payloads.encode(
+                "arrival", {"at": self._clock(), "request": call.request_id}))
+            counter = SetData(paths.arrivals, b"")
+            steps: list[Step] = [registered, Check(paths.barrier, record.version), arrival, counter]
+            results = call.commit(steps)
+            failure = first_failure(steps, results)
             if failure is not None:
-                index, error = failure
-                if index == 0 and isinstance(error, NoNodeError):
+                error = failure.error
+                if failure.step is registered and isinstance(error, NoNodeError):
                     raise UnknownParticipant(
                         f"{participant!r} is not registered at barrier {self.name!r} of epoch {self.epoch}; "
                         "nothing was written"
                     )
-                if index == 2 and isinstance(error, NodeExistsError):
+                if failure.step is arrival and isinstance(error, NodeExistsError):
                     return self._repeat(call, participant, record)
                 if isinstance(error, (BadVersionError, NoNodeError)):
                     raise Conflict()  # a registration or a decision came first: count again
                 raise error
-            count = int(results[3].version)
+            count = int(results[steps.index(counter)].version)  # the counter's version counts the arrivals
             if record.closed:
                 return Arrival(participant, count, self._outcome(call) is not None, True, self._outcome(call))
             if count >= record.registered or self._quorum_due(record, count):
@@ -484,14 +482,13 @@ class Barrier:
             if call.exists(paths.report) is None:
                 report = {"decision": "rerun", "arrived": len(arrived & registered), "late": late,
                           "at": self._clock()}
-                results = commit(call, [
-                    ("create", paths.report, payloads.encode("release", report), False),
+                failure = call.try_commit([
+                    Create(paths.report, payloads.encode("release", report)),
                     *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=late,
                                     policy="rerun"),
                 ])
-                failure = first_failure(results)
-                if failure is not None and not isinstance(failure[1], NodeExistsError):
-                    raise failure[1]
+                if failure is not None and not isinstance(failure.error, NodeExistsError):
+                    raise failure.error
             return BarrierOutcome("rerun", False, len(arrived & registered), tuple(late))
         return self._decide(call)
 
@@ -526,14 +523,14 @@ class Barrier:
                 late = sorted(registered - set(call.children(paths.arrivals) or []))
             release = {"decision": decision, "arrived": count, "late": late, "at": self._clock()}
             target = paths.failed if decision == "failed" else paths.release
-            results = commit(call, [
+            failure = call.try_commit([
                 # closing bumps the record's version: a racing registration or arrival recounts
-                ("set", paths.barrier, payloads.encode("barrier", {**record.doc, "closed": True}), record.version),
-                ("create", target, payloads.encode("release", release), False),
+                SetData(paths.barrier, payloads.encode("barrier", {**record.doc, "closed": True}), record.version),
+                Create(target, payloads.encode("release", release)),
                 *self.ctx.event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
                                 late=late, arrived=count),
             ])
-            if first_failure(results) is None:
+            if failure is None:
                 return BarrierOutcome(decision, decision != "failed", count, tuple(late))
         return self._outcome(call)
 

@@ -19,7 +19,8 @@ from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import ConfigConflict, InvalidConfig, PipelineExists
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord, encode_config
-from airflow_epochs.coordination.session import Call, Op, commit_or_conflict, first_failure
+from airflow_epochs.coordination.session import Call, commit_or_conflict
+from airflow_epochs.coordination.steps import Create, SetData, Step
 
 
 def create_pipeline(
@@ -57,22 +58,22 @@ def create_pipeline(
     return ctx.call(body, what=f"create pipeline {ctx.pipeline!r}", request_id=request_id, find=find)
 
 
-def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Op]:
+def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
     """The one transaction that creates a pipeline's subtree."""
     p = ctx.paths
     record_doc = {"first_epoch": first_epoch, "newest_epoch": first_epoch - 1, "configs": [[0, first_epoch]],
                   "compacted_through": first_epoch - 1, "created_at": ctx.clock(), "request": call.request_id}
     return [
-        ("create", p.base, payloads.encode("pipeline", record_doc), False),
-        ("create", p.config_dir, b"", False),
-        ("create", p.config(0), encode_config(config, first_epoch, call.request_id), False),
-        ("create", p.epochs, b"", False),
-        ("create", p.frontier, payloads.encode("frontier", {"epoch": first_epoch - 1}), False),
-        ("create", p.history, b"", False),
-        ("create", p.snapshots, b"", False),
-        ("create", p.requests, b"", False),
-        ("create", p.consumers, b"", False),
-        ("create", p.locks, b"", False),
+        Create(p.base, payloads.encode("pipeline", record_doc)),
+        Create(p.config_dir),
+        Create(p.config(0), encode_config(config, first_epoch, call.request_id)),
+        Create(p.epochs),
+        Create(p.frontier, payloads.encode("frontier", {"epoch": first_epoch - 1})),
+        Create(p.history),
+        Create(p.snapshots),
+        Create(p.requests),
+        Create(p.consumers),
+        Create(p.locks),
         *ctx.event("pipeline_created", first_epoch=first_epoch, config=config.to_json()),
     ]
 
@@ -83,9 +84,9 @@ def ensure_path(call: Call, path: str) -> None:
     for seg in (seg for seg in path.split("/") if seg):
         current += "/" + seg
         if call.exists(current) is None:
-            failure = first_failure(call.commit([("create", current, b"", False)]))
-            if failure is not None and not isinstance(failure[1], NodeExistsError):
-                raise failure[1]
+            failure = call.try_commit([Create(current)])
+            if failure is not None and not isinstance(failure.error, NodeExistsError):
+                raise failure.error
 
 
 def set_configs(
@@ -109,13 +110,13 @@ def set_configs(
             check_from_epoch(ctx, record, from_epoch)
         start = max(v for v, _ in record.configs) + 1
         new = [(start + i, from_epoch) for i, (_, from_epoch) in enumerate(changes)]
-        ops: list[Op] = [
-            ("set", ctx.paths.base, payloads.encode("pipeline", record.body(
+        ops: list[Step] = [
+            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(
                 configs=[*[list(c) for c in record.configs], *[list(c) for c in new]])), record.version),
             ctx.request_op(call, "set_configs", [list(c) for c in new]),
         ]
         for (version, from_epoch), (config, _) in zip(new, changes, strict=True):
-            ops += [("create", ctx.paths.config(version), encode_config(config, from_epoch, call.request_id), False),
+            ops += [Create(ctx.paths.config(version), encode_config(config, from_epoch, call.request_id)),
                     *ctx.event("config_set", from_epoch=from_epoch, version=version, config=config.to_json())]
         commit_or_conflict(call, ops)
         ctx.known_record = None

@@ -17,19 +17,20 @@ from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import PipelineNotFound
 from airflow_epochs.coordination.paths import PipelinePaths
 from airflow_epochs.coordination.records import Event
-from airflow_epochs.coordination.session import Call, Op
+from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.steps import Create, Step
 
 # Events read per round trip when catching up with a long history.
 READ_BATCH = 500
 
 
-def event_ops(paths: PipelinePaths, event: str, at: float, detail: Mapping[str, Any]) -> list[Op]:
-    """The op that records ``event``: its own sequential znode, committed with the change it describes."""
+def event_ops(paths: PipelinePaths, event: str, at: float, detail: Mapping[str, Any]) -> list[Step]:
+    """The step that records ``event``: its own sequential znode, committed with the change it describes."""
     raw = payloads.encode("event", {"event": event, "at": at, "detail": dict(detail)})
-    return [("create", paths.history_prefix(), raw, True)]
+    return [Create(paths.history_prefix(), raw, sequential=True)]
 
 
-def commit(call: Call, ops: Sequence[Op]) -> list[Any]:
+def commit(call: Call, ops: Sequence[Step]) -> list[Any]:
     """Commit a change with its history record (one multi-op)."""
     return call.commit(ops)
 

@@ -21,11 +21,11 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, NotLeader, PipelineNotFound
-from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.records import Overtaken
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, SetData, Step
 
 
 @dataclass(frozen=True)
@@ -124,12 +124,12 @@ class LeaderLease:
             now = self.ctx.clock()
             doc = {"owner": self.owner, "until": now + self.duration.total_seconds(), "since": now,
                    "request": call.request_id}
-            ops: list[Op]
+            ops: list[Step]
             if found is None and call.exists(self.ctx.paths.base) is None:
                 raise PipelineNotFound(f"pipeline {self.ctx.pipeline!r} does not exist under {self.ctx.paths.root}; "
                                        "nothing was written")
             if found is None:
-                ops = [("create", path, payloads.encode("lease", doc), False),
+                ops = [Create(path, payloads.encode("lease", doc)),
                        *self.ctx.event("leader_changed", owner=self.owner, previous=None)]
             else:
                 current, stat = found
@@ -144,11 +144,10 @@ class LeaderLease:
                     doc["since"] = current["since"]
                 # the requests that held it before stay findable by their owners (renewals included)
                 doc["recent"] = [_holding(current), *recent_holdings(current)][:RECENT_HOLDINGS]
-                ops = [("set", path, payloads.encode("lease", doc), stat.version)]
+                ops = [SetData(path, payloads.encode("lease", doc), stat.version)]
                 if not renewing:
                     ops += self.ctx.event("leader_changed", owner=self.owner, previous=current["owner"])
-            results = commit(call, ops)
-            if first_failure(results) is not None:
+            if call.try_commit(ops) is not None:
                 raise Conflict()  # another contender wrote first: read again
             return self._holder(doc)
 
@@ -198,9 +197,9 @@ class LeaderLease:
                 return False
             now = self.ctx.clock()
             doc = {**payloads.body(found[0]), "until": now, "released": True, "request": call.request_id}
-            results = commit(call, [("set", path, payloads.encode("lease", doc), found[1].version),
-                                   *self.ctx.event("leader_released", owner=self.owner)])
-            if first_failure(results) is not None:
+            failure = call.try_commit([SetData(path, payloads.encode("lease", doc), found[1].version),
+                                       *self.ctx.event("leader_released", owner=self.owner)])
+            if failure is not None:
                 raise Conflict()
             return True
 

@@ -41,7 +41,8 @@ from airflow_epochs.coordination.reader import (
     frontier,
 )
 from airflow_epochs.coordination.records import Attempt
-from airflow_epochs.coordination.session import Call, Conflict, Op, commit_or_conflict, first_failure
+from airflow_epochs.coordination.session import Call, Conflict, commit_or_conflict
+from airflow_epochs.coordination.steps import Check, Create, Failure, SetData, Step, first_failure
 
 Doc = Mapping[str, Any]
 
@@ -133,18 +134,18 @@ class Opening:
         version = self.ctx.config_for(call, self.epoch, record)
         doc = {"state": "open", "attempt": 1, "owner": self.ctx.owner, "config_version": version.version,
                "generation": 1, "opened_at": self.ctx.clock()}
-        ops = self.opening_ops(call, record, version, doc, ("create", self.paths.epoch(self.epoch),
-                                                             payloads.encode("epoch", doc), False))
+        epoch_step = Create(self.paths.epoch(self.epoch), payloads.encode("epoch", doc))
+        ops = self.opening_ops(call, record, version, doc, epoch_step)
         results = call.commit(ops)
-        failure = first_failure(results)
+        failure = first_failure(ops, results)
         if failure is None:
+            # the record bump is the first step: its new version is what this context knows now
             self.ctx.known_record = replace(record, newest_epoch=self.epoch, version=int(results[0].version))
             return attempt_handle(self.ctx, call, self.epoch, 1, doc)
         self.ctx.known_record = None
-        index, error = failure
-        if isinstance(error, NodeExistsError) and ops[index][1] == self.paths.epoch(self.epoch):
+        if failure.step is epoch_step and isinstance(failure.error, NodeExistsError):
             return None  # opened before and rolled back: reopen it as a new generation
-        self.opening_failed(call, record, ops, index, error)
+        self.opening_failed(call, record, failure)
         return None  # pragma: no cover - opening_failed always raises
 
     def open_existing(self, call: Call, record: PipelineRecord) -> Attempt:
@@ -186,15 +187,15 @@ class Opening:
         sealed = set(call.children(self.paths.seals(self.epoch, generation)) or [])
         new_doc = {**payloads.body(doc), "attempt": new_token, "owner": self.ctx.owner}
         old_path = self.paths.attempt(self.epoch, token)
-        fence_old: Op = ("check", old_path, current[1].version)
+        fence_old: Step = Check(old_path, current[1].version)
         if current[0]["state"] == "running":
-            fence_old = ("set", old_path, payloads.encode("attempt", {
+            fence_old = SetData(old_path, payloads.encode("attempt", {
                 **payloads.body(current[0]), "state": "superseded", "superseded_by": new_token,
                 "changed_by": call.request_id}), current[1].version)
-        ops: list[Op] = [
+        ops: list[Step] = [
             fence_old,
-            ("set", self.paths.epoch(self.epoch), payloads.encode("epoch", new_doc), version_no),
-            *([("check", self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
+            SetData(self.paths.epoch(self.epoch), payloads.encode("epoch", new_doc), version_no),
+            *([Check(self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
             *self.attempt_ops(call, new_token, version, generation, created=sealed),
             *self.ctx.event("attempt_started", epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
                             superseded=token, previous_state=current[0]["state"], generation=generation),
@@ -211,57 +212,58 @@ class Opening:
         token = int(doc["attempt"]) + 1
         new_doc = {"state": "open", "attempt": token, "owner": self.ctx.owner, "config_version": version.version,
                    "generation": generation, "opened_at": self.ctx.clock()}
-        ops = self.opening_ops(call, record, version, new_doc, ("set", self.paths.epoch(self.epoch),
-                                                                payloads.encode("epoch", new_doc), version_no))
-        failure = first_failure(call.commit(ops))
+        epoch_step = SetData(self.paths.epoch(self.epoch), payloads.encode("epoch", new_doc), version_no)
+        failure = call.try_commit(self.opening_ops(call, record, version, new_doc, epoch_step))
         if failure is None:
             return attempt_handle(self.ctx, call, self.epoch, token, new_doc)
-        self.opening_failed(call, record, ops, *failure)
+        self.opening_failed(call, record, failure)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- shared pieces ---------------------------------------------------------------------------
 
     def opening_ops(
-        self, call: Call, record: PipelineRecord, version: ConfigVersion, doc: Doc, epoch_op: Op
-    ) -> list[Op]:
+        self, call: Call, record: PipelineRecord, version: ConfigVersion, doc: Doc, epoch_step: Step
+    ) -> list[Step]:
         """A new opening (first or after a rollback): record bump, order check, backpressure checks,
         the epoch record, the attempt, the seal counter and the history record."""
         token, generation = int(doc["attempt"]), int(doc["generation"])
-        ops: list[Op] = [("set", self.paths.base, payloads.encode("pipeline", record.body(newest_epoch=self.epoch)),
-                          record.version)]
+        ops: list[Step] = [
+            SetData(self.paths.base, payloads.encode("pipeline", record.body(newest_epoch=self.epoch)), record.version)]
         if self.epoch - 1 > record.compacted_through:  # a compacted epoch is sealed by definition
-            ops.append(("check", self.paths.epoch_seal(self.epoch - 1), -1))
+            ops.append(Check(self.paths.epoch_seal(self.epoch - 1)))
         ops += [
             *self.backpressure(call, version),
-            epoch_op,
+            epoch_step,
             *self.attempt_ops(call, token, version, generation, created=()),
-            ("create", self.paths.seals(self.epoch, generation), b"", False),
+            Create(self.paths.seals(self.epoch, generation)),
             *self.ctx.event("epoch_opened", epoch=self.epoch, attempt=token, owner=self.ctx.owner,
                             config_version=version.version, generation=generation),
         ]
         return ops
 
-    def opening_failed(self, call: Call, record: PipelineRecord, ops: list[Op], index: int,
-                       error: BaseException) -> None:
-        """Why an opening transaction failed, matched by the op that failed: raises the answer."""
-        op = ops[index]
-        if op[0] == "set" and op[1] == self.paths.base and isinstance(error, BadVersionError):
+    def opening_failed(self, call: Call, record: PipelineRecord, failure: Failure) -> None:
+        """Why an opening transaction failed, matched by the step that failed: raises the answer."""
+        step, error = failure.step, failure.error
+        if isinstance(step, SetData) and step.path == self.paths.base and isinstance(error, BadVersionError):
             raise Conflict()  # another opening, configuration change or rollback came first
-        if op[0] == "check" and op[1] == self.paths.epoch_seal(self.epoch - 1) and isinstance(error, NoNodeError):
+        if isinstance(step, Check) and step.path == self.paths.epoch_seal(self.epoch - 1) \
+                and isinstance(error, NoNodeError):
             raise self.out_of_order(call, record)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()  # a consumer acknowledged meanwhile: decide again
         raise error
 
-    def attempt_ops(self, call: Call, token: int, version: ConfigVersion, generation: int, *, created: Any) -> list[Op]:
+    def attempt_ops(
+        self, call: Call, token: int, version: ConfigVersion, generation: int, *, created: Any
+    ) -> list[Step]:
         """The attempt node (with the request id and the opening it belongs to) and a vote counter for
         each partition of several producers still to seal (not those in ``created``)."""
-        ops: list[Op] = [("create", self.paths.attempt(self.epoch, token), payloads.encode("attempt", {
+        ops: list[Step] = [Create(self.paths.attempt(self.epoch, token), payloads.encode("attempt", {
             "token": token, "owner": self.ctx.owner, "started_at": self.ctx.clock(), "request": call.request_id,
-            "state": "running", "generation": generation, "config_version": version.version}), False)]
+            "state": "running", "generation": generation, "config_version": version.version}))]
         for partition, producers in version.config.partitions.items():
             if partition not in created and len(producers) > 1:
-                ops.append(("create", self.paths.vote_counter(self.epoch, token, partition), b"", False))
+                ops.append(Create(self.paths.vote_counter(self.epoch, token, partition)))
         return ops
 
     def out_of_order(self, call: Call, record: PipelineRecord) -> EpochOutOfOrder:
@@ -273,7 +275,7 @@ class Opening:
             f"next epoch to open is {now_frontier + 1}{still_open}; nothing was written"
         )
 
-    def backpressure(self, call: Call, version: ConfigVersion) -> list[Op]:
+    def backpressure(self, call: Call, version: ConfigVersion) -> list[Step]:
         """Checks that keep the opening within the window of the slowest consumer (or Backpressured)."""
         window = version.config.window
         if window is None:
@@ -292,7 +294,7 @@ class Opening:
                 consumer=slowest, acked=acked, window=window,
             )
         # The opening fails if any consumer's acknowledgement (or registration) changes meanwhile.
-        return [("check", self.ctx.paths.consumer(name), v) for name, (_, v) in acks.items()]
+        return [Check(self.ctx.paths.consumer(name), v) for name, (_, v) in acks.items()]
 
 
 def current_attempt(ctx: PipelineContext, epoch: int) -> Attempt:

@@ -22,7 +22,8 @@ from airflow_epochs.coordination.errors import CorruptPayload, InvalidConfig, Pi
 from airflow_epochs.coordination.history import event_ops
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.session import Call, Op, Session, validate_request_id
+from airflow_epochs.coordination.session import Call, Session, validate_request_id
+from airflow_epochs.coordination.steps import Create, Step
 
 T = TypeVar("T")
 
@@ -105,16 +106,16 @@ class PipelineContext:
         return self.session.call(body, what=what, timeout=self.op_timeout, request_id=request_id, find=find,
                                  started=started)
 
-    def event(self, event: str, **detail: Any) -> list[Op]:
-        """The ops recording ``event`` in the history, to commit with the change they describe."""
+    def event(self, event: str, **detail: Any) -> list[Step]:
+        """The steps recording ``event`` in the history, to commit with the change they describe."""
         return event_ops(self.paths, event, self.clock(), detail)
 
     # -- pipeline-level requests (configuration, rollback, consumers) ---------------------------
 
-    def request_op(self, call: Call, what: str, result: Any) -> Op:
-        """The op that records this call's request id and result under ``requests/<id>``."""
-        return ("create", self.paths.request(call.request_id),
-                payloads.encode("request", {"call": what, "at": self.clock(), "result": result}), False)
+    def request_op(self, call: Call, what: str, result: Any) -> Create:
+        """The step that records this call's request id and result under ``requests/<id>``."""
+        return Create(self.paths.request(call.request_id),
+                      payloads.encode("request", {"call": what, "at": self.clock(), "result": result}))
 
     def stored_result(self, call: Call) -> Any:
         """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""

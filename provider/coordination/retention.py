@@ -34,7 +34,8 @@ from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequen
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -100,14 +101,14 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         zxid = int(found[1].mzxid)
         summary = {"through": new, "epochs": (archive["epochs"] if archive else 0) + (new - old),
                    "history_zxid": zxid, "lineage": lineage}
-        ops: list[Op] = [
-            ("set", ctx.paths.base, payloads.encode("pipeline", record.body(compacted_through=new)), record.version),
-            ("set", ctx.paths.archive, payloads.encode("archive", summary), archive_raw[1].version)
-            if archive_raw else ("create", ctx.paths.archive, payloads.encode("archive", summary), False),
+        ops: list[Step] = [
+            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(compacted_through=new)), record.version),
+            SetData(ctx.paths.archive, payloads.encode("archive", summary), archive_raw[1].version)
+            if archive_raw else Create(ctx.paths.archive, payloads.encode("archive", summary)),
             *ctx.event("compacted", from_epoch=old + 1, to_epoch=new, retain_epochs=retain),
         ]
         results = commit(call, ops)
-        if first_failure(results) is not None:
+        if first_failure(ops, results) is not None:
             raise Conflict()
         ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
         return new, zxid
@@ -163,19 +164,17 @@ def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int
     deleted = 0
     for start in range(0, len(doomed), _DELETE_BATCH):
         batch = doomed[start:start + _DELETE_BATCH]
-        results = commit(call, [("delete", path, -1) for path in batch])
-        if first_failure(results) is None:
+        if call.try_commit([Delete(path) for path in batch]) is None:
             deleted += len(batch)
             continue
         for path in batch:  # something moved (gone already, or a late child): one by one
-            result = commit(call, [("delete", path, -1)])
-            failure = first_failure(result)
+            failure = call.try_commit([Delete(path)])
             if failure is None:
                 deleted += 1
-            elif isinstance(failure[1], NotEmptyError):
+            elif isinstance(failure.error, NotEmptyError):
                 deleted += delete_tree(call, path)
-            elif not isinstance(failure[1], NoNodeError):
-                raise failure[1]
+            elif not isinstance(failure.error, NoNodeError):
+                raise failure.error
     return deleted
 
 
@@ -188,10 +187,8 @@ def prune_history(call: Call, ctx: PipelineContext, zxid: int) -> int:
         stats = call.exists_many([ctx.paths.event(s) for s in batch])
         doomed = [ctx.paths.event(s) for s, stat in zip(batch, stats, strict=True)
                   if stat is not None and int(stat.czxid) <= zxid]
-        if doomed:
-            results = commit(call, [("delete", path, -1) for path in doomed])
-            if first_failure(results) is None:
-                pruned += len(doomed)
+        if doomed and call.try_commit([Delete(path) for path in doomed]) is None:
+            pruned += len(doomed)
         if len(doomed) < len(batch):
             break  # events are in commit order: the rest are newer
     return pruned
@@ -204,8 +201,7 @@ def prune_requests(call: Call, ctx: PipelineContext, zxid: int) -> int:
               if stat is not None and int(stat.czxid) <= zxid]
     deleted = 0
     for start in range(0, len(doomed), _DELETE_BATCH):
-        results = commit(call, [("delete", path, -1) for path in doomed[start:start + _DELETE_BATCH]])
-        if first_failure(results) is None:
+        if call.try_commit([Delete(path) for path in doomed[start:start + _DELETE_BATCH]]) is None:
             deleted += len(doomed[start:start + _DELETE_BATCH])
     return deleted
 

@@ -15,7 +15,8 @@ from airflow_epochs.coordination.errors import CorruptPayload, InvalidEpoch, Rol
 from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord
 from airflow_epochs.coordination.reader import epoch_record, frontier_with_stat, snapshots_at
-from airflow_epochs.coordination.session import Call, Op, commit_or_conflict
+from airflow_epochs.coordination.session import Call, commit_or_conflict
+from airflow_epochs.coordination.steps import Delete, SetData, Step
 
 MAX_ROLLBACK_EPOCHS = 1000
 MAX_REASON = 500
@@ -32,10 +33,10 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         record = ctx.record(call)
         current_frontier, frontier_stat = frontier_with_stat(call, ctx)
         epochs = rollback_range(ctx, record, to_epoch, current_frontier)
-        ops: list[Op] = [
+        ops: list[Step] = [
             ctx.request_op(call, "rollback", epochs),
-            ("set", ctx.paths.frontier, payloads.encode("frontier", {"epoch": to_epoch}), frontier_stat.version),
-            ("set", ctx.paths.base, payloads.encode("pipeline", record.body(newest_epoch=to_epoch)), record.version),
+            SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": to_epoch}), frontier_stat.version),
+            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(newest_epoch=to_epoch)), record.version),
         ]
         undo_ops, undone = undo_epochs(call, ctx, epochs, record.newest_epoch)
         ops += undo_ops
@@ -75,7 +76,7 @@ def rollback_range(ctx: PipelineContext, record: PipelineRecord, to_epoch: int, 
     return list(range(to_epoch + 1, newest + 1))
 
 
-def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int) -> tuple[list[Op], dict[str, Any]]:
+def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int) -> tuple[list[Step], dict[str, Any]]:
     """The ops that mark ``epochs`` rolled back and fence their attempts, and what they undo."""
     p = ctx.paths
     raws = call.get_many([p.epoch(e) for e in epochs])
@@ -86,12 +87,12 @@ def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int
         docs.append((epoch, payloads.decode("epoch", raw[0], path=p.epoch(epoch)), raw[1]))
     attempts = call.get_many([p.attempt(e, int(d["attempt"])) for e, d, _ in docs])
     seals = call.get_many([p.epoch_seal(e) for e, _, _ in docs])
-    ops: list[Op] = []
+    ops: list[Step] = []
     undone: dict[str, Any] = {}
     for (epoch, doc, stat), att, seal in zip(docs, attempts, seals, strict=True):
         undone[str(epoch)] = {"state": doc["state"], "attempt": doc["attempt"], "generation": doc["generation"]}
-        ops.append(("set", p.epoch(epoch), payloads.encode("epoch", {**payloads.body(doc), "state": "rolled_back"}),
-                    stat.version))
+        ops.append(SetData(p.epoch(epoch), payloads.encode("epoch", {**payloads.body(doc), "state": "rolled_back"}),
+                           stat.version))
         token = int(doc["attempt"])
         if att is not None:  # fences the attempt: its votes and seals are refused from now on
             att_doc = {**payloads.body(payloads.decode("attempt", att[0], path=p.attempt(epoch, token))),
@@ -99,16 +100,16 @@ def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int
             if seal is not None:
                 seal_doc = payloads.decode("epoch_seal", seal[0], path=p.epoch_seal(epoch))
                 att_doc["sealed_by_request"] = seal_doc["request"]
-            ops.append(("set", p.attempt(epoch, token), payloads.encode("attempt", att_doc), att[1].version))
+            ops.append(SetData(p.attempt(epoch, token), payloads.encode("attempt", att_doc), att[1].version))
         if seal is not None:
-            ops.append(("delete", p.epoch_seal(epoch), seal[1].version))
+            ops.append(Delete(p.epoch_seal(epoch), seal[1].version))
     return ops, undone
 
 
-def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Op]:
+def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Step]:
     """Point each partition's snapshot pointer back at its newest snapshot sealed at or before ``to_epoch``."""
     p = ctx.paths
-    ops: list[Op] = []
+    ops: list[Step] = []
     for partition in call.children(p.snapshots) or []:
         path = p.snapshot_pointer(partition)
         raw = call.get(path)
@@ -122,9 +123,9 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
         if keep is None:
             keep = newest_snapshot_seal(call, ctx, partition, to_epoch, record.compacted_through)
         if keep is None:
-            ops.append(("delete", path, raw[1].version))
+            ops.append(Delete(path, raw[1].version))
         else:
-            ops.append(("set", path, payloads.encode("snapshot_pointer", {
+            ops.append(SetData(path, payloads.encode("snapshot_pointer", {
                 "partition": partition, "current": keep, "previous": None}), raw[1].version))
     return ops
 

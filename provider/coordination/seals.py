@@ -41,7 +41,8 @@ from airflow_epochs.coordination.reader import (
     epoch_record,
 )
 from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
 _SEAL_ROUNDS = 5
@@ -73,9 +74,9 @@ def producers_of(version: ConfigVersion, pipeline: str, epoch: int, partition: s
     return tuple(producers)
 
 
-def fence(ctx: PipelineContext, attempt: Attempt) -> Op:
+def fence(ctx: PipelineContext, attempt: Attempt) -> Check:
     """The fencing check every write of an attempt carries: its attempt node is untouched (running)."""
-    return ("check", ctx.paths.attempt(attempt.epoch, attempt.token), 0)
+    return Check(ctx.paths.attempt(attempt.epoch, attempt.token), 0)
 
 
 def epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, A
             "opened_at": attempt.opened_at, **extra}
 
 
-def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now: float) -> list[Op]:
+def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now: float) -> list[Step]:
     """Seal the epoch and move the frontier to it, guarded (with :func:`fence`) by the attempt.
 
     The record and the frontier are written without a version: only the current attempt of epoch e
@@ -95,12 +96,12 @@ def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now:
     """
     assert attempt.opened_at is not None
     return [
-        ("create", ctx.paths.epoch_seal(attempt.epoch), payloads.encode("epoch_seal", {
+        Create(ctx.paths.epoch_seal(attempt.epoch), payloads.encode("epoch_seal", {
             "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now, "request": request_id,
-        }), False),
-        ("set", ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", epoch_record_body(
+        })),
+        SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", epoch_record_body(
             attempt, "sealed", sealed_at=now)), -1),
-        ("set", ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
+        SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
         *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
                    frontier=attempt.epoch, generation=attempt.generation),
     ]
@@ -133,7 +134,7 @@ def seal_document(
 
 
 def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, doc: dict[str, Any],
-                votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Op]]:
+                votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Step]]:
     """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
     the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
     znodes (and the partition's vote counter) deleted in the seal's transaction, unless the folded seal
@@ -146,9 +147,8 @@ def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, doc: dic
     except PayloadTooLarge:
         return payloads.encode("seal", doc), []
     paths = ctx.paths
-    deletes: list[Op] = [("delete", paths.vote(attempt.epoch, attempt.token, partition, name), -1)
-                         for name in sorted(votes)]
-    deletes.append(("delete", paths.vote_counter(attempt.epoch, attempt.token, partition), -1))
+    deletes: list[Step] = [Delete(paths.vote(attempt.epoch, attempt.token, partition, name)) for name in sorted(votes)]
+    deletes.append(Delete(paths.vote_counter(attempt.epoch, attempt.token, partition)))
     return data, deletes
 
 
@@ -164,26 +164,26 @@ def seal_ops(
     *,
     counted: bool = True,
     embed: bool = False,
-) -> list[Op]:
-    """The ops that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
+) -> list[Step]:
+    """The steps that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
     :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
     seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
     and the history record."""
     doc = seal_document(attempt, partition, producers, votes, request_id, now)
     data, deletes = folded_seal(ctx, attempt, partition, doc, votes, embed=embed)
-    ops: list[Op] = [("create", ctx.paths.seal(attempt.epoch, attempt.generation, partition), data, False)]
+    ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
-        ops.append(("set", ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
+        ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
     if doc["snapshot_producers"]:
         here = {"epoch": attempt.epoch, "generation": attempt.generation, "attempt": attempt.token}
         path = ctx.paths.snapshot_pointer(partition)
         if pointer is None:
-            ops.append(("create", path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": here, "previous": None}), False))
+            ops.append(Create(path, payloads.encode("snapshot_pointer", {
+                "partition": partition, "current": here, "previous": None})))
         else:
             old = payloads.decode("snapshot_pointer", pointer[0], path=path)
             previous = old.get("previous") if int(old["current"]["epoch"]) >= attempt.epoch else old["current"]
-            ops.append(("set", path, payloads.encode("snapshot_pointer", {
+            ops.append(SetData(path, payloads.encode("snapshot_pointer", {
                 "partition": partition, "current": here, "previous": previous}), pointer[1].version))
     ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
                      producers=len(producers), first_vote_at=doc["first_vote_at"], generation=attempt.generation)
@@ -228,24 +228,25 @@ def seal_partition(
                  for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True) if raw is not None}
         now = ctx.clock()
         last = partitions_total == 1
-        ops = [fence(ctx, attempt), *seal_ops(ctx, attempt, partition, producers, votes, pointer_raw, request_id,
-                                              now, counted=not last)]
+        fenced = fence(ctx, attempt)
+        sealing = seal_ops(ctx, attempt, partition, producers, votes, pointer_raw, request_id, now, counted=not last)
+        ops: list[Step] = [fenced, *sealing]
         if last:
             attempt = with_opened_at(call, ctx, attempt)
             ops += epoch_seal_ops(ctx, attempt, request_id, now)
         results = commit(call, ops)
-        failure = first_failure(results)
+        failure = first_failure(ops, results)
         if failure is None:
             if last:
                 return SealProgress(True, True)
             if sealed_count(ctx, attempt, ops, results) >= partitions_total:
                 return SealProgress(True, seal_epoch(call, ctx, attempt, request_id))
             return SealProgress(True, False)
-        index, error = failure
-        if index == 0:  # the attempt is no longer current: its votes stay, it seals nothing
+        error = failure.error
+        if failure.step is fenced:  # the attempt is no longer current: its votes stay, it seals nothing
             return SealProgress(call.exists(seal_path) is not None,
                                 call.exists(paths.epoch_seal(attempt.epoch)) is not None, fenced=True)
-        if index == 1 and isinstance(error, NodeExistsError):
+        if failure.step is sealing[0] and isinstance(error, NodeExistsError):
             continue  # sealed meanwhile (a repeat, or close_epoch): report what is there
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             continue  # the snapshot pointer moved meanwhile: read again
@@ -253,11 +254,11 @@ def seal_partition(
     return SealProgress(call.exists(seal_path) is not None, call.exists(paths.epoch_seal(attempt.epoch)) is not None)
 
 
-def sealed_count(ctx: PipelineContext, attempt: Attempt, ops: Sequence[Op], results: Sequence[Any]) -> int:
+def sealed_count(ctx: PipelineContext, attempt: Attempt, ops: Sequence[Step], results: Sequence[Any]) -> int:
     """How many partitions are sealed after a committed seal: the seal counter's new version."""
     counter = ctx.paths.seals(attempt.epoch, attempt.generation)
     for op, result in zip(ops, results, strict=False):
-        if op[0] == "set" and op[1] == counter:
+        if isinstance(op, SetData) and op.path == counter:
             return int(result.version)
     raise ValueError("the transaction did not count its seal")
 
@@ -277,16 +278,17 @@ def ensure_epoch_sealed(
 def seal_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: str) -> bool:
     """Seal the epoch of ``attempt`` (every partition is sealed); True if it is sealed afterwards."""
     attempt = with_opened_at(call, ctx, attempt)
-    results = commit(call, [fence(ctx, attempt), *epoch_seal_ops(ctx, attempt, request_id, ctx.clock())])
-    failure = first_failure(results)
+    fenced = fence(ctx, attempt)
+    sealing = epoch_seal_ops(ctx, attempt, request_id, ctx.clock())
+    ops: list[Step] = [fenced, *sealing]
+    failure = first_failure(ops, commit(call, ops))
     if failure is None:
         return True
-    index, error = failure
-    if index == 1 and isinstance(error, NodeExistsError):
+    if failure.step is sealing[0] and isinstance(failure.error, NodeExistsError):
         return True  # sealed already (by a repeat or by close_epoch)
-    if index == 0:
+    if failure.step is fenced:
         return False
-    raise error
+    raise failure.error
 
 
 def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None = None) -> EpochInfo:

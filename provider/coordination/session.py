@@ -35,8 +35,6 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
-    RolledBackError,
-    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -52,6 +50,7 @@ from airflow_epochs.coordination.errors import (
     SessionLost,
     StateError,
 )
+from airflow_epochs.coordination.steps import Check, Create, Delete, Failure, SetData, Step, first_failure, writes
 
 T = TypeVar("T")
 
@@ -62,10 +61,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OperationTimeoutError,
     KazooTimeoutError,
 )
-
-# One of: ("create", path, data, sequence) ("set", path, data, version) ("delete", path, version)
-# ("check", path, version). A version of -1 means "any version" (for check: "exists").
-Op = tuple[Any, ...]
 
 DEFAULT_OP_TIMEOUT = 15.0
 # Compare-and-set rounds lost to other writers before a call gives up (ContentionExhausted).
@@ -99,27 +94,16 @@ def validate_request_id(request_id: object) -> str:
     return request_id
 
 
-def first_failure(results: Sequence[Any]) -> tuple[int, BaseException] | None:
-    """The index and error of the op that made a multi-op fail (kazoo marks the others as rolled back)."""
-    for index, result in enumerate(results):
-        if isinstance(result, BaseException) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
-            return index, result
-    for index, result in enumerate(results):
-        if isinstance(result, BaseException):
-            return index, result
-    return None
-
-
-def commit_or_conflict(call: Call, ops: Sequence[Op]) -> list[Any]:
-    """Commit ``ops``; a lost race on a version or a create-only node raises :class:`Conflict` (decide
+def commit_or_conflict(call: Call, steps: Sequence[Step]) -> list[Any]:
+    """Commit ``steps``; a lost race on a version or a create-only node raises :class:`Conflict` (decide
     again on fresh state), any other failure is raised as kazoo reported it."""
-    results = call.commit(ops)
-    failure = first_failure(results)
+    results = call.commit(steps)
+    failure = first_failure(steps, results)
     if failure is None:
         return results
-    if isinstance(failure[1], (BadVersionError, NodeExistsError, NoNodeError)):
+    if isinstance(failure.error, (BadVersionError, NodeExistsError, NoNodeError)):
         raise Conflict()
-    raise failure[1]
+    raise failure.error
 
 
 class Call:
@@ -189,45 +173,48 @@ class Call:
         """Make the server this client talks to catch up with the leader (before reading an outcome)."""
         self.client.sync_async(path).get(timeout=self.remaining())
 
-    def commit(self, ops: Sequence[Op]) -> list[Any]:
-        """Commit ``ops`` as one multi-op transaction; returns kazoo's per-op results (errors included).
+    def commit(self, steps: Sequence[Step]) -> list[Any]:
+        """Commit ``steps`` as one multi-op transaction; returns kazoo's per-step results (errors included).
 
         If the answer is lost, the call is marked ``sent``: from then on it must find out what happened.
         """
-        return self.settle(ops, self.send(ops))
+        return self.settle(steps, self.send(steps))
 
-    def send(self, ops: Sequence[Op]) -> Any:
-        """Send ``ops`` as one multi-op transaction without waiting: returns kazoo's async result, to
+    def send(self, steps: Sequence[Step]) -> Any:
+        """Send ``steps`` as one multi-op transaction without waiting: returns kazoo's async result, to
         pass to :meth:`settle` (several calls' transactions can be in flight on one connection)."""
         tx = self.client.transaction()
-        for op in ops:
-            kind = op[0]
-            if kind == "create":
-                tx.create(op[1], op[2], sequence=op[3])
-            elif kind == "set":
-                tx.set_data(op[1], op[2], version=op[3])
-            elif kind == "delete":
-                tx.delete(op[1], version=op[2])
-            elif kind == "check":
-                tx.check(op[1], op[2])
+        for step in steps:
+            if isinstance(step, Create):
+                tx.create(step.path, step.data, sequence=step.sequential)
+            elif isinstance(step, SetData):
+                tx.set_data(step.path, step.data, version=step.version)
+            elif isinstance(step, Delete):
+                tx.delete(step.path, version=step.version)
+            elif isinstance(step, Check):
+                tx.check(step.path, step.version)
             else:  # pragma: no cover - programming error
-                raise ValueError(f"unknown transaction op {kind!r}")
+                raise TypeError(f"not a transaction step: {step!r}")
         return tx.commit_async()
 
-    def settle(self, ops: Sequence[Op], pending: Any) -> list[Any]:
-        """Wait for the answer of ``ops`` sent by :meth:`send`; as :meth:`commit` does."""
+    def settle(self, steps: Sequence[Step], pending: Any) -> list[Any]:
+        """Wait for the answer of ``steps`` sent by :meth:`send`; as :meth:`commit` does."""
         try:
             results: list[Any] = pending.get(timeout=self.remaining())
         except TRANSIENT_ERRORS:
             self.sent = True
             raise
-        if first_failure(results) is None:
+        if first_failure(steps, results) is None:
             self.wrote = True
             self.session.count("transactions")
-            self.session.count("writes", sum(1 for op in ops if op[0] != "check"))
+            self.session.count("writes", writes(steps))
         else:
             self.session.count("failed_transactions")
         return results
+
+    def try_commit(self, steps: Sequence[Step]) -> Failure | None:
+        """Commit ``steps``; None if they committed, else the step that made them fail and its error."""
+        return first_failure(steps, self.commit(steps))
 
 
 class Session:

@@ -53,7 +53,8 @@ from airflow_epochs.coordination.seals import (
     sealed_count,
     with_opened_at,
 )
-from airflow_epochs.coordination.session import Call, Conflict, Op, first_failure
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, SetData, Step, first_failure
 
 
 def vote(
@@ -81,7 +82,7 @@ def vote(
 class SentVote:
     """A vote's transaction, sent; its answer is awaited by :meth:`Voting.settle`."""
 
-    ops: list[Op]
+    ops: list[Step]
     pending: Any  # kazoo's async result of the transaction
     partitions_total: int
     handle: Attempt  # the attempt, with ``opened_at`` when the vote may seal the epoch
@@ -90,7 +91,7 @@ class SentVote:
 
 class Voting:
     """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
-    matched by the op that failed), finish (seal if the set is complete), and find (after a lost
+    matched by the step that failed), finish (seal if the set is complete), and find (after a lost
     answer or for a repeated request id). It remembers across rounds whether its vote is in."""
 
     def __init__(self, ctx: PipelineContext, attempt: Attempt, partition: str, producer: str,
@@ -129,16 +130,16 @@ class Voting:
         partitions_total = len(version.config.partitions)
         now = self.ctx.clock()
         if len(producers) > 1:
-            ops: list[Op] = [
+            shared: list[Step] = [
                 fence(self.ctx, attempt),
-                ("create", self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body()), False),
-                ("set", self.counter_path, b"", -1),
+                Create(self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body())),
+                SetData(self.counter_path, b""),
             ]
-            return SentVote(ops, call.send(ops), partitions_total, attempt, sole=False)
+            return SentVote(shared, call.send(shared), partitions_total, attempt, sole=False)
         pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
-        ops = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
-                                                   {self.producer: self.cast_vote(call, now)}, pointer,
-                                                   call.request_id, now, counted=partitions_total > 1, embed=True)]
+        ops: list[Step] = [fence(self.ctx, attempt), *seal_ops(
+            self.ctx, attempt, self.partition, producers, {self.producer: self.cast_vote(call, now)}, pointer,
+            call.request_id, now, counted=partitions_total > 1, embed=True)]
         handle = attempt
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
@@ -146,16 +147,16 @@ class Voting:
         return SentVote(ops, call.send(ops), partitions_total, handle, sole=True)
 
     def settle(self, call: Call, sent: SentVote) -> VoteResult:
-        """Wait for the answer of a sent vote and read it: refused (why, matched by the op that failed),
+        """Wait for the answer of a sent vote and read it: refused (why, matched by the step that failed),
         or in (then seal what it completed)."""
         results = call.settle(sent.ops, sent.pending)
-        failure = first_failure(results)
+        failure = first_failure(sent.ops, results)
         if failure is not None:
-            op, error = sent.ops[failure[0]], failure[1]
-            return self.refused_sole(call, op, error) if sent.sole else self.refused_shared(call, op, error)
+            step, error = failure.step, failure.error
+            return self.refused_sole(call, step, error) if sent.sole else self.refused_shared(call, step, error)
         self.voted = True
         if not sent.sole:
-            self.count = int(results[2].version)
+            self.count = int(results[2].version)  # the vote counter's new version
             return self.finish(call)
         epoch_sealed = sent.partitions_total == 1
         if not epoch_sealed and sealed_count(self.ctx, self.attempt, sent.ops, results) >= sent.partitions_total:
@@ -173,19 +174,19 @@ class Voting:
                            self.seal_path)
         return vote if vote is not None and vote.attempt == self.attempt.token else None
 
-    # -- refusals: why the transaction failed, matched by the op that failed ----------------------
+    # -- refusals: why the transaction failed, matched by the step that failed ----------------------
 
-    def refused_shared(self, call: Call, op: Op, error: BaseException) -> VoteResult:
+    def refused_shared(self, call: Call, step: Step, error: BaseException) -> VoteResult:
         """The vote transaction failed: find out why, and answer truly (nothing was written)."""
-        fenced = op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token)
-        if op[1] == self.vote_path and isinstance(error, NodeExistsError):
+        fenced = step.path == self.paths.attempt(self.attempt.epoch, self.attempt.token)
+        if step.path == self.vote_path and isinstance(error, NodeExistsError):
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
             return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
-        if op[1] == self.vote_path and isinstance(error, NoNodeError):
+        if step.path == self.vote_path and isinstance(error, NoNodeError):
             # This attempt holds no vote counter for the partition: its seal folded the votes in (this
             # producer's among them), or the partition was sealed before this attempt took over.
             folded = self.folded(call)
@@ -196,11 +197,11 @@ class Voting:
             raise Conflict()
         raise error
 
-    def refused_sole(self, call: Call, op: Op, error: BaseException) -> VoteResult:
-        if op[1] == self.paths.attempt(self.attempt.epoch, self.attempt.token) and \
+    def refused_sole(self, call: Call, step: Step, error: BaseException) -> VoteResult:
+        if step.path == self.paths.attempt(self.attempt.epoch, self.attempt.token) and \
                 isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
-        if op[1] == self.seal_path and isinstance(error, NodeExistsError):
+        if step.path == self.seal_path and isinstance(error, NodeExistsError):
             existing = self.folded(call)
             if existing is None:
                 raise self.sealed_before(call)
