@@ -26,6 +26,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
+from airflow_epochs.coordination.wire import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -144,7 +145,7 @@ def _watcher_triggerer(stack: AirflowStack) -> str | None:
 def _delivered_through(zk: KazooClient) -> int:
     """Where the watcher's delivery cursor stands: seals before it are stored as asset events."""
     path = PipelinePaths("watched").asset_event_cursor("stack", "daily")
-    return int(zk.get(path)[0]) - 1 if zk.exists(path) else 0
+    return DeliveryCursor.from_bytes(zk.get(path)[0], path=path).following - 1 if zk.exists(path) else 0
 
 
 def _seal(ledger: EpochLedger, epoch: int) -> None:

@@ -8,9 +8,8 @@ all rewrite that record, so an abort decided on an open epoch never lands after 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import AttemptSuperseded, EpochAlreadySealed, EpochNotOpen
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import attempt_record, epoch_record
@@ -48,22 +47,22 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
                     "is no longer on record)")
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} "
                                "does not exist; nothing was written")
-        doc, stat = found
-        if doc["state"] == "sealed":
+        node, stat = found
+        if node.state == "sealed":
             raise EpochAlreadySealed(
-                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}; attempt "
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {node.attempt}; attempt "
                 f"{attempt.token} cannot be aborted; nothing was written"
             )
-        if att[0]["state"] != "running" or int(doc["attempt"]) != attempt.token or doc["state"] != "open":
+        if att[0].state != "running" or node.attempt != attempt.token or node.state != "open":
             raise AttemptSuperseded(
                 f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is "
-                f"{att[0]['state']} (the epoch is {doc['state']} under attempt {doc['attempt']}); nothing was written",
-                attempt=attempt.token, current=int(doc["attempt"]),
+                f"{att[0].state} (the epoch is {node.state} under attempt {node.attempt}); nothing was written",
+                attempt=attempt.token, current=node.attempt,
             )
-        new = {**payloads.body(att[0]), "state": "aborted", "reason": reason, "changed_by": call.request_id,
-               "aborted_by": call.request_id}
+        aborted = replace(att[0], state="aborted", reason=reason, changed_by=call.request_id,
+                          aborted_by=call.request_id)
         commit_or_conflict(call, [
-            SetData(path, payloads.encode("attempt", new), att[1].version),
+            SetData(path, aborted.to_bytes(), att[1].version),
             Check(ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
             *ctx.event("attempt_aborted", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
                        reason=reason),
@@ -72,9 +71,9 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
 
     def find(call: Call) -> AbortResult | None:
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        if att is None or att[0].get("aborted_by") != call.request_id:
+        if att is None or att[0].aborted_by != call.request_id:
             return None
-        rolled_back = att[0]["state"] == "rolled_back"
+        rolled_back = att[0].state == "rolled_back"
         return AbortResult(attempt.epoch, attempt.token, call.request_id,
                            Overtaken("rolled_back") if rolled_back else None)
 

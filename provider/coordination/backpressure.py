@@ -9,11 +9,10 @@ when ZooKeeper's reply is lost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, StateError
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
@@ -21,6 +20,7 @@ from airflow_epochs.coordination.reader import consumer_acks, frontier
 from airflow_epochs.coordination.records import Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData
+from airflow_epochs.coordination.wire import ConsumerNode
 
 
 class UnknownConsumer(StateError):
@@ -50,11 +50,10 @@ def register_consumer(
     def body(call: Call) -> ConsumerState:
         existing = call.get(path)
         if existing is not None:
-            return ConsumerState(consumer, int(payloads.decode("consumer", existing[0], path=path)["acked"]))
+            return ConsumerState(consumer, ConsumerNode.from_bytes(existing[0], path=path).acked)
         start = frontier(call, ctx) if acked is None else acked
         failure = call.try_commit([
-            Create(path, payloads.encode("consumer", {"acked": start, "registered_at": ctx.clock(),
-                                                      "request": call.request_id})),
+            Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
             ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
@@ -68,9 +67,9 @@ def register_consumer(
     def find(call: Call) -> ConsumerState | None:
         raw = call.get(path)
         if raw is not None:
-            doc = payloads.decode("consumer", raw[0], path=path)
-            if doc.get("request") == call.request_id:
-                return ConsumerState(consumer, int(doc["acked"]))
+            node = ConsumerNode.from_bytes(raw[0], path=path)
+            if node.request == call.request_id:
+                return ConsumerState(consumer, node.acked)
         stored = ctx.stored_result(call)
         if stored is None:
             return None
@@ -96,11 +95,10 @@ def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState
         raw = call.get(path)
         if raw is None:
             raise UnknownConsumer(f"consumer {consumer!r} of {ledger.pipeline!r} is not registered")
-        doc = payloads.decode("consumer", raw[0], path=path)
-        if doc["acked"] >= epoch:
-            return ConsumerState(consumer, int(doc["acked"]))
-        failure = call.try_commit([
-            SetData(path, payloads.encode("consumer", {**payloads.body(doc), "acked": epoch}), raw[1].version)])
+        node = ConsumerNode.from_bytes(raw[0], path=path)
+        if node.acked >= epoch:
+            return ConsumerState(consumer, node.acked)
+        failure = call.try_commit([SetData(path, replace(node, acked=epoch).to_bytes(), raw[1].version)])
         if failure is not None:
             if isinstance(failure.error, (BadVersionError, NoNodeError)):
                 raise Conflict()

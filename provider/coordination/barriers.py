@@ -26,13 +26,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput, StateError
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
@@ -40,6 +39,7 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
+from airflow_epochs.coordination.wire import ArrivalNode, BarrierNode, ReleaseNode
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
 # Near the deadline another process's clock may already have let a policy decide: read, don't infer.
@@ -146,7 +146,7 @@ class BarrierRecord:
     registered: int
     closed: bool
     version: int
-    doc: dict[str, Any]
+    node: BarrierNode
 
 
 class Barrier:
@@ -190,9 +190,9 @@ class Barrier:
             found = epoch_record(call, self.ctx, self.epoch)
             if found is None:
                 raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} has not been opened")
-            if found[0]["state"] == "rolled_back":
+            if found[0].state == "rolled_back":
                 raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} was rolled back")
-            self._generation = int(found[0]["generation"])
+            self._generation = found[0].generation
         return self._generation
 
     def _paths(self, call: Call) -> _BarrierPaths:
@@ -207,10 +207,10 @@ class Barrier:
         raw = call.get(path, watch=watch)
         if raw is None:
             raise BarrierNotDeclared(f"barrier {self.name!r} is not declared for epoch {self.epoch}")
-        doc = payloads.decode("barrier", raw[0], path=path)
-        self._deadline = float(doc["deadline"])  # fixed at declaration: a later wait() need not read it
-        return BarrierRecord(str(doc["policy"]), doc.get("k"), float(doc["timeout"]), float(doc["deadline"]),
-                             int(doc["registered"]), bool(doc.get("closed")), raw[1].version, doc)
+        node = BarrierNode.from_bytes(raw[0], path=path)
+        self._deadline = node.deadline  # fixed at declaration: a later wait() need not read it
+        return BarrierRecord(node.policy, node.k, node.timeout, node.deadline, node.registered, node.closed,
+                             raw[1].version, node)
 
     # -- declaring and registering -----------------------------------------------------------
 
@@ -228,34 +228,32 @@ class Barrier:
 
         def body(call: Call) -> None:
             found = epoch_record(call, self.ctx, self.epoch)
-            if found is None or found[0]["state"] != "open":
-                state = found[0]["state"] if found else "not opened"
+            if found is None or found[0].state != "open":
+                state = found[0].state if found else "not opened"
                 raise EpochNotOpen(f"epoch {self.epoch} is {state}; barriers live in open epochs")
-            self._generation = int(found[0]["generation"])
+            self._generation = found[0].generation
             paths = self._paths(call)
             existing = call.get(paths.barrier)
             if existing is not None:
-                current = payloads.decode("barrier", existing[0], path=paths.barrier)
-                if (current["policy"], current["timeout"], current.get("k")) != (
-                    policy.kind, float(policy.timeout), policy.k
-                ):
+                current = BarrierNode.from_bytes(existing[0], path=paths.barrier)
+                if (current.policy, current.timeout, current.k) != (policy.kind, float(policy.timeout), policy.k):
                     raise BarrierConflict(
-                        f"barrier {self.name!r} of epoch {self.epoch} is declared with policy {current['policy']} "
-                        f"(timeout {current['timeout']}, k {current.get('k')}); nothing was written"
+                        f"barrier {self.name!r} of epoch {self.epoch} is declared with policy {current.policy} "
+                        f"(timeout {current.timeout}, k {current.k}); nothing was written"
                     )
                 return None
             expected = names
             if expected is None:
-                config = self.ctx.config(call, int(found[0]["config_version"])).config
+                config = self.ctx.config(call, found[0].config_version).config
                 expected = list(config.barriers.get(self.name, ()))
             now = self._clock()
-            body_doc = {**policy.to_json(), "declared_at": now, "deadline": now + float(policy.timeout),
-                        "registered": len(expected), "closed": False}
+            declared = BarrierNode(policy.kind, float(policy.timeout), policy.k, now, now + float(policy.timeout),
+                                   len(expected))
             ops: list[Step] = []
             if call.exists(paths.folder) is None:
                 ops.append(Create(paths.folder))
             ops += [
-                Create(paths.barrier, payloads.encode("barrier", body_doc)),
+                Create(paths.barrier, declared.to_bytes()),
                 Create(paths.participants),
                 Create(paths.arrivals),
                 *[Create(paths.participant(p)) for p in expected],
@@ -283,7 +281,7 @@ class Barrier:
             failure = call.try_commit([
                 Create(paths.participant(participant)),
                 # bumping the record's version refuses an arrival that counted without this participant
-                SetData(paths.barrier, payloads.encode("barrier", {**record.doc, "registered": record.registered + 1}),
+                SetData(paths.barrier, replace(record.node, registered=record.registered + 1).to_bytes(),
                         record.version),
             ])
             if failure is not None:
@@ -306,8 +304,7 @@ class Barrier:
             record = self._record(call)
             paths = self._paths(call)
             registered = Check(paths.participant(participant))
-            arrival = Create(paths.arrival(participant), payloads.encode(
-                "arrival", {"at": self._clock(), "request": call.request_id}))
+            arrival = Create(paths.arrival(participant), ArrivalNode(self._clock(), call.request_id).to_bytes())
             counter = SetData(paths.arrivals, b"")
             steps: list[Step] = [registered, Check(paths.barrier, record.version), arrival, counter]
             results = call.commit(steps)
@@ -333,8 +330,9 @@ class Barrier:
             return Arrival(participant, count, False, False, None)
 
         def find(call: Call) -> Arrival | None:
-            raw = call.get(self._paths(call).arrival(participant))
-            if raw is None or payloads.decode("arrival", raw[0]).get("request") != call.request_id:
+            path = self._paths(call).arrival(participant)
+            raw = call.get(path)
+            if raw is None or ArrivalNode.from_bytes(raw[0], path=path).request != call.request_id:
                 return None
             record = self._record(call)
             count = int(call.exists(self._paths(call).arrivals).version)
@@ -445,9 +443,9 @@ class Barrier:
         for path in (paths.release, paths.failed, paths.report):
             raw = call.get(path)
             if raw is not None:
-                doc = payloads.decode("release", raw[0], path=path)
-                return BarrierOutcome(doc["decision"], doc["decision"] in ("all", "quorum"), int(doc["arrived"]),
-                                      tuple(doc["late"]), int(raw[1].czxid))
+                node = ReleaseNode.from_bytes(raw[0], path=path)
+                return BarrierOutcome(node.decision, node.decision in ("all", "quorum"), node.arrived, node.late,
+                                      int(raw[1].czxid))
         return None
 
     def status(self) -> dict[str, Any]:
@@ -480,10 +478,9 @@ class Barrier:
             if not late:
                 return self._decide(call)
             if call.exists(paths.report) is None:
-                report = {"decision": "rerun", "arrived": len(arrived & registered), "late": late,
-                          "at": self._clock()}
+                report = ReleaseNode("rerun", len(arrived & registered), tuple(late), self._clock())
                 failure = call.try_commit([
-                    Create(paths.report, payloads.encode("release", report)),
+                    Create(paths.report, report.to_bytes()),
                     *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=late,
                                     policy="rerun"),
                 ])
@@ -521,12 +518,12 @@ class Barrier:
             if decision != "all":  # the rare path: name the stragglers
                 registered = set(call.children(paths.participants) or [])
                 late = sorted(registered - set(call.children(paths.arrivals) or []))
-            release = {"decision": decision, "arrived": count, "late": late, "at": self._clock()}
+            release = ReleaseNode(decision, count, tuple(late), self._clock())
             target = paths.failed if decision == "failed" else paths.release
             failure = call.try_commit([
                 # closing bumps the record's version: a racing registration or arrival recounts
-                SetData(paths.barrier, payloads.encode("barrier", {**record.doc, "closed": True}), record.version),
-                Create(target, payloads.encode("release", release)),
+                SetData(paths.barrier, replace(record.node, closed=True).to_bytes(), record.version),
+                Create(target, release.to_bytes()),
                 *self.ctx.event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
                                 late=late, arrived=count),
             ])

@@ -13,14 +13,14 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.acl import verify_pipeline_acls
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import ConfigConflict, InvalidConfig, PipelineExists
 from airflow_epochs.coordination.names import validate_epoch
-from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord, encode_config
+from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call, commit_or_conflict
 from airflow_epochs.coordination.steps import Create, SetData, Step
+from airflow_epochs.coordination.wire import FrontierNode, PipelineRecord, config_request, encode_config
 
 
 def create_pipeline(
@@ -61,14 +61,14 @@ def create_pipeline(
 def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
     """The one transaction that creates a pipeline's subtree."""
     p = ctx.paths
-    record_doc = {"first_epoch": first_epoch, "newest_epoch": first_epoch - 1, "configs": [[0, first_epoch]],
-                  "compacted_through": first_epoch - 1, "created_at": ctx.clock(), "request": call.request_id}
+    record = PipelineRecord(first_epoch=first_epoch, newest_epoch=first_epoch - 1, configs=((0, first_epoch),),
+                            compacted_through=first_epoch - 1, created_at=ctx.clock(), request=call.request_id)
     return [
-        Create(p.base, payloads.encode("pipeline", record_doc)),
+        Create(p.base, record.to_bytes()),
         Create(p.config_dir),
         Create(p.config(0), encode_config(config, first_epoch, call.request_id)),
         Create(p.epochs),
-        Create(p.frontier, payloads.encode("frontier", {"epoch": first_epoch - 1})),
+        Create(p.frontier, FrontierNode(first_epoch - 1).to_bytes()),
         Create(p.history),
         Create(p.snapshots),
         Create(p.requests),
@@ -111,8 +111,8 @@ def set_configs(
         start = max(v for v, _ in record.configs) + 1
         new = [(start + i, from_epoch) for i, (_, from_epoch) in enumerate(changes)]
         ops: list[Step] = [
-            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(
-                configs=[*[list(c) for c in record.configs], *[list(c) for c in new]])), record.version),
+            SetData(ctx.paths.base, record.to_bytes(configs=[*[list(c) for c in record.configs],
+                                                             *[list(c) for c in new]]), record.version),
             ctx.request_op(call, "set_configs", [list(c) for c in new]),
         ]
         for (version, from_epoch), (config, _) in zip(new, changes, strict=True):
@@ -151,6 +151,6 @@ def scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[list
     paths = [ctx.paths.config(version) for version, _ in record.configs]
     out: list[list[int]] = []
     for (version, from_epoch), raw, path in zip(record.configs, call.get_many(paths), paths, strict=True):
-        if raw is not None and payloads.decode("config", raw[0], path=path).get("request") == request_id:
+        if raw is not None and config_request(raw[0], path=path) == request_id:
             out.append([version, from_epoch])
     return out

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import PipelineNotFound
 from airflow_epochs.coordination.paths import PipelinePaths
 from airflow_epochs.coordination.records import Event
 from airflow_epochs.coordination.session import Call
 from airflow_epochs.coordination.steps import Create, Step
+from airflow_epochs.coordination.wire import EventNode
 
 # Events read per round trip when catching up with a long history.
 READ_BATCH = 500
@@ -26,8 +26,7 @@ READ_BATCH = 500
 
 def event_ops(paths: PipelinePaths, event: str, at: float, detail: Mapping[str, Any]) -> list[Step]:
     """The step that records ``event``: its own sequential znode, committed with the change it describes."""
-    raw = payloads.encode("event", {"event": event, "at": at, "detail": dict(detail)})
-    return [Create(paths.history_prefix(), raw, sequential=True)]
+    return [Create(paths.history_prefix(), EventNode(event, at, detail).to_bytes(), sequential=True)]
 
 
 def commit(call: Call, ops: Sequence[Step]) -> list[Any]:
@@ -64,8 +63,8 @@ def read_events(call: Call, paths: PipelinePaths, *, since_seq: int = -1, limit:
         for seq, raw in zip(batch, call.get_many([paths.event(s) for s in batch]), strict=True):
             if raw is None:  # pruned meanwhile
                 continue
-            doc = payloads.decode("event", raw[0], path=paths.event(seq))
-            events.append(Event(seq, int(raw[1].czxid), doc["event"], float(doc["at"]), doc["detail"]))
+            node = EventNode.from_bytes(raw[0], path=paths.event(seq))
+            events.append(Event(seq, int(raw[1].czxid), node.event, node.at, node.detail))
     return events
 
 
@@ -87,6 +86,6 @@ def latest_event(call: Call, paths: PipelinePaths) -> Event | None:
             raw = call.get(paths.event(seq))
             if raw is None:
                 continue  # pruned meanwhile: look again
-        doc = payloads.decode("event", raw[0], path=paths.event(seq))
-        return Event(seq, int(raw[1].czxid), doc["event"], float(doc["at"]), doc["detail"])
+        node = EventNode.from_bytes(raw[0], path=paths.event(seq))
+        return Event(seq, int(raw[1].czxid), node.event, node.at, node.detail)
     return None

@@ -19,13 +19,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import InvalidInput, NotLeader, PipelineNotFound
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.records import Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, SetData, Step
+from airflow_epochs.coordination.wire import Holding, LeaseNode
 
 
 @dataclass(frozen=True)
@@ -50,19 +50,6 @@ def _utc(seconds: float) -> datetime.datetime:
 RECENT_HOLDINGS = 16
 """How many earlier holdings (owner, request, released) a lease record keeps, so that a request whose answer
 was lost is still found after that many renewals or takeovers (the README's outcome table)."""
-
-
-def _holding(doc: dict[str, Any]) -> dict[str, Any]:
-    return {"owner": doc["owner"], "request": doc["request"], "released": bool(doc.get("released"))}
-
-
-def recent_holdings(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The earlier holdings a lease record keeps, newest first (records of an older version keep one)."""
-    recent = doc.get("recent")
-    if isinstance(recent, list):
-        return [held for held in recent if isinstance(held, dict)]
-    previous = doc.get("previous")
-    return [previous] if isinstance(previous, dict) else []
 
 
 class LeaderLease:
@@ -95,13 +82,13 @@ class LeaderLease:
         self.session = self.ctx.session
         self._session_id: int | None = None
 
-    def _read(self, call: Call) -> tuple[dict[str, Any], Any] | None:
+    def _read(self, call: Call) -> tuple[LeaseNode, Any] | None:
         raw = call.get(self.ctx.paths.leader)
-        return None if raw is None else (payloads.decode("lease", raw[0], path=self.ctx.paths.leader), raw[1])
+        return None if raw is None else (LeaseNode.from_bytes(raw[0], path=self.ctx.paths.leader), raw[1])
 
     @staticmethod
-    def _holder(doc: dict[str, Any]) -> LeaseHolder:
-        return LeaseHolder(str(doc["owner"]), _utc(float(doc["until"])), _utc(float(doc["since"])))
+    def _holder(lease: LeaseNode) -> LeaseHolder:
+        return LeaseHolder(lease.owner, _utc(lease.until), _utc(lease.since))
 
     def holder(self) -> LeaseHolder | None:
         """The recorded holder (it may have expired), or None."""
@@ -122,47 +109,44 @@ class LeaderLease:
         def body(call: Call) -> LeaseHolder:
             found = self._read(call)
             now = self.ctx.clock()
-            doc = {"owner": self.owner, "until": now + self.duration.total_seconds(), "since": now,
-                   "request": call.request_id}
+            lease = LeaseNode(self.owner, now + self.duration.total_seconds(), now, call.request_id)
             ops: list[Step]
             if found is None and call.exists(self.ctx.paths.base) is None:
                 raise PipelineNotFound(f"pipeline {self.ctx.pipeline!r} does not exist under {self.ctx.paths.root}; "
                                        "nothing was written")
             if found is None:
-                ops = [Create(path, payloads.encode("lease", doc)),
+                ops = [Create(path, lease.to_bytes()),
                        *self.ctx.event("leader_changed", owner=self.owner, previous=None)]
             else:
                 current, stat = found
-                if current["owner"] != self.owner and float(current["until"]) > now:
+                if current.owner != self.owner and current.until > now:
                     raise NotLeader(
-                        f"pipeline {self.ctx.pipeline!r} is led by {current['owner']!r} until "
-                        f"{_utc(float(current['until'])).isoformat()}; {self.owner!r} is a standby",
-                        holder=str(current["owner"]),
+                        f"pipeline {self.ctx.pipeline!r} is led by {current.owner!r} until "
+                        f"{_utc(current.until).isoformat()}; {self.owner!r} is a standby",
+                        holder=current.owner,
                     )
-                renewing = current["owner"] == self.owner and not current.get("released")
-                if renewing:
-                    doc["since"] = current["since"]
+                renewing = current.owner == self.owner and not current.released
                 # the requests that held it before stay findable by their owners (renewals included)
-                doc["recent"] = [_holding(current), *recent_holdings(current)][:RECENT_HOLDINGS]
-                ops = [SetData(path, payloads.encode("lease", doc), stat.version)]
+                lease = replace(lease, since=current.since if renewing else now,
+                                recent=(current.holding(), *current.recent)[:RECENT_HOLDINGS])
+                ops = [SetData(path, lease.to_bytes(), stat.version)]
                 if not renewing:
-                    ops += self.ctx.event("leader_changed", owner=self.owner, previous=current["owner"])
+                    ops += self.ctx.event("leader_changed", owner=self.owner, previous=current.owner)
             if call.try_commit(ops) is not None:
                 raise Conflict()  # another contender wrote first: read again
-            return self._holder(doc)
+            return self._holder(lease)
 
         def find(call: Call) -> LeaseHolder | None:
             found = self._read(call)
             if found is None:
                 return None
-            doc = found[0]
-            if doc["owner"] == self.owner and doc["request"] == call.request_id:
-                return self._holder(doc)
-            if self._was_mine(doc, call.request_id) is not None:
-                if doc["owner"] == self.owner and not doc.get("released"):
-                    return self._holder(doc)  # an earlier renewal of the holding this owner still has
-                return replace(self._holder(doc), owner=self.owner,
-                               overtaken=Overtaken("taken_over", str(doc["owner"])))
+            lease = found[0]
+            if lease.owner == self.owner and lease.request == call.request_id:
+                return self._holder(lease)
+            if self._was_mine(lease, call.request_id) is not None:
+                if lease.owner == self.owner and not lease.released:
+                    return self._holder(lease)  # an earlier renewal of the holding this owner still has
+                return replace(self._holder(lease), owner=self.owner, overtaken=Overtaken("taken_over", lease.owner))
             return None
 
         holder = self.ctx.call(body, what=f"acquire leadership of {self.ctx.pipeline!r}", request_id=request_id,
@@ -170,10 +154,10 @@ class LeaderLease:
         self._session_id = self.session.session_id
         return holder
 
-    def _was_mine(self, doc: dict[str, Any], request_id: str) -> dict[str, Any] | None:
+    def _was_mine(self, lease: LeaseNode, request_id: str) -> Holding | None:
         """This owner's earlier holding by ``request_id`` among the lease's recent holdings, if any."""
-        for held in recent_holdings(doc):
-            if held.get("owner") == self.owner and held.get("request") == request_id:
+        for held in lease.recent:
+            if held.owner == self.owner and held.request == request_id:
                 return held
         return None
 
@@ -193,11 +177,10 @@ class LeaderLease:
 
         def body(call: Call) -> bool:
             found = self._read(call)
-            if found is None or found[0]["owner"] != self.owner or found[0].get("released"):
+            if found is None or found[0].owner != self.owner or found[0].released:
                 return False
-            now = self.ctx.clock()
-            doc = {**payloads.body(found[0]), "until": now, "released": True, "request": call.request_id}
-            failure = call.try_commit([SetData(path, payloads.encode("lease", doc), found[1].version),
+            released = replace(found[0], until=self.ctx.clock(), released=True, request=call.request_id)
+            failure = call.try_commit([SetData(path, released.to_bytes(), found[1].version),
                                        *self.ctx.event("leader_released", owner=self.owner)])
             if failure is not None:
                 raise Conflict()
@@ -207,11 +190,11 @@ class LeaderLease:
             found = self._read(call)
             if found is None:
                 return None
-            doc = found[0]
-            if doc.get("released") and doc["request"] == call.request_id:
+            lease = found[0]
+            if lease.released and lease.request == call.request_id:
                 return True
-            held = self._was_mine(doc, call.request_id)
-            return True if held is not None and held.get("released") else None
+            held = self._was_mine(lease, call.request_id)
+            return True if held is not None and held.released else None
 
         return self.ctx.call(body, what=f"release leadership of {self.ctx.pipeline!r}", request_id=request_id,
                              find=find)

@@ -14,13 +14,12 @@ epoch's seal counter, so it never prepares votes for a partition the old attempt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.config import ConfigVersion
 from airflow_epochs.coordination.errors import (
     Backpressured,
@@ -32,7 +31,7 @@ from airflow_epochs.coordination.errors import (
 )
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.paths import parse_attempt_key
-from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord
+from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
@@ -43,8 +42,7 @@ from airflow_epochs.coordination.reader import (
 from airflow_epochs.coordination.records import Attempt
 from airflow_epochs.coordination.session import Call, Conflict, commit_or_conflict
 from airflow_epochs.coordination.steps import Check, Create, Failure, SetData, Step, first_failure
-
-Doc = Mapping[str, Any]
+from airflow_epochs.coordination.wire import AttemptNode, EpochNode, PipelineRecord
 
 
 def open_epoch(
@@ -70,7 +68,7 @@ def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None
         return None
     for token in sorted((t for t in map(parse_attempt_key, names) if t is not None), reverse=True):
         found = attempt_record(call, ctx, epoch, token)
-        if found is None or found[0]["request"] != call.request_id:
+        if found is None or found[0].request != call.request_id:
             continue
         current = epoch_record(call, ctx, epoch)
         if current is None:
@@ -79,20 +77,22 @@ def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None
     return None
 
 
-def attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_doc: Doc,
-                   attempt_doc: Doc | None = None) -> Attempt:
+def attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_node: EpochNode,
+                   attempt_node: AttemptNode | None = None) -> Attempt:
     """The handle of attempt ``token``, with :class:`Overtaken` set unless it is the running one."""
-    generation = int(attempt_doc.get("generation", epoch_doc["generation"])) if attempt_doc else \
-        int(epoch_doc["generation"])
-    same_opening = generation == int(epoch_doc["generation"])
-    config_version = int(epoch_doc["config_version"]) if same_opening or attempt_doc is None else \
-        int(attempt_doc.get("config_version", epoch_doc["config_version"]))
-    opened_at = float(epoch_doc["opened_at"]) if same_opening or attempt_doc is None else \
-        float(attempt_doc["started_at"])
-    request = str(attempt_doc["request"]) if attempt_doc else call.request_id
-    return Attempt(ctx.pipeline, epoch, token, str(attempt_doc["owner"]) if attempt_doc else str(epoch_doc["owner"]),
-                   config_version, generation, request, opened_at, ctx.session.session_id,
-                   overtaken=attempt_overtaken(token, generation, epoch_doc, attempt_doc))
+    if attempt_node is None:
+        return Attempt(ctx.pipeline, epoch, token, epoch_node.owner, epoch_node.config_version, epoch_node.generation,
+                       call.request_id, epoch_node.opened_at, ctx.session.session_id,
+                       overtaken=attempt_overtaken(token, epoch_node.generation, epoch_node, None))
+    generation = epoch_node.generation if attempt_node.generation is None else attempt_node.generation
+    # an attempt of an earlier opening (before a rollback) keeps that opening's configuration and start
+    same_opening = generation == epoch_node.generation
+    config_version = epoch_node.config_version if same_opening or attempt_node.config_version is None \
+        else attempt_node.config_version
+    opened_at = epoch_node.opened_at if same_opening else attempt_node.started_at
+    return Attempt(ctx.pipeline, epoch, token, attempt_node.owner, config_version, generation, attempt_node.request,
+                   opened_at, ctx.session.session_id,
+                   overtaken=attempt_overtaken(token, generation, epoch_node, attempt_node))
 
 
 class Opening:
@@ -132,16 +132,15 @@ class Opening:
         if self.epoch != record.newest_epoch + 1:
             raise self.out_of_order(call, record)
         version = self.ctx.config_for(call, self.epoch, record)
-        doc = {"state": "open", "attempt": 1, "owner": self.ctx.owner, "config_version": version.version,
-               "generation": 1, "opened_at": self.ctx.clock()}
-        epoch_step = Create(self.paths.epoch(self.epoch), payloads.encode("epoch", doc))
-        ops = self.opening_ops(call, record, version, doc, epoch_step)
+        node = EpochNode("open", 1, self.ctx.owner, version.version, 1, self.ctx.clock())
+        epoch_step = Create(self.paths.epoch(self.epoch), node.to_bytes())
+        ops = self.opening_ops(call, record, version, node, epoch_step)
         results = call.commit(ops)
         failure = first_failure(ops, results)
         if failure is None:
             # the record bump is the first step: its new version is what this context knows now
             self.ctx.known_record = replace(record, newest_epoch=self.epoch, version=int(results[0].version))
-            return attempt_handle(self.ctx, call, self.epoch, 1, doc)
+            return attempt_handle(self.ctx, call, self.epoch, 1, node)
         self.ctx.known_record = None
         if failure.step is epoch_step and isinstance(failure.error, NodeExistsError):
             return None  # opened before and rolled back: reopen it as a new generation
@@ -153,82 +152,79 @@ class Opening:
         if found is None:
             raise CorruptPayload(f"{self.paths.epoch(self.epoch)}: epoch {self.epoch} <= newest "
                                  f"{record.newest_epoch} is missing")
-        doc, stat = found
-        token = int(doc["attempt"])
+        node, stat = found
+        token = node.attempt
         current = attempt_record(call, self.ctx, self.epoch, token)
-        if doc["state"] == "sealed":
+        if node.state == "sealed":
             raise EpochAlreadySealed(
-                f"pipeline {self.ctx.pipeline!r}: epoch {self.epoch} is sealed (attempt {token} by {doc['owner']!r}); "
+                f"pipeline {self.ctx.pipeline!r}: epoch {self.epoch} is sealed (attempt {token} by {node.owner!r}); "
                 "only a recorded rollback can reopen it; nothing was written"
             )
-        if doc["state"] == "rolled_back":
-            return self.reopen(call, record, doc, stat.version)
+        if node.state == "rolled_back":
+            return self.reopen(call, record, node, stat.version)
         if current is None:
             raise CorruptPayload(f"{self.paths.attempt(self.epoch, token)}: the current attempt of epoch "
                                  f"{self.epoch} is missing")
-        if current[0]["state"] == "running" and doc["owner"] != self.ctx.owner and not self.takeover:
+        if current[0].state == "running" and node.owner != self.ctx.owner and not self.takeover:
             raise EpochAlreadyOpen(
                 f"pipeline {self.ctx.pipeline!r}: epoch {self.epoch} is open under attempt {token} of "
-                f"{doc['owner']!r}; nothing was written",
-                owner=str(doc["owner"]), attempt=token,
+                f"{node.owner!r}; nothing was written",
+                owner=node.owner, attempt=token,
             )
-        return self.supersede(call, doc, stat.version, current)
+        return self.supersede(call, node, stat.version, current)
 
-    def supersede(self, call: Call, doc: Doc, version_no: int, current: tuple[Doc, Any]) -> Attempt:
+    def supersede(self, call: Call, node: EpochNode, version_no: int, current: tuple[AttemptNode, Any]) -> Attempt:
         """A new attempt: the old one was aborted, or it is superseded (a takeover, or this owner
         starting over: a same-named replacement never shares a possible zombie's token)."""
-        token = int(doc["attempt"])
+        token = node.attempt
         new_token = token + 1
-        version = self.ctx.config(call, int(doc["config_version"]))
-        generation = int(doc["generation"])
+        version = self.ctx.config(call, node.config_version)
+        generation = node.generation
         # The seal counter's version pins the set of sealed partitions read here: a partition the old
         # attempt seals meanwhile makes this transaction fail, so no vote counter is prepared for it.
         counter = call.exists(self.paths.seals(self.epoch, generation))
         sealed = set(call.children(self.paths.seals(self.epoch, generation)) or [])
-        new_doc = {**payloads.body(doc), "attempt": new_token, "owner": self.ctx.owner}
+        new_node = replace(node, attempt=new_token, owner=self.ctx.owner)
         old_path = self.paths.attempt(self.epoch, token)
         fence_old: Step = Check(old_path, current[1].version)
-        if current[0]["state"] == "running":
-            fence_old = SetData(old_path, payloads.encode("attempt", {
-                **payloads.body(current[0]), "state": "superseded", "superseded_by": new_token,
-                "changed_by": call.request_id}), current[1].version)
+        if current[0].state == "running":
+            superseded = replace(current[0], state="superseded", superseded_by=new_token, changed_by=call.request_id)
+            fence_old = SetData(old_path, superseded.to_bytes(), current[1].version)
         ops: list[Step] = [
             fence_old,
-            SetData(self.paths.epoch(self.epoch), payloads.encode("epoch", new_doc), version_no),
+            SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no),
             *([Check(self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
             *self.attempt_ops(call, new_token, version, generation, created=sealed),
             *self.ctx.event("attempt_started", epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
-                            superseded=token, previous_state=current[0]["state"], generation=generation),
+                            superseded=token, previous_state=current[0].state, generation=generation),
         ]
         commit_or_conflict(call, ops)
-        return attempt_handle(self.ctx, call, self.epoch, new_token, new_doc)
+        return attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
 
-    def reopen(self, call: Call, record: PipelineRecord, doc: Doc, version_no: int) -> Attempt:
+    def reopen(self, call: Call, record: PipelineRecord, node: EpochNode, version_no: int) -> Attempt:
         """A rolled-back epoch opens again as a new generation, in order, under today's configuration."""
         if self.epoch != record.newest_epoch + 1:
             raise self.out_of_order(call, record)
         version = self.ctx.config_for(call, self.epoch, record)
-        generation = int(doc["generation"]) + 1
-        token = int(doc["attempt"]) + 1
-        new_doc = {"state": "open", "attempt": token, "owner": self.ctx.owner, "config_version": version.version,
-                   "generation": generation, "opened_at": self.ctx.clock()}
-        epoch_step = SetData(self.paths.epoch(self.epoch), payloads.encode("epoch", new_doc), version_no)
-        failure = call.try_commit(self.opening_ops(call, record, version, new_doc, epoch_step))
+        generation = node.generation + 1
+        token = node.attempt + 1
+        new_node = EpochNode("open", token, self.ctx.owner, version.version, generation, self.ctx.clock())
+        epoch_step = SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no)
+        failure = call.try_commit(self.opening_ops(call, record, version, new_node, epoch_step))
         if failure is None:
-            return attempt_handle(self.ctx, call, self.epoch, token, new_doc)
+            return attempt_handle(self.ctx, call, self.epoch, token, new_node)
         self.opening_failed(call, record, failure)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- shared pieces ---------------------------------------------------------------------------
 
     def opening_ops(
-        self, call: Call, record: PipelineRecord, version: ConfigVersion, doc: Doc, epoch_step: Step
+        self, call: Call, record: PipelineRecord, version: ConfigVersion, node: EpochNode, epoch_step: Step
     ) -> list[Step]:
         """A new opening (first or after a rollback): record bump, order check, backpressure checks,
         the epoch record, the attempt, the seal counter and the history record."""
-        token, generation = int(doc["attempt"]), int(doc["generation"])
-        ops: list[Step] = [
-            SetData(self.paths.base, payloads.encode("pipeline", record.body(newest_epoch=self.epoch)), record.version)]
+        token, generation = node.attempt, node.generation
+        ops: list[Step] = [SetData(self.paths.base, record.to_bytes(newest_epoch=self.epoch), record.version)]
         if self.epoch - 1 > record.compacted_through:  # a compacted epoch is sealed by definition
             ops.append(Check(self.paths.epoch_seal(self.epoch - 1)))
         ops += [
@@ -258,9 +254,9 @@ class Opening:
     ) -> list[Step]:
         """The attempt node (with the request id and the opening it belongs to) and a vote counter for
         each partition of several producers still to seal (not those in ``created``)."""
-        ops: list[Step] = [Create(self.paths.attempt(self.epoch, token), payloads.encode("attempt", {
-            "token": token, "owner": self.ctx.owner, "started_at": self.ctx.clock(), "request": call.request_id,
-            "state": "running", "generation": generation, "config_version": version.version}))]
+        attempt = AttemptNode(token, self.ctx.owner, self.ctx.clock(), call.request_id, "running", generation,
+                              version.version)
+        ops: list[Step] = [Create(self.paths.attempt(self.epoch, token), attempt.to_bytes())]
         for partition, producers in version.config.partitions.items():
             if partition not in created and len(producers) > 1:
                 ops.append(Create(self.paths.vote_counter(self.epoch, token, partition)))
@@ -307,13 +303,11 @@ def current_attempt(ctx: PipelineContext, epoch: int) -> Attempt:
             if ctx.record(call).compacted_through >= epoch:
                 raise EpochAlreadySealed(f"pipeline {ctx.pipeline!r}: epoch {epoch} is sealed (and compacted)")
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {epoch} has not been opened")
-        doc = found[0]
-        if doc["state"] != "open":
-            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {epoch} is {doc['state']}, not open")
-        token = int(doc["attempt"])
-        att = attempt_record(call, ctx, epoch, token)
-        return Attempt(ctx.pipeline, epoch, token, str(doc["owner"]), int(doc["config_version"]),
-                       int(doc["generation"]), str(att[0]["request"]) if att else "", float(doc["opened_at"]),
-                       None)
+        node = found[0]
+        if node.state != "open":
+            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {epoch} is {node.state}, not open")
+        att = attempt_record(call, ctx, epoch, node.attempt)
+        return Attempt(ctx.pipeline, epoch, node.attempt, node.owner, node.config_version, node.generation,
+                       att[0].request if att else "", node.opened_at, None)
 
     return ctx.call(body, what=f"read the current attempt of epoch {epoch}")

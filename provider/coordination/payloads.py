@@ -82,6 +82,7 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "arrival": {"at": _NUMBER, "request": (str,)},
     "release": {"decision": (str,), "arrived": (int,), "late": (list,), "at": _NUMBER},
     "consumer": {"acked": (int,), "registered_at": _NUMBER},
+    "asset_cursor": {"following": (int,)},
 }
 
 

@@ -11,52 +11,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import payloads
-from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.errors import CorruptPayload, InvalidConfig, PipelineNotFound, UnknownPartition
+from airflow_epochs.coordination.config import ConfigVersion
+from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownPartition
 from airflow_epochs.coordination.history import event_ops
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
 from airflow_epochs.coordination.session import Call, Session, validate_request_id
 from airflow_epochs.coordination.steps import Create, Step
+from airflow_epochs.coordination.wire import PipelineRecord, RequestNode, decode_config
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class PipelineRecord:
-    """The decoded pipeline record and the znode version it was read at."""
-
-    first_epoch: int
-    newest_epoch: int
-    configs: tuple[tuple[int, int], ...]  # (version, from_epoch), in version order
-    compacted_through: int
-    created_at: float
-    request: str
-    version: int
-
-    def body(self, **changes: Any) -> dict[str, Any]:
-        """The record's fields (for re-encoding), with ``changes`` applied."""
-        doc: dict[str, Any] = {
-            "first_epoch": self.first_epoch, "newest_epoch": self.newest_epoch,
-            "configs": [list(item) for item in self.configs], "compacted_through": self.compacted_through,
-            "created_at": self.created_at, "request": self.request,
-        }
-        doc.update(changes)
-        return doc
-
-    def version_for(self, epoch: int) -> int | None:
-        """The configuration version in force at ``epoch``: the newest one starting at or before it."""
-        best: tuple[int, int] | None = None
-        for version, from_epoch in self.configs:
-            if from_epoch <= epoch and (best is None or (from_epoch, version) > (best[1], best[0])):
-                best = (version, from_epoch)
-        return None if best is None else best[0]
 
 
 class PipelineContext:
@@ -114,14 +82,13 @@ class PipelineContext:
 
     def request_op(self, call: Call, what: str, result: Any) -> Create:
         """The step that records this call's request id and result under ``requests/<id>``."""
-        return Create(self.paths.request(call.request_id),
-                      payloads.encode("request", {"call": what, "at": self.clock(), "result": result}))
+        return Create(self.paths.request(call.request_id), RequestNode(what, self.clock(), result).to_bytes())
 
     def stored_result(self, call: Call) -> Any:
         """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""
         path = self.paths.request(call.request_id)
         raw = call.get(path)
-        return None if raw is None else payloads.decode("request", raw[0], path=path).get("result")
+        return None if raw is None else RequestNode.from_bytes(raw[0], path=path).result
 
     # -- the pipeline record -----------------------------------------------------------------
 
@@ -129,7 +96,7 @@ class PipelineContext:
         raw = call.get(self.paths.base)
         if raw is None:
             raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
-        return decode_record(raw[0], raw[1].version, path=self.paths.base)
+        return PipelineRecord.from_bytes(raw[0], raw[1].version, path=self.paths.base)
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -156,31 +123,3 @@ class PipelineContext:
         if version is None:
             raise UnknownPartition(f"pipeline {self.pipeline!r} has no configuration for epoch {epoch}")
         return self.config(call, version)
-
-
-def decode_record(raw: bytes, version: int, *, path: str) -> PipelineRecord:
-    doc = payloads.decode("pipeline", raw, path=path)
-    try:
-        configs = tuple((int(v), int(f)) for v, f in doc["configs"])
-    except (TypeError, ValueError) as exc:
-        raise CorruptPayload(f"{path}: malformed configuration index {doc['configs']!r}") from exc
-    return PipelineRecord(
-        first_epoch=int(doc["first_epoch"]), newest_epoch=int(doc["newest_epoch"]), configs=configs,
-        compacted_through=int(doc["compacted_through"]), created_at=float(doc["created_at"]),
-        request=str(doc.get("request", "")), version=version,
-    )
-
-
-def decode_config(raw: bytes, version: int, *, path: str) -> ConfigVersion:
-    doc = payloads.decode("config", raw, path=path)
-    try:
-        config = PipelineConfig.from_json({k: v for k, v in doc.items() if k != "request"})
-    except InvalidConfig as exc:
-        raise CorruptPayload(f"{path}: {exc}") from exc
-    return ConfigVersion(version, int(doc["from_epoch"]), config)
-
-
-def encode_config(config: PipelineConfig, from_epoch: int, request: str = "") -> bytes:
-    """A configuration version's payload; ``request`` is the id of the request that scheduled it (kept
-    for good: versions are never deleted, so that request can always be found)."""
-    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json(), "request": request})

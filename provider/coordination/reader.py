@@ -13,13 +13,12 @@ bytes, so the answers are exactly those given before the epoch left ZooKeeper.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
-from airflow_epochs.coordination.folded_votes import CastVote, FoldedVotes
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -33,6 +32,15 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
 )
 from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.vote_records import CastVote, FoldedVotes, folded_vote
+from airflow_epochs.coordination.wire import (
+    AttemptNode,
+    ConsumerNode,
+    EpochNode,
+    EventNode,
+    FrontierNode,
+    SnapshotPointerNode,
+)
 
 Watch = Callable[[Any], Any]
 
@@ -44,7 +52,7 @@ def frontier(call: Call, ctx: PipelineContext, watch: Watch | None = None) -> in
     raw = call.get(ctx.paths.frontier, watch=watch)
     if raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    return int(payloads.decode("frontier", raw[0], path=ctx.paths.frontier)["epoch"])
+    return FrontierNode.from_bytes(raw[0], path=ctx.paths.frontier).epoch
 
 
 def frontier_with_stat(call: Call, ctx: PipelineContext) -> tuple[int, Any]:
@@ -52,36 +60,36 @@ def frontier_with_stat(call: Call, ctx: PipelineContext) -> tuple[int, Any]:
     raw = call.get(ctx.paths.frontier)
     if raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    return int(payloads.decode("frontier", raw[0], path=ctx.paths.frontier)["epoch"]), raw[1]
+    return FrontierNode.from_bytes(raw[0], path=ctx.paths.frontier).epoch, raw[1]
 
 
 def epoch_record(
     call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None = None
-) -> tuple[dict[str, Any], Any] | None:
+) -> tuple[EpochNode, Any] | None:
     """The epoch record and its stat, or None if the epoch was never opened (or is compacted)."""
     path = ctx.paths.epoch(epoch)
     raw = call.get(path, watch=watch)
-    return None if raw is None else (payloads.decode("epoch", raw[0], path=path), raw[1])
+    return None if raw is None else (EpochNode.from_bytes(raw[0], path=path), raw[1])
 
 
-def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> tuple[dict[str, Any], Any] | None:
+def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> tuple[AttemptNode, Any] | None:
     path = ctx.paths.attempt(epoch, token)
     raw = call.get(path)
-    return None if raw is None else (payloads.decode("attempt", raw[0], path=path), raw[1])
+    return None if raw is None else (AttemptNode.from_bytes(raw[0], path=path), raw[1])
 
 
 def attempt_overtaken(
-    token: int, generation: int, epoch_doc: Mapping[str, Any], attempt_doc: Mapping[str, Any] | None
+    token: int, generation: int, epoch_node: EpochNode, attempt_node: AttemptNode | None
 ) -> Overtaken | None:
     """What happened to attempt ``token`` (of opening ``generation``) since it was opened, as an
     :class:`Overtaken`; None while it is the epoch's running attempt."""
-    now = int(epoch_doc["attempt"])
-    state = str(attempt_doc["state"]) if attempt_doc else "running"
-    if state == "rolled_back" or epoch_doc["state"] == "rolled_back" or generation != int(epoch_doc["generation"]):
-        return Overtaken("rolled_back", None if epoch_doc["state"] == "rolled_back" else now)
+    now = epoch_node.attempt
+    state = attempt_node.state if attempt_node else "running"
+    if state == "rolled_back" or epoch_node.state == "rolled_back" or generation != epoch_node.generation:
+        return Overtaken("rolled_back", None if epoch_node.state == "rolled_back" else now)
     if state == "aborted":
         return Overtaken("aborted", now)
-    if epoch_doc["state"] == "sealed":
+    if epoch_node.state == "sealed":
         return Overtaken("sealed", now) if now == token else Overtaken("superseded", now)
     if state != "running" or now != token:
         return Overtaken("superseded", now)
@@ -93,13 +101,11 @@ def sealed_partitions(call: Call, ctx: PipelineContext, epoch: int, generation: 
     return sorted(call.children(ctx.paths.seals(epoch, generation)) or [])
 
 
-def attempt_state(epoch_doc: dict[str, Any], attempt_doc: dict[str, Any] | None) -> str:
+def attempt_state(epoch_node: EpochNode, attempt_node: AttemptNode | None) -> str:
     """``running``, ``aborted``, ``superseded``, ``sealed`` or ``rolled_back``, as a reader sees it."""
-    if epoch_doc["state"] == "sealed":
-        return "sealed"
-    if epoch_doc["state"] == "rolled_back":
-        return "rolled_back"
-    return str(attempt_doc["state"]) if attempt_doc is not None else "running"
+    if epoch_node.state in ("sealed", "rolled_back"):
+        return epoch_node.state
+    return attempt_node.state if attempt_node is not None else "running"
 
 
 def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None = None) -> EpochInfo | None:
@@ -113,23 +119,23 @@ def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None
         if record.first_epoch <= epoch <= record.compacted_through:
             return EpochInfo(epoch, "sealed", 0, "compacted", "", -1, 0, (), ())
         return None
-    doc, _ = found
-    config = ctx.config(call, int(doc["config_version"])).config
+    node, _ = found
+    config = ctx.config(call, node.config_version).config
     partitions = tuple(sorted(config.partitions))
-    attempt_doc: dict[str, Any] | None = None
+    attempt_node: AttemptNode | None = None
     sealed: tuple[str, ...] = ()
-    if doc["state"] == "sealed":
+    if node.state == "sealed":
         sealed = partitions  # sealed means every partition is: nothing more to read
-    elif doc["state"] == "open":
-        found_attempt = attempt_record(call, ctx, epoch, int(doc["attempt"]))
-        attempt_doc = found_attempt[0] if found_attempt else None
-        sealed = tuple(sealed_partitions(call, ctx, epoch, int(doc["generation"])))
+    elif node.state == "open":
+        found_attempt = attempt_record(call, ctx, epoch, node.attempt)
+        attempt_node = found_attempt[0] if found_attempt else None
+        sealed = tuple(sealed_partitions(call, ctx, epoch, node.generation))
     return EpochInfo(
-        epoch=epoch, state=doc["state"], attempt=int(doc["attempt"]),
-        attempt_state=attempt_state(doc, attempt_doc), owner=doc["owner"],
-        config_version=int(doc["config_version"]), generation=int(doc["generation"]),
+        epoch=epoch, state=node.state, attempt=node.attempt,
+        attempt_state=attempt_state(node, attempt_node), owner=node.owner,
+        config_version=node.config_version, generation=node.generation,
         sealed_partitions=sealed, partitions=partitions,
-        opened_at=float(doc["opened_at"]), sealed_at=doc.get("sealed_at"),
+        opened_at=node.opened_at, sealed_at=node.sealed_at,
     )
 
 
@@ -145,9 +151,9 @@ def seal_record(
     if found is None:
         past = archived_call(call, ctx, epoch)
         return None if past is None else seal_record(past, ctx, epoch, partition)
-    if found[0]["state"] == "rolled_back":
+    if found[0].state == "rolled_back":
         return None
-    generation = int(found[0]["generation"])
+    generation = found[0].generation
     path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(path, watch=watch)
     return None if raw is None else decode_seal(raw, epoch, partition, path)
@@ -165,25 +171,15 @@ def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, 
     return CastVote.from_znode(raw[0], path, producer, token).record(epoch, partition)
 
 
-def folded_vote(raw: tuple[bytes, Any] | None, epoch: int, partition: str, producer: str,
-                path: str) -> CastVote | None:
-    """``producer``'s vote kept in the seal ``raw`` (a sole producer's, or folded), or None."""
-    if raw is None:
-        return None
-    folded = FoldedVotes.of(payloads.decode("seal", raw[0], path=path), path)
-    return None if folded is None else folded.get(producer)
-
-
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
     """The full seal: every producer's manifest, the snapshots and the lineage vector."""
     found = epoch_record(call, ctx, epoch)
     if found is None:
         past = archived_call(call, ctx, epoch)
         return None if past is None else seal_info(past, ctx, epoch, partition)
-    if found[0]["state"] == "rolled_back":
+    if found[0].state == "rolled_back":
         return None
-    doc = found[0]
-    generation = int(doc["generation"])
+    generation = found[0].generation
     seal_path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(seal_path)
     if raw is None:
@@ -233,16 +229,16 @@ def vote_of(
     if found is None:
         past = archived_call(call, ctx, epoch)
         return None if past is None else vote_of(past, ctx, epoch, partition, producer, attempt)
-    if found[0]["state"] == "rolled_back" and attempt is None:
+    if found[0].state == "rolled_back" and attempt is None:
         return None
-    token = int(found[0]["attempt"]) if attempt is None else attempt
+    token = found[0].attempt if attempt is None else attempt
     path = ctx.paths.vote(epoch, token, partition, producer)
     raw = call.get(path)
     if raw is not None:
         return decode_vote(raw, epoch, token, partition, producer, path)
     # a sole producer's vote lives in the seal, and several producers' votes fold into it
-    seal_path = ctx.paths.seal(epoch, int(found[0]["generation"]), partition)
-    vote = folded_vote(call.get(seal_path), epoch, partition, producer, seal_path)
+    seal_path = ctx.paths.seal(epoch, found[0].generation, partition)
+    vote = folded_vote(call.get(seal_path), producer, seal_path)
     return vote.record(epoch, partition) if vote is not None and vote.attempt == token else None
 
 
@@ -261,23 +257,23 @@ def last_sealed_snapshots(
     frontier_raw, pointer_raw = call.get_many([ctx.paths.frontier, ctx.paths.snapshot_pointer(partition)])
     if frontier_raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    limit = int(payloads.decode("frontier", frontier_raw[0], path=ctx.paths.frontier)["epoch"])
+    limit = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch
     if before_epoch is not None:
         limit = min(limit, before_epoch - 1)
     if pointer_raw is None:
         return {}
-    pointer = payloads.decode("snapshot_pointer", pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
-    for candidate in (pointer["current"], pointer.get("previous")):
-        if candidate and int(candidate["epoch"]) <= limit:
-            return snapshots_at(call, ctx, partition, int(candidate["epoch"]), int(candidate["generation"]))
+    pointer = SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
+    for candidate in (pointer.current, pointer.previous):
+        if candidate is not None and candidate.epoch <= limit:
+            return snapshots_at(call, ctx, partition, candidate.epoch, candidate.generation)
     # Older than both pointers: look through the retained epochs, newest first (rare: a reader asking
     # about the past, or a rollback resetting the pointer).
     record = ctx.record(call)
     for epoch in range(limit, record.compacted_through, -1):
         found = epoch_record(call, ctx, epoch)
-        if found is None or found[0]["state"] != "sealed":
+        if found is None or found[0].state != "sealed":
             continue
-        refs = snapshots_at(call, ctx, partition, epoch, int(found[0]["generation"]))
+        refs = snapshots_at(call, ctx, partition, epoch, found[0].generation)
         if refs:
             return refs
     return {}
@@ -341,7 +337,7 @@ def consumer_acks(call: Call, ctx: PipelineContext, watch: Watch | None = None) 
         raw = call.get(path, watch=watch)
         if raw is None:  # left meanwhile: the folder's watch covers it
             continue
-        out[name] = (int(payloads.decode("consumer", raw[0], path=path)["acked"]), raw[1].version)
+        out[name] = (ConsumerNode.from_bytes(raw[0], path=path).acked, raw[1].version)
     return out
 
 
@@ -364,8 +360,8 @@ def history(call: Call, ctx: PipelineContext, *, since_seq: int = -1, limit: int
     for seq, raw, stat in archived_events(call, ctx, since_seq):
         if oldest_kept is not None and seq >= oldest_kept:
             break
-        doc = payloads.decode("event", raw, path=ctx.paths.event(seq))
-        past.append(Event(seq, int(stat.czxid), doc["event"], float(doc["at"]), doc["detail"]))
+        node = EventNode.from_bytes(raw, path=ctx.paths.event(seq))
+        past.append(Event(seq, int(stat.czxid), node.event, node.at, node.detail))
     merged = past + [e for e in live if not past or e.seq > past[-1].seq]
     return merged if limit is None else merged[:limit]
 

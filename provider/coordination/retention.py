@@ -87,10 +87,10 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if max_epochs is not None:
             new = min(new, old + max_epochs)
         found = epoch_record(call, ctx, new)
-        if found is None or found[0]["state"] != "sealed":
+        if found is None or found[0].state != "sealed":
             return old, zxid
         lineage = dict(archive.get("lineage", {})) if archive else {}
-        generation = int(found[0]["generation"])
+        generation = int(found[0].generation)
         names = call.children(ctx.paths.seals(new, generation)) or []
         seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
         for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):

@@ -8,15 +8,24 @@ rollback's own result is stored under ``requests/<id>``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidEpoch, RollbackRefused
 from airflow_epochs.coordination.names import MAX_EPOCH
-from airflow_epochs.coordination.pipeline import PipelineContext, PipelineRecord
+from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier_with_stat, snapshots_at
 from airflow_epochs.coordination.session import Call, commit_or_conflict
 from airflow_epochs.coordination.steps import Delete, SetData, Step
+from airflow_epochs.coordination.wire import (
+    AttemptNode,
+    EpochNode,
+    EpochSealNode,
+    FrontierNode,
+    PipelineRecord,
+    SnapshotPlace,
+    SnapshotPointerNode,
+)
 
 MAX_ROLLBACK_EPOCHS = 1000
 MAX_REASON = 500
@@ -35,8 +44,8 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         epochs = rollback_range(ctx, record, to_epoch, current_frontier)
         ops: list[Step] = [
             ctx.request_op(call, "rollback", epochs),
-            SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": to_epoch}), frontier_stat.version),
-            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(newest_epoch=to_epoch)), record.version),
+            SetData(ctx.paths.frontier, FrontierNode(to_epoch).to_bytes(), frontier_stat.version),
+            SetData(ctx.paths.base, record.to_bytes(newest_epoch=to_epoch), record.version),
         ]
         undo_ops, undone = undo_epochs(call, ctx, epochs, record.newest_epoch)
         ops += undo_ops
@@ -80,27 +89,26 @@ def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int
     """The ops that mark ``epochs`` rolled back and fence their attempts, and what they undo."""
     p = ctx.paths
     raws = call.get_many([p.epoch(e) for e in epochs])
-    docs: list[tuple[int, dict[str, Any], Any]] = []
+    nodes: list[tuple[int, EpochNode, Any]] = []
     for epoch, raw in zip(epochs, raws, strict=True):
         if raw is None:
             raise CorruptPayload(f"{p.epoch(epoch)}: epoch {epoch} <= newest {newest} is missing")
-        docs.append((epoch, payloads.decode("epoch", raw[0], path=p.epoch(epoch)), raw[1]))
-    attempts = call.get_many([p.attempt(e, int(d["attempt"])) for e, d, _ in docs])
-    seals = call.get_many([p.epoch_seal(e) for e, _, _ in docs])
+        nodes.append((epoch, EpochNode.from_bytes(raw[0], path=p.epoch(epoch)), raw[1]))
+    attempts = call.get_many([p.attempt(e, node.attempt) for e, node, _ in nodes])
+    seals = call.get_many([p.epoch_seal(e) for e, _, _ in nodes])
     ops: list[Step] = []
     undone: dict[str, Any] = {}
-    for (epoch, doc, stat), att, seal in zip(docs, attempts, seals, strict=True):
-        undone[str(epoch)] = {"state": doc["state"], "attempt": doc["attempt"], "generation": doc["generation"]}
-        ops.append(SetData(p.epoch(epoch), payloads.encode("epoch", {**payloads.body(doc), "state": "rolled_back"}),
-                           stat.version))
-        token = int(doc["attempt"])
+    for (epoch, node, stat), att, seal in zip(nodes, attempts, seals, strict=True):
+        undone[str(epoch)] = {"state": node.state, "attempt": node.attempt, "generation": node.generation}
+        ops.append(SetData(p.epoch(epoch), replace(node, state="rolled_back").to_bytes(), stat.version))
+        token = node.attempt
         if att is not None:  # fences the attempt: its votes and seals are refused from now on
-            att_doc = {**payloads.body(payloads.decode("attempt", att[0], path=p.attempt(epoch, token))),
-                       "state": "rolled_back", "changed_by": call.request_id}
+            fenced = replace(AttemptNode.from_bytes(att[0], path=p.attempt(epoch, token)), state="rolled_back",
+                             changed_by=call.request_id)
             if seal is not None:
-                seal_doc = payloads.decode("epoch_seal", seal[0], path=p.epoch_seal(epoch))
-                att_doc["sealed_by_request"] = seal_doc["request"]
-            ops.append(SetData(p.attempt(epoch, token), payloads.encode("attempt", att_doc), att[1].version))
+                sealed_by = EpochSealNode.from_bytes(seal[0], path=p.epoch_seal(epoch)).request
+                fenced = replace(fenced, sealed_by_request=sealed_by)
+            ops.append(SetData(p.attempt(epoch, token), fenced.to_bytes(), att[1].version))
         if seal is not None:
             ops.append(Delete(p.epoch_seal(epoch), seal[1].version))
     return ops, undone
@@ -115,29 +123,28 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
         raw = call.get(path)
         if raw is None:
             continue
-        pointer = payloads.decode("snapshot_pointer", raw[0], path=path)
-        if int(pointer["current"]["epoch"]) <= to_epoch:
+        pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+        if pointer.current.epoch <= to_epoch:
             continue
-        previous = pointer.get("previous")
-        keep: dict[str, Any] | None = previous if previous and int(previous["epoch"]) <= to_epoch else None
+        previous = pointer.previous
+        keep = previous if previous is not None and previous.epoch <= to_epoch else None
         if keep is None:
             keep = newest_snapshot_seal(call, ctx, partition, to_epoch, record.compacted_through)
         if keep is None:
             ops.append(Delete(path, raw[1].version))
         else:
-            ops.append(SetData(path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": keep, "previous": None}), raw[1].version))
+            ops.append(SetData(path, SnapshotPointerNode(partition, keep).to_bytes(), raw[1].version))
     return ops
 
 
 def newest_snapshot_seal(call: Call, ctx: PipelineContext, partition: str, to_epoch: int,
-                         compacted_through: int) -> dict[str, Any] | None:
+                         compacted_through: int) -> SnapshotPlace | None:
     """The newest sealed epoch at or before ``to_epoch`` where ``partition`` left a snapshot."""
     for epoch in range(to_epoch, compacted_through, -1):
         found = epoch_record(call, ctx, epoch)
-        if found is None or found[0]["state"] != "sealed":
+        if found is None or found[0].state != "sealed":
             continue
-        generation = int(found[0]["generation"])
+        generation = found[0].generation
         if snapshots_at(call, ctx, partition, epoch, generation):
-            return {"epoch": epoch, "generation": generation, "attempt": int(found[0]["attempt"])}
+            return SnapshotPlace(epoch, generation, found[0].attempt)
     return None

@@ -31,7 +31,6 @@ from airflow_epochs.coordination.errors import (
     UnknownPartition,
     UnknownProducer,
 )
-from airflow_epochs.coordination.folded_votes import CastVote, folded_body
 from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
@@ -43,6 +42,8 @@ from airflow_epochs.coordination.reader import (
 from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import CastVote, folded_body
+from airflow_epochs.coordination.wire import EpochNode
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
 _SEAL_ROUNDS = 5
@@ -115,7 +116,7 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
     if found is None:
         raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
     return Attempt(attempt.pipeline, attempt.epoch, attempt.token, attempt.owner, attempt.config_version,
-                   attempt.generation, attempt.request, float(found[0]["opened_at"]), attempt.session)
+                   attempt.generation, attempt.request, float(found[0].opened_at), attempt.session)
 
 
 def seal_document(
@@ -310,11 +311,11 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened; nothing was "
                                "written")
         doc = found[0]
-        if doc["state"] == "sealed":
-            if int(doc["attempt"]) != attempt.token or int(doc["generation"]) != attempt.generation:
+        if doc.state == "sealed":
+            if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation:
                 raise EpochAlreadySealed(
-                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc['attempt']} of "
-                    f"{doc['owner']!r}, not by attempt {attempt.token}; nothing was written"
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc.attempt} of "
+                    f"{doc.owner!r}, not by attempt {attempt.token}; nothing was written"
                 )
             return _info(call, ctx, attempt.epoch)
         check_current(call, ctx, attempt, doc)
@@ -375,7 +376,7 @@ def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo 
     if seal_raw is not None and payloads.decode("epoch_seal", seal_raw[0])["request"] == call.request_id:
         return _info(call, ctx, attempt.epoch)
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-    if att is not None and att[0].get("sealed_by_request") == call.request_id:
+    if att is not None and att[0].sealed_by_request == call.request_id:
         return replace(_info(call, ctx, attempt.epoch), overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
     raws = call.get_many([paths.seal(attempt.epoch, attempt.generation, name) for name in names])
@@ -395,22 +396,22 @@ def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:
     return info
 
 
-def check_current(call: Call, ctx: PipelineContext, attempt: Attempt, doc: Mapping[str, Any]) -> None:
+def check_current(call: Call, ctx: PipelineContext, attempt: Attempt, doc: EpochNode) -> None:
     """Refuse (nothing written) if ``attempt`` is not the epoch's current, running attempt."""
-    if doc["state"] == "sealed":
+    if doc.state == "sealed":
         raise EpochAlreadySealed(
-            f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}"
+            f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}"
         )
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-    state = att[0]["state"] if att is not None else "missing"
-    if int(doc["attempt"]) != attempt.token or int(doc["generation"]) != attempt.generation \
-            or doc["state"] != "open" or state != "running":
-        current = attempt_record(call, ctx, attempt.epoch, int(doc["attempt"]))
-        current_state = current[0]["state"] if current is not None else "?"
+    state = att[0].state if att is not None else "missing"
+    if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation \
+            or doc.state != "open" or state != "running":
+        current = attempt_record(call, ctx, attempt.epoch, int(doc.attempt))
+        current_state = current[0].state if current is not None else "?"
         raise AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current "
-            f"(it is {state}; the epoch is {doc['state']} under attempt {doc['attempt']} ({current_state}) of "
-            f"{doc['owner']!r}); nothing was written",
+            f"(it is {state}; the epoch is {doc.state} under attempt {doc.attempt} ({current_state}) of "
+            f"{doc.owner!r}); nothing was written",
             attempt=attempt.token,
-            current=int(doc["attempt"]),
+            current=int(doc.attempt),
         )

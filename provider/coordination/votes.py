@@ -30,14 +30,12 @@ from airflow_epochs.coordination.errors import (
     EpochNotOpen,
     PartitionAlreadySealed,
 )
-from airflow_epochs.coordination.folded_votes import CastVote
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
     epoch_record,
-    folded_vote,
     seal_record,
 )
 from airflow_epochs.coordination.records import Attempt, Overtaken, VoteResult, check_upstream
@@ -55,6 +53,7 @@ from airflow_epochs.coordination.seals import (
 )
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import CastVote, folded_vote
 
 
 def vote(
@@ -170,8 +169,7 @@ class Voting:
 
     def folded(self, call: Call) -> CastVote | None:
         """This producer's vote under this attempt kept in the partition's seal (folded or sole), or None."""
-        vote = folded_vote(call.get(self.seal_path), self.attempt.epoch, self.partition, self.producer,
-                           self.seal_path)
+        vote = folded_vote(call.get(self.seal_path), self.producer, self.seal_path)
         return vote if vote is not None and vote.attempt == self.attempt.token else None
 
     # -- refusals: why the transaction failed, matched by the step that failed ----------------------
@@ -248,17 +246,17 @@ class Voting:
                     f"{producer!r} is refused; nothing was written")
             return EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
         doc = found[0]
-        if doc["state"] == "sealed":
+        if doc.state == "sealed":
             return EpochAlreadySealed(
-                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc['attempt']}; the vote "
+                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}; the vote "
                 f"of {producer!r} on {partition!r} under attempt {attempt.token} was refused and nothing was written")
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        what = att[0]["state"] if att is not None else "unknown"
+        what = att[0].state if att is not None else "unknown"
         return AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current (it "
-            f"is {what}; the epoch is {doc['state']} under attempt {doc['attempt']} of {doc['owner']!r}); the vote "
+            f"is {what}; the epoch is {doc.state} under attempt {doc.attempt} of {doc.owner!r}); the vote "
             f"of {producer!r} on {partition!r} was refused and nothing was written",
-            attempt=attempt.token, current=int(doc["attempt"]),
+            attempt=attempt.token, current=int(doc.attempt),
         )
 
     # -- finishing -----------------------------------------------------------------------------

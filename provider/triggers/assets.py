@@ -22,11 +22,10 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
 from kazoo.client import KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.asset_delivery import Delivery, SealToDeliver
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
@@ -49,7 +48,8 @@ class SealStream(SharedStreamProducer):
         self.from_epoch = validate_epoch(from_epoch)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.paths = PipelinePaths(pipeline, root)
-        self.cursor = self.paths.asset_event_cursor(scope, partition)
+        self.delivery = Delivery(self.paths, self.scope, self.partition, self.from_epoch)
+        self.cursor = self.delivery.cursor
         self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
         self._release: Any = None
 
@@ -71,7 +71,7 @@ class SealStream(SharedStreamProducer):
         client.add_listener(on_state)
         try:
             await zk.ensure_path(self.paths.asset_event_scope(self.scope))
-            following = await self._committed(zk)
+            following = await self.delivery.committed(zk)
             while True:
                 changed.clear()
                 try:
@@ -86,13 +86,9 @@ class SealStream(SharedStreamProducer):
                     following = item
                     continue
                 yield item
-                following = item[0]["epoch"] + 1
+                following = item[1][0] + 1
         finally:
             client.remove_listener(on_state)
-
-    async def _committed(self, zk: AsyncZooKeeper) -> int:
-        node = await zk.get(self.cursor)
-        return max(self.from_epoch, int(node[0]) if node is not None and node[0] else self.from_epoch)
 
     async def _next(
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
@@ -100,39 +96,14 @@ class SealStream(SharedStreamProducer):
         """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
         if await self.hold(zk, epoch, wake):
             return None
-        committed = await self._committed(zk)
-        if committed > epoch:
-            return committed  # another triggerer delivered it and Airflow stored it
-        frontier_node = await zk.get(self.paths.frontier, wake)
-        if frontier_node is None:
-            return None
-        frontier = int(decode("frontier", frontier_node[0], path=self.paths.frontier)["epoch"])
-        if frontier < epoch - 1 and epoch > committed:
-            return max(self.from_epoch, frontier + 1)  # rolled back: deliver the new seals again
-        record = await zk.get(self.paths.epoch(epoch), wake)
-        if record is None:
-            return None
-        doc = decode("epoch", record[0], path=self.paths.epoch(epoch))
-        if doc["state"] == "rolled_back":
-            return None
-        generation = int(doc["generation"])
-        seal_path = self.paths.seal(epoch, generation, self.partition)
-        seal = await zk.get(seal_path, wake)
-        if seal is None:
-            return None
-        claim = self.paths.asset_event(self.scope, epoch, generation, self.partition)
-        try:
-            await zk.create(claim, b"", ephemeral=True)
-        except NodeExistsError:
-            if await zk.exists(claim, wake) is not None:
-                return None  # another triggerer is delivering it: wait for its claim to go
-            return epoch
-        body = decode("seal", seal[0], path=seal_path)
-        attempt = int(body["attempt"])
-        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch, "generation": generation,
-                 "partition_key": str(epoch), "attempt": attempt, "zxid": int(seal[1].czxid),
-                 "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{generation}/{attempt}"}
-        return await self.describe(zk, event), (epoch, generation, claim)
+        found = await self.delivery.next_seal(zk, epoch, wake)
+        if not isinstance(found, SealToDeliver):
+            return found
+        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch,
+                 "generation": found.generation, "partition_key": str(epoch), "attempt": found.attempt,
+                 "zxid": found.zxid,
+                 "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{found.generation}/{found.attempt}"}
+        return await self.describe(zk, event), (epoch, found.generation, found.claim)
 
     async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
         """Whether to hold the seal of ``epoch`` back for now (a subclass's seam; ``wake`` re-checks)."""
@@ -155,24 +126,8 @@ class SealStream(SharedStreamProducer):
         """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
         zk = self.zk
         assert zk is not None
-        await self.commit(zk, epoch + 1)
-        for claim in claims:
-            with contextlib.suppress(NoNodeError):
-                await zk.delete(claim)
-
-    async def commit(self, zk: AsyncZooKeeper, following: int) -> None:
-        """Set the cursor to ``following`` (compare-and-set: concurrent deliverers never lose a move)."""
-        data = str(following).encode()
-        while True:
-            node = await zk.get(self.cursor)
-            try:
-                if node is None:
-                    await zk.create(self.cursor, data)
-                else:
-                    await zk.set(self.cursor, data, version=node[1].version)
-                return
-            except (BadVersionError, NodeExistsError):
-                continue
+        await self.delivery.move_cursor(zk, epoch + 1)
+        await self.delivery.drop_claims(zk, claims)
 
     async def aclose(self) -> None:
         if self._release is not None:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.wire import ConsumerNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
@@ -58,7 +58,7 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
         for name, node in zip(names, nodes, strict=True):
             if node is None:  # left meanwhile: the folder's watch covers it
                 continue
-            if int(decode("consumer", node[0], path=self.paths.consumer(name))["acked"]) < self.epoch:
+            if ConsumerNode.from_bytes(node[0], path=self.paths.consumer(name)).acked < self.epoch:
                 return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "deadline": self.deadline}
 

@@ -11,7 +11,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.barriers import Barrier, BarrierOutcome
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.wire import BarrierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.seals import epoch_generation
@@ -95,7 +95,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
             node = await zk.get(path, wake)  # the barrier may be declared later
             if node is None:
                 return None
-            self._deadline = float(decode("barrier", node[0], path=path)["deadline"])
+            self._deadline = BarrierNode.from_bytes(node[0], path=path).deadline
         release = self.paths.barrier_release(self.epoch, self._generation, self.barrier)
         if not self._released and await zk.exists(release, wake) is not None:
             self._released = True

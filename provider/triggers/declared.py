@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_epochs.coordination import validate_name
 from airflow_epochs.coordination.declared_votes import decode_staged_key, staged_epoch_path
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.wire import ConsumerNode
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger, SealStream
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 
@@ -45,7 +45,7 @@ class DeclaredKeyStream(SealStream):
             # more until the consumer's run registers it by acknowledging that key.
             return self.outstanding is not None or await zk.exists(self.cursor) is not None
         node = await zk.get(path, wake)  # the watch wakes the stream when the consumer acknowledges
-        return node is not None and int(decode("consumer", node[0], path=path)["acked"]) < epoch - 1
+        return node is not None and ConsumerNode.from_bytes(node[0], path=path).acked < epoch - 1
 
     async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
         staged = await zk.get(staged_epoch_path(self.paths, int(event["epoch"])))

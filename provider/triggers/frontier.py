@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.wire import FrontierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
@@ -50,7 +50,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         node = await zk.get(self.paths.frontier, wake)
         if node is None:
             return None
-        frontier = int(decode("frontier", node[0], path=self.paths.frontier)["epoch"])
+        frontier = FrontierNode.from_bytes(node[0], path=self.paths.frontier).epoch
         if frontier < self.epoch:
             return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "frontier": frontier}

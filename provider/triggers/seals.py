@@ -8,7 +8,7 @@ from typing import Any
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.payloads import decode
+from airflow_epochs.coordination.wire import EpochNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
@@ -20,8 +20,8 @@ async def epoch_generation(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int,
     node = await zk.get(path, wake)
     if node is None:
         return None
-    doc = decode("epoch", node[0], path=path)
-    return None if doc["state"] == "rolled_back" else int(doc["generation"])
+    record = EpochNode.from_bytes(node[0], path=path)
+    return None if record.state == "rolled_back" else record.generation
 
 
 class PartitionsSealedTrigger(ZooKeeperWatchTrigger):

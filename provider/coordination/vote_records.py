@@ -1,4 +1,4 @@
-"""Votes folded into their seal: the typed records of a vote and of a seal's folded votes.
+"""The vote records: a vote as its znode or its seal keeps it, and the votes folded into a seal.
 
 When a partition of several producers seals, its seal keeps every vote (request id, manifest,
 snapshot pointer, lineage vector, when it came) and the vote znodes are deleted in the seal's own
@@ -125,3 +125,11 @@ class FoldedVotes:
 def folded_body(votes: Mapping[str, CastVote]) -> dict[str, Any]:
     """The seal's ``votes`` field for ``votes`` (several producers)."""
     return {name: vote.folded_body() for name, vote in sorted(votes.items())}
+
+
+def folded_vote(raw: tuple[bytes, Any] | None, producer: str, path: str) -> CastVote | None:
+    """``producer``'s vote kept in the seal ``raw`` (a sole producer's, or folded), or None."""
+    if raw is None:
+        return None
+    folded = FoldedVotes.of(payloads.decode("seal", raw[0], path=path), path)
+    return None if folded is None else folded.get(producer)

@@ -1,0 +1,93 @@
+"""Asset delivery in the core: the versioned delivery cursor (which still reads the bare numbers
+written before it), the claim that keeps two deliverers of one scope from delivering a seal twice,
+and the bounded compare-and-set that moves the cursor."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError
+
+from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
+from airflow_epochs.coordination.asset_delivery import MAX_CURSOR_ROUNDS, Delivery, SealToDeliver
+from airflow_epochs.coordination.errors import ContentionExhausted, CorruptPayload
+from airflow_epochs.coordination.wire import DeliveryCursor
+
+
+class KazooStore:
+    """The node store delivery needs, on a real (synchronous) kazoo client."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+
+    async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any] | None:
+        if self.client.exists(path, watch=watch) is None:
+            return None
+        return self.client.get(path)
+
+    async def exists(self, path: str, watch: Any = None) -> Any:
+        return self.client.exists(path, watch=watch)
+
+    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str:
+        return self.client.create(path, value, ephemeral=ephemeral, makepath=True)
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        return self.client.set(path, value, version=version)
+
+    async def delete(self, path: str, version: int = -1) -> None:
+        self.client.delete(path, version=version)
+
+
+def _delivery(scope: str = "deploy", from_epoch: int = 1) -> Delivery:
+    return Delivery(PipelinePaths("p"), scope, "a", from_epoch)
+
+
+def test_the_cursor_is_a_versioned_payload_and_reads_the_bare_numbers_written_before(zk):
+    delivery, store = _delivery(), KazooStore(zk)
+    assert asyncio.run(delivery.committed(store)) == 1  # no cursor yet: from_epoch
+    zk.create(delivery.cursor, b"7", makepath=True)  # as written before the cursor was versioned
+    assert asyncio.run(delivery.committed(store)) == 7
+    asyncio.run(delivery.move_cursor(store, 9))
+    raw = zk.get(delivery.cursor)[0]
+    assert b'"kind":"asset_cursor"' in raw and DeliveryCursor.from_bytes(raw, path=delivery.cursor).following == 9
+    assert asyncio.run(delivery.committed(store)) == 9
+    with pytest.raises(CorruptPayload):
+        DeliveryCursor.from_bytes(b'{"schema": 2, "kind": "frontier", "epoch": 3}', path=delivery.cursor)
+
+
+def test_a_claimed_seal_is_delivered_by_one_deliverer_of_a_scope(zk, zk_factory):
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    first, second = KazooStore(zk), KazooStore(zk_factory())
+    delivery = _delivery()
+    found = asyncio.run(delivery.next_seal(first, 1, lambda _event: None))
+    assert isinstance(found, SealToDeliver)
+    assert (found.epoch, found.generation, found.attempt) == (1, 1, 1)
+    assert asyncio.run(delivery.next_seal(second, 1, lambda _event: None)) is None  # claimed: wait
+    assert asyncio.run(delivery.next_seal(first, 2, lambda _event: None)) is None  # not sealed yet
+    asyncio.run(delivery.move_cursor(first, 2))
+    asyncio.run(delivery.drop_claims(first, [found.claim]))
+    assert zk.exists(found.claim) is None
+    assert asyncio.run(delivery.next_seal(second, 1, lambda _event: None)) == 2  # stored: look at the next
+
+
+def test_moving_the_cursor_gives_up_after_a_bounded_number_of_lost_rounds(zk):
+    """Pure logic around the client: a store that always loses the compare-and-set."""
+    delivery = _delivery()
+    zk.create(delivery.cursor, DeliveryCursor(3).to_bytes(), makepath=True)
+    store = KazooStore(zk)
+    rounds = []
+
+    async def always_lost(path: str, value: bytes, version: int = -1) -> Any:
+        rounds.append(version)
+        raise BadVersionError()
+
+    store.set = always_lost  # type: ignore[method-assign]
+    with pytest.raises(ContentionExhausted, match="delivery cursor"):
+        asyncio.run(delivery.move_cursor(store, 4))
+    assert len(rounds) == MAX_CURSOR_ROUNDS
+    assert DeliveryCursor.from_bytes(zk.get(delivery.cursor)[0], path=delivery.cursor).following == 3
