@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
@@ -32,7 +31,7 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
 )
 from airflow_epochs.coordination.session import Call
-from airflow_epochs.coordination.vote_records import CastVote, FoldedVotes, folded_vote
+from airflow_epochs.coordination.vote_records import CastVote, SealNode, folded_vote
 from airflow_epochs.coordination.wire import (
     AttemptNode,
     ConsumerNode,
@@ -160,10 +159,9 @@ def seal_record(
 
 
 def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -> SealRecord:
-    doc = payloads.decode("seal", raw[0], path=path)
-    return SealRecord(epoch, partition, int(doc["attempt"]), int(doc["generation"]), float(doc["sealed_at"]),
-                      int(raw[1].czxid), str(doc["request"]), int(doc["producers"]),
-                      {str(k): int(v) for k, v in (doc.get("upstream") or {}).items()})
+    seal = SealNode.from_bytes(raw[0], path=path)
+    return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw[1].czxid),
+                      seal.request, seal.producers, dict(seal.upstream))
 
 
 def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, producer: str,
@@ -184,11 +182,11 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
     raw = call.get(seal_path)
     if raw is None:
         return None
-    seal = payloads.decode("seal", raw[0], path=seal_path)
-    token = int(seal["attempt"])
+    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    token = seal.attempt
     manifests: dict[str, Any] = {}
     snapshots: dict[str, Any] = {}
-    folded = FoldedVotes.of(seal, seal_path)
+    folded = seal.votes
     if folded is not None:
         producers = folded.names()
         records = [folded.votes[name].record(epoch, partition) for name in producers]
@@ -207,8 +205,8 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
             snapshots[vote.producer] = vote.snapshot
     return SealInfo(
         epoch=epoch, partition=partition, attempt=token, generation=generation, producers=tuple(producers),
-        manifests=manifests, snapshots=snapshots, sealed_at=float(seal["sealed_at"]), zxid=int(raw[1].czxid),
-        upstream={str(k): int(v) for k, v in (seal.get("upstream") or {}).items()},
+        manifests=manifests, snapshots=snapshots, sealed_at=seal.sealed_at, zxid=int(raw[1].czxid),
+        upstream=dict(seal.upstream),
     )
 
 
@@ -288,17 +286,15 @@ def snapshots_at(
     if raw is None:  # compacted with an archive (even while a snapshot pointer names it): read it there
         past = archived_call(call, ctx, epoch) if epoch_record(call, ctx, epoch) is None else None
         return {} if past is None else snapshots_at(past, ctx, partition, epoch, generation)
-    seal = payloads.decode("seal", raw[0], path=seal_path)
-    indices = [int(i) for i in seal["snapshot_producers"]]
-    if not indices:
+    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    if not seal.snapshot_producers:
         return {}
-    token = int(seal["attempt"])
-    producers = ctx.config(call, int(seal["config_version"])).config.partitions.get(partition, ())
-    folded = FoldedVotes.of(seal, seal_path)
-    if folded is not None:
+    token = seal.attempt
+    producers = ctx.config(call, seal.config_version).config.partitions.get(partition, ())
+    if seal.votes is not None:
         return {name: SnapshotRef(epoch, partition, name, vote.snapshot)
-                for name, vote in folded.votes.items() if vote.snapshot is not None}
-    names = [producers[i] for i in indices if 0 <= i < len(producers)]
+                for name, vote in seal.votes.votes.items() if vote.snapshot is not None}
+    names = [producers[i] for i in seal.snapshot_producers if 0 <= i < len(producers)]
     votes = call.get_many([ctx.paths.vote(epoch, token, partition, name) for name in names])
     refs: dict[str, SnapshotRef] = {}
     for name, vote_raw in zip(names, votes, strict=True):

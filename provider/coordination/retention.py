@@ -36,6 +36,8 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import SealNode
+from airflow_epochs.coordination.wire import SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -61,10 +63,10 @@ def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
     for name, raw in zip(names, call.get_many([ctx.paths.snapshot_pointer(n) for n in names]), strict=True):
         if raw is None:
             continue
-        pointer = payloads.decode("snapshot_pointer", raw[0], path=ctx.paths.snapshot_pointer(name))
-        for ref in (pointer["current"], pointer.get("previous")):
-            if ref:
-                pinned.add(int(ref["epoch"]))
+        pointer = SnapshotPointerNode.from_bytes(raw[0], path=ctx.paths.snapshot_pointer(name))
+        for place in (pointer.current, pointer.previous):
+            if place is not None:
+                pinned.add(place.epoch)
     return pinned
 
 
@@ -95,9 +97,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
         for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
             if raw is not None:
-                seal = payloads.decode("seal", raw[0], path=path)
-                if seal.get("upstream"):
-                    lineage[name] = {"epoch": new, "upstream": seal["upstream"]}
+                seal = SealNode.from_bytes(raw[0], path=path)
+                if seal.upstream:
+                    lineage[name] = {"epoch": new, "upstream": dict(seal.upstream)}
         zxid = int(found[1].mzxid)
         summary = {"through": new, "epochs": (archive["epochs"] if archive else 0) + (new - old),
                    "history_zxid": zxid, "lineage": lineage}

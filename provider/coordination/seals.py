@@ -42,8 +42,8 @@ from airflow_epochs.coordination.reader import (
 from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
-from airflow_epochs.coordination.vote_records import CastVote, folded_body
-from airflow_epochs.coordination.wire import EpochNode
+from airflow_epochs.coordination.vote_records import CastVote, SealNode, folded_body
+from airflow_epochs.coordination.wire import EpochNode, EpochSealNode, FrontierNode, SnapshotPlace, SnapshotPointerNode
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
 _SEAL_ROUNDS = 5
@@ -170,24 +170,22 @@ def seal_ops(
     :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
     seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
     and the history record."""
-    doc = seal_document(attempt, partition, producers, votes, request_id, now)
-    data, deletes = folded_seal(ctx, attempt, partition, doc, votes, embed=embed)
+    body = seal_document(attempt, partition, producers, votes, request_id, now)
+    data, deletes = folded_seal(ctx, attempt, partition, body, votes, embed=embed)
     ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
         ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
-    if doc["snapshot_producers"]:
-        here = {"epoch": attempt.epoch, "generation": attempt.generation, "attempt": attempt.token}
+    if any(vote.snapshot is not None for vote in votes.values()):
+        here = SnapshotPlace(attempt.epoch, attempt.generation, attempt.token)
         path = ctx.paths.snapshot_pointer(partition)
         if pointer is None:
-            ops.append(Create(path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": here, "previous": None})))
+            ops.append(Create(path, SnapshotPointerNode(partition, here).to_bytes()))
         else:
-            old = payloads.decode("snapshot_pointer", pointer[0], path=path)
-            previous = old.get("previous") if int(old["current"]["epoch"]) >= attempt.epoch else old["current"]
-            ops.append(SetData(path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": here, "previous": previous}), pointer[1].version))
+            old = SnapshotPointerNode.from_bytes(pointer[0], path=path)
+            previous = old.previous if old.current.epoch >= attempt.epoch else old.current
+            ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
     ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
-                     producers=len(producers), first_vote_at=doc["first_vote_at"], generation=attempt.generation)
+                     producers=len(producers), first_vote_at=body["first_vote_at"], generation=attempt.generation)
     return ops + deletes
 
 
@@ -333,7 +331,7 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         epoch_sealed = call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None
         if not epoch_sealed:
             frontier_raw = call.get(ctx.paths.frontier)
-            frontier = int(payloads.decode("frontier", frontier_raw[0])["epoch"]) if frontier_raw else -1
+            frontier = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch if frontier_raw else -1
             if frontier != attempt.epoch - 1:
                 raise EpochOutOfOrder(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
@@ -373,14 +371,16 @@ def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo 
         return None
     paths = ctx.paths
     seal_raw = call.get(paths.epoch_seal(attempt.epoch))
-    if seal_raw is not None and payloads.decode("epoch_seal", seal_raw[0])["request"] == call.request_id:
+    if seal_raw is not None and \
+            EpochSealNode.from_bytes(seal_raw[0], path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
         return _info(call, ctx, attempt.epoch)
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
     if att is not None and att[0].sealed_by_request == call.request_id:
         return replace(_info(call, ctx, attempt.epoch), overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
-    raws = call.get_many([paths.seal(attempt.epoch, attempt.generation, name) for name in names])
-    if not any(raw is not None and payloads.decode("seal", raw[0])["request"] == call.request_id for raw in raws):
+    seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
+    if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
+               for raw, path in zip(call.get_many(seal_paths), seal_paths, strict=True)):
         return None
     overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
     if overtaken is None:

@@ -133,3 +133,28 @@ def folded_vote(raw: tuple[bytes, Any] | None, producer: str, path: str) -> Cast
         return None
     folded = FoldedVotes.of(payloads.decode("seal", raw[0], path=path), path)
     return None if folded is None else folded.get(producer)
+
+
+@dataclass(frozen=True)
+class SealNode:
+    """A partition's seal as stored: who sealed it (attempt, opening, request), when, the lineage
+    vector, which producers left snapshots (indices into the configured producers) and the votes it keeps."""
+
+    partition: str
+    attempt: int
+    generation: int
+    sealed_at: float
+    request: str
+    config_version: int
+    producers: int
+    snapshot_producers: tuple[int, ...]
+    upstream: Mapping[str, int]
+    votes: FoldedVotes | None = None  # None: the votes have znodes of their own
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> SealNode:
+        doc = payloads.decode("seal", raw, path=path)
+        return cls(str(doc["partition"]), int(doc["attempt"]), int(doc["generation"]), float(doc["sealed_at"]),
+                   str(doc["request"]), int(doc["config_version"]), int(doc["producers"]),
+                   tuple(int(i) for i in doc["snapshot_producers"]), _upstream(doc.get("upstream"), path),
+                   FoldedVotes.of(doc, path))
