@@ -42,7 +42,7 @@ from airflow_epochs.coordination.reader import (
 from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
-from airflow_epochs.coordination.vote_records import CastVote, SealNode, folded_body
+from airflow_epochs.coordination.vote_records import CastVote, FoldedVotes, SealNode
 from airflow_epochs.coordination.wire import EpochNode, EpochSealNode, FrontierNode, SnapshotPlace, SnapshotPointerNode
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
@@ -122,31 +122,27 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
 def seal_document(
     attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, CastVote],
     request_id: str, now: float,
-) -> dict[str, Any]:
-    """The seal of ``partition``: who left snapshots (as indices into the configured producers, so its
-    size does not grow with the producers' names), the lineage vector, and when the first vote came."""
-    return {
-        "partition": partition, "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now,
-        "request": request_id, "config_version": attempt.config_version, "producers": len(producers),
-        "snapshot_producers": [i for i, name in enumerate(producers) if votes[name].snapshot is not None],
-        "first_vote_at": min((v.voted_at for v in votes.values()), default=now),
-        "upstream": union_upstream(votes),
-    }
+) -> SealNode:
+    """The seal of ``partition`` (its votes not yet in): who left snapshots (as indices into the
+    configured producers), the lineage vector, and when the first vote came."""
+    return SealNode(partition, attempt.token, attempt.generation, now, request_id, attempt.config_version,
+                    len(producers), tuple(i for i, name in enumerate(producers) if votes[name].snapshot is not None),
+                    union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
 
 
-def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, doc: dict[str, Any],
+def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
                 votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Step]]:
     """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
     the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
     znodes (and the partition's vote counter) deleted in the seal's transaction, unless the folded seal
     would be too large (then the votes keep their znodes)."""
+    kept = FoldedVotes(attempt.token, dict(votes))
     if embed:
-        (only,) = votes.values()
-        return payloads.encode("seal", {**doc, "vote": only.embedded_body()}), []
+        return replace(seal, votes=kept, sole=True).to_bytes(), []
     try:
-        data = payloads.encode("seal", {**doc, "votes": folded_body(votes)})
+        data = replace(seal, votes=kept).to_bytes()
     except PayloadTooLarge:
-        return payloads.encode("seal", doc), []
+        return seal.to_bytes(), []
     paths = ctx.paths
     deletes: list[Step] = [Delete(paths.vote(attempt.epoch, attempt.token, partition, name)) for name in sorted(votes)]
     deletes.append(Delete(paths.vote_counter(attempt.epoch, attempt.token, partition)))
@@ -170,8 +166,8 @@ def seal_ops(
     :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
     seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
     and the history record."""
-    body = seal_document(attempt, partition, producers, votes, request_id, now)
-    data, deletes = folded_seal(ctx, attempt, partition, body, votes, embed=embed)
+    seal = seal_document(attempt, partition, producers, votes, request_id, now)
+    data, deletes = folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
     ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
         ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
@@ -185,7 +181,7 @@ def seal_ops(
             previous = old.previous if old.current.epoch >= attempt.epoch else old.current
             ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
     ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
-                     producers=len(producers), first_vote_at=body["first_vote_at"], generation=attempt.generation)
+                     producers=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation)
     return ops + deletes
 
 

@@ -149,12 +149,30 @@ class SealNode:
     producers: int
     snapshot_producers: tuple[int, ...]
     upstream: Mapping[str, int]
+    first_vote_at: float
     votes: FoldedVotes | None = None  # None: the votes have znodes of their own
+    sole: bool = False  # the votes are a sole producer's (kept under ``vote``, it never had a znode)
+
+    def to_bytes(self) -> bytes:
+        """The seal's payload (:class:`~.errors.PayloadTooLarge` if the votes it keeps do not fit)."""
+        body: dict[str, Any] = {
+            "partition": self.partition, "attempt": self.attempt, "generation": self.generation,
+            "sealed_at": self.sealed_at, "request": self.request, "config_version": self.config_version,
+            "producers": self.producers, "snapshot_producers": list(self.snapshot_producers),
+            "first_vote_at": self.first_vote_at, "upstream": dict(self.upstream)}
+        if self.votes is not None and self.sole:
+            (only,) = self.votes.votes.values()
+            body["vote"] = only.embedded_body()
+        elif self.votes is not None:
+            body["votes"] = folded_body(self.votes.votes)
+        return payloads.encode("seal", body)
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, path: str) -> SealNode:
         doc = payloads.decode("seal", raw, path=path)
-        return cls(str(doc["partition"]), int(doc["attempt"]), int(doc["generation"]), float(doc["sealed_at"]),
+        sealed_at = float(doc["sealed_at"])
+        return cls(str(doc["partition"]), int(doc["attempt"]), int(doc["generation"]), sealed_at,
                    str(doc["request"]), int(doc["config_version"]), int(doc["producers"]),
                    tuple(int(i) for i in doc["snapshot_producers"]), _upstream(doc.get("upstream"), path),
-                   FoldedVotes.of(doc, path))
+                   float(doc.get("first_vote_at", sealed_at)), FoldedVotes.of(doc, path),
+                   isinstance(doc.get("vote"), Mapping))
