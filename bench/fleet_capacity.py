@@ -1,16 +1,18 @@
 """Fleet capacity (part of group ``capacity``): what one pipeline keeps in ZooKeeper at rest and
 mid-epoch when the past goes to the archive, and what two fleets would cost one ensemble.
 
-For each measured shape (partitions x producers) a pipeline with ``retain_epochs=RETAIN`` and an
+For each measured shape (partitions x producers) a pipeline with the default ``retain_epochs`` and an
 ``archive`` in a temporary folder runs ``epochs`` epochs, compacting after each one as the coordinator
-does. Measured: znodes and bytes of the pipeline's subtree at rest (everything sealed and compacted)
+does. A sealed partition is one znode (its votes fold into its seal) and archived epochs leave
+ZooKeeper whole (snapshot pointers' epochs included: their snapshots are read from the archive).
+Measured: znodes and bytes of the pipeline's subtree at rest (everything sealed and compacted)
 and mid-epoch (the next epoch open, every vote but the last of each partition cast: the most an epoch
 holds before its seals), archive bytes per epoch, and requests and write transactions per epoch
 (compaction and archiving included). Bytes are ZooKeeper's own measure (``zk_approximate_data_size``
 counts each znode's path and data).
 
 The fleets are extrapolated with the least-squares fit ``a + b*P + c*P*N`` of each measure, over the
-shapes with more than one producer per partition (a sole producer's vote is kept inside its seal):
+shapes with more than one producer per partition (a sole producer's vote never has a znode):
 
 - 10,000 pipelines x 100 partitions x 10 producers, daily epochs, every pipeline's epoch in the same
   hour (the busiest hour holds all 10,000 epochs);
@@ -33,9 +35,10 @@ from kazoo.client import KazooClient
 from state_growth import ZK_WRITES_PER_S, fit_shapes, seal_epoch
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
 from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble
 
-RETAIN = 2
+RETAIN = DEFAULT_RETAIN_EPOCHS
 FLEETS = (
     ("10k_daily", 10_000, 100, 10, 24 * 3600.0),
     ("1k_hourly", 1_000, 10, 3, 3600.0),
@@ -140,9 +143,8 @@ def run(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int,
         figure(f"capacity_fleet_{name}_gb", "capacity",
                f"ZooKeeper data, {shape}, every pipeline mid-epoch, retain_epochs={RETAIN} + archive",
                mid_gb, "GB", (f"fits (at most {GB_LIMIT:g} GB)" if fits else
-                              f"DOES NOT FIT ({GB_LIMIT:g} GB at most): votes still live in ZooKeeper, the open "
-                              f"epoch's and those of the {RETAIN} kept epochs (votes folding into seals is not "
-                              "built yet)")
+                              f"DOES NOT FIT ({GB_LIMIT:g} GB at most): the open epoch's votes (one znode each "
+                              f"until their seal) and the {RETAIN} kept epochs' folded seals")
                + f"; {mid_znodes:,.0f} znodes; at rest {rest_gb:.2f} GB; archive "
                f"{pipelines * at('archive_bytes', partitions, producers) / 1e9:.2f} GB per round of epochs",
                fits=fits, at_rest_gb=rest_gb, znodes=mid_znodes)

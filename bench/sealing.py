@@ -1,9 +1,14 @@
 """Sealing vs ordering (group ``sealing``): epochs sealed per second with P producers, each voting on
-its own partition, against the naive peer that orders every vote under one global ZooKeeper lock.
+its own partition, against the naive peer that orders every vote under one global ZooKeeper lock,
+and against the limit: the same processes sending each vote as one bare multi transaction (a single
+create) through kazoo's async API, pipelined, against the same server (``zk_multi_limit_eps_p*``).
+
+Ours votes the way a process hosting several producers should: ``EpochLedger.vote_many``, every
+vote's transaction sent before the first answer is awaited (pipelined on the worker's connection).
 
 Producers are processes in real life (Airflow tasks, Spark drivers), so here they run in worker
 processes too (up to ``PROCESSES``, each with its own kazoo client and one thread per producer it
-hosts), not as threads of one interpreter whose lock would make Python's CPU the bottleneck. Both
+hosts), not as threads of one interpreter whose lock would make Python's CPU the bottleneck. All
 sides use the same started workers and connected clients; for each epoch the workers are told to go
 together (ours after the epoch is opened: the peer opens nothing), and the epoch counts when the last
 vote returned. Warmed up once, then ``REPEATS`` runs in alternating order; the workers' CPU per vote
@@ -18,9 +23,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from multiprocessing.connection import Connection
 from typing import Any
 
-from common import REPEATS, alternate, client, compare, process_cpu_seconds
+from common import REPEATS, alternate, client, compare, figure, process_cpu_seconds
 
 from airflow_epochs.coordination import Attempt, EpochLedger, PipelineConfig
+from airflow_epochs.coordination.pipelined_votes import Ballot
 
 PROCESSES = 8
 
@@ -51,7 +57,24 @@ def _worker(hosts: str, conn: Connection, producers: list[int]) -> None:
             assert ledger is not None
             attempt = Attempt.from_dict(message[1])
             cpu0 = time.process_time()
-            wait([pool.submit(ledger.vote, attempt, f"part{i}", f"p{i}", {"r": i}) for i in producers])
+            results = ledger.vote_many(attempt, [Ballot(f"part{i}", f"p{i}", {"r": i}) for i in producers])
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
+            conn.send(time.process_time() - cpu0)
+        elif kind == "limit-setup":
+            base = message[1]
+            conn.send("ready")
+        elif kind == "limit":
+            epoch = message[1]
+            cpu0 = time.process_time()
+            pending = []
+            for i in producers:  # one bare multi per vote, all sent before the first answer is awaited
+                tx = zk.transaction()
+                tx.create(f"{base}/{epoch}-{i}", b'{"r": %d}' % i)
+                pending.append(tx.commit_async())
+            for sent in pending:
+                assert not any(isinstance(r, Exception) for r in sent.get(timeout=30))
             conn.send(time.process_time() - cpu0)
         elif kind == "peer":
             epoch, total = message[1], message[2]
@@ -92,8 +115,8 @@ class Harness:
             self.conns.append(mine)
             self.procs.append(proc)
         self.runs = 0
-        self.cpu: dict[str, list[float]] = {"ours": [], "peer": []}
-        self.busy: dict[str, list[float]] = {"ours": [], "peer": []}  # cores in use: workers + server
+        self.cpu: dict[str, list[float]] = {"ours": [], "peer": [], "limit": []}
+        self.busy: dict[str, list[float]] = {"ours": [], "peer": [], "limit": []}  # cores in use: workers + server
 
     def close(self) -> None:
         for conn in self.conns:
@@ -127,6 +150,24 @@ class Harness:
         assert ledger.frontier() == epochs
         return epochs / elapsed
 
+    def limit(self, epochs: int) -> float:
+        """The same workers, each vote one bare multi transaction (pipelined): what the server and the
+        voters' processes allow at most."""
+        self.runs += 1
+        base = f"/bench/multi{self.producers}-{self.runs}"
+        self.zk.ensure_path(base)
+        self._all(("limit-setup", base))
+        cpu = 0.0
+        server0 = process_cpu_seconds(self.server_pid)
+        started = time.perf_counter()
+        for epoch in range(1, epochs + 1):
+            cpu += sum(self._all(("limit", epoch)))
+        elapsed = time.perf_counter() - started
+        self.cpu["limit"].append(cpu / (epochs * self.producers))
+        self.busy["limit"].append((cpu + process_cpu_seconds(self.server_pid) - server0) / elapsed)
+        assert len(self.zk.get_children(base)) == epochs * self.producers
+        return epochs / elapsed
+
     def peer(self, epochs: int) -> float:
         self.runs += 1
         base = f"/bench/ordered{self.producers}-{self.runs}"
@@ -154,20 +195,41 @@ def run(hosts: str, sizes: tuple[int, ...], epochs: int, repeats: int = REPEATS,
         try:
             harness.ours(1)  # warm-up: connections, caches, thread pools
             harness.peer(1)
-            harness.cpu = {"ours": [], "peer": []}
-            harness.busy = {"ours": [], "peer": []}
-            mine, theirs = alternate(repeats, lambda h=harness: h.ours(epochs), lambda h=harness: h.peer(epochs))
-            cpu_ours = sorted(harness.cpu["ours"])[len(harness.cpu["ours"]) // 2] * 1000
-            cpu_peer = sorted(harness.cpu["peer"])[len(harness.cpu["peer"]) // 2] * 1000
-            busy_ours = sorted(harness.busy["ours"])[len(harness.busy["ours"]) // 2]
-            busy_peer = sorted(harness.busy["peer"])[len(harness.busy["peer"]) // 2]
-            compare(f"sealing_eps_p{producers}", "sealing", f"epochs sealed per second, {producers} producers",
-                    mine, theirs, "epochs/s", "votes under one global lock", better="higher",
-                    note=f"median of {repeats} runs of {epochs} epochs, alternating; producers in "
-                         f"{len(harness.procs)} processes; CPU per vote {cpu_ours:.2f} ms ours, "
-                         f"{cpu_peer:.2f} ms peer; cores busy (voters + server) {busy_ours:.2f} ours, "
-                         f"{busy_peer:.2f} peer",
-                    cpu_ms_per_vote={"ours": cpu_ours, "peer": cpu_peer},
-                    cores_busy={"ours": busy_ours, "peer": busy_peer})
+            harness.limit(1)
+            harness.cpu = {"ours": [], "peer": [], "limit": []}
+            harness.busy = {"ours": [], "peer": [], "limit": []}
+            limits: list[float] = []
+
+            def ours_then_limit(h: Harness = harness, limits: list[float] = limits) -> float:
+                rate = h.ours(epochs)
+                limits.append(h.limit(epochs))  # measured right after each of ours, same workers
+                return rate
+
+            mine, theirs = alternate(repeats, ours_then_limit, lambda h=harness: h.peer(epochs))
+            _rows(harness, producers, epochs, repeats, mine, theirs, limits)
         finally:
             harness.close()
+
+
+def _rows(harness: Harness, producers: int, epochs: int, repeats: int, mine: list[float], theirs: list[float],
+          limits: list[float]) -> None:
+    def median(side: str, values: dict[str, list[float]]) -> float:
+        return sorted(values[side])[len(values[side]) // 2]
+
+    cpu = {side: median(side, harness.cpu) * 1000 for side in ("ours", "peer", "limit")}
+    busy = {side: median(side, harness.busy) for side in ("ours", "peer", "limit")}
+    compare(f"sealing_eps_p{producers}", "sealing", f"epochs sealed per second, {producers} producers",
+            mine, theirs, "epochs/s", "votes under one global lock", better="higher",
+            note=f"median of {repeats} runs of {epochs} epochs, alternating; producers in "
+                 f"{len(harness.procs)} processes, votes pipelined (vote_many); CPU per vote {cpu['ours']:.2f} ms "
+                 f"ours, {cpu['peer']:.2f} ms peer; cores busy (voters + server) {busy['ours']:.2f} ours, "
+                 f"{busy['peer']:.2f} peer",
+            cpu_ms_per_vote={"ours": cpu["ours"], "peer": cpu["peer"]},
+            cores_busy={"ours": busy["ours"], "peer": busy["peer"]})
+    limit = sorted(limits)[len(limits) // 2]
+    ours = sorted(mine)[len(mine) // 2]
+    figure(f"zk_multi_limit_eps_p{producers}", "sealing",
+           f"epochs per second if each vote were one bare multi, {producers} producers", limit, "epochs/s",
+           f"same workers, same run (each right after one of ours), a single-create multi per vote sent "
+           f"pipelined; sealing reaches {100 * ours / limit:.0f} % of it; CPU per vote {cpu['limit']:.2f} ms; "
+           f"cores busy {busy['limit']:.2f}", sealing_pct=100 * ours / limit, samples=limits)

@@ -20,6 +20,7 @@ from common import client, count_znodes, figure
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, open_as_leader
+from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
 
 # ZooKeeper's published figures (its documentation's benchmarks): about 21,000 writes/s on a 3-server
 # ensemble (100% writes, 1 KB); every request and znode under 1 MB (jute.maxbuffer).
@@ -152,7 +153,7 @@ def fit_shapes(points: dict[tuple[int, int], float]) -> tuple[float, float, floa
     return y[0] / m[0][0], y[1] / m[1][1], y[2] / m[2][2]
 
 
-def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, retain: int = 1000,
+def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, retain: int = DEFAULT_RETAIN_EPOCHS,
              pipelines: int = 10_000, partitions: int = 100, producers: int = 10,
              epoch_seconds: float = 3600.0) -> None:
     zk = client(hosts)

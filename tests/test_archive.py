@@ -48,21 +48,21 @@ def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path
     before: dict[int, tuple[object, ...]] = {}
     seen = []
     written: list[int] = []
-    pinned: set[int] = set()
     for epoch in range(1, 31):
         _run_epoch(ledger, epoch)
         before[epoch] = _reads(ledger, epoch)
         seen.extend(ledger.history(since_seq=seen[-1].seq if seen else -1))
         report = ledger.compact()
         written.extend(report.archived)
-        # only an epoch a snapshot pointer pins (archived, left in ZooKeeper) is verified again
-        pinned |= set(report.kept)
-        assert set(report.verified) <= pinned, report
+        # archived, an epoch a snapshot pointer pins leaves ZooKeeper too: nothing is kept, nothing re-verified
+        assert report.kept == () and report.verified == (), report
     assert sorted(written) == list(range(1, 28))  # each epoch written once, the newest three not yet
-    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == {28, 29, 30} | set(report.kept)
-    assert set(report.kept) == {25}  # the previous snapshot pointer's epoch stays until replaced
+    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == {28, 29, 30}
     for epoch in range(1, 31):
         assert _reads(ledger, epoch) == before[epoch], epoch
+    # the snapshot of epoch 25, which the pointer still names as the previous one, is read from the archive
+    assert ledger.last_sealed_snapshots("totals", before_epoch=26)["sum"].pointer == "s3://totals/25"
+    assert ledger.last_sealed_snapshots("totals")["sum"].pointer == "s3://totals/30"
     assert ledger.epoch_info(5).attempt_state == "sealed"  # not the bare "compacted" of an unarchived past
     assert before[7][8] is not None and before[7][8].attempt == 1  # the superseded attempt's vote survived
     # the history: every event ever recorded, in order, from any cursor

@@ -244,12 +244,12 @@ def _without_request_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     one: what the library did before request ids."""
     real = session_module.Session.call
 
-    def forgetful(self, body, *, what, timeout=None, request_id=None, find=None):
+    def forgetful(self, body, *, what, timeout=None, request_id=None, find=None, started=None):
         def fresh(call):
             call.request_id = uuid.uuid4().hex
             return body(call)
 
-        return real(self, fresh, what=what, timeout=timeout, request_id=None, find=None)
+        return real(self, fresh, what=what, timeout=timeout, request_id=None, find=None, started=started)
 
     monkeypatch.setattr(session_module.Session, "call", forgetful)
 

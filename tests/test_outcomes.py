@@ -131,21 +131,21 @@ def test_scenario_04b_a_committed_write_then_the_deadline_is_call_unfinished(zk,
         a.create_pipeline(CONFIG)
         attempt = a.open_epoch(1)
         a.vote(attempt, "a", "x")
-        real_commit = Call.commit
+        real_settle = Call.settle
 
-        def commit_then_lose_zookeeper(call, steps):
-            results = real_commit(call, steps)
+        def answer_then_lose_zookeeper(call, steps, pending):
+            results = real_settle(call, steps, pending)
             if any(step.path.endswith("/a/y") for step in steps):  # the completing vote: answered, then gone
                 proxy.block(30)
                 proxy.cut()
             return results
 
-        Call.commit = commit_then_lose_zookeeper
+        Call.settle = answer_then_lose_zookeeper
         try:
             with pytest.raises(CallUnfinished) as unfinished:
                 a.vote(attempt, "a", "y", request_id="vote-y")
         finally:
-            Call.commit = real_commit
+            Call.settle = real_settle
         assert unfinished.value.request_id == "vote-y" and "nothing was written" not in str(unfinished.value)
         proxy.unblock()
         assert doc(zk, a.paths.vote(1, 1, "a", "y"))["request"] == "vote-y"

@@ -106,9 +106,10 @@ def vote_check(partition: str, producer: str):
         attempt = ctx["attempt"]
         assert got.attempt == attempt.token
         vote = doc(zk, b.paths.vote(2, attempt.token, partition, producer))
-        if vote is None:  # a sole producer's vote lives in its seal
+        if vote is None:  # a sole producer's vote lives in its seal; several producers' fold into it
             sealed = doc(zk, b.paths.seal(2, attempt.generation, partition)) or {}
-            vote = sealed.get("vote") if sealed.get("attempt") == attempt.token else None
+            kept = sealed.get("vote") or (sealed.get("votes") or {}).get(producer)
+            vote = kept if sealed.get("attempt") == attempt.token else None
         # a new request for the same vote is an identical repeat (``duplicate``), answered as such
         assert vote is not None and (rid is None or vote["request"] == rid or (got.duplicate and not ctx["committed"]))
         edoc = doc(zk, b.paths.epoch(2))

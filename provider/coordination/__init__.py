@@ -79,6 +79,7 @@ from airflow_epochs.coordination.lineage import LineageItem, LineageReport, chec
 from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.pipelined_votes import Ballot
 from airflow_epochs.coordination.reader import PipelineReader
 from airflow_epochs.coordination.reconfig import (
     BucketAssignment,
@@ -110,6 +111,7 @@ __all__ = [
     "Attempt",
     "AttemptSuperseded",
     "Backpressured",
+    "Ballot",
     "Barrier",
     "BarrierClosed",
     "BarrierConflict",

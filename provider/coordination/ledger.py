@@ -24,6 +24,7 @@ from airflow_epochs.coordination import (
     config_store,
     opening,
     payloads,
+    pipelined_votes,
     reader,
     retention,
     rollbacks,
@@ -32,10 +33,11 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.errors import Backpressured, InvalidEpoch, InvalidInput, PipelineNotFound
+from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput, PipelineNotFound
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
+from airflow_epochs.coordination.pipelined_votes import Ballot
 from airflow_epochs.coordination.reader import PipelineReader
 from airflow_epochs.coordination.records import (
     Attempt,
@@ -203,6 +205,19 @@ class EpochLedger:
         self.check_handle(attempt)
         return votes.vote(self.ctx, attempt, partition, producer, manifest, snapshot=snapshot, upstream=upstream,
                           request_id=request_id)
+
+    def vote_many(self, attempt: Attempt, ballots: Sequence[Ballot]) -> list[VoteResult | EpochsError]:
+        """Cast many votes under ``attempt`` pipelined: every vote's transaction is sent before the
+        first answer is awaited. Each vote is answered as :meth:`vote` answers it (its own request id,
+        the same transaction and fencing); the list holds, in the order of ``ballots``, each vote's
+        :class:`VoteResult` or the error :meth:`vote` would have raised for it. Every ballot is
+        checked before anything is sent.
+
+        :param ballots: :class:`Ballot` records (partition, producer, manifest, snapshot, upstream,
+            request id), at most 512, one per producer and partition.
+        """
+        self.check_handle(attempt)
+        return pipelined_votes.vote_many(self.ctx, attempt, ballots)
 
     def close_epoch(self, attempt: Attempt, *, request_id: str | None = None) -> EpochInfo:
         """Seal the epoch once every partition is sealed, advancing the frontier; idempotent.

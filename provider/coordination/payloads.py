@@ -68,7 +68,7 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "epoch": {"state": (str,), "attempt": (int,), "owner": (str,), "config_version": (int,),
               "generation": (int,), "opened_at": _NUMBER},
     "attempt": {"token": (int,), "owner": (str,), "started_at": _NUMBER, "request": (str,), "state": (str,)},
-    "vote": {"producer": (str,), "attempt": (int,), "manifest": (dict,), "voted_at": _NUMBER, "request": (str,)},
+    "vote": {"manifest": (dict,), "voted_at": _NUMBER, "request": (str,)},
     "seal": {"partition": (str,), "attempt": (int,), "generation": (int,), "sealed_at": _NUMBER,
              "request": (str,), "snapshot_producers": (list,), "producers": (int,), "config_version": (int,)},
     "epoch_seal": {"attempt": (int,), "generation": (int,), "sealed_at": _NUMBER, "request": (str,)},

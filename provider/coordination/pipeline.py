@@ -66,11 +66,13 @@ class PipelineContext:
         what: str,
         request_id: str | None = None,
         find: Callable[[Call], T | None] | None = None,
+        started: Call | None = None,
     ) -> T:
         """Run ``body`` within one deadline (see :meth:`Session.call`)."""
         if request_id is not None:
             validate_request_id(request_id)
-        return self.session.call(body, what=what, timeout=self.op_timeout, request_id=request_id, find=find)
+        return self.session.call(body, what=what, timeout=self.op_timeout, request_id=request_id, find=find,
+                                 started=started)
 
     def event(self, event: str, **detail: Any) -> list[Step]:
         """The steps recording ``event`` in the history, to commit with the change they describe."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
@@ -32,6 +31,7 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
 )
 from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.vote_records import CastVote, SealNode, folded_vote
 from airflow_epochs.coordination.wire import (
     AttemptNode,
     ConsumerNode,
@@ -159,25 +159,14 @@ def seal_record(
 
 
 def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -> SealRecord:
-    doc = payloads.decode("seal", raw[0], path=path)
-    return SealRecord(epoch, partition, int(doc["attempt"]), int(doc["generation"]), float(doc["sealed_at"]),
-                      int(raw[1].czxid), str(doc["request"]), int(doc["producers"]),
-                      {str(k): int(v) for k, v in (doc.get("upstream") or {}).items()})
+    seal = SealNode.from_bytes(raw[0], path=path)
+    return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw[1].czxid),
+                      seal.request, seal.producers, dict(seal.upstream))
 
 
-def decode_vote(raw: tuple[bytes, Any], epoch: int, partition: str, producer: str, path: str) -> VoteRecord:
-    doc = payloads.decode("vote", raw[0], path=path)
-    return VoteRecord(epoch, partition, producer, int(doc["attempt"]), doc["manifest"], doc.get("snapshot"),
-                      str(doc["request"]), float(doc["voted_at"]))
-
-
-def embedded_vote(seal: dict[str, Any], epoch: int, partition: str) -> VoteRecord | None:
-    """The sole producer's vote kept inside a seal, or None if the seal's votes have znodes of their own."""
-    vote = seal.get("vote")
-    if not isinstance(vote, dict):
-        return None
-    return VoteRecord(epoch, partition, str(vote["producer"]), int(seal["attempt"]), vote["manifest"],
-                      vote.get("snapshot"), str(vote.get("request", "")), float(vote.get("voted_at", 0.0)))
+def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, producer: str,
+                path: str) -> VoteRecord:
+    return CastVote.from_znode(raw[0], path, producer, token).record(epoch, partition)
 
 
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
@@ -193,14 +182,14 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
     raw = call.get(seal_path)
     if raw is None:
         return None
-    seal = payloads.decode("seal", raw[0], path=seal_path)
-    token = int(seal["attempt"])
+    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    token = seal.attempt
     manifests: dict[str, Any] = {}
     snapshots: dict[str, Any] = {}
-    sole = embedded_vote(seal, epoch, partition)
-    if sole is not None:
-        producers = [sole.producer]
-        records = [sole]
+    folded = seal.votes
+    if folded is not None:
+        producers = folded.names()
+        records = [folded.votes[name].record(epoch, partition) for name in producers]
     else:
         producers = producer_names(call, ctx, epoch, token, partition, seal_path)
         records = []
@@ -208,15 +197,16 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
                 [ctx.paths.vote(epoch, token, partition, name) for name in producers]), strict=True):
             if vote_raw is None:
                 raise CorruptPayload(f"{seal_path}: the vote of {name!r} is missing")
-            records.append(decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name)))
+            path = ctx.paths.vote(epoch, token, partition, name)
+            records.append(decode_vote(vote_raw, epoch, token, partition, name, path))
     for vote in records:
         manifests[vote.producer] = vote.manifest
         if vote.snapshot is not None:
             snapshots[vote.producer] = vote.snapshot
     return SealInfo(
         epoch=epoch, partition=partition, attempt=token, generation=generation, producers=tuple(producers),
-        manifests=manifests, snapshots=snapshots, sealed_at=float(seal["sealed_at"]), zxid=int(raw[1].czxid),
-        upstream={str(k): int(v) for k, v in (seal.get("upstream") or {}).items()},
+        manifests=manifests, snapshots=snapshots, sealed_at=seal.sealed_at, zxid=int(raw[1].czxid),
+        upstream=dict(seal.upstream),
     )
 
 
@@ -240,18 +230,14 @@ def vote_of(
     if found[0].state == "rolled_back" and attempt is None:
         return None
     token = found[0].attempt if attempt is None else attempt
-    producers = ctx.config(call, found[0].config_version).config.partitions.get(partition, ())
-    if tuple(producers) == (producer,):  # a sole producer's vote lives in the seal
-        seal_path = ctx.paths.seal(epoch, found[0].generation, partition)
-        raw = call.get(seal_path)
-        if raw is None:
-            return None
-        seal = payloads.decode("seal", raw[0], path=seal_path)
-        vote = embedded_vote(seal, epoch, partition)
-        return vote if vote is not None and vote.attempt == token else None
     path = ctx.paths.vote(epoch, token, partition, producer)
     raw = call.get(path)
-    return None if raw is None else decode_vote(raw, epoch, partition, producer, path)
+    if raw is not None:
+        return decode_vote(raw, epoch, token, partition, producer, path)
+    # a sole producer's vote lives in the seal, and several producers' votes fold into it
+    seal_path = ctx.paths.seal(epoch, found[0].generation, partition)
+    vote = folded_vote(call.get(seal_path), producer, seal_path)
+    return vote.record(epoch, partition) if vote is not None and vote.attempt == token else None
 
 
 # -- snapshots ---------------------------------------------------------------------------------
@@ -297,24 +283,24 @@ def snapshots_at(
     """The snapshot pointers sealed with ``partition`` at ``epoch`` (one opening), by producer."""
     seal_path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(seal_path)
-    if raw is None:
+    if raw is None:  # compacted with an archive (even while a snapshot pointer names it): read it there
+        past = archived_call(call, ctx, epoch) if epoch_record(call, ctx, epoch) is None else None
+        return {} if past is None else snapshots_at(past, ctx, partition, epoch, generation)
+    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    if not seal.snapshot_producers:
         return {}
-    seal = payloads.decode("seal", raw[0], path=seal_path)
-    indices = [int(i) for i in seal["snapshot_producers"]]
-    if not indices:
-        return {}
-    sole = embedded_vote(seal, epoch, partition)
-    if sole is not None:
-        return {sole.producer: SnapshotRef(epoch, partition, sole.producer, sole.snapshot)}
-    token = int(seal["attempt"])
-    producers = ctx.config(call, int(seal["config_version"])).config.partitions.get(partition, ())
-    names = [producers[i] for i in indices if 0 <= i < len(producers)]
+    token = seal.attempt
+    producers = ctx.config(call, seal.config_version).config.partitions.get(partition, ())
+    if seal.votes is not None:
+        return {name: SnapshotRef(epoch, partition, name, vote.snapshot)
+                for name, vote in seal.votes.votes.items() if vote.snapshot is not None}
+    names = [producers[i] for i in seal.snapshot_producers if 0 <= i < len(producers)]
     votes = call.get_many([ctx.paths.vote(epoch, token, partition, name) for name in names])
     refs: dict[str, SnapshotRef] = {}
     for name, vote_raw in zip(names, votes, strict=True):
         if vote_raw is None:
             raise CorruptPayload(f"{seal_path}: the vote of {name!r}, which carries a snapshot, is missing")
-        vote = decode_vote(vote_raw, epoch, partition, name, ctx.paths.vote(epoch, token, partition, name))
+        vote = decode_vote(vote_raw, epoch, token, partition, name, ctx.paths.vote(epoch, token, partition, name))
         refs[name] = SnapshotRef(epoch, partition, name, vote.snapshot)
     return refs
 

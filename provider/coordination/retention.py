@@ -3,9 +3,9 @@ older ones, so a pipeline's znodes do not grow with the epochs behind it.
 
 Compacting epochs up to c keeps what later epochs need and drops the rest:
 
-- kept: the frontier; each partition's snapshot pointer and the (at most two) epochs it points at,
-  which stay in full until newer snapshots replace them; the lineage vector of each partition's
-  newest compacted seal and the count of compacted epochs (in ``archive``);
+- kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
+  epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
+  each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events, and the
   pipeline-level requests and events older than epoch c's seal.
 
@@ -16,8 +16,8 @@ are idempotent, so a compaction cut short is finished by the next one.
 
 With an ``archive`` location in the configuration, each epoch's full record (its subtree and the
 history events pruned with it) is written to the pipeline's storage before any of it is deleted
-(:mod:`.archive`); a pinned epoch is archived too (its events are pruned with the others) and
-deleted later. A compaction killed between the archive write and the deletions is finished by the
+(:mod:`.archive`), and then deleted, pinned epochs too: the snapshots they carry are read from the
+archive then. A compaction killed between the archive write and the deletions is finished by the
 next one, which finds the file and verifies it instead of writing it again.
 """
 
@@ -36,6 +36,8 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import SealNode
+from airflow_epochs.coordination.wire import SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -61,10 +63,10 @@ def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
     for name, raw in zip(names, call.get_many([ctx.paths.snapshot_pointer(n) for n in names]), strict=True):
         if raw is None:
             continue
-        pointer = payloads.decode("snapshot_pointer", raw[0], path=ctx.paths.snapshot_pointer(name))
-        for ref in (pointer["current"], pointer.get("previous")):
-            if ref:
-                pinned.add(int(ref["epoch"]))
+        pointer = SnapshotPointerNode.from_bytes(raw[0], path=ctx.paths.snapshot_pointer(name))
+        for place in (pointer.current, pointer.previous):
+            if place is not None:
+                pinned.add(place.epoch)
     return pinned
 
 
@@ -95,9 +97,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
         for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
             if raw is not None:
-                seal = payloads.decode("seal", raw[0], path=path)
-                if seal.get("upstream"):
-                    lineage[name] = {"epoch": new, "upstream": seal["upstream"]}
+                seal = SealNode.from_bytes(raw[0], path=path)
+                if seal.upstream:
+                    lineage[name] = {"epoch": new, "upstream": dict(seal.upstream)}
         zxid = int(found[1].mzxid)
         summary = {"through": new, "epochs": (archive["epochs"] if archive else 0) + (new - old),
                    "history_zxid": zxid, "lineage": lineage}
@@ -130,7 +132,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
                 outcome = archive.archive_epoch(call, ctx, epoch, location)
                 outcomes[outcome.status].append(epoch)
                 known = outcome.znodes or None
-            if epoch in pinned:
+            if epoch in pinned and location is None:  # archived, a pinned epoch's snapshots are read there
                 kept.append(epoch)
                 continue
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)

@@ -27,6 +27,7 @@ from airflow_epochs.coordination.errors import (
     EpochIncomplete,
     EpochNotOpen,
     EpochOutOfOrder,
+    PayloadTooLarge,
     UnknownPartition,
     UnknownProducer,
 )
@@ -35,14 +36,14 @@ from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
-    decode_vote,
     epoch_info,
     epoch_record,
 )
-from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken, VoteRecord
+from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
-from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
-from airflow_epochs.coordination.wire import EpochNode
+from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import CastVote, FoldedVotes, SealNode
+from airflow_epochs.coordination.wire import EpochNode, EpochSealNode, FrontierNode, SnapshotPlace, SnapshotPointerNode
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
 _SEAL_ROUNDS = 5
@@ -119,23 +120,33 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
 
 
 def seal_document(
-    attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, VoteRecord],
+    attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, CastVote],
     request_id: str, now: float,
-) -> dict[str, Any]:
-    """The seal of ``partition``: who left snapshots (as indices into the configured producers, so its
-    size does not grow with the producers' names), the lineage vector, and when the first vote came."""
-    return {
-        "partition": partition, "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now,
-        "request": request_id, "config_version": attempt.config_version, "producers": len(producers),
-        "snapshot_producers": [i for i, name in enumerate(producers) if votes[name].snapshot is not None],
-        "first_vote_at": min((v.voted_at for v in votes.values()), default=now),
-    }
+) -> SealNode:
+    """The seal of ``partition`` (its votes not yet in): who left snapshots (as indices into the
+    configured producers), the lineage vector, and when the first vote came."""
+    return SealNode(partition, attempt.token, attempt.generation, now, request_id, attempt.config_version,
+                    len(producers), tuple(i for i, name in enumerate(producers) if votes[name].snapshot is not None),
+                    union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
 
 
-def embedded_vote(vote: VoteRecord, upstream: Mapping[str, int]) -> dict[str, Any]:
-    """A sole producer's vote, kept inside the seal it completes (no vote znode of its own)."""
-    return {"producer": vote.producer, "manifest": vote.manifest, "snapshot": vote.snapshot,
-            "upstream": dict(upstream), "voted_at": vote.voted_at, "request": vote.request}
+def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
+                votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Step]]:
+    """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
+    the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
+    znodes (and the partition's vote counter) deleted in the seal's transaction, unless the folded seal
+    would be too large (then the votes keep their znodes)."""
+    kept = FoldedVotes(attempt.token, dict(votes))
+    if embed:
+        return replace(seal, votes=kept, sole=True).to_bytes(), []
+    try:
+        data = replace(seal, votes=kept).to_bytes()
+    except PayloadTooLarge:
+        return seal.to_bytes(), []
+    paths = ctx.paths
+    deletes: list[Step] = [Delete(paths.vote(attempt.epoch, attempt.token, partition, name)) for name in sorted(votes)]
+    deletes.append(Delete(paths.vote_counter(attempt.epoch, attempt.token, partition)))
+    return data, deletes
 
 
 def seal_ops(
@@ -143,8 +154,7 @@ def seal_ops(
     attempt: Attempt,
     partition: str,
     producers: Sequence[str],
-    votes: Mapping[str, VoteRecord],
-    upstream: Mapping[str, int],
+    votes: Mapping[str, CastVote],
     pointer: tuple[bytes, Any] | None,
     request_id: str,
     now: float,
@@ -152,41 +162,34 @@ def seal_ops(
     counted: bool = True,
     embed: bool = False,
 ) -> list[Step]:
-    """The ops that seal ``partition`` (to follow the fence): the seal, the seal counter (unless
-    ``counted`` is False: the epoch's only partition seals the epoch in the same transaction), the
-    snapshot pointer if some producer left a snapshot, and the history record. With ``embed``, the
-    single vote in ``votes`` is kept in the seal itself (a sole producer's vote is its partition's seal)."""
-    doc = seal_document(attempt, partition, producers, votes, request_id, now)
-    doc["upstream"] = dict(upstream)
-    if embed:
-        (only,) = votes.values()
-        doc["vote"] = embedded_vote(only, upstream)
-    ops: list[Step] = [
-        Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), payloads.encode("seal", doc)),
-    ]
+    """The steps that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
+    :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
+    seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
+    and the history record."""
+    seal = seal_document(attempt, partition, producers, votes, request_id, now)
+    data, deletes = folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
+    ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
         ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
-    if doc["snapshot_producers"]:
-        here = {"epoch": attempt.epoch, "generation": attempt.generation, "attempt": attempt.token}
+    if any(vote.snapshot is not None for vote in votes.values()):
+        here = SnapshotPlace(attempt.epoch, attempt.generation, attempt.token)
         path = ctx.paths.snapshot_pointer(partition)
         if pointer is None:
-            ops.append(Create(path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": here, "previous": None})))
+            ops.append(Create(path, SnapshotPointerNode(partition, here).to_bytes()))
         else:
-            old = payloads.decode("snapshot_pointer", pointer[0], path=path)
-            previous = old.get("previous") if int(old["current"]["epoch"]) >= attempt.epoch else old["current"]
-            ops.append(SetData(path, payloads.encode("snapshot_pointer", {
-                "partition": partition, "current": here, "previous": previous}), pointer[1].version))
+            old = SnapshotPointerNode.from_bytes(pointer[0], path=path)
+            previous = old.previous if old.current.epoch >= attempt.epoch else old.current
+            ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
     ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
-                     producers=len(producers), first_vote_at=doc["first_vote_at"], generation=attempt.generation)
-    return ops
+                     producers=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation)
+    return ops + deletes
 
 
-def union_upstream(votes: Mapping[str, VoteRecord], raw_upstream: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+def union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
     """The lineage vector of a seal: per upstream pipeline, the newest epoch any producer read."""
     out: dict[str, int] = {}
-    for name in votes:
-        for pipeline, epoch in raw_upstream.get(name, {}).items():
+    for vote in votes.values():
+        for pipeline, epoch in vote.upstream.items():
             out[pipeline] = max(out.get(pipeline, 0), int(epoch))
     return out
 
@@ -216,17 +219,12 @@ def seal_partition(
             return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
         if any(raw is None for raw in vote_raws):
             return SealProgress(False, False)
-        votes: dict[str, VoteRecord] = {}
-        lineage: dict[str, Mapping[str, int]] = {}
-        for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True):
-            assert raw is not None
-            votes[name] = decode_vote(raw, attempt.epoch, partition, name, path)
-            lineage[name] = payloads.decode("vote", raw[0], path=path).get("upstream") or {}
+        votes = {name: CastVote.from_znode(raw[0], path, name, attempt.token)
+                 for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True) if raw is not None}
         now = ctx.clock()
         last = partitions_total == 1
         fenced = fence(ctx, attempt)
-        sealing = seal_ops(ctx, attempt, partition, producers, votes, union_upstream(votes, lineage), pointer_raw,
-                           request_id, now, counted=not last)
+        sealing = seal_ops(ctx, attempt, partition, producers, votes, pointer_raw, request_id, now, counted=not last)
         ops: list[Step] = [fenced, *sealing]
         if last:
             attempt = with_opened_at(call, ctx, attempt)
@@ -329,7 +327,7 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         epoch_sealed = call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None
         if not epoch_sealed:
             frontier_raw = call.get(ctx.paths.frontier)
-            frontier = int(payloads.decode("frontier", frontier_raw[0])["epoch"]) if frontier_raw else -1
+            frontier = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch if frontier_raw else -1
             if frontier != attempt.epoch - 1:
                 raise EpochOutOfOrder(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
@@ -369,14 +367,16 @@ def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo 
         return None
     paths = ctx.paths
     seal_raw = call.get(paths.epoch_seal(attempt.epoch))
-    if seal_raw is not None and payloads.decode("epoch_seal", seal_raw[0])["request"] == call.request_id:
+    if seal_raw is not None and \
+            EpochSealNode.from_bytes(seal_raw[0], path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
         return _info(call, ctx, attempt.epoch)
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
     if att is not None and att[0].sealed_by_request == call.request_id:
         return replace(_info(call, ctx, attempt.epoch), overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
-    raws = call.get_many([paths.seal(attempt.epoch, attempt.generation, name) for name in names])
-    if not any(raw is not None and payloads.decode("seal", raw[0])["request"] == call.request_id for raw in raws):
+    seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
+    if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
+               for raw, path in zip(call.get_many(seal_paths), seal_paths, strict=True)):
         return None
     overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
     if overtaken is None:

@@ -178,6 +178,11 @@ class Call:
 
         If the answer is lost, the call is marked ``sent``: from then on it must find out what happened.
         """
+        return self.settle(steps, self.send(steps))
+
+    def send(self, steps: Sequence[Step]) -> Any:
+        """Send ``steps`` as one multi-op transaction without waiting: returns kazoo's async result, to
+        pass to :meth:`settle` (several calls' transactions can be in flight on one connection)."""
         tx = self.client.transaction()
         for step in steps:
             if isinstance(step, Create):
@@ -190,7 +195,10 @@ class Call:
                 tx.check(step.path, step.version)
             else:  # pragma: no cover - programming error
                 raise TypeError(f"not a transaction step: {step!r}")
-        pending = tx.commit_async()
+        return tx.commit_async()
+
+    def settle(self, steps: Sequence[Step], pending: Any) -> list[Any]:
+        """Wait for the answer of ``steps`` sent by :meth:`send`; as :meth:`commit` does."""
         try:
             results: list[Any] = pending.get(timeout=self.remaining())
         except TRANSIENT_ERRORS:
@@ -290,15 +298,9 @@ class Session:
         remaining = deadline - time.monotonic()
         return remaining > 0 and self._connected.wait(remaining)
 
-    def call(
-        self,
-        body: Callable[[Call], T],
-        *,
-        what: str,
-        timeout: float | None = None,
-        request_id: str | None = None,
-        find: Callable[[Call], T | None] | None = None,
-    ) -> T:
+    def call(self, body: Callable[[Call], T], *, what: str, timeout: float | None = None,
+             request_id: str | None = None, find: Callable[[Call], T | None] | None = None,
+             started: Call | None = None) -> T:
         """Run ``body`` (which reads, decides and writes through its :class:`Call`) until it returns or
         raises a definite answer, within ONE deadline (``timeout``, default :attr:`op_timeout`).
 
@@ -312,17 +314,20 @@ class Session:
           request may be on record (a supplied id, a lost answer, a committed write of this call):
           a refusal is raised only when ``find`` found nothing, so "nothing was written" is checked.
 
+        ``started`` (from :meth:`begin`) continues a call whose create-only transaction was sent
+        ahead (pipelined): ``find`` does not run first, the body reads that transaction's answer.
+
         :class:`Conflict` from ``body`` runs it again (jittered; bounded); a lost connection waits for
         the reconnect. Past the deadline: :class:`OutcomeUnknown` (or :class:`CallUnfinished`) with the
         request id if a write of this call was sent or committed, else :class:`CoordinationUnavailable`.
         """
         budget = self.op_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        call = Call(self, deadline, request_id or new_request_id())
+        call = started or self.begin(request_id, budget)
+        deadline = call.deadline
         last: BaseException | None = None
         conflicts = 0
         pause = 0.02
-        look_first = request_id is not None
+        look_first = request_id is not None and started is None  # a refusal still looks it up
         refusal: StateError | None = None  # decided, waiting for the request id to be looked up
         while True:
             if not self.wait_connected(deadline):
@@ -370,6 +375,13 @@ class Session:
                 cause = "the ZooKeeper client is closed" if isinstance(exc, ConnectionClosedError) \
                     else f"ZooKeeper answered {exc!r}"
                 raise CoordinationUnavailable(f"{what}: {cause}; nothing was written") from exc
+
+    def begin(self, request_id: str | None = None, timeout: float | None = None) -> Call:
+        """A call's view before its body runs: pipelined work (a transaction sent ahead with
+        :meth:`Call.send`) happens under it, then :meth:`call` with ``started`` runs the body under the
+        same request id and deadline."""
+        budget = self.op_timeout if timeout is None else timeout
+        return Call(self, time.monotonic() + budget, request_id or new_request_id())
 
     def _gave_up(self, call: Call, what: str, budget: float, last: BaseException | None) -> EpochsError:
         detail = f" (last error: {last!r})" if last is not None else ""

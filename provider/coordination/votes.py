@@ -17,6 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -29,18 +30,15 @@ from airflow_epochs.coordination.errors import (
     EpochNotOpen,
     PartitionAlreadySealed,
 )
-from airflow_epochs.coordination.history import commit
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
     attempt_overtaken,
     attempt_record,
-    decode_vote,
-    embedded_vote,
     epoch_record,
     seal_record,
 )
-from airflow_epochs.coordination.records import Attempt, Overtaken, VoteRecord, VoteResult, check_upstream
+from airflow_epochs.coordination.records import Attempt, Overtaken, VoteResult, check_upstream
 from airflow_epochs.coordination.seals import (
     SealProgress,
     ensure_epoch_sealed,
@@ -55,6 +53,7 @@ from airflow_epochs.coordination.seals import (
 )
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, SetData, Step, first_failure
+from airflow_epochs.coordination.vote_records import CastVote, folded_vote
 
 
 def vote(
@@ -76,6 +75,17 @@ def vote(
                     payloads.check_snapshot(snapshot), check_upstream(upstream, limit=payloads.MAX_UPSTREAM))
     return ctx.call(voting.cast, what=f"vote {producer!r} on {partition!r} at epoch {attempt.epoch}",
                     request_id=request_id, find=voting.find)
+
+
+@dataclass(frozen=True)
+class SentVote:
+    """A vote's transaction, sent; its answer is awaited by :meth:`Voting.settle`."""
+
+    ops: list[Step]
+    pending: Any  # kazoo's async result of the transaction
+    partitions_total: int
+    handle: Attempt  # the attempt, with ``opened_at`` when the vote may seal the epoch
+    sole: bool  # the partition's only producer: the vote is the seal
 
 
 class Voting:
@@ -104,53 +114,63 @@ class Voting:
     # -- casting -------------------------------------------------------------------------------
 
     def cast(self, call: Call) -> VoteResult:
+        """The blocking path: send the vote's transaction and wait for its answer."""
         if self.voted:
             return self.finish(call)
+        return self.settle(call, self.send(call))
+
+    def send(self, call: Call) -> SentVote:
+        """Build the vote's transaction and send it without waiting for the answer (pipelined voting
+        sends many before settling any): a partition of several producers gets the fence, the
+        create-only vote and the counter bump; a sole producer's vote is its partition's seal."""
         attempt = self.attempt
         version = self.ctx.config(call, attempt.config_version)
         producers = producers_of(version, self.ctx.pipeline, attempt.epoch, self.partition, self.producer)
         partitions_total = len(version.config.partitions)
         now = self.ctx.clock()
-        if len(producers) == 1:
-            return self.cast_sole(call, producers, partitions_total, now)
-        doc = {"producer": self.producer, "attempt": attempt.token, "manifest": self.manifest,
-               "snapshot": self.snapshot, "upstream": self.lineage, "voted_at": now, "request": call.request_id}
-        ops: list[Step] = [
-            fence(self.ctx, attempt),
-            Create(self.vote_path, payloads.encode("vote", doc)),
-            SetData(self.counter_path, b""),
-        ]
-        results = commit(call, ops)
-        failure = first_failure(ops, results)
-        if failure is not None:
-            return self.refused_shared(call, failure.step, failure.error)
-        self.voted = True
-        self.count = int(results[2].version)  # the vote counter's new version
-        return self.finish(call)
-
-    def cast_sole(self, call: Call, producers: tuple[str, ...], partitions_total: int, now: float) -> VoteResult:
-        """The only producer completes the partition: its vote is the seal, written once."""
-        attempt = self.attempt
-        record = VoteRecord(attempt.epoch, self.partition, self.producer, attempt.token, self.manifest, self.snapshot,
-                            call.request_id, now)
+        if len(producers) > 1:
+            shared: list[Step] = [
+                fence(self.ctx, attempt),
+                Create(self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body())),
+                SetData(self.counter_path, b""),
+            ]
+            return SentVote(shared, call.send(shared), partitions_total, attempt, sole=False)
         pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
-        ops: list[Step] = [fence(self.ctx, attempt), *seal_ops(self.ctx, attempt, self.partition, producers,
-                                                   {self.producer: record}, self.lineage, pointer, call.request_id,
-                                                   now, counted=partitions_total > 1, embed=True)]
+        ops: list[Step] = [fence(self.ctx, attempt), *seal_ops(
+            self.ctx, attempt, self.partition, producers, {self.producer: self.cast_vote(call, now)}, pointer,
+            call.request_id, now, counted=partitions_total > 1, embed=True)]
         handle = attempt
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
             ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
-        results = commit(call, ops)
-        failure = first_failure(ops, results)
+        return SentVote(ops, call.send(ops), partitions_total, handle, sole=True)
+
+    def settle(self, call: Call, sent: SentVote) -> VoteResult:
+        """Wait for the answer of a sent vote and read it: refused (why, matched by the step that failed),
+        or in (then seal what it completed)."""
+        results = call.settle(sent.ops, sent.pending)
+        failure = first_failure(sent.ops, results)
         if failure is not None:
-            return self.refused_sole(call, failure.step, failure.error)
+            step, error = failure.step, failure.error
+            return self.refused_sole(call, step, error) if sent.sole else self.refused_shared(call, step, error)
         self.voted = True
-        epoch_sealed = partitions_total == 1
-        if not epoch_sealed and sealed_count(self.ctx, attempt, ops, results) >= partitions_total:
-            epoch_sealed = seal_epoch(call, self.ctx, handle, call.request_id)
+        if not sent.sole:
+            self.count = int(results[2].version)  # the vote counter's new version
+            return self.finish(call)
+        epoch_sealed = sent.partitions_total == 1
+        if not epoch_sealed and sealed_count(self.ctx, self.attempt, sent.ops, results) >= sent.partitions_total:
+            epoch_sealed = seal_epoch(call, self.ctx, sent.handle, call.request_id)
         self.progress = SealProgress(True, epoch_sealed)
         return self.finish(call)
+
+    def cast_vote(self, call: Call, now: float) -> CastVote:
+        return CastVote(self.producer, self.attempt.token, self.manifest, call.request_id, now, self.snapshot,
+                        self.lineage)
+
+    def folded(self, call: Call) -> CastVote | None:
+        """This producer's vote under this attempt kept in the partition's seal (folded or sole), or None."""
+        vote = folded_vote(call.get(self.seal_path), self.producer, self.seal_path)
+        return vote if vote is not None and vote.attempt == self.attempt.token else None
 
     # -- refusals: why the transaction failed, matched by the step that failed ----------------------
 
@@ -161,13 +181,15 @@ class Voting:
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            existing = decode_vote(raw, self.attempt.epoch, self.partition, self.producer, self.vote_path)
-            lineage_there = payloads.decode("vote", raw[0], path=self.vote_path).get("upstream") or {}
-            return self.repeat(call, existing, lineage_there)
+            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if step.path == self.vote_path and isinstance(error, NoNodeError):
-            # This attempt holds no vote counter for the partition: sealed before it took over.
+            # This attempt holds no vote counter for the partition: its seal folded the votes in (this
+            # producer's among them), or the partition was sealed before this attempt took over.
+            folded = self.folded(call)
+            if folded is not None:
+                return self.repeat(call, folded)
             raise self.sealed_before(call)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()
@@ -178,26 +200,22 @@ class Voting:
                 isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if step.path == self.seal_path and isinstance(error, NodeExistsError):
-            raw = call.get(self.seal_path)
-            if raw is None:
-                raise Conflict()
-            seal = payloads.decode("seal", raw[0], path=self.seal_path)
-            existing = embedded_vote(seal, self.attempt.epoch, self.partition)
-            if existing is None or existing.attempt != self.attempt.token:
+            existing = self.folded(call)
+            if existing is None:
                 raise self.sealed_before(call)
-            return self.repeat(call, existing, (seal.get("vote") or {}).get("upstream") or {})
+            return self.repeat(call, existing)
         if isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
             raise Conflict()  # the snapshot pointer moved meanwhile: decide again
         raise error
 
-    def repeat(self, call: Call, existing: VoteRecord, lineage_there: Mapping[str, Any]) -> VoteResult:
+    def repeat(self, call: Call, existing: CastVote) -> VoteResult:
         """A vote of this producer under this attempt is recorded: ours (a repeat of this request or
         an identical one), or a different one (refused)."""
         if existing.request == call.request_id:
             self.voted = True
             return self.finish(call)
         if existing.manifest == self.manifest and existing.snapshot == self.snapshot \
-                and dict(lineage_there) == self.lineage:
+                and dict(existing.upstream) == self.lineage:
             self.voted = True
             self.duplicate = True
             return self.finish(call)
@@ -257,7 +275,8 @@ class Voting:
                 count = self.count
                 if count is None:
                     stat = call.exists(self.counter_path)
-                    count = int(stat.version) if stat is not None else 0
+                    # no counter: the partition's seal folded the votes in (seal_partition reports it)
+                    count = int(stat.version) if stat is not None else len(producers)
                 progress = seal_partition(call, self.ctx, attempt, self.partition, producers, total,
                                           call.request_id) if count >= len(producers) else SealProgress(False, False)
             self.progress = progress
@@ -291,17 +310,11 @@ class Voting:
 
     def find(self, call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
-        epoch, partition = self.attempt.epoch, self.partition
         raw = call.get(self.vote_path)
-        if raw is not None:
-            if decode_vote(raw, epoch, partition, self.producer, self.vote_path).request != call.request_id:
-                return None
-        else:
-            raw = call.get(self.seal_path)
-            existing = embedded_vote(payloads.decode("seal", raw[0], path=self.seal_path), epoch, partition) \
-                if raw is not None else None
-            if existing is None or existing.request != call.request_id:
-                return None
+        existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
+            if raw is not None else self.folded(call)
+        if existing is None or existing.request != call.request_id:
+            return None
         overtaken = self.overtaken(call)
         if overtaken is not None:
             return self.overtaken_result(call, overtaken)

@@ -1,0 +1,109 @@
+"""Pipelined voting (``EpochLedger.vote_many``): every vote's transaction is sent before the first
+answer is awaited, and each vote is answered exactly as the blocking ``vote`` answers it: the same
+results, the same refusals, the same request-id lookups after a lost answer."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+from outcome_oracle import doc
+
+from airflow_epochs.coordination import (
+    AttemptSuperseded,
+    Ballot,
+    EpochLedger,
+    PipelineConfig,
+    UnknownProducer,
+    VoteResult,
+)
+
+pytestmark = [pytest.mark.integration]
+
+SHAPE = {"a": ("x", "y"), "b": ("z",), "c": ("u", "v", "w")}
+BALLOTS = [("a", "x"), ("b", "z"), ("c", "u"), ("a", "y"), ("c", "v"), ("c", "w")]
+
+
+def _ballots(prefix: str) -> list[Ballot]:
+    return [Ballot(p, q, {"rows": i}, upstream={"up": i}, request_id=f"{prefix}-{p}-{q}")
+            for i, (p, q) in enumerate(BALLOTS)]
+
+
+def _plain(result: VoteResult) -> tuple[object, ...]:
+    return (result.epoch, result.partition, result.producer, result.attempt, result.partition_sealed,
+            result.epoch_sealed, result.duplicate)
+
+
+def test_pipelined_votes_answer_as_blocking_votes_do(zk):
+    pipelined, blocking = EpochLedger(zk, "piped", owner="A"), EpochLedger(zk, "blocking", owner="A")
+    for ledger in (pipelined, blocking):
+        ledger.create_pipeline(PipelineConfig(SHAPE))
+    piped_attempt, blocking_attempt = pipelined.open_epoch(1), blocking.open_epoch(1)
+    results = pipelined.vote_many(piped_attempt, _ballots("r"))
+    expected = [blocking.vote(blocking_attempt, b.partition, b.producer, b.manifest, upstream=b.upstream,
+                              request_id=b.request_id) for b in _ballots("r")]
+    assert all(isinstance(r, VoteResult) for r in results), results
+    assert [_plain(r) for r in results] == [_plain(r) for r in expected]  # type: ignore[arg-type]
+    assert [r.request for r in results] == [b.request_id for b in _ballots("r")]  # type: ignore[union-attr]
+    assert pipelined.frontier() == 1
+    for partition in SHAPE:
+        assert pipelined.seal(1, partition).manifests == blocking.seal(1, partition).manifests
+    # the same request ids again: answered as blocking repeats are (sealed now), nothing applied twice
+    events = len(pipelined.history())
+    again = pipelined.vote_many(piped_attempt, _ballots("r"))
+    repeats = [blocking.vote(blocking_attempt, b.partition, b.producer, b.manifest, upstream=b.upstream,
+                             request_id=b.request_id) for b in _ballots("r")]
+    assert [_plain(r) for r in again] == [_plain(r) for r in repeats]  # type: ignore[arg-type]
+    assert all(r.partition_sealed and r.epoch_sealed for r in again)  # type: ignore[union-attr]
+    assert len(pipelined.history()) == events
+
+
+def test_a_bad_ballot_is_refused_before_any_vote_is_sent(zk):
+    ledger = EpochLedger(zk, "bad", owner="A")
+    ledger.create_pipeline(PipelineConfig(SHAPE))
+    attempt = ledger.open_epoch(1)
+    with pytest.raises(UnknownProducer, match="'nobody'"):
+        ledger.vote_many(attempt, [Ballot("a", "x"), Ballot("a", "nobody")])
+    assert zk.get_children(ledger.paths.vote_counter(1, attempt.token, "a")) == []
+
+
+def test_votes_of_a_superseded_attempt_are_each_refused(zk):
+    a, b = EpochLedger(zk, "p", owner="A"), EpochLedger(zk, "p", owner="B")
+    a.create_pipeline(PipelineConfig(SHAPE))
+    attempt = a.open_epoch(1)
+    b.open_epoch(1, takeover=True)
+    results = a.vote_many(attempt, _ballots("late"))
+    assert all(isinstance(r, AttemptSuperseded) for r in results), results
+
+
+def test_a_lost_answer_in_the_pipeline_then_a_takeover_every_answer_is_true(zk, lossy: KazooClient, proxy):
+    a, b = EpochLedger(lossy, "p", owner="A"), EpochLedger(zk, "p", owner="B")
+    a.create_pipeline(PipelineConfig(SHAPE))
+    attempt = a.open_epoch(1)
+    a.config_for(1)  # the configuration is cached: the votes are the first writes through the proxy
+    # the second vote's answer is lost (the connection is cut with the rest in flight), and B takes the
+    # epoch over before A asks again
+    proxy.drop_next_committed_write(skip=1, on_drop=lambda: b.open_epoch(1, takeover=True))
+    results = a.vote_many(attempt, _ballots("r"))
+    assert proxy.dropped
+    for ballot, result in zip(_ballots("r"), results, strict=True):
+        on_record = _on_record(zk, a, attempt.token, ballot)
+        if isinstance(result, VoteResult):
+            assert on_record, result
+            assert result.request == ballot.request_id
+        else:
+            assert isinstance(result, AttemptSuperseded) and not on_record, result
+    assert isinstance(results[1], VoteResult)  # its answer was lost, and found
+    assert results[1].overtaken is not None and results[1].overtaken.change == "superseded"
+    # a repeat of each request answers the same
+    again = a.vote_many(attempt, _ballots("r"))
+    assert [type(r) for r in again] == [type(r) for r in results]
+
+
+def _on_record(zk: KazooClient, ledger: EpochLedger, token: int, ballot: Ballot) -> bool:
+    """Whether the ballot's request id is on record: its vote znode, or its vote kept in the seal."""
+    vote = doc(zk, ledger.paths.vote(1, token, ballot.partition, ballot.producer))
+    if vote is None:
+        seal = doc(zk, ledger.paths.seal(1, 1, ballot.partition)) or {}
+        kept = seal.get("vote") or (seal.get("votes") or {}).get(ballot.producer)
+        vote = kept if seal.get("attempt") == token else None
+    return vote is not None and vote["request"] == ballot.request_id

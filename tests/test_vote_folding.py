@@ -1,0 +1,131 @@
+"""Votes fold into their seal: a sealed partition of several producers is one znode, and every
+answer about its votes (a repeated vote, a lost answer with another owner acting in between,
+``vote_of``, ``seal``) is what it was while the vote znodes existed."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination import (
+    DuplicateVote,
+    EpochLedger,
+    PartitionAlreadySealed,
+    PipelineConfig,
+    payloads,
+)
+
+pytestmark = [pytest.mark.integration]
+
+CONFIG = PipelineConfig({"a": ("x", "y"), "b": ("z",)})
+
+
+def subtree(zk: KazooClient, top: str) -> list[str]:
+    out = [top]
+    for child in zk.get_children(top):
+        out += subtree(zk, f"{top}/{child}")
+    return out
+
+
+def test_a_sealed_epoch_keeps_one_znode_per_partition_and_answers_as_before(zk):
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(CONFIG)
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "a", "x", {"rows": 1}, snapshot="s3://x", upstream={"up": 3}, request_id="vx")
+    before = ledger.vote_of(1, "a", "x")
+    assert zk.exists(ledger.paths.vote(1, attempt.token, "a", "x")) is not None
+    ledger.vote(attempt, "a", "y", {"rows": 2}, request_id="vy")
+    ledger.vote(attempt, "b", "z", {"rows": 3}, request_id="vz")
+    paths = ledger.paths
+    names = {p.removeprefix(paths.epoch(1)) for p in subtree(zk, paths.epoch(1))}
+    # the epoch record, its seal, the attempt, the opening's seal counter and one seal per partition
+    assert names == {"", "/sealed", f"/a-{attempt.token:010d}", f"/g-{attempt.generation}",
+                     f"/g-{attempt.generation}/a", f"/g-{attempt.generation}/b"}
+    assert ledger.vote_of(1, "a", "x") == before
+    vote_y = ledger.vote_of(1, "a", "y")
+    assert vote_y is not None and (vote_y.manifest, vote_y.request, vote_y.attempt) == ({"rows": 2}, "vy", 1)
+    seal = ledger.seal(1, "a")
+    assert seal.producers == ("x", "y") and dict(seal.manifests) == {"x": {"rows": 1}, "y": {"rows": 2}}
+    assert dict(seal.snapshots) == {"x": "s3://x"} and dict(seal.upstream) == {"up": 3}
+    assert ledger.last_sealed_snapshots("a")["x"].pointer == "s3://x"
+    doc = payloads.decode("seal", zk.get(paths.seal(1, attempt.generation, "a"))[0])
+    assert doc["votes"]["x"]["request"] == "vx" and doc["votes"]["y"]["request"] == "vy"
+
+
+def test_a_repeated_vote_after_the_fold_gets_the_same_answer(zk):
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(CONFIG)
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "a", "x", {"rows": 1}, request_id="vx")
+    last = ledger.vote(attempt, "a", "y", {"rows": 2}, request_id="vy")
+    assert last.partition_sealed and not last.epoch_sealed
+    first_again = ledger.vote(attempt, "a", "x", {"rows": 1}, request_id="vx")
+    assert (first_again.partition_sealed, first_again.request, first_again.duplicate) == (True, "vx", False)
+    assert ledger.vote(attempt, "a", "y", {"rows": 2}, request_id="vy") == last
+    # an identical vote of another request is a duplicate, as before the fold; a different one is refused
+    same = ledger.vote(attempt, "a", "x", {"rows": 1}, request_id="other")
+    assert same.duplicate and same.partition_sealed
+    before = zk.get(ledger.paths.seal(1, attempt.generation, "a"))
+    with pytest.raises(DuplicateVote):
+        ledger.vote(attempt, "a", "x", {"rows": 99}, request_id="different")
+    assert zk.get(ledger.paths.seal(1, attempt.generation, "a")) == before  # nothing was written
+
+
+def test_a_vote_for_a_partition_sealed_before_a_takeover_is_refused(zk):
+    a, b = EpochLedger(zk, "p", owner="A"), EpochLedger(zk, "p", owner="B")
+    a.create_pipeline(CONFIG)
+    attempt = a.open_epoch(1)
+    a.vote(attempt, "a", "x")
+    a.vote(attempt, "a", "y")
+    taken = b.open_epoch(1, takeover=True)
+    with pytest.raises(PartitionAlreadySealed):
+        b.vote(taken, "a", "x", {"rows": 5}, request_id="new")
+    repeat = a.vote(attempt, "a", "y", request_id=a.vote_of(1, "a", "y", attempt=1).request)
+    assert a.vote_of(1, "a", "y") is None  # not a vote of the current attempt, as before the fold
+    assert repeat.partition_sealed and repeat.overtaken is not None and repeat.overtaken.change == "superseded"
+
+
+def test_seal_answer_lost_then_a_takeover_the_repeat_finds_the_folded_vote(zk, lossy, proxy):
+    a, b = EpochLedger(lossy, "p", owner="A"), EpochLedger(zk, "p", owner="B")
+    a.create_pipeline(CONFIG)
+    attempt = a.open_epoch(1)
+    a.vote(attempt, "a", "x", request_id="vx")
+    # the completing vote commits, then the seal transaction that folds the votes commits and its
+    # answer is lost; B takes the epoch over before A asks again
+    proxy.drop_next_committed_write(skip=1, on_drop=lambda: b.open_epoch(1, takeover=True))
+    result = a.vote(attempt, "a", "y", request_id="vy")
+    assert proxy.dropped
+    assert result.partition_sealed and not result.epoch_sealed and result.request == "vy"
+    assert result.overtaken is not None and (result.overtaken.change, result.overtaken.current) == ("superseded", 2)
+    assert zk.exists(a.paths.vote(1, attempt.token, "a", "y")) is None  # folded into the seal
+    again = a.vote(attempt, "a", "y", request_id="vy")
+    assert again == result and again.overtaken == result.overtaken
+
+
+def test_vote_answer_lost_then_another_owner_closes_the_repeat_is_true(zk, lossy, proxy):
+    a = EpochLedger(lossy, "p", owner="A")
+    a.create_pipeline(CONFIG)
+    attempt = a.open_epoch(1)
+    a.vote(attempt, "a", "x", request_id="vx")
+    a.vote(attempt, "b", "z", request_id="vz")
+    closer = EpochLedger(zk, "p", owner="A")
+    # the completing vote commits and its answer is lost; another process of the same owner closes the
+    # epoch (it writes the seal the voter did not, folding the votes) before the voter asks again
+    proxy.drop_next_committed_write(on_drop=lambda: closer.close_epoch(attempt))
+    result = a.vote(attempt, "a", "y", request_id="vy")
+    assert proxy.dropped
+    assert (result.partition_sealed, result.epoch_sealed, result.overtaken) == (True, True, None)
+    assert a.vote(attempt, "a", "y", request_id="vy") == result
+    assert a.vote_of(1, "a", "y").request == "vy"
+
+
+def test_large_manifests_keep_their_vote_znodes(zk):
+    big = {"files": ["f" * 1000] * 25}  # about 25 KB: two of them do not fit one seal
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x", "y", "w")}))
+    attempt = ledger.open_epoch(1)
+    for producer in ("x", "y", "w"):
+        ledger.vote(attempt, "a", producer, big, request_id=f"v{producer}")
+    assert zk.exists(ledger.paths.vote(1, attempt.token, "a", "x")) is not None
+    assert ledger.seal(1, "a").manifests == {"w": big, "x": big, "y": big}
+    assert ledger.vote(attempt, "a", "x", big, request_id="vx").partition_sealed
