@@ -151,3 +151,23 @@ def test_cli_reads_history_from_a_cursor_and_compacts(zk, zk_server, zk_chroot):
     assert "kept in full for their snapshots: [1]" in compacted.stdout
     bad = run("history", "cli", "--since", "minus-one")
     assert bad.returncode == 2 and "must be a non-negative integer" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_old_window(zk):
+    """Versions written when ``retain_epochs`` was left out at the old default (1000) must not read
+    as today's default of 2: compaction would then drop epochs their owners meant to keep."""
+    from airflow_epochs.coordination import payloads
+    from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire import LEGACY_RETAIN_EPOCHS
+
+    ledger = EpochLedger(zk, "legacy", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
+    path = ledger.paths.config(0)
+    raw, _ = zk.get(path)
+    written = payloads.decode("config", raw, path=path)
+    assert written["retain_epochs"] == DEFAULT_RETAIN_EPOCHS  # written explicitly now
+    zk.set(path, payloads.encode("config", {k: v for k, v in written.items() if k != "retain_epochs"}))
+    assert ledger.config_for(1).config.retain_epochs == LEGACY_RETAIN_EPOCHS  # first read of version 0
+    explicit = EpochLedger(zk, "explicit", owner="o")
+    explicit.create_pipeline(PipelineConfig({"events": ("ingest",)}, retain_epochs=None))  # keep everything
+    assert explicit.config_for(1).config.retain_epochs is None

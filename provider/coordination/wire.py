@@ -73,11 +73,18 @@ class PipelineRecord:
         return None if best is None else best[0]
 
 
+# The retention window of configuration versions written before ``retain_epochs`` was always stored.
+LEGACY_RETAIN_EPOCHS = 1000
+
+
 def decode_config(raw: bytes, version: int, *, path: str) -> ConfigVersion:
     """Configuration ``version`` as stored at ``path``."""
     doc = payloads.decode("config", raw, path=path)
+    # A version stored without ``retain_epochs`` was written when leaving it out meant the default of
+    # that time: it keeps that window, not today's smaller default.
+    stored = {"retain_epochs": LEGACY_RETAIN_EPOCHS, **{k: v for k, v in doc.items() if k != "request"}}
     try:
-        config = PipelineConfig.from_json({k: v for k, v in doc.items() if k != "request"})
+        config = PipelineConfig.from_json(stored)
     except InvalidConfig as exc:
         raise CorruptPayload(f"{path}: {exc}") from exc
     return ConfigVersion(version, int(doc["from_epoch"]), config)
@@ -91,7 +98,8 @@ def config_request(raw: bytes, *, path: str) -> str:
 def encode_config(config: PipelineConfig, from_epoch: int, request: str = "") -> bytes:
     """A configuration version's payload; ``request`` is the id of the request that scheduled it (kept
     for good: versions are never deleted, so that request can always be found)."""
-    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json(), "request": request})
+    return payloads.encode("config", {"from_epoch": from_epoch, **config.to_json(),
+                                      "retain_epochs": config.retain_epochs, "request": request})
 
 
 # -- epochs and attempts ---------------------------------------------------------------------
