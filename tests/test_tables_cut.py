@@ -5,6 +5,13 @@ or a table's snapshot is not the current seal (a rollback not yet mirrored)."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -41,8 +48,20 @@ def sealed_rows(spark, ledger, partition: str, through: int) -> pd.DataFrame:
                                   with_epoch=False).toPandas())
 
 
-def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, spark, tmp_path, pg):
-    catalog = load_catalog(pg_catalog(pg, tmp_path / "warehouse"))
+def cli_cut(zk_server, chroot: str, settings, epoch: int) -> subprocess.CompletedProcess:
+    """``airflow-epochs table cut`` of both tables at ``epoch`` (the catalog from an Airflow connection)."""
+    conn = {"conn_type": "iceberg", "host": "127.0.0.1", "port": settings.port, "login": settings.user,
+            "password": settings.password, "schema": "iceberg", "extra": settings.extra}
+    env = {**os.environ, "AIRFLOW_CONN_CUT_LAKE": json.dumps(conn)}
+    tables = list(PARTITIONS.values())
+    return subprocess.run([str(Path(sys.executable).parent / "airflow-epochs"), "table", "cut", tables[0], "--with",
+                           tables[1], "--as-of-epoch", str(epoch), "--conn-id", "cut_lake", "--zk-hosts",
+                           zk_server.hosts + chroot], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server, zk_chroot, spark, tmp_path, pg):
+    settings = pg_catalog(pg, tmp_path / "warehouse")
+    catalog = load_catalog(settings)
     ledger = EpochLedger(zk, "cut", owner="tests")
     ledger.create_pipeline(PipelineConfig({p: (PRODUCER,) for p in PARTITIONS}))
     main, store = job_for(), tmp_path / "store"
@@ -80,6 +99,18 @@ def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, spark, tmp
     with pytest.raises(NotAlignedCut, match="publish it again first"):
         read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3)
     assert read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 2).epoch == 2
+    # The same through the CLI: refused with the reason and no rows at 3; both tables' rows at 2.
+    conn = types.SimpleNamespace(port=pg.port, user=pg.user, password=pg.password,
+                                 extra={"catalog": "sql", "warehouse": (tmp_path / "warehouse").as_uri(),
+                                        "name": settings.name})
+    refused = cli_cut(zk_server, zk_chroot, conn, 3)
+    assert refused.returncode != 0 and "publish it again first" in refused.stderr
+    assert not any(line.startswith(("table,", "epochs.")) for line in refused.stdout.splitlines())  # no rows
+    done = cli_cut(zk_server, zk_chroot, conn, 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = list(csv.reader(io.StringIO(done.stdout)))
+    for partition, table in PARTITIONS.items():
+        assert sum(1 for row in printed if row[0] == table) == len(sealed_rows(spark, ledger, partition, 2))
     for partition, table in PARTITIONS.items():
         publish_sealed(ledger, catalog, table, partition, 3)
     cut = read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3)
