@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_epochs.coordination import DEFAULT_ROOT, InvalidInput
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.lineage.runs import task_lineage_run
 from airflow_epochs.operators.epoch import attempt_from_xcom
 
 # Settings passed to SparkSubmitHook by name, each checked by its own rule (see submit_options): no
@@ -143,9 +144,11 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
 
         # A retry after a ZooKeeper fault asks the ledger again: it runs nothing if this attempt's vote
         # landed, and otherwise starts a fresh run from the last sealed snapshot.
+        lineage_run = task_lineage_run(context["ti"])
         outcome = self.coordinated(
             lambda: hook.submit_and_seal(attempt, self.partition, self.producer, storage=self.storage, inputs=inputs,
-                                         sealed_inputs=self.sealed_inputs, lock_timeout=self.lock_timeout),
+                                         sealed_inputs=self.sealed_inputs, lock_timeout=self.lock_timeout,
+                                         lineage_run=lineage_run),
             what=f"epoch {attempt.epoch}: {self.producer}'s Spark job for {self.partition}")
         if outcome.action != "ran":
             self.log.info("Epoch %s: partition %s %s; nothing was submitted", attempt.epoch, self.partition,

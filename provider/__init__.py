@@ -28,7 +28,8 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper",
-                                                                      "airflow_epochs.hooks.spark_epoch"]}],
+                                                                      "airflow_epochs.hooks.spark_epoch",
+                                                                      "airflow_epochs.hooks.iceberg"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "group", "consumer", "spark", "publish",
                                                             "declared")]}],
@@ -39,6 +40,41 @@ def get_provider_info() -> dict[str, Any]:
                                                            "assets", "declared")]}],
         "plugins": [{"name": "epochs", "plugin-class": "airflow_epochs.ui.plugin.EpochsPlugin"}],
         "connection-types": [
+            {
+                "connection-type": "iceberg",
+                "hook-class-name": "airflow_epochs.hooks.iceberg.IcebergCatalogHook",
+                "hook-name": "Iceberg catalog (Epochs)",
+                "ui-field-behaviour": {
+                    "relabeling": {
+                        "host": "PostgreSQL host, or the REST catalog's URL",
+                        "schema": "Database (SQL catalog on PostgreSQL)",
+                        "password": "Password, or the REST catalog's bearer token",
+                    },
+                    "placeholders": {
+                        "host": "db.internal or https://catalog.example/api",
+                        "port": "5432",
+                        "extra": '{"catalog": "sql", "warehouse": "s3://bucket/warehouse"}',
+                    },
+                },
+                "conn-fields": {
+                    "catalog": {
+                        "label": "Catalog kind",
+                        "description": "sql (PostgreSQL or SQLite) or rest",
+                        "schema": {"type": ["string", "null"], "enum": ["sql", "rest", None], "default": "sql"},
+                    },
+                    "warehouse": {
+                        "label": "Warehouse",
+                        "description": "where new table metadata goes (a SQL catalog needs it)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "sqlite": {
+                        "label": "SQLite catalog file",
+                        "description": "instead of a PostgreSQL host (demos, one machine)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "name": {"label": "Catalog name", "schema": {"type": ["string", "null"], "default": "epochs"}},
+                },
+            },
             {
                 "connection-type": "zookeeper",
                 "hook-class-name": "airflow_epochs.hooks.zookeeper.ZooKeeperHook",

@@ -82,3 +82,50 @@ def test_spark_task_lineage_names_sealed_inputs_output_and_the_seal(zk, zk_conne
     from openlineage.client.serde import Serde
 
     jsonschema.validate(Serde.to_dict(after), run_facet_schema())
+
+
+def test_empty_form_fields_count_as_not_given():
+    # Airflow's connection form stores an empty custom field as null or "".
+    settings = catalog_settings(extra={"catalog": None, "warehouse": "file:///wh", "sqlite": "/tmp/c.db",
+                                       "name": ""})
+    assert (settings.kind, settings.name, settings.properties["uri"]) == ("sql", "epochs", "sqlite:////tmp/c.db")
+
+
+@pytest.mark.integration
+def test_airflow_knows_the_iceberg_connection_type_and_tests_a_connection(airflow_home, tmp_path, monkeypatch):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from airflow_epochs import get_provider_info
+    from airflow_epochs.hooks.iceberg import IcebergCatalogHook
+
+    [declared] = [c for c in get_provider_info()["connection-types"] if c["connection-type"] == "iceberg"]
+    assert declared["hook-class-name"] == "airflow_epochs.hooks.iceberg.IcebergCatalogHook"
+    assert set(declared["conn-fields"]) == {"catalog", "warehouse", "sqlite", "name"}
+    env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
+    airflow = str(Path(sys.executable).parent / "airflow")
+    listed = subprocess.run([airflow, "providers", "hooks", "-o", "json"], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    hooks = {h["connection_type"]: h for h in json.loads(listed.stdout[listed.stdout.index("["):])}
+    assert hooks["iceberg"]["class"] == "airflow_epochs.hooks.iceberg.IcebergCatalogHook"
+    assert hooks["iceberg"]["package_name"] == "airflow-provider-epochs"
+
+    extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"), "warehouse": (tmp_path / "wh").as_uri()}
+    env["AIRFLOW_CONN_ICEBERG_PROBE"] = json.dumps({"conn_type": "iceberg", "extra": extra})
+    tested = subprocess.run([airflow, "connections", "test", "iceberg_probe"], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert tested.returncode == 0 and "success" in tested.stdout.lower(), (tested.stdout + tested.stderr)[-2000:]
+    assert (tmp_path / "catalog.db").is_file()  # the test reached the catalog: it made its tables
+
+    # The hook in this process: the same connection answers; a catalog that cannot be opened does not.
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_PROBE", env["AIRFLOW_CONN_ICEBERG_PROBE"])
+    hook = IcebergCatalogHook(iceberg_conn_id="iceberg_probe")
+    assert hook.test_connection() == (True, f"{hook.settings.describe()}: 0 namespace(s)")
+    broken = {**extra, "sqlite": str(tmp_path / "no-such-folder" / "catalog.db")}
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_BROKEN", json.dumps({"conn_type": "iceberg", "extra": broken}))
+    ok, message = IcebergCatalogHook(iceberg_conn_id="iceberg_broken").test_connection()
+    assert not ok and "OperationalError" in message, message

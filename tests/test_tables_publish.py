@@ -175,6 +175,8 @@ def test_rollback_leaves_the_table_as_at_k_and_republish_follows(zk, spark, tmp_
         seal_epoch(zk, spark, ledger, store, epoch, first)
     publish_sealed(ledger, catalog, TABLE, PARTITION, 5)
     at_three = normalized(table_as_of_epoch(catalog, TABLE, 3).to_pandas())
+    superseded = h.snapshot_of_epoch(catalog.load_table(TABLE), 5).snapshot_id
+    superseded_rows = normalized(table_as_of_epoch(catalog, TABLE, 5).to_pandas())
     ledger.rollback(3, reason="reprocess 4 and 5", request_id="rollback-test-1")
     # Publishing epoch 3 again mirrors the rollback first: one snapshot removing epochs 4 and 5.
     outcome = publish_sealed(ledger, catalog, TABLE, PARTITION, 3)
@@ -191,9 +193,14 @@ def test_rollback_leaves_the_table_as_at_k_and_republish_follows(zk, spark, tmp_
         table_as_of_epoch(catalog, TABLE, 4)
     # A repeat of the mirror does nothing.
     assert publish_sealed(ledger, catalog, TABLE, PARTITION, 3).rolled_back is None
-    # Epochs 4 and 5 run again (a new generation) and are published after the rollback snapshot.
+    # Epochs 4 and 5 run again (a new generation) and are published after the rollback snapshot. The
+    # re-seal's garbage collection keeps the published runs of the rolled-back generation (marked
+    # _PUBLISHED) and still deletes a run no snapshot names.
+    stray = store / "rolled" / PARTITION / "epoch=4" / "attempt=999" / "run=stray"
+    stray.mkdir(parents=True)
     for epoch in (4, 5):
         seal_epoch(zk, spark, ledger, store, epoch, first)
+    assert not stray.parent.exists()
     publish_sealed(ledger, catalog, TABLE, PARTITION, 5)
     table = catalog.load_table(TABLE)
     actions = [(r.action, r.epoch) for r in ours(table)]
@@ -206,6 +213,9 @@ def test_rollback_leaves_the_table_as_at_k_and_republish_follows(zk, spark, tmp_
         assert live[epoch].generation != ours(table)[epoch - 1].generation
     got = normalized(table_as_of_epoch(catalog, TABLE, 5).to_pandas())
     pd.testing.assert_frame_equal(got, sealed_frame(spark, ledger, 5), check_dtype=False)
+    # Time travel to the superseded snapshot of epoch 5 still finds its files.
+    old = normalized(table.scan(snapshot_id=superseded).to_arrow().to_pandas())
+    pd.testing.assert_frame_equal(old, superseded_rows, check_dtype=False)
 
 
 def test_incompatible_column_is_refused_before_any_commit(zk, spark, tmp_path, settings):
@@ -237,3 +247,20 @@ def test_table_of_another_partition_and_bad_names_are_refused(zk, spark, tmp_pat
     with pytest.raises(InvalidInput, match=r"'namespace\.table'"):
         publish_sealed(ledger, catalog, "no-dots; drop", PARTITION, 1)
     assert [r.epoch for r in ours(catalog.load_table(TABLE))] == [1]
+
+
+def test_garbage_collection_keeps_runs_a_published_snapshot_names(tmp_path):
+    from airflow_epochs.spark.storage import PUBLISHED_MARKER, collect_garbage, mark_published, run_location
+
+    store = str(tmp_path / "store")
+    sealed, published, stray = (run_location(store, "gc", PARTITION, 3, attempt, run)
+                                for attempt, run in ((9, "new"), (7, "old"), (8, "failed")))
+    for run in (sealed, published, stray):
+        Path(run, "data").mkdir(parents=True)
+        Path(run, "data", "part-0.parquet").write_bytes(b"x")
+    mark_published(published, {"table": TABLE, "epoch": 3})
+    assert json.loads(Path(published, PUBLISHED_MARKER).read_text())["table"] == TABLE
+    removed = collect_garbage(store, "gc", PARTITION, 3, [sealed])
+    assert removed == [stray]
+    assert Path(sealed, "data", "part-0.parquet").exists() and Path(published, "data", "part-0.parquet").exists()
+    assert not Path(stray).parent.exists()  # its attempt folder went with its only run

@@ -2,7 +2,8 @@
 
 - The run facet ``airflowEpochs`` (:class:`EpochsRunFacet`): pipeline, epoch, partition, attempt,
   generation, the seal's request id and zxid, its producers, a SHA-256 digest of each producer's voted
-  manifest, and the lineage vector; its JSON schema ships in the package
+  manifest, the lineage vector, and each producer's OpenLineage run (``producerRuns``: the seal's link
+  to the runs that voted, from the ``lineage_run`` each vote recorded); its JSON schema ships in the package
   (``airflow_epochs/lineage/schemas/EpochsRunFacet.json``, see :func:`run_facet_schema`).
 - The output: the partition's dataset (the Iceberg table when it is published, else its storage
   location) with the epoch as a partition subset facet.
@@ -29,6 +30,7 @@ from openlineage.client.generated.base_subset_dataset import (
 )
 
 from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.lineage.runs import LINEAGE_RUN
 
 FACET_NAME = "airflowEpochs"
 SCHEMA_FILE = "EpochsRunFacet.json"
@@ -61,10 +63,24 @@ class EpochsRunFacet(RunFacet):
     lineageVector: dict[str, int] = attr.field(factory=dict)
     table: str | None = None
     snapshotId: int | None = None
+    producerRuns: list[dict[str, str]] = attr.field(factory=list)
 
     @staticmethod
     def _get_schema() -> str:
         return SCHEMA_URL
+
+
+def producer_runs(manifests: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The OpenLineage run of each producer whose vote recorded one (``lineage_run``), by producer name:
+    the seal's link to the runs that made the partition."""
+    runs = []
+    for producer in sorted(manifests):
+        manifest = manifests[producer]
+        run = manifest.get(LINEAGE_RUN) if isinstance(manifest, Mapping) else None
+        if isinstance(run, Mapping) and all(isinstance(run.get(k), str) for k in ("namespace", "job", "runId")):
+            runs.append({"producer": producer, "namespace": run["namespace"], "job": run["job"],
+                         "runId": run["runId"]})
+    return runs
 
 
 def manifest_digest(manifest: Any) -> str:
@@ -105,7 +121,7 @@ def run_facet(ledger: EpochLedger, partition: str, epoch: int, *, producer: str,
         sealRequest=None if record is None else record.request,
         sealZxid=seal.zxid, manifestDigests={p: manifest_digest(m) for p, m in seal.manifests.items()},
         lineageVector={k: int(v) for k, v in seal.upstream.items()}, table=table, snapshotId=snapshot_id,
-        producer=PRODUCER)
+        producerRuns=producer_runs(seal.manifests), producer=PRODUCER)
 
 
 def output_dataset(namespace: str, name: str, epoch: int | None) -> OutputDataset:

@@ -29,6 +29,9 @@ from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import validate_location
 
 MANIFEST_FILE = "_MANIFEST.json"
+# In a run directory: a published Iceberg snapshot names its files, so garbage collection keeps it
+# (time travel to a snapshot a rollback superseded still finds them). Readers skip "_" names.
+PUBLISHED_MARKER = "_PUBLISHED"
 MANIFEST_VERSION = 1
 
 
@@ -105,12 +108,27 @@ def data_files(location: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
+def mark_published(location: str, note: Mapping[str, Any]) -> None:
+    """Mark the run directory ``location`` as named by a published table snapshot (``note`` says which):
+    :func:`collect_garbage` then keeps it. Repeating it rewrites the same small file."""
+    fs, path = filesystem(location)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        raise InvalidInput(f"no run directory at {redact_uri(location)} to mark as published")
+    with fs.open_output_stream(f"{path.rstrip('/')}/{PUBLISHED_MARKER}") as out:
+        out.write(json.dumps(dict(note), sort_keys=True).encode())
+
+
+def is_marked_published(fs: pafs.FileSystem, run_path: str) -> bool:
+    return bool(fs.get_file_info(f"{run_path.rstrip('/')}/{PUBLISHED_MARKER}").type == pafs.FileType.File)
+
+
 def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, keep: Iterable[str]) -> list[str]:
     """Delete the run directories of ``partition`` at ``epoch`` that are not in ``keep``.
 
     Call it only with the run locations a seal names (see :func:`airflow_epochs.spark.sealed_runs`):
-    everything else at that epoch is a failed, killed or superseded attempt that no reader can see.
-    Returns the deleted locations.
+    everything else at that epoch is a failed, killed or superseded attempt that no reader can see,
+    except a run a published table snapshot names (:func:`mark_published`), which is kept for time
+    travel. Returns the deleted locations.
     """
     root = filesystem(storage)[1].rstrip("/")
     fs, base = filesystem(epoch_location(storage, pipeline, partition, epoch))
@@ -126,7 +144,7 @@ def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, kee
         runs = [r for r in fs.get_file_info(pafs.FileSelector(attempt_dir.path)) if r.type == pafs.FileType.Directory]
         survivors = 0
         for run in runs:
-            if run.path.rstrip("/") in kept:
+            if run.path.rstrip("/") in kept or is_marked_published(fs, run.path):
                 survivors += 1
                 continue
             _check_inside(fs, root, run.path)

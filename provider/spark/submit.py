@@ -24,6 +24,7 @@ from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
+from airflow_epochs.lineage.runs import LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.retries import Backoff, call_with_retries, describe
 from airflow_epochs.spark.context import EpochContext
@@ -100,6 +101,7 @@ def submit_and_seal(
     buckets: tuple[int, ...] = (),
     lock_timeout: float = 300.0,
     root: str = DEFAULT_ROOT,
+    lineage_run: Mapping[str, str] | None = None,
 ) -> SubmitOutcome:
     """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
 
@@ -107,6 +109,8 @@ def submit_and_seal(
         (``root`` is then the ledger's).
     :param sealed_inputs: input name -> partition of the same epoch whose sealed output the job reads
         (resolved through the seal's manifests; e.g. a join after a barrier).
+    :param lineage_run: the OpenLineage run of the task that votes (``namespace``, ``job``, ``runId``),
+        recorded in the vote as ``lineage_run`` so that the seal names every producer's run.
     :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
         read from the run directory (a job submitted elsewhere writes it there).
     :raises EpochOutOfOrder: the previous epoch is not sealed (nothing ran).
@@ -153,6 +157,8 @@ def submit_and_seal(
             raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
                                      f"{manifest.get('epoch')}/{manifest.get('attempt')}/{manifest.get('run')}")
         summary = vote_summary(manifest)
+        if lineage_run:
+            summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}
         epoch_sealed = False
         def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
             log.warning("epoch %s: vote of %s on %s: %s; trying again in %.1f s", attempt.epoch, producer,

@@ -6,6 +6,7 @@ Needs the ``tables`` extra (pyiceberg). See :mod:`airflow_epochs.tables.publish`
 from __future__ import annotations
 
 from airflow_epochs.tables.catalog import CatalogSettings, catalog_settings, load_catalog, settings_from_connection
+from airflow_epochs.tables.cut import NotAlignedCut, SealedCut, read_sealed_cut
 from airflow_epochs.tables.history import EpochNotPublished, PublishedSnapshot, TableOfAnotherPartition
 from airflow_epochs.tables.publish import (
     IncompatibleSchema,
@@ -15,11 +16,12 @@ from airflow_epochs.tables.publish import (
     mirror_rollback,
     publish_sealed,
 )
+from airflow_epochs.tables.published import PublishedPartition, published_snapshot
 from airflow_epochs.tables.read import epochs_in, read_sealed_as_of, snapshot_id_of_epoch, table_as_of_epoch
 
 __all__ = [
-    "CatalogSettings", "EpochNotPublished", "IncompatibleSchema", "PublishOutcome", "PublishRefused",
-    "PublishedSnapshot", "Publisher", "TableOfAnotherPartition", "catalog_settings", "epochs_in",
-    "load_catalog", "mirror_rollback", "publish_sealed", "read_sealed_as_of", "settings_from_connection",
-    "snapshot_id_of_epoch", "table_as_of_epoch",
+    "CatalogSettings", "EpochNotPublished", "IncompatibleSchema", "NotAlignedCut", "PublishOutcome",
+    "PublishRefused", "PublishedPartition", "PublishedSnapshot", "Publisher", "SealedCut", "TableOfAnotherPartition",
+    "catalog_settings", "epochs_in", "load_catalog", "mirror_rollback", "publish_sealed", "published_snapshot",
+    "read_sealed_as_of", "read_sealed_cut", "settings_from_connection", "snapshot_id_of_epoch", "table_as_of_epoch",
 ]

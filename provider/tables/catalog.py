@@ -61,7 +61,8 @@ def catalog_settings(*, host: str | None = None, port: int | None = None, login:
 
     :raises InvalidInput: an unknown catalog kind or extra, or a field the kind needs is missing.
     """
-    extra = dict(extra or {})
+    # The connection form stores an empty field as null (or ""): such a field is not given.
+    extra = {k: v for k, v in (extra or {}).items() if v is not None and v != ""}
     kind = str(extra.get("catalog", "sql"))
     if kind not in CATALOG_KINDS:
         raise InvalidInput(f"Iceberg catalog kind must be one of {list(CATALOG_KINDS)}, not {kind!r}")

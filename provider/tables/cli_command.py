@@ -4,6 +4,8 @@
 
     airflow-epochs table read epochs.daily --as-of-epoch 40 --conn-id iceberg_default [--format csv|json]
     airflow-epochs table epochs epochs.daily --sqlite catalog.db --warehouse file:///data/warehouse
+    airflow-epochs table cut epochs.daily --with epochs.weekly --as-of-epoch 40 --conn-id iceberg_default \
+        --zk-hosts zk1:2181/chroot        # several tables at an aligned epoch: one consistent cut, or refused
 
 The catalog comes from an Airflow connection (``--conn-id``, see :mod:`airflow_epochs.tables.catalog`)
 or, for a SQLite catalog, from ``--sqlite`` and ``--warehouse``.
@@ -32,7 +34,7 @@ def _epoch(text: str) -> int:
 def add_table_command(sub: Any) -> None:
     """Register ``table`` on the CLI's subparsers."""
     table = sub.add_parser("table", help="read a published Iceberg table as of an epoch, or list its epochs")
-    table.add_argument("action", choices=["read", "epochs"])
+    table.add_argument("action", choices=["read", "epochs", "cut"])
     table.add_argument("table", metavar="NAMESPACE.TABLE", help="the Iceberg table")
     table.add_argument("--as-of-epoch", type=_epoch, help="read the table as of this epoch (read: required)")
     table.add_argument("--conn-id", help="Airflow connection of the Iceberg catalog")
@@ -40,6 +42,12 @@ def add_table_command(sub: Any) -> None:
     table.add_argument("--warehouse", help="the SQLite catalog's warehouse URI")
     table.add_argument("--format", choices=["csv", "json"], default="csv", help="output format (default csv)")
     table.add_argument("--limit", type=_epoch, help="print at most this many rows")
+    table.add_argument("--with", dest="with_tables", action="append", default=[], metavar="NAMESPACE.TABLE",
+                       help="cut: another table read at the same epoch (repeatable)")
+    table.add_argument("--zk-hosts", help="cut: the ZooKeeper connect string (with an optional chroot) the seals "
+                                          "are read from")
+    table.add_argument("--zookeeper-conn-id", help="cut: an Airflow connection of type zookeeper, instead of "
+                                                   "--zk-hosts")
     table.set_defaults(func=run_table_command)
 
 
@@ -74,7 +82,9 @@ def _run(args: argparse.Namespace) -> int:
                   f"generation {record.generation}\trequest {record.request}")
         return 0
     if args.as_of_epoch is None:
-        raise InvalidInput("table read needs --as-of-epoch N")
+        raise InvalidInput(f"table {args.action} needs --as-of-epoch N")
+    if args.action == "cut":
+        return _cut(args, catalog)
     rows = table_as_of_epoch(catalog, args.table, args.as_of_epoch)
     if args.limit is not None:
         rows = rows.slice(0, args.limit)
@@ -89,4 +99,45 @@ def _run(args: argparse.Namespace) -> int:
         writer.writerow(rows.column_names)
         for record in records:
             writer.writerow([record[c] for c in rows.column_names])
+    return 0
+
+
+def _cut(args: argparse.Namespace, catalog: Any) -> int:
+    """Print several tables at one aligned epoch (refused, nothing printed, unless it is one consistent cut)."""
+    from airflow_epochs.tables.cut import read_sealed_cut
+
+    tables = [args.table, *args.with_tables]
+    for identifier in tables:
+        check_identifier(identifier)
+    if bool(args.zk_hosts) == bool(args.zookeeper_conn_id):
+        raise InvalidInput("table cut reads the seals from ZooKeeper: give either --zk-hosts or --zookeeper-conn-id")
+    if args.zookeeper_conn_id:
+        from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+        settings = ZooKeeperHook(args.zookeeper_conn_id).settings
+    else:
+        from airflow_epochs.zk_settings import ZooKeeperSettings
+
+        settings = ZooKeeperSettings.from_fields(host=args.zk_hosts)
+    client = settings.start_client()
+    try:
+        cut = read_sealed_cut(client, catalog, tables, args.as_of_epoch)
+    finally:
+        client.stop()
+        client.close()
+    for member in cut.members:
+        rows = cut.rows[member.table]
+        if args.limit is not None:
+            rows = rows.slice(0, args.limit)
+        print(f"# {member.table} ({member.pipeline}/{member.partition}) as of epoch {cut.epoch}: snapshot "
+              f"{member.snapshot_id}, attempt {member.attempt}, {rows.num_rows} rows", file=sys.stderr)
+        records = rows.to_pylist()
+        if args.format == "json":
+            for record in records:
+                print(json.dumps({"table": member.table, **record}, default=str))
+        else:
+            writer = csv.writer(sys.stdout)
+            writer.writerow(["table", *rows.column_names])
+            for record in records:
+                writer.writerow([member.table, *(record[c] for c in rows.column_names)])
     return 0

@@ -39,7 +39,7 @@ from airflow_epochs.coordination.errors import EpochsError, InvalidInput, Partit
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.spark.sealed import sealed_outputs
-from airflow_epochs.spark.storage import data_files, filesystem
+from airflow_epochs.spark.storage import data_files, filesystem, mark_published
 from airflow_epochs.tables import history as h
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class SealToPublish:
     generation: int
     request: str
     files: tuple[str, ...]
+    runs: tuple[str, ...] = ()  # the run directories holding the files
 
 
 def check_identifier(identifier: str) -> tuple[str, str]:
@@ -113,6 +114,7 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
         raise PartitionNotSealed(f"pipeline {ledger.pipeline!r}: partition {partition!r} is not sealed at epoch "
                                  f"{epoch}; nothing is published")
     files: list[str] = []
+    runs: list[str] = []
     for item in sealed_outputs(ledger, partition, [epoch], output=output):
         if item.format != "parquet":
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
@@ -124,7 +126,8 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
             raise PublishRefused(f"epoch {epoch}: the manifest of {item.producer!r} names {vouched} file(s) under "
                                  f"{item.path}, {len(found)} are there; nothing is published")
         files += found
-    return SealToPublish(epoch, seal.attempt, seal.generation, record.request, tuple(files))
+        runs.append(item.location)
+    return SealToPublish(epoch, seal.attempt, seal.generation, record.request, tuple(files), tuple(runs))
 
 
 def files_schema(files: Iterable[str]) -> pa.Schema:
@@ -330,6 +333,10 @@ class Publisher:
                 self.on_step("schema")
             properties = self._properties(seal, mode)
             assert table is not None  # loaded or created above
+            if mode == "add_files":  # the snapshot will name these runs' files: keep them past a rollback
+                for run in seal.runs:
+                    mark_published(run, {"table": self.identifier, "epoch": seal.epoch, "attempt": seal.attempt,
+                                         "generation": seal.generation})
             try:
                 if mode == "add_files":
                     table.add_files(list(seal.files), snapshot_properties=properties, check_duplicate_files=True)

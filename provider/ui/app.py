@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -46,6 +46,9 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.ui.dags import DagIndex
 from airflow_epochs.ui.state import STATES, StateReader, as_json
+
+if TYPE_CHECKING:
+    from airflow_epochs.tables.published import PublishedIndex
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,18 @@ class SharedSession:
                 self._history = None
 
 
+def published_from_environment() -> PublishedIndex | None:
+    """The catalogs named by ``$AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS``, or None (none named, or no ``tables`` extra)."""
+    if not os.environ.get("AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS", "").strip():
+        return None
+    try:
+        from airflow_epochs.tables.published import PublishedIndex
+    except ImportError as exc:
+        log.warning("Epochs page: tables are not shown (%s); install the tables extra", exc)
+        return None
+    return PublishedIndex.from_environment()
+
+
 def _authorized_dag_ids(user: Any) -> set[str]:
     from airflow.api_fastapi.app import get_auth_manager
 
@@ -116,6 +131,7 @@ def create_app(
     client_factory: Callable[[], KazooClient] | None = None,
     authorized_dag_ids: Callable[[Any], set[str]] = _authorized_dag_ids,
     dag_index: DagIndex | None = None,
+    published_index: PublishedIndex | None = None,
 ) -> FastAPI:
     """Build the app.
 
@@ -123,6 +139,8 @@ def create_app(
         shared by the process).
     :param authorized_dag_ids: the DAG ids a user may read (default: Airflow's auth manager).
     :param dag_index: which pipelines each DAG drives (default: from the serialized DAGs).
+    :param published_index: where the epoch detail finds each sealed partition's table and snapshot
+        (default: the Iceberg connections named by ``$AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS``, if any).
     """
     session = SharedSession() if client_factory is None else None
     if session is not None:
@@ -131,6 +149,7 @@ def create_app(
         assert client_factory is not None
         reader = StateReader(client_factory)
     index = dag_index or DagIndex()
+    tables = published_index or published_from_environment()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -232,7 +251,8 @@ def create_app(
         detail = reader.pipeline(pipeline).epoch_detail(epoch)
         if detail is None:
             raise HTTPException(404, f"pipeline {pipeline!r} has no epoch {epoch}")
-        return cast(dict[str, Any], as_json(detail))  # a dataclass: a dict
+        found = cast(dict[str, Any], as_json(detail))  # a dataclass: a dict
+        return tables.annotate(pipeline, epoch, found) if tables is not None else found
 
     @app.get("/api/pipelines/{pipeline}/epochs/{epoch}/barriers")
     def barriers(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:

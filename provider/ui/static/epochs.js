@@ -173,7 +173,10 @@ function renderDetail(d) {
     el("td", { class: "manifest", title: JSON.stringify(p.snapshots) }, Object.keys(p.snapshots).length
       ? Object.entries(p.snapshots).map(([producer, s]) => `${producer}: ${(s && s.path) || JSON.stringify(s)}`).join(", ")
       : "-"),
-    el("td", {}, Object.keys(p.lineage).length ? Object.entries(p.lineage).map(([k, v]) => `${k}@${v}`).join(", ") : "-"))));
+    el("td", {}, Object.keys(p.lineage).length ? Object.entries(p.lineage).map(([k, v]) => `${k}@${v}`).join(", ") : "-"),
+    // the Iceberg table(s) the sealed partition is published to, with the snapshot of this epoch
+    el("td", { class: "published" }, (p.published || []).length
+      ? p.published.map((t) => `${t.table} @ snapshot ${t.snapshot_id}`).join(", ") : "-"))));
   $("detail-votes").replaceChildren(...d.partitions.flatMap((p) => p.producers.map((v) =>
     el("tr", { "data-producer": v.producer }, el("td", {}, p.partition), el("td", {}, v.producer),
       el("td", { class: v.voted && !v.current ? "stale" : null }, v.voted ? (v.current ? "voted" : "superseded attempt") : "waiting"),

@@ -1,0 +1,115 @@
+"""Several published tables read at one epoch as one consistent cut.
+
+At an aligned epoch N (every partition of each pipeline involved sealed at N, and the seals' lineage
+vectors agree: no member was built on an upstream epoch another member does not hold), the tables'
+snapshots of N show exactly what the seals say, so reading them together is one consistent cut. Anything
+else is refused before any data is read: an epoch not sealed everywhere, a table whose snapshot of N is
+not the current seal (its publish is pending, or a rollback is not mirrored yet), or a lineage violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_epochs.coordination.errors import EpochsError, InvalidInput
+from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.lineage import LineageItem, check_consistency, lineage_of
+from airflow_epochs.coordination.names import validate_epoch
+from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.tables import history as h
+from airflow_epochs.tables.publish import check_identifier
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+
+class NotAlignedCut(EpochsError):
+    """The tables cannot be read as one consistent cut at that epoch (the message says why); nothing was read."""
+
+
+@dataclass(frozen=True)
+class CutMember:
+    """One table of a cut: which sealed partition it shows, and the snapshot read."""
+
+    table: str
+    pipeline: str
+    partition: str
+    snapshot_id: int
+    attempt: int
+    generation: int
+    request: str
+
+
+@dataclass(frozen=True)
+class SealedCut:
+    """The tables at one aligned epoch: ``rows[table]`` is the table as of that epoch."""
+
+    epoch: int
+    members: tuple[CutMember, ...]
+    rows: Mapping[str, pa.Table] = field(repr=False)
+
+
+def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoch: int, *,
+                    root: str = DEFAULT_ROOT) -> tuple[CutMember, ...]:
+    """Check that ``tables`` at ``as_of_epoch`` form one consistent cut; the snapshot of each to read.
+
+    :raises NotAlignedCut: the epoch is not sealed in every pipeline involved, a table's snapshot of it
+        is not the current seal, or the seals' lineage is not a consistent cut.
+    :raises EpochNotPublished: a table has no live snapshot of that epoch.
+    """
+    validate_epoch(as_of_epoch)
+    if not tables:
+        raise InvalidInput("a cut needs at least one table")
+    if len(set(tables)) != len(tables):
+        raise InvalidInput(f"a table is named twice in {list(tables)}")
+    for identifier in tables:
+        check_identifier(identifier)
+    loaded = {identifier: catalog.load_table(identifier) for identifier in tables}
+    ledgers: dict[str, EpochLedger] = {}
+    members = []
+    for identifier, table in loaded.items():
+        pipeline, partition = table.properties.get(h.PIPELINE), table.properties.get(h.PARTITION)
+        if not pipeline or not partition:
+            raise InvalidInput(f"table {identifier} is not a published partition (no {h.PIPELINE} / {h.PARTITION})")
+        if pipeline not in ledgers:
+            ledgers[pipeline] = EpochLedger(client, pipeline, root=root)
+        record = h.snapshot_of_epoch(table, as_of_epoch)
+        members.append(CutMember(identifier, pipeline, partition, record.snapshot_id, record.attempt,
+                                 record.generation, record.request))
+    for pipeline, ledger in sorted(ledgers.items()):
+        info = ledger.epoch_info(as_of_epoch)
+        if info is None or (info.state != "sealed" and info.attempt_state != "compacted"):
+            unsealed = [] if info is None else sorted(set(ledger.config_for(as_of_epoch).config.partitions)
+                                                      - set(info.sealed_partitions))
+            raise NotAlignedCut(f"epoch {as_of_epoch} is not aligned: pipeline {pipeline!r} has not sealed it "
+                                f"({'no such epoch' if info is None else f'state {info.state}; unsealed {unsealed}'})")
+    items: list[LineageItem] = []
+    for member in members:
+        ledger = ledgers[member.pipeline]
+        seal = ledger.seal_record(as_of_epoch, member.partition)
+        if seal is not None and (seal.attempt, seal.generation, seal.request) != \
+                (member.attempt, member.generation, member.request):
+            raise NotAlignedCut(f"table {member.table}: its snapshot {member.snapshot_id} of epoch {as_of_epoch} is "
+                                f"attempt {member.attempt} (generation {member.generation}), but the current seal is "
+                                f"attempt {seal.attempt} (generation {seal.generation}); publish it again first")
+        item = lineage_of(ledger, as_of_epoch, member.partition)
+        if item is not None:
+            items.append(item)
+    report = check_consistency(items)
+    if not report.consistent:
+        raise NotAlignedCut(f"epoch {as_of_epoch} is not aligned: " + "; ".join(report.violations))
+    return tuple(members)
+
+
+def read_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoch: int, *,
+                    root: str = DEFAULT_ROOT) -> SealedCut:
+    """Read ``tables`` (Iceberg identifiers of published partitions, of one pipeline or several) as of
+    ``as_of_epoch`` as one consistent cut (see :func:`plan_sealed_cut` for what is refused).
+
+    :param client: a started KazooClient (the seals are read from it).
+    """
+    members = plan_sealed_cut(client, catalog, tables, as_of_epoch, root=root)
+    rows = {m.table: catalog.load_table(m.table).scan(snapshot_id=m.snapshot_id).to_arrow() for m in members}
+    return SealedCut(as_of_epoch, members, rows)
