@@ -28,7 +28,7 @@ from airflow_epochs.coordination import (
     SealInfo,
     validate_name,
 )
-from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.barriers import StragglerPolicy
 from airflow_epochs.coordination.calendar import Calendar
 from airflow_epochs.coordination.config import ConfigVersion
 from airflow_epochs.hooks.epoch_opening import open_epoch
@@ -342,8 +342,8 @@ class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
 
     def _arrive(self, attempt: Attempt) -> dict[str, Any]:
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            barrier = Barrier(hook.get_conn(), attempt.pipeline, attempt.epoch, self.barrier,
-                              generation=attempt.generation, root=self.root)
+            ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
+            barrier = ledger.barrier(attempt.epoch, self.barrier, generation=attempt.generation)
             barrier.declare(self.policy, self.participants)
             arrival = barrier.arrive(self.participant)
             self.log.info("Epoch %s: %s arrived at barrier %s (#%s)", attempt.epoch, self.participant,
