@@ -372,7 +372,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from airflow_epochs.status import pipeline_status, render
+    from airflow_epochs.views.status import pipeline_status, render
 
     with _ledger(args) as ledger:
         print(render(pipeline_status(ledger, recent=args.recent)))
@@ -380,7 +380,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
-    from airflow_epochs.timeline import draw
+    from airflow_epochs.views.timeline import draw
 
     epochs = _epoch_range(args.epochs) if args.epochs else None
     for out in args.out:
