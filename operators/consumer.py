@@ -10,8 +10,7 @@ from airflow.sdk import BaseOperator
 from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
 from airflow_epochs.coordination.backpressure import ConsumerState
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.stages import templated_epoch
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
+from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
