@@ -133,6 +133,29 @@ def test_the_hooks_ledger_binds_every_recipe_to_its_pipeline(monkeypatch, zk_ser
 
 
 @pytest.mark.integration
+def test_a_connected_ledger_closes_its_own_client_and_refuses_bad_names_before_connecting(zk_server, zk_chroot):
+    from airflow_epochs.coordination import InvalidInput, PipelineConfig
+    from airflow_epochs.coordination.ledger import connected_ledger
+
+    started = []
+
+    def start_client():
+        client = KazooClient(hosts=zk_server.hosts + zk_chroot)
+        client.start()
+        started.append(client)
+        return client
+
+    with connected_ledger(start_client, "one-shot", owner="cli") as ledger:
+        ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
+        assert ledger.frontier() == 0 and ledger.owner == "cli"
+    assert len(started) == 1 and not started[0].connected
+    for bad in ({"pipeline": "bad/name"}, {"pipeline": "ok", "root": "relative"}):
+        with pytest.raises(InvalidInput), connected_ledger(start_client, **bad):
+            pass
+    assert len(started) == 1  # refused before any connection was made
+
+
+@pytest.mark.integration
 def test_digest_acl_protects_created_nodes_and_password_is_not_logged(
     monkeypatch, zk_server, zk_chroot, airflow_home, caplog
 ):

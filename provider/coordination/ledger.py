@@ -20,8 +20,8 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -46,7 +46,7 @@ from airflow_epochs.coordination.errors import Backpressured, InvalidEpoch, Inva
 from airflow_epochs.coordination.leadership import LeaderLease
 from airflow_epochs.coordination.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.locks import LockMode, resource_lock
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import PipelineReader
@@ -64,7 +64,7 @@ from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
-           "VoteResult"]
+           "VoteResult", "connected_ledger"]
 
 
 class EpochLedger:
@@ -381,3 +381,30 @@ class EpochLedger:
         if attempt.pipeline != self.pipeline:
             raise InvalidEpoch(f"attempt belongs to pipeline {attempt.pipeline!r}, not {self.pipeline!r}")
         self.session.ensure_session_alive(attempt.session, f"attempt {attempt.token} of epoch {attempt.epoch}")
+
+
+@contextmanager
+def connected_ledger(
+    start_client: Callable[[], KazooClient],
+    pipeline: str,
+    *,
+    owner: str = "anonymous",
+    root: str = DEFAULT_ROOT,
+    op_timeout: float | None = None,
+) -> Iterator[EpochLedger]:
+    """The ledger of ``pipeline`` on a client of its own, for one-shot commands (the CLI, scripts):
+    ``start_client()`` returns a started client (e.g. ``ZooKeeperSettings.start_client``); it is
+    stopped and closed on leaving the block. Airflow code gets its ledger from
+    ``ZooKeeperHook.ledger()`` instead, on the hook's client.
+
+    :raises InvalidInput: a bad pipeline name, owner or root, before any connection is made.
+    """
+    validate_name("pipeline", pipeline)
+    validate_name("owner", owner)
+    root = validate_root(root)
+    client = start_client()
+    try:
+        yield EpochLedger(client, pipeline, owner=owner, root=root, op_timeout=op_timeout)
+    finally:
+        client.stop()
+        client.close()
