@@ -17,8 +17,8 @@ from airflow.sdk import DAG, PartitionedAssetTimetable, task
 
 from airflow_epochs.analysis import blazes_label
 from airflow_epochs.operators import partition_asset
+from airflow_epochs.retries import TASK_RETRY_DEFAULTS, EpochsRetryPolicy
 from airflow_epochs.sensors import SealedPartitionSensor
-from airflow_epochs.task_retries import TASK_RETRY_DEFAULTS, EpochsRetryPolicy
 
 DATA = Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser()
 EPOCH = "{{ dag_run.partition_key or params.epoch }}"

@@ -1,12 +1,11 @@
 """Operators that make epochs ordinary DAG stages (installed as ``airflow_epochs.operators``)."""
 
+from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
     CloseEpochOperator,
     OpenEpochOperator,
-    ReconfigureOperator,
-    RollbackOperator,
     VotePartitionOperator,
     partition_asset,
 )

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
-from airflow_epochs.coordination.backpressure import ConsumerState, acknowledge, register_consumer
+from airflow_epochs.coordination.backpressure import ConsumerState
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.stages import templated_epoch
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
+from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -57,8 +56,9 @@ class AcknowledgeEpochOperator(CoordinationRetries, BaseOperator):
         def ack() -> ConsumerState:  # idempotent: acknowledgements never move back
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 ledger = hook.ledger(self.pipeline, root=self.root)
-                register_consumer(ledger, consumer, acked=min(epoch, ledger.frontier()))
-                return acknowledge(ledger, consumer, epoch)
+                reader = ledger.consumer(consumer)
+                reader.register(acked=min(epoch, ledger.frontier()))
+                return reader.acknowledge(epoch)
 
         state = self.coordinated(ack, what=f"pipeline {self.pipeline!r}: {consumer} acknowledging epoch {epoch}")
         self.log.info("Pipeline %s: consumer %s has acknowledged epoch %s", self.pipeline, consumer, state.acked)

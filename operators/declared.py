@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, AssetWatcher, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, validate_name
-from airflow_epochs.coordination.backpressure import ConsumerState, acknowledge, register_consumer
+from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
+from airflow_epochs.coordination.backpressure import ConsumerState
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
+from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.declared import DeclaredKeyEventTrigger
 
 if TYPE_CHECKING:
@@ -103,9 +103,10 @@ class ReceiveDeclaredKeyOperator(CoordinationRetries, BaseOperator):
 
         def ack() -> ConsumerState:  # idempotent: acknowledgements never move back
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                ledger = EpochLedger(hook.get_conn(), self.pipeline, root=self.root)
-                register_consumer(ledger, consumer, acked=min(newest, ledger.frontier()))
-                return acknowledge(ledger, consumer, newest)
+                ledger = hook.ledger(self.pipeline, root=self.root)
+                reader = ledger.consumer(consumer)
+                reader.register(acked=min(newest, ledger.frontier()))
+                return reader.acknowledge(newest)
 
         self.coordinated(ack, what=f"pipeline {self.pipeline!r}: {consumer} acknowledging epoch {newest}")
         self.log.info("Pipeline %s: received key(s) %s", self.pipeline, [k["partition_key"] for k in keys])

@@ -11,14 +11,32 @@ Inside the group, epoch operators find the group's open task by themselves (no X
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import TaskGroup
 
-from airflow_epochs.stages import current_open_task_id, open_task_scope
-
 __all__ = ["EpochGroup", "current_open_task_id"]
+
+# The open task of the EpochGroup being defined (DAG parse time), for the stages inside it.
+_OPEN_TASK: contextvars.ContextVar[str | None] = contextvars.ContextVar("airflow_epochs_open_task", default=None)
+
+
+def current_open_task_id() -> str | None:
+    """The open task of the innermost EpochGroup being defined, if any (used at DAG parse time)."""
+    return _OPEN_TASK.get()
+
+
+@contextmanager
+def open_task_scope(task_id: str) -> Iterator[None]:
+    """Within the block, epoch stages default to ``task_id`` as the task that opened their epoch."""
+    token = _OPEN_TASK.set(task_id)
+    try:
+        yield
+    finally:
+        _OPEN_TASK.reset(token)
 
 
 class EpochGroup(TaskGroup):

@@ -16,8 +16,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_epochs.coordination import DEFAULT_ROOT, InvalidInput
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.epoch import attempt_from_xcom
-from airflow_epochs.stages import current_open_task_id
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
+from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

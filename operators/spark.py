@@ -18,12 +18,12 @@ from airflow_epochs.coordination import DEFAULT_ROOT, InvalidInput
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.lineage.runs import task_lineage_run
 from airflow_epochs.operators.epoch import attempt_from_xcom
+from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 
 # Settings passed to SparkSubmitHook by name, each checked by its own rule (see submit_options): no
 # argument, connection extra or conf key can pick the binary, the interpreter or a class path.
 from airflow_epochs.spark.submit_options import SUBMIT_OPTIONS, validate_submit_options
-from airflow_epochs.stages import current_open_task_id
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

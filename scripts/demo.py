@@ -419,7 +419,7 @@ class Demo:
     def finish(self, ledger: Any, timings: dict[int, float], injector: Any) -> int:
         from nycflights.data import day_of_epoch
 
-        from airflow_epochs.timeline import draw
+        from airflow_epochs.views.timeline import draw
 
         days = [day_of_epoch(e) for e in range(1, self.days + 1)]
         result = self.check(ledger, days)
@@ -501,7 +501,7 @@ def sealed_once(ledger: Any, days: int) -> list[str]:
 
 
 def print_table(ledger: Any, days: int, timings: dict[int, float]) -> None:
-    from airflow_epochs.status import epoch_status
+    from airflow_epochs.views.status import epoch_status
 
     print()
     print(f"pipeline {PIPELINE!r}: frontier {ledger.frontier()}")
@@ -515,11 +515,10 @@ def print_table(ledger: Any, days: int, timings: dict[int, float]) -> None:
             continue
         day = datetime(2013, 1, 1) + timedelta(days=epoch - 1)
         for p in status.partitions:
-            seal = ledger.seal(epoch, p.partition)
-            seconds = sum(float(m.get("seconds", 0)) for m in seal.manifests.values()) if seal else 0.0
+            seconds = float(p.summary.get("seconds", 0.0))
             took = f"{timings[epoch]:.1f}" if epoch in timings else "earlier"
-            print(f"{epoch:>5}  {day:%Y-%m-%d} {status.state:<7} {p.partition:<9} "
-                  f"{'yes' if p.sealed_by is not None else 'no':<6} {p.rows if p.rows is not None else '-':>6}  "
+            print(f"{epoch:>5}  {day:%Y-%m-%d} {status.row.state:<7} {p.partition:<9} "
+                  f"{'yes' if p.sealed_by is not None else 'no':<6} {p.summary.get('rows', '-'):>6}  "
                   f"{seconds:>6.1f}  {took:>6}")
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.retries import templated_epoch
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
-from airflow_epochs.stages import current_open_task_id, templated_epoch
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result
 
 if TYPE_CHECKING:

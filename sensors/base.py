@@ -10,8 +10,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_epochs.coordination import DEFAULT_ROOT
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.stages import templated_epoch
-from airflow_epochs.task_retries import CoordinationRetries, with_retry_defaults
+from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 __all__ = ["ZooKeeperTriggerSensor", "templated_epoch"]

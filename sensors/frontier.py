@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_epochs.retries import templated_epoch
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
-from airflow_epochs.stages import templated_epoch
 from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from airflow_epochs.coordination import validate_name
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.retries import templated_epoch
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
-from airflow_epochs.stages import templated_epoch
 from airflow_epochs.triggers.seals import PartitionsSealedTrigger
 
 

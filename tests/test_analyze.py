@@ -13,18 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from airflow_epochs.coordination.blazes import (
+from airflow_epochs.analysis.labels import (
     ASYNC,
     TAINT,
-    Component,
     PathLabel,
     StreamLabel,
-    analyse,
     combine,
     compatible,
     seal,
     transfer,
 )
+from airflow_epochs.analysis.rules import Component, analyse
 from airflow_epochs.coordination.errors import InvalidInput
 
 REPO = Path(__file__).resolve().parent.parent
@@ -349,7 +348,7 @@ def test_under_coordinated_word_count_commits_whatever_had_landed(dagbag, tmp_pa
 # -- reports ---------------------------------------------------------------------------------------
 
 def test_benchmark_figure_is_read_from_the_file_never_assumed(tmp_path):
-    from airflow_epochs.analysis_report import benchmark_sentence, find_bench_file, sealing_figure
+    from airflow_epochs.analysis.report import benchmark_sentence, find_bench_file, sealing_figure
 
     assert sealing_figure(tmp_path / "missing.json") is None
     assert "not measured on this machine" in benchmark_sentence(None)
@@ -374,7 +373,7 @@ def test_benchmark_figure_is_read_from_the_file_never_assumed(tmp_path):
 
 
 def test_dot_and_png_drawings(examples, tmp_path):
-    from airflow_epochs.analysis_report import render_dot, render_png
+    from airflow_epochs.analysis.report import render_dot, render_png
 
     word_count = examples["example_word_count"]
     dot = render_dot([word_count])
@@ -461,7 +460,7 @@ def _bad_dag(folder: Path) -> Path:
 
 
 def test_readme_shows_what_the_command_prints(examples):
-    from airflow_epochs.analysis_report import render_dot, render_table
+    from airflow_epochs.analysis.report import render_dot, render_table
 
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Coordination analysis"):]

@@ -38,3 +38,15 @@ def test_every_branch_of_the_decision(zk_factory):
     second = open_as_leader(b, 2, lease_duration=SHORT)
     assert second.action == "opened" and second.snapshots["out"]["job"].pointer == "totals@1"
     assert LeaderLease(a.client, "coord", owner="deploy-a").holder().owner == "deploy-b"
+
+
+def test_a_pipeline_starting_at_a_later_epoch_opens_it_first_and_hands_the_next_its_snapshot(zk_factory):
+    ledger = EpochLedger(zk_factory(), "coord-late", owner="deploy-a")
+    ledger.create_pipeline(PipelineConfig({"out": ("job",)}), first_epoch=17)
+    assert open_as_leader(ledger, 18, lease_duration=SHORT).wait_for_frontier == 17
+    first = open_as_leader(ledger, 17, lease_duration=SHORT)
+    assert (first.action, first.snapshots) == ("opened", {})  # nothing was sealed before the first epoch
+    ledger.vote(first.attempt, "out", "job", {"rows": 1}, snapshot="totals@17")
+    nxt = open_as_leader(ledger, 18, lease_duration=SHORT)
+    assert nxt.action == "opened" and nxt.snapshots["out"]["job"].pointer == "totals@17"
+    assert ledger.lease().holder().owner == "deploy-a"  # the lease the coordinator took, through the handle

@@ -102,6 +102,60 @@ def test_hook_is_lazy_and_closes_its_client(monkeypatch, zk_server, zk_chroot, a
 
 
 @pytest.mark.integration
+def test_the_hooks_ledger_binds_every_recipe_to_its_pipeline(monkeypatch, zk_server, zk_chroot, airflow_home):
+    import datetime
+
+    from airflow_epochs.coordination import InvalidInput, PipelineConfig, StragglerPolicy
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    _set_conn(monkeypatch, "zk_handle", host=zk_server.hosts, schema=zk_chroot)
+    with ZooKeeperHook("zk_handle") as hook:
+        ledger = hook.ledger("handle", owner="deploy-a")
+        ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
+        attempt = ledger.open_epoch(1)
+        barrier = ledger.barrier(1, "in", generation=attempt.generation)
+        barrier.declare(StragglerPolicy.fail(600), ["a", "b"])
+        barrier.arrive("a")
+        assert (barrier.status()["arrived"], barrier.status()["late"]) == (["a"], ["b"])
+        ledger.lease(duration=datetime.timedelta(seconds=30)).acquire()
+        assert ledger.lease(owner="status-reader").holder().owner == "deploy-a"
+        with ledger.lock("write.out", identifier="deploy-a"):
+            assert hook.get_conn().get_children(ledger.paths.lock("write.out"))  # held under the pipeline
+        report = ledger.consumer("report")
+        assert report.register().acked == 0
+        assert [(c.consumer, c.acked) for c in ledger.backpressure().consumers()] == [("report", 0)]
+        ledger.vote(attempt, "out", "job", {"rows": 1}, upstream={"raw": 3})
+        assert report.acknowledge(1).acked == 1
+        assert ledger.lineage(1, "out").upstream == {"raw": 3}
+        assert report.unregister() is True and ledger.backpressure().consumers() == []
+        with pytest.raises(InvalidInput, match="bad/name"):
+            ledger.consumer("bad/name")  # refused before anything is read or written
+
+
+@pytest.mark.integration
+def test_a_connected_ledger_closes_its_own_client_and_refuses_bad_names_before_connecting(zk_server, zk_chroot):
+    from airflow_epochs.coordination import InvalidInput, PipelineConfig
+    from airflow_epochs.coordination.ledger import connected_ledger
+
+    started = []
+
+    def start_client():
+        client = KazooClient(hosts=zk_server.hosts + zk_chroot)
+        client.start()
+        started.append(client)
+        return client
+
+    with connected_ledger(start_client, "one-shot", owner="cli") as ledger:
+        ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
+        assert ledger.frontier() == 0 and ledger.owner == "cli"
+    assert len(started) == 1 and not started[0].connected
+    for bad in ({"pipeline": "bad/name"}, {"pipeline": "ok", "root": "relative"}):
+        with pytest.raises(InvalidInput), connected_ledger(start_client, **bad):
+            pass
+    assert len(started) == 1  # refused before any connection was made
+
+
+@pytest.mark.integration
 def test_digest_acl_protects_created_nodes_and_password_is_not_logged(
     monkeypatch, zk_server, zk_chroot, airflow_home, caplog
 ):

@@ -19,7 +19,7 @@ from airflow_epochs.cli import main
 from airflow_epochs.coordination import CorruptPayload, EpochLedger, InvalidInput, PipelineConfig
 from airflow_epochs.coordination.payloads import MAX_JSON_DEPTH, decode, loads_bounded
 from airflow_epochs.servers.private_files import private_dir, write_private
-from airflow_epochs.ui.state import MAX_OLDER_ATTEMPTS, StateReader
+from airflow_epochs.views.pipeline import MAX_OLDER_ATTEMPTS, StateReader
 
 pytestmark = pytest.mark.integration
 

@@ -126,8 +126,8 @@ def test_operators_and_sensors_carry_retry_defaults_that_task_and_dag_settings_o
     from airflow.sdk import DAG
 
     from airflow_epochs.operators import OpenEpochOperator, SparkEpochOperator, VotePartitionOperator
+    from airflow_epochs.retries import TASK_RETRY_DEFAULTS, EpochsRetryPolicy
     from airflow_epochs.sensors import BarrierSensor, SealedPartitionSensor
-    from airflow_epochs.task_retries import TASK_RETRY_DEFAULTS, EpochsRetryPolicy
 
     start = pendulum.datetime(2024, 1, 1, tz="UTC")
     with DAG("defaults", schedule=None, start_date=start):
@@ -156,7 +156,7 @@ def test_operators_and_sensors_carry_retry_defaults_that_task_and_dag_settings_o
 def test_the_retry_policy_fails_definite_answers_and_retries_transient_ones():
     from airflow.sdk.definitions.retry_policy import RetryAction
 
-    from airflow_epochs.task_retries import EpochsRetryPolicy
+    from airflow_epochs.retries import EpochsRetryPolicy
 
     policy = EpochsRetryPolicy()
     assert policy.evaluate(EpochOutOfOrder("epoch 3 before 2"), 1, 5).action == RetryAction.FAIL

@@ -12,7 +12,8 @@ from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.embedded_zookeeper import four_letter_word
 from airflow_epochs.ui.dags import DagPipelines, pipelines_in
-from airflow_epochs.ui.state import StateReader, manifest_summary
+from airflow_epochs.views.model import manifest_summary
+from airflow_epochs.views.pipeline import StateReader
 
 pytestmark = pytest.mark.integration
 

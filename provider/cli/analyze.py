@@ -18,7 +18,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.format == "png" and not args.out:
         raise CliError("--format png needs --out FILE")
     from airflow_epochs.analysis import analyse_target
-    from airflow_epochs.analysis_report import (
+    from airflow_epochs.analysis.report import (
         find_bench_file,
         render_dot,
         render_json,

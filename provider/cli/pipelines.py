@@ -85,12 +85,14 @@ def pipeline_client(args: argparse.Namespace) -> Iterator[Any]:
 @contextlib.contextmanager
 def pipeline_ledger(args: argparse.Namespace) -> Iterator[Any]:
     """A ledger of ``args.pipeline`` on the command's connection, closed afterwards."""
-    from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger, validate_name, validate_root
+    from airflow_epochs.coordination import DEFAULT_ROOT
+    from airflow_epochs.coordination.ledger import connected_ledger
 
-    validate_name("pipeline", args.pipeline)
-    root = validate_root(args.root or DEFAULT_ROOT)
-    with pipeline_client(args) as client:
-        yield EpochLedger(client, args.pipeline, root=root)
+    settings = zookeeper_settings(args)
+    timeout = min(args.connect_timeout, settings.connection_timeout)
+    with connected_ledger(lambda: settings.start_client(timeout=timeout), args.pipeline,
+                          root=args.root or DEFAULT_ROOT) as ledger:
+        yield ledger
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -111,7 +113,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from airflow_epochs.status import pipeline_status, render
+    from airflow_epochs.views.status import pipeline_status, render
 
     with pipeline_ledger(args) as ledger:
         print(render(pipeline_status(ledger, recent=args.recent)))
@@ -119,7 +121,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from airflow_epochs.timeline import draw
+    from airflow_epochs.views.timeline import draw
 
     epochs = epoch_range(args.epochs) if args.epochs else None
     for out in args.out:

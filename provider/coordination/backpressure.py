@@ -5,22 +5,30 @@ Each consumer is one znode. Registration is create-only (with its request id, an
 record in the same transaction), acknowledgement is a monotone compare-and-set (repeating it changes
 nothing), and unregistration stores its outcome under ``requests/<id>``, so every answer stays true
 when ZooKeeper's reply is lost.
+
+The ledger binds these recipes the way kazoo binds ``zk.Lock``: ``ledger.consumer("report")`` is a
+:class:`Consumer` and ``ledger.backpressure()`` a :class:`Backpressure` on the ledger's pipeline.
+The module-level functions take the ledger and go through those handles.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.errors import InvalidInput, StateError
-from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
+from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import consumer_acks, frontier
 from airflow_epochs.coordination.records import Overtaken
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData
 from airflow_epochs.coordination.wire import ConsumerNode
+
+if TYPE_CHECKING:  # the ledger binds this module's recipes: a type-only import, no circle
+    from airflow_epochs.coordination.ledger import EpochLedger
 
 
 class UnknownConsumer(StateError):
@@ -37,12 +45,7 @@ class ConsumerState:
     overtaken: Overtaken | None = field(default=None, compare=False)
 
 
-def register_consumer(
-    ledger: EpochLedger, consumer: str, *, acked: int | None = None, request_id: str | None = None
-) -> ConsumerState:
-    """Register ``consumer`` (idempotent). A new consumer starts at the current frontier unless told
-    otherwise, so registering never blocks epochs that are already allowed."""
-    ctx = ledger.ctx
+def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id: str | None) -> ConsumerState:
     path = ctx.paths.consumer(validate_name("consumer", consumer))
     if acked is not None and (isinstance(acked, bool) or not isinstance(acked, int) or acked < 0):
         raise InvalidInput(f"acked must be a non-negative integer, not {acked!r}")
@@ -78,10 +81,7 @@ def register_consumer(
     return ctx.call(body, what=f"register consumer {consumer!r}", request_id=request_id, find=find)
 
 
-def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState:
-    """Record that ``consumer`` has processed everything up to ``epoch`` (monotone: never moves back,
-    so repeating it, after a lost answer or not, changes nothing)."""
-    ctx = ledger.ctx
+def _acknowledge(ctx: PipelineContext, consumer: str, epoch: int) -> ConsumerState:
     path = ctx.paths.consumer(validate_name("consumer", consumer))
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise InvalidInput(f"acknowledged epoch must be a non-negative integer, not {epoch!r}")
@@ -94,7 +94,7 @@ def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState
             )
         raw = call.get(path)
         if raw is None:
-            raise UnknownConsumer(f"consumer {consumer!r} of {ledger.pipeline!r} is not registered")
+            raise UnknownConsumer(f"consumer {consumer!r} of {ctx.pipeline!r} is not registered")
         node = ConsumerNode.from_bytes(raw[0], path=path)
         if node.acked >= epoch:
             return ConsumerState(consumer, node.acked)
@@ -109,9 +109,7 @@ def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState
     return ctx.call(body, what=f"acknowledge epoch {epoch} for {consumer!r}")
 
 
-def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str | None = None) -> bool:
-    """Remove a consumer that leaves; returns whether it was registered (true even after a lost answer)."""
-    ctx = ledger.ctx
+def _unregister(ctx: PipelineContext, consumer: str, request_id: str | None) -> bool:
     path = ctx.paths.consumer(validate_name("consumer", consumer))
 
     def body(call: Call) -> bool:
@@ -135,7 +133,61 @@ def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str |
     return ctx.call(body, what=f"unregister consumer {consumer!r}", request_id=request_id, find=find)
 
 
+class Consumer:
+    """One consumer of a pipeline, for backpressure (``ledger.consumer(name)``).
+
+    :param ctx: the pipeline the consumer reads.
+    :param name: the consumer's name (validated).
+    """
+
+    def __init__(self, ctx: PipelineContext, name: str) -> None:
+        self.ctx = ctx
+        self.name = validate_name("consumer", name)
+
+    def register(self, *, acked: int | None = None, request_id: str | None = None) -> ConsumerState:
+        """Register the consumer (idempotent). A new consumer starts at the current frontier unless
+        told otherwise, so registering never blocks epochs that are already allowed."""
+        return _register(self.ctx, self.name, acked, request_id)
+
+    def acknowledge(self, epoch: int) -> ConsumerState:
+        """Record that the consumer has processed everything up to ``epoch`` (monotone: never moves
+        back, so repeating it, after a lost answer or not, changes nothing)."""
+        return _acknowledge(self.ctx, self.name, epoch)
+
+    def unregister(self, *, request_id: str | None = None) -> bool:
+        """Remove the consumer; returns whether it was registered (true even after a lost answer)."""
+        return _unregister(self.ctx, self.name, request_id)
+
+
+class Backpressure:
+    """The consumers that hold a pipeline's producers back (``ledger.backpressure()``)."""
+
+    def __init__(self, ctx: PipelineContext) -> None:
+        self.ctx = ctx
+
+    def consumers(self) -> list[ConsumerState]:
+        """Every registered consumer with its acknowledged epoch."""
+        acks = self.ctx.call(lambda c: consumer_acks(c, self.ctx), what="read consumers")
+        return [ConsumerState(name, acked) for name, (acked, _) in acks.items()]
+
+
+def register_consumer(
+    ledger: EpochLedger, consumer: str, *, acked: int | None = None, request_id: str | None = None
+) -> ConsumerState:
+    """``ledger.consumer(consumer).register(...)``."""
+    return ledger.consumer(consumer).register(acked=acked, request_id=request_id)
+
+
+def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState:
+    """``ledger.consumer(consumer).acknowledge(epoch)``."""
+    return ledger.consumer(consumer).acknowledge(epoch)
+
+
+def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str | None = None) -> bool:
+    """``ledger.consumer(consumer).unregister(...)``."""
+    return ledger.consumer(consumer).unregister(request_id=request_id)
+
+
 def consumers(ledger: EpochLedger) -> list[ConsumerState]:
-    """Every registered consumer with its acknowledged epoch."""
-    acks = ledger.ctx.call(lambda c: consumer_acks(c, ledger.ctx), what="read consumers")
-    return [ConsumerState(name, acked) for name, (acked, _) in acks.items()]
+    """``ledger.backpressure().consumers()``."""
+    return ledger.backpressure().consumers()

@@ -21,7 +21,6 @@ from airflow_epochs.coordination.errors import (
     OutcomeUnknown,
     RetryableError,
 )
-from airflow_epochs.coordination.leadership import LeaderLease
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.records import Attempt, EpochInfo, SnapshotRef
@@ -68,7 +67,8 @@ def open_as_leader(
 ) -> OpenDecision:
     """Decide, and if it falls to us, open ``epoch`` as the pipeline's leader.
 
-    Order of the checks: an epoch sealed already is never opened again; epoch e waits for e-1; only
+    Order of the checks: an epoch sealed already is never opened again; epoch e waits for e-1 (the
+    pipeline's ``first_epoch`` waits for nothing: the frontier starts just below it); only
     the lease holder opens (renewing the lease each time); a leader that finds another owner's open
     attempt (its lease ran out) supersedes it. The snapshots a retry starts from are included (per
     partition, per producer that left one). After opening, the leader compacts at most
@@ -88,8 +88,7 @@ def open_as_leader(
         return OpenDecision("sealed", epoch, sealed=info)
     if ledger.frontier() < epoch - 1:
         return OpenDecision("wait", epoch, wait_for_frontier=epoch - 1)
-    lease = LeaderLease(ledger.client, ledger.pipeline, owner=ledger.owner, root=ledger.paths.root,
-                        duration=lease_duration, op_timeout=ledger.op_timeout)
+    lease = ledger.lease(duration=lease_duration)
     try:
         # The lease carries this opening's request id: an OutcomeUnknown names it, and a repeat with it
         # finds the lease it took instead of asking for it again.
@@ -150,11 +149,12 @@ def _checked_arguments(
 
 
 def retry_snapshots(ledger: EpochLedger, epoch: int) -> dict[str, dict[str, SnapshotRef]]:
-    """Per partition, per producer: the snapshots a retry of ``epoch`` starts from."""
+    """Per partition, per producer: the snapshots a retry of ``epoch`` starts from (none for the
+    pipeline's first epoch, whatever its ``first_epoch``: nothing was sealed before it). One pointer
+    read per partition, never the epochs in between."""
     snapshots: dict[str, dict[str, SnapshotRef]] = {}
-    if epoch > 1:
-        for partition in ledger.config_for(epoch).config.partitions:
-            refs = ledger.last_sealed_snapshots(partition, before_epoch=epoch)
-            if refs:
-                snapshots[partition] = refs
+    for partition in ledger.config_for(epoch).config.partitions:
+        refs = ledger.last_sealed_snapshots(partition, before_epoch=epoch)
+        if refs:
+            snapshots[partition] = refs
     return snapshots

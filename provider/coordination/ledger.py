@@ -2,18 +2,26 @@
 
 :class:`EpochLedger` is a facade: the protocol lives in the modules it calls (:mod:`.config_store`,
 :mod:`.opening`, :mod:`.aborts`, :mod:`.rollbacks`; :mod:`.votes` and :mod:`.seals` for votes and
-seals; :mod:`.reader` for reads; :mod:`.retention` for compaction). Every mutating call except
-:meth:`EpochLedger.compact` (idempotent: a repeat finishes what a cut-short one left) takes an
-optional ``request_id``; after a lost answer, and before any refusal, the call asks ZooKeeper whether
-that request committed and answers with what it did (see the outcome table in the README), and
-repeating a call with the same ``request_id`` never applies it twice.
+seals; :mod:`.reader` for reads; :mod:`.retention` for compaction; :mod:`.lineage`). Every mutating
+call takes an optional ``request_id``, except :meth:`EpochLedger.compact` (idempotent: a repeat
+finishes what a cut-short one left, so it needs none); after a lost answer, and before any refusal,
+the call asks ZooKeeper whether that request committed and answers with what it did (see the outcome
+table in the README), and repeating a call with the same ``request_id`` never applies it twice.
+
+It is also the one bound handle of the pipeline's recipes, the way kazoo binds ``zk.Lock``: one
+calling convention, ``ledger.<recipe>(what it names, *, options)``, each on the ledger's client, pipeline,
+root and deadline: :meth:`~EpochLedger.barrier`, :meth:`~EpochLedger.lease`, :meth:`~EpochLedger.lock`,
+:meth:`~EpochLedger.consumer` and :meth:`~EpochLedger.backpressure`. Airflow code gets the ledger
+from ``ZooKeeperHook.ledger()``.
 """
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -32,9 +40,14 @@ from airflow_epochs.coordination import (
     votes,
 )
 from airflow_epochs.coordination.aborts import AbortResult
+from airflow_epochs.coordination.backpressure import Backpressure, Consumer
+from airflow_epochs.coordination.barriers import Barrier
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput, PipelineNotFound
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
+from airflow_epochs.coordination.leadership import LeaderLease
+from airflow_epochs.coordination.lineage import LineageItem, read_lineage
+from airflow_epochs.coordination.locks import LockMode, resource_lock
+from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.pipelined_votes import Ballot
@@ -53,7 +66,7 @@ from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
-           "VoteResult"]
+           "VoteResult", "connected_ledger"]
 
 
 class EpochLedger:
@@ -340,6 +353,39 @@ class EpochLedger:
         """The newest recorded state change, in one read."""
         return self.reader.latest_event()
 
+    def lineage(self, epoch: int, partition: str) -> LineageItem | None:
+        """The upstream frontiers the seal of ``partition`` at ``epoch`` was built from (None if it is
+        not sealed, or compacted without a kept vector); see :mod:`.lineage`."""
+        return read_lineage(self.ctx, epoch, partition)
+
+    # -- recipes bound to this pipeline ------------------------------------------------------
+
+    def barrier(self, epoch: int, name: str, *, generation: int | None = None) -> Barrier:
+        """The barrier ``name`` of ``epoch`` (of the epoch's ``generation``, when given: a handle
+        taken before a rollback then refuses the reopened epoch's barrier)."""
+        return Barrier(self.client, self.pipeline, epoch, name, generation=generation, root=self.paths.root,
+                       op_timeout=self.op_timeout, clock=self.ctx.clock)
+
+    def lease(self, *, owner: str | None = None,
+              duration: datetime.timedelta = datetime.timedelta(seconds=60)) -> LeaderLease:
+        """The pipeline's leadership lease, contended for as ``owner`` (default: the ledger's owner)."""
+        return LeaderLease(self.client, self.pipeline, owner=self.owner if owner is None else owner,
+                           duration=duration, root=self.paths.root, op_timeout=self.op_timeout, clock=self.ctx.clock)
+
+    def lock(self, resource: str, *, mode: LockMode = "exclusive", timeout: float = 30.0,
+             identifier: str = "") -> AbstractContextManager[None]:
+        """A lock on ``resource`` of the pipeline, held for a ``with`` block (see :mod:`.locks`)."""
+        return resource_lock(self.client, self.pipeline, resource, mode=mode, timeout=timeout,
+                             identifier=identifier, root=self.paths.root)
+
+    def consumer(self, name: str) -> Consumer:
+        """The consumer ``name`` of the pipeline: register, acknowledge, unregister (backpressure)."""
+        return Consumer(self.ctx, name)
+
+    def backpressure(self) -> Backpressure:
+        """The pipeline's consumers as they hold its producers back."""
+        return Backpressure(self.ctx)
+
     # -- handles -----------------------------------------------------------------------------
 
     def check_handle(self, attempt: Attempt) -> None:
@@ -351,10 +397,29 @@ class EpochLedger:
             raise InvalidEpoch(f"attempt belongs to pipeline {attempt.pipeline!r}, not {self.pipeline!r}")
         self.session.ensure_session_alive(attempt.session, f"attempt {attempt.token} of epoch {attempt.epoch}")
 
-    def exists(self) -> bool:
-        """Whether the pipeline has been created."""
-        try:
-            self.reader.newest_epoch()
-        except PipelineNotFound:
-            return False
-        return True
+
+@contextmanager
+def connected_ledger(
+    start_client: Callable[[], KazooClient],
+    pipeline: str,
+    *,
+    owner: str = "anonymous",
+    root: str = DEFAULT_ROOT,
+    op_timeout: float | None = None,
+) -> Iterator[EpochLedger]:
+    """The ledger of ``pipeline`` on a client of its own, for one-shot commands (the CLI, scripts):
+    ``start_client()`` returns a started client (e.g. ``ZooKeeperSettings.start_client``); it is
+    stopped and closed on leaving the block. Airflow code gets its ledger from
+    ``ZooKeeperHook.ledger()`` instead, on the hook's client.
+
+    :raises InvalidInput: a bad pipeline name, owner or root, before any connection is made.
+    """
+    validate_name("pipeline", pipeline)
+    validate_name("owner", owner)
+    root = validate_root(root)
+    client = start_client()
+    try:
+        yield EpochLedger(client, pipeline, owner=owner, root=root, op_timeout=op_timeout)
+    finally:
+        client.stop()
+        client.close()

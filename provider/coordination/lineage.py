@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import seal_record
 from airflow_epochs.coordination.retention import archived_lineage
 from airflow_epochs.coordination.session import Call
+
+if TYPE_CHECKING:  # the ledger binds read_lineage: a type-only import, no circle
+    from airflow_epochs.coordination.ledger import EpochLedger
 
 
 @dataclass(frozen=True)
@@ -41,24 +45,28 @@ class LineageReport:
     violations: tuple[str, ...]
 
 
-def lineage_of(ledger: EpochLedger, epoch: int, partition: str) -> LineageItem | None:
+def read_lineage(ctx: PipelineContext, epoch: int, partition: str) -> LineageItem | None:
     """The lineage of a sealed partition (None if it is not sealed, or compacted without a kept vector).
 
     One seal read; for a compacted epoch, the vector retention kept for the partition's newest
-    compacted seal.
+    compacted seal. The ledger binds it as :meth:`EpochLedger.lineage`.
     """
     validate_epoch(epoch)
     validate_name("partition", partition)
-    ctx = ledger.ctx
 
     def run(call: Call) -> LineageItem | None:
         seal = seal_record(call, ctx, epoch, partition)
         if seal is not None:
-            return LineageItem(ledger.pipeline, epoch, partition, dict(seal.upstream))
+            return LineageItem(ctx.pipeline, epoch, partition, dict(seal.upstream))
         kept = archived_lineage(call, ctx, epoch, partition)
-        return None if kept is None else LineageItem(ledger.pipeline, epoch, partition, kept)
+        return None if kept is None else LineageItem(ctx.pipeline, epoch, partition, kept)
 
     return ctx.call(run, what=f"read the lineage of {partition!r} at epoch {epoch}")
+
+
+def lineage_of(ledger: EpochLedger, epoch: int, partition: str) -> LineageItem | None:
+    """``ledger.lineage(epoch, partition)``."""
+    return ledger.lineage(epoch, partition)
 
 
 def check_consistency(items: Iterable[LineageItem]) -> LineageReport:

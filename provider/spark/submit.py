@@ -21,7 +21,6 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
-from airflow_epochs.coordination.locks import resource_lock
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 from airflow_epochs.lineage.runs import LINEAGE_RUN
@@ -127,8 +126,7 @@ def submit_and_seal(
     done = _settled(check_submission(ledger, attempt, partition, producer))
     if done is not None:
         return done
-    with resource_lock(ledger.client, attempt.pipeline, f"write.{partition}", mode="write", timeout=lock_timeout,
-                       identifier=attempt.owner, root=ledger.paths.root):
+    with ledger.lock(f"write.{partition}", mode="write", timeout=lock_timeout, identifier=attempt.owner):
         decision = check_submission(ledger, attempt, partition, producer)
         done = _settled(decision)
         if done is not None:

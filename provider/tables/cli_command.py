@@ -116,9 +116,11 @@ def _cut(args: argparse.Namespace, catalog: Any) -> int:
 
         settings = ZooKeeperHook(args.zookeeper_conn_id).settings
     else:
-        from airflow_epochs.zk_settings import ZooKeeperSettings
+        from airflow_epochs.cli.zookeeper import with_embedded_credentials
+        from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
-        settings = ZooKeeperSettings.from_fields(host=args.zk_hosts)
+        # the embedded server's own port: its credentials and CA, as every other command uses them
+        settings = with_embedded_credentials(ZooKeeperSettings.from_fields(host=args.zk_hosts))
     client = settings.start_client()
     try:
         cut = read_sealed_cut(client, catalog, tables, args.as_of_epoch)

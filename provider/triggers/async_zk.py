@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
+from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 
 Watch = Callable[[WatchedEvent], None]
@@ -37,6 +38,11 @@ class AsyncZooKeeper:
         self.client = client
         self.loop = loop
         self.gate = client.gate(loop) if isinstance(client, RearmingKazooClient) else None
+
+    def ledger(self, pipeline: str, *, root: str = DEFAULT_ROOT) -> EpochLedger:
+        """The ledger of ``pipeline`` on this shared client (a reader: triggers open and vote nothing),
+        for the rare blocking step a trigger runs in a thread (``ledger.barrier(...).apply_policy``)."""
+        return EpochLedger(self.client, pipeline, owner="triggerer", root=root)
 
     async def _call(self, start: Callable[[], Any]) -> Any:
         """Issue one kazoo async call (``start``) and await its answer, inside the gate if any."""

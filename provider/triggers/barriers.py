@@ -114,8 +114,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
             self._decided = await asyncio.to_thread(self._barrier(zk).apply_policy)
 
     def _barrier(self, zk: AsyncZooKeeper) -> Barrier:
-        return Barrier(zk.client, self.pipeline, self.epoch, self.barrier, generation=self._generation,
-                       root=self.root)
+        return zk.ledger(self.pipeline, root=self.root).barrier(self.epoch, self.barrier, generation=self._generation)
 
 
 def _not_open(pipeline: str, epoch: int) -> Exception:

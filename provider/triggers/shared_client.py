@@ -85,8 +85,15 @@ class SharedClients:
         return await asyncio.to_thread(self.acquire, settings)
 
     def _drop(self, key: str, entry: _Entry) -> None:
+        """Give back the reference of a borrower whose wait for the connection failed: the last
+        reference removes the entry, so the next borrower connects afresh."""
         with self._lock:
             entry.refs -= 1
+            if entry.refs > 0:
+                return
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+        self._close_later(entry)
 
     def release(self, settings: ZooKeeperSettings) -> None:
         """Give a borrowed client back; the last release closes it.
@@ -103,6 +110,11 @@ class SharedClients:
             if entry.refs > 0:
                 return
             del self._entries[key]
+        self._close_later(entry)
+
+    @staticmethod
+    def _close_later(entry: _Entry) -> None:
+        """Close the entry's client (once it started) in a background thread: never blocks."""
 
         def close() -> None:
             entry.started.wait(30)

@@ -3,7 +3,7 @@
 Every route depends on Airflow's own authentication (``requires_authenticated()``: the JWT of the UI
 session cookie or a bearer token), and a user sees a pipeline only if they may read a DAG that
 drives it (``get_auth_manager().get_authorized_dag_ids``); anything else is answered as if it did not
-exist. The app only reads ZooKeeper, through :mod:`airflow_epochs.ui.state`, on one kazoo session
+exist. The app only reads ZooKeeper, through :mod:`airflow_epochs.views.pipeline`, on one kazoo session
 per API server process.
 
 Routes (all GET, under the mount prefix)::
@@ -45,7 +45,8 @@ from airflow_epochs.coordination import (
     PipelineNotFound,
 )
 from airflow_epochs.ui.dags import DagIndex
-from airflow_epochs.ui.state import STATES, StateReader, as_json
+from airflow_epochs.views.model import STATES, as_json
+from airflow_epochs.views.pipeline import StateReader
 
 if TYPE_CHECKING:
     from airflow_epochs.tables.published import PublishedIndex
@@ -261,7 +262,7 @@ def create_app(
 
     @app.get("/api/pipelines/{pipeline}/timeline.svg")
     def timeline(pipeline: str, user: GetUserDep, epochs: Annotated[int, Query(ge=1, le=60)] = 14) -> Response:
-        from airflow_epochs.timeline import render_svg
+        from airflow_epochs.views.timeline import render_svg
 
         allowed(user, pipeline)
         found = reader.pipeline(pipeline).timeline(epochs)

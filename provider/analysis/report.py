@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_epochs.analysis import DagAnalysis
-from airflow_epochs.coordination.blazes import Analysis, ComponentReport, StreamLabel
+from airflow_epochs.analysis.dag_walk import DagAnalysis
+from airflow_epochs.analysis.labels import StreamLabel
+from airflow_epochs.analysis.rules import Analysis, ComponentReport
 
 BENCH_FILE = Path(".epochs") / "bench.json"
 _BENCH_ID = re.compile(r"^sealing_eps_p(\d+)$")

@@ -1,8 +1,9 @@
-"""Everything the Epochs page shows about a pipeline, read from ZooKeeper (read-only, no Airflow import).
+"""Reading one pipeline's view model from ZooKeeper (read-only, no Airflow import): the one reader
+behind ``airflow-epochs status`` and the Epochs page.
 
-This is the one module of the UI that reads pipeline state, and it does so only through the public
-API of :mod:`airflow_epochs.coordination` (``EpochLedger`` read methods, ``LeaderLease.holder``,
-``Barrier.status``/``outcome``, ``consumers``) and :mod:`airflow_epochs.timeline`: no znode path or
+It reads only through the ledger's public API (``EpochLedger`` read methods and its bound recipes:
+``ledger.lease().holder()``, ``ledger.barrier(...).status()``/``outcome()``,
+``ledger.backpressure().consumers()``) and fills :mod:`airflow_epochs.views.model`: no znode path or
 payload is known here, so the ledger's layout can change under it.
 
 Cost model (what keeps 10,000 epochs fast): the epochs of a pipeline fall into at most three ranges
@@ -14,7 +15,7 @@ that a handful of reads find, because seals are ordered:
 
 Counts and state filters are computed from these ranges, never by reading every epoch; a grid page
 reads only the epochs it shows (in parallel), and votes only of the epoch in flight. The recorded
-history (for times, attempts, the leader's start and the timeline) is read only when an epoch's
+history (for times, attempts and the timeline) is read only when an epoch's
 detail or the timeline is asked for, incrementally, the first time in the background, on its own
 session; never on the grid's or the overview's path.
 """
@@ -23,308 +24,46 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import (
     DEFAULT_ROOT,
-    Barrier,
     BarrierNotDeclared,
     ConfigVersion,
     EpochInfo,
     EpochLedger,
     EpochNotOpen,
-    Event,
-    LeaderLease,
     PipelineNotFound,
     SealInfo,
-    consumers,
 )
 from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.payloads import loads_bounded
-from airflow_epochs.timeline import Span, spans
-
-log = logging.getLogger(__name__)
+from airflow_epochs.views.history import HistoryCache
+from airflow_epochs.views.model import (
+    STATES,
+    BarrierView,
+    Cell,
+    Counts,
+    EpochDetail,
+    EpochRow,
+    GridPage,
+    Overview,
+    PartitionDetail,
+    VoteView,
+    manifest_summary,
+)
+from airflow_epochs.views.timeline import Span, spans
 
 READER = "epochs-ui"  # owner name of this reader's ledgers (it never opens or votes)
-STATES = ("sealed", "voting", "open", "aborted", "rolled_back")
 MAX_PAGE = 200
 MANIFEST_PREVIEW_CHARS = 1500
 MAX_OLDER_ATTEMPTS = 16  # superseded attempts one epoch's detail looks through for a producer's last vote
-
-
-# -- what the page shows ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One partition of one epoch in the grid."""
-
-    partition: str
-    state: str  # sealed | voting | open | aborted | rolled_back
-    votes: int  # votes cast by the epoch's current attempt (all producers once sealed)
-    needed: int  # producers registered for the partition at that epoch
-
-
-@dataclass(frozen=True)
-class EpochRow:
-    """One epoch in the grid."""
-
-    epoch: int
-    state: str  # sealed | voting | open | aborted | rolled_back
-    attempt: int
-    attempt_state: str
-    owner: str
-    config_version: int
-    generation: int
-    cells: tuple[Cell, ...]
-
-
-@dataclass(frozen=True)
-class Counts:
-    """How many epochs are in each state (from the three ranges, not from reading each epoch)."""
-
-    total: int = 0
-    sealed: int = 0
-    voting: int = 0
-    open: int = 0
-    aborted: int = 0
-    rolled_back: int = 0
-
-
-@dataclass(frozen=True)
-class BarrierView:
-    """A barrier of an epoch: who arrived, who is late, how it ended."""
-
-    epoch: int
-    name: str
-    declared: bool
-    policy: str | None
-    deadline: float | None
-    registered: tuple[str, ...]
-    arrived: tuple[str, ...]
-    stragglers: tuple[str, ...]
-    decision: str | None  # all | quorum | failed | rerun, or None while waiting
-
-
-@dataclass(frozen=True)
-class Overview:
-    """The head of a pipeline's page."""
-
-    pipeline: str
-    first_epoch: int
-    frontier: int
-    newest_epoch: int
-    last_epoch: int  # newest epoch ever opened, rolled-back ones included
-    partitions: tuple[str, ...]  # of the configuration in force after the frontier
-    leader: str | None
-    leader_until: str | None  # ISO UTC
-    leader_expired: bool
-    leader_since: float | None  # epoch seconds, from the history (None until it is read)
-    in_flight: EpochRow | None  # the epoch being worked on, with its current attempt
-    lag_epochs: int  # epochs opened but not sealed
-    last_seal_at: float | None
-    counts: Counts
-    barriers: tuple[BarrierView, ...]  # of the epoch in flight
-    consumers: dict[str, int]  # backpressure: consumer -> acknowledged epoch
-    read_ms: float
-
-
-@dataclass(frozen=True)
-class GridPage:
-    """A page of the grid, newest epoch first."""
-
-    pipeline: str
-    offset: int
-    limit: int
-    matching: int  # epochs matching the filter (all pages)
-    states: tuple[str, ...]
-    partitions: tuple[str, ...]  # grid columns: every partition of the epochs on the page
-    rows: tuple[EpochRow, ...]
-    read_ms: float
-
-
-@dataclass(frozen=True)
-class VoteView:
-    producer: str
-    voted: bool
-    attempt: int | None
-    current: bool  # cast by the epoch's current attempt (only those count)
-    summary: dict[str, Any]
-    manifest: str  # JSON, shortened
-    snapshot: Any
-
-
-@dataclass(frozen=True)
-class PartitionDetail:
-    """A partition of an epoch, in the style of a checkpoint table row."""
-
-    partition: str
-    state: str
-    votes: int
-    needed: int
-    producers: tuple[VoteView, ...]
-    sealed_by: int | None
-    sealed_at: float | None
-    seconds_to_seal: float | None
-    summary: dict[str, Any]  # rows / bytes / files over the producers' manifests
-    snapshots: dict[str, Any]
-    lineage: dict[str, int]  # upstream pipeline -> epoch read
-
-
-@dataclass(frozen=True)
-class AttemptView:
-    attempt: int
-    owner: str
-    event: str  # opened | started | aborted | sealed
-    at: float
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class EpochDetail:
-    pipeline: str
-    row: EpochRow
-    opened_at: float | None
-    sealed_at: float | None
-    seconds_to_seal: float | None
-    partitions: tuple[PartitionDetail, ...]
-    barriers: tuple[BarrierView, ...]
-    attempts: tuple[AttemptView, ...]
-    history_loaded: bool
-
-
-def as_json(value: Any) -> Any:
-    """A dataclass (or a list of them) as plain JSON-able data."""
-    if isinstance(value, (list, tuple)):
-        return [as_json(v) for v in value]
-    return asdict(value)
-
-
-# -- the history, read incrementally ---------------------------------------------------------
-
-
-@dataclass
-class _EpochTimes:
-    opened_at: float | None = None
-    sealed_at: float | None = None
-    attempts: list[AttemptView] = field(default_factory=list)
-
-
-class HistoryCache:
-    """What the recorded history says about each epoch, kept up to date by reading only new events.
-
-    The first read of a long history (tens of thousands of events) runs in a background thread;
-    until it finishes, readers get ``loaded = False`` and no times, never a wait.
-
-    :param keep_events: full events are kept for the newest this many epochs (the timeline).
-    """
-
-    def __init__(self, ledger: EpochLedger, *, keep_events: int = 60, min_interval: float = 2.0) -> None:
-        self.ledger = ledger
-        self.keep_events = keep_events
-        self.min_interval = min_interval
-        self.loaded = False
-        self.error: str | None = None
-        self._seq = -1
-        self._epochs: dict[int, _EpochTimes] = {}
-        self._events: dict[int, list[Event]] = {}
-        self._leader: tuple[str, float] | None = None
-        self._lock = threading.Lock()
-        self._read_lock = threading.Lock()
-        self._refreshing = False
-        self._refreshed_at = 0.0
-
-    def refresh(self, *, wait: bool) -> None:
-        """Read the events recorded since the last read.
-
-        :param wait: once the first read is done, read now (an epoch's detail wants its newest
-            events); otherwise read in the background, at most once per ``min_interval`` (polling).
-        """
-        if wait and self.loaded:
-            if time.monotonic() - self._refreshed_at >= self.min_interval / 4:
-                self._read()
-                self._refreshed_at = time.monotonic()
-            return
-        with self._lock:
-            if self._refreshing or time.monotonic() - self._refreshed_at < self.min_interval:
-                return
-            self._refreshing = True
-        threading.Thread(target=self._background, name=f"epochs-ui-history-{self.ledger.pipeline}",
-                         daemon=True).start()
-
-    def _background(self) -> None:
-        try:
-            self._read()
-        finally:
-            with self._lock:
-                self._refreshing = False
-                self._refreshed_at = time.monotonic()
-
-    def _read(self) -> None:
-        with self._read_lock:  # one reader at a time: each continues from the sequence the last one reached
-            try:
-                events = self.ledger.history(since_seq=self._seq)
-                with self._lock:
-                    for event in events:
-                        self._apply(event)
-                    self._trim()
-                    self.loaded = True
-                    self.error = None
-            except Exception as exc:  # noqa: BLE001 - shown on the page; the next refresh tries again
-                log.warning("Epochs UI: reading the history of %s failed: %s", self.ledger.pipeline, exc)
-                self.error = f"{type(exc).__name__}: {exc}"
-
-    def _apply(self, event: Event) -> None:
-        self._seq = max(self._seq, event.seq)
-        detail = event.detail
-        if event.event == "leader_changed":
-            self._leader = (str(detail.get("owner")), event.at)
-            return
-        epoch = detail.get("epoch")
-        if not isinstance(epoch, int):
-            return
-        self._events.setdefault(epoch, []).append(event)
-        times = self._epochs.setdefault(epoch, _EpochTimes())
-        attempt = int(detail.get("attempt") or 0)
-        owner = str(detail.get("owner") or "")
-        if event.event == "epoch_opened":
-            times.opened_at, times.sealed_at = event.at, None
-            times.attempts.append(AttemptView(attempt, owner, "opened", event.at,
-                                              f"generation {detail.get('generation')}"))
-        elif event.event == "attempt_started":
-            times.attempts.append(AttemptView(attempt, owner, "started", event.at,
-                                              f"superseded attempt {detail.get('superseded')} "
-                                              f"({detail.get('previous_state')})"))
-        elif event.event == "attempt_aborted":
-            times.attempts.append(AttemptView(attempt, owner, "aborted", event.at, str(detail.get("reason") or "")))
-        elif event.event == "epoch_sealed":
-            times.sealed_at = event.at
-            times.attempts.append(AttemptView(attempt, owner, "sealed", event.at))
-
-    def _trim(self) -> None:
-        if len(self._events) > self.keep_events:
-            for epoch in sorted(self._events)[: len(self._events) - self.keep_events]:
-                del self._events[epoch]
-
-    def times(self, epoch: int) -> _EpochTimes | None:
-        with self._lock:
-            return self._epochs.get(epoch)
-
-    def leader_since(self, owner: str) -> float | None:
-        with self._lock:
-            return self._leader[1] if self._leader and self._leader[0] == owner else None
-
-    def events(self, epochs: Iterable[int]) -> list[Event]:
-        with self._lock:
-            return [event for epoch in epochs for event in self._events.get(epoch, ())]
 
 
 # -- reading one pipeline ----------------------------------------------------------------------
@@ -334,26 +73,6 @@ def _producers(config: ConfigVersion, partition: str) -> tuple[str, ...]:
     return tuple(config.config.partitions.get(partition, ()))
 
 
-def manifest_summary(manifests: Iterable[Any]) -> dict[str, Any]:
-    """Rows, bytes, files and Spark seconds added up over manifests (the keys our Spark jobs write,
-    or a top-level ``rows``); keys no manifest has are left out."""
-    total: dict[str, float] = {}
-    for manifest in manifests:
-        if not isinstance(manifest, Mapping):
-            continue
-        outputs = manifest.get("outputs")
-        items = [o for name, o in outputs.items() if name != "snapshot" and isinstance(o, Mapping)] \
-            if isinstance(outputs, Mapping) else [manifest]
-        for item in items:
-            for key in ("rows", "bytes", "files"):
-                value = item.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    total[key] = total.get(key, 0) + value
-        seconds = manifest.get("seconds")
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-            total["seconds"] = total.get("seconds", 0) + seconds
-    return {k: (int(v) if k != "seconds" else round(v, 3)) for k, v in total.items()}
-
 
 def _preview(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
@@ -361,24 +80,20 @@ def _preview(value: Any) -> str:
 
 
 class PipelineState:
-    """Read-only view of one pipeline over a shared, started kazoo client.
+    """Read-only view of one pipeline, through its ledger.
 
-    :param client: a started kazoo client (shared by every pipeline of the process).
-    :param pipeline: the pipeline's name.
-    :param pool: threads for reading the epochs of a page in parallel.
-    :param root: the znode under which pipelines live.
-    :param history_client: the client the history is read through (default ``client``). ZooKeeper
-        answers one session's requests in order, so a long history read on the page's own session
-        would hold every grid read behind it.
+    :param ledger: the pipeline's ledger (a reader: it never opens or votes).
+    :param pool: threads for reading the epochs of a page in parallel (None: one after the other).
+    :param history_ledger: the ledger the history is read through (default ``ledger``): on another
+        session, since ZooKeeper answers one session's requests in order, so a long history read on
+        the page's own session would hold every grid read behind it.
     """
 
-    def __init__(self, client: KazooClient, pipeline: str, *, pool: ThreadPoolExecutor,
-                 root: str = DEFAULT_ROOT, history_client: KazooClient | None = None) -> None:
-        self.pipeline = pipeline
-        self.client = client
-        self.root = root
-        self.ledger = EpochLedger(client, pipeline, owner=READER, root=root)
-        self.history = HistoryCache(EpochLedger(history_client or client, pipeline, owner=READER, root=root))
+    def __init__(self, ledger: EpochLedger, *, pool: ThreadPoolExecutor | None = None,
+                 history_ledger: EpochLedger | None = None) -> None:
+        self.pipeline = ledger.pipeline
+        self.ledger = ledger
+        self.history = HistoryCache(history_ledger or ledger)
         self._pool = pool
 
     def exists(self) -> bool:
@@ -453,7 +168,8 @@ class PipelineState:
             info = self.ledger.epoch_info(epoch)
             return None if info is None else self._row(info, versions, votes=epoch > frontier)
 
-        return [row for row in self._pool.map(one, epochs) if row is not None]
+        found = self._pool.map(one, epochs) if self._pool is not None else map(one, epochs)
+        return [row for row in found if row is not None]
 
     # -- what the endpoints serve ----------------------------------------------------------
 
@@ -466,7 +182,7 @@ class PipelineState:
             if info is not None:
                 in_flight = self._row(info, versions, votes=True)
         counts = _counts(first, frontier, newest, last, in_flight)
-        holder = LeaderLease(self.client, self.pipeline, owner=READER, root=self.root).holder()
+        holder = self.ledger.lease().holder()
         last_seal = None
         if frontier >= first:
             sealed = self.ledger.epoch_info(frontier)  # the record says when it was sealed
@@ -485,7 +201,7 @@ class PipelineState:
             leader_expired=bool(holder and holder.remaining() <= 0),
             leader_since=holder.since.timestamp() if holder else None,
             in_flight=in_flight, lag_epochs=max(0, newest - frontier), last_seal_at=last_seal, counts=counts,
-            barriers=barriers, consumers={c.consumer: c.acked for c in consumers(self.ledger)},
+            barriers=barriers, consumers={c.consumer: c.acked for c in self.ledger.backpressure().consumers()},
             read_ms=round((time.perf_counter() - started) * 1000, 2),
         )
 
@@ -547,7 +263,7 @@ class PipelineState:
         config = self.ledger.config_for(epoch).config
         views = []
         for name in sorted(config.barriers):
-            barrier = Barrier(self.client, self.pipeline, epoch, name, root=self.root)
+            barrier = self.ledger.barrier(epoch, name)
             try:
                 status = barrier.status()
             except (BarrierNotDeclared, EpochNotOpen):
@@ -561,16 +277,21 @@ class PipelineState:
                                      outcome.decision if outcome else None))
         return views
 
-    def epoch_detail(self, epoch: int) -> EpochDetail | None:
-        """Votes, seals, manifests, snapshots, lineage, times and attempts of one epoch."""
+    def epoch_detail(self, epoch: int, *, history: bool = True) -> EpochDetail | None:
+        """Votes, seals, manifests, snapshots, lineage, times and attempts of one epoch.
+
+        :param history: read the recorded history for the attempts (False: a one-shot reader such as
+            ``airflow-epochs status`` shows no attempts and starts no background read).
+        """
         info = self.ledger.epoch_info(epoch)
         if info is None:
             return None
-        self.history.refresh(wait=True)  # in the background the first time: the detail never waits for it
+        if history:
+            self.history.refresh(wait=True)  # in the background the first time: the detail never waits for it
         versions = self._versions()
         row = self._row(info, versions, votes=info.state == "open")
         config = versions[info.config_version]
-        times = self.history.times(epoch)
+        times = self.history.times(epoch) if history else None
         opened_at = info.opened_at or None
         parts = []
         for cell in row.cells:
@@ -614,7 +335,7 @@ class PipelineState:
             pipeline=self.pipeline, row=row, opened_at=opened_at, sealed_at=sealed_at,
             seconds_to_seal=round(sealed_at - opened_at, 3) if sealed_at and opened_at else None,
             partitions=tuple(parts), barriers=tuple(self.barriers(epoch)),
-            attempts=tuple(times.attempts) if times else (), history_loaded=self.history.loaded,
+            attempts=tuple(times.attempts) if times else (), history_loaded=history and self.history.loaded,
         )
 
     def timeline(self, epochs: int = 14) -> list[Span]:
@@ -672,8 +393,10 @@ class StateReader:
         with self._lock:
             state = self._pipelines.get(name)
             if state is None:
-                state = PipelineState(self._client_factory(), name, pool=self._pool, root=self.root,
-                                      history_client=self._history_client_factory())
+                # The page reads through the process's shared sessions (not a hook's own client).
+                ledger = EpochLedger(self._client_factory(), name, owner=READER, root=self.root)
+                history = EpochLedger(self._history_client_factory(), name, owner=READER, root=self.root)
+                state = PipelineState(ledger, pool=self._pool, history_ledger=history)
                 self._pipelines[name] = state
             return state
 

@@ -1,0 +1,87 @@
+"""``airflow-epochs status``: what a pipeline looks like right now (frontier, leader, the epochs after
+the frontier with each partition's votes and seal, barriers and their stragglers) as plain-text
+tables, rendered from the same view model the Epochs page shows (:mod:`airflow_epochs.views.model`,
+read by :class:`airflow_epochs.views.pipeline.PipelineState`)."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from airflow_epochs.coordination import EpochLedger
+from airflow_epochs.views.model import EpochDetail, Overview, VoteView
+from airflow_epochs.views.pipeline import PipelineState
+
+# Epochs after the frontier that one status shows at most, whatever the records say (a forged
+# newest_epoch of 9,999,999,999 must not make the command read for ever).
+MAX_OPEN_SHOWN = 100
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    """The pipeline's overview and the epochs the status shows."""
+
+    overview: Overview
+    epochs: tuple[EpochDetail, ...]
+    not_shown: int = 0  # epochs after the frontier left out (more than MAX_OPEN_SHOWN)
+
+
+def epoch_status(ledger: EpochLedger, epoch: int) -> EpochDetail | None:
+    """One epoch's row, partitions (votes, seal, summed manifests) and barriers; None if never opened."""
+    return PipelineState(ledger).epoch_detail(epoch, history=False)
+
+
+def pipeline_status(ledger: EpochLedger, *, recent: int = 1) -> PipelineStatus:
+    """The frontier, the leader, every epoch after the frontier, and the last ``recent`` sealed ones."""
+    state = PipelineState(ledger)
+    overview = state.overview()
+    frontier, newest = overview.frontier, overview.newest_epoch
+    last = min(max(frontier, newest), frontier + MAX_OPEN_SHOWN)
+    epochs = []
+    for epoch in range(max(1, frontier - recent + 1), last + 1):
+        detail = state.epoch_detail(epoch, history=False)
+        if detail is not None:
+            epochs.append(detail)
+    return PipelineStatus(overview, tuple(epochs), max(0, newest - last))
+
+
+def _vote(vote: VoteView) -> str:
+    if not vote.voted:
+        return f"{vote.producer}:-"
+    return f"{vote.producer}@{vote.attempt}" if vote.current else f"{vote.producer}~{vote.attempt}"
+
+
+def _leader(overview: Overview) -> str:
+    if not overview.leader:
+        return "none"
+    until = overview.leader_until
+    if until is None:
+        return overview.leader
+    shown = datetime.datetime.fromisoformat(until).astimezone(datetime.timezone.utc)
+    return f"{overview.leader} (lease until {shown:%Y-%m-%d %H:%M:%S} UTC)"
+
+
+def render(status: PipelineStatus) -> str:
+    """The status as plain-text tables (a vote of a superseded attempt shows as ``producer~attempt``)."""
+    overview = status.overview
+    lines = [f"pipeline {overview.pipeline}: frontier {overview.frontier}; leader {_leader(overview)}", ""]
+    header = (f"{'epoch':>6}  {'state':<11} {'attempt':>7}  {'owner':<16} {'partition':<12} {'votes':<34} "
+              f"{'sealed':<8} {'rows':>8}")
+    lines += [header, "-" * len(header)]
+    for epoch in status.epochs:
+        row = epoch.row
+        for p in epoch.partitions:
+            votes = ", ".join(_vote(v) for v in p.producers)
+            rows = p.summary.get("rows", "-")
+            lines.append(f"{row.epoch:>6}  {row.state:<11} {row.attempt:>7}  {row.owner[:16]:<16} "
+                         f"{p.partition[:12]:<12} {votes[:34]:<34} {'yes' if p.sealed_by is not None else 'no':<8} "
+                         f"{rows:>8}")
+    barrier_lines = [f"{e.row.epoch:>6}  {b.name:<14} {b.decision or 'waiting':<9} arrived {len(b.arrived)}/"
+                     f"{len(b.registered)}  stragglers: {', '.join(b.stragglers) or 'none'}"
+                     for e in status.epochs for b in e.barriers]
+    if status.not_shown:
+        lines += ["", f"... and {status.not_shown} more epoch(s) up to the newest opened, {overview.newest_epoch} "
+                  f"(only the first {MAX_OPEN_SHOWN} after the frontier are shown)"]
+    if barrier_lines:
+        lines += ["", f"{'epoch':>6}  {'barrier':<14} {'decision':<9} participants", *barrier_lines]
+    return "\n".join(lines)
