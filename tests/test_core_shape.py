@@ -122,3 +122,19 @@ def test_the_length_check_counts_a_long_function():
     body = "\n".join(f"    x{i} = {i}" for i in range(85))
     assert long_functions(f"def big():\n{body}\n") == [("big", 86)]
     assert long_functions("def small():\n    return 1\n") == []
+
+
+def test_the_command_line_the_spark_driver_and_the_core_do_not_load_airflow():
+    """Importing Airflow configures its logging on the process's streams and costs seconds: the command
+    line, a Spark driver's modules and the coordination core must not pull it in."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import airflow_epochs.cli, airflow_epochs.cli.parser, airflow_epochs.coordination, airflow_epochs.spark\n"
+            "import airflow_epochs.tables, airflow_epochs.coordination.retrying\n"
+            "airflow_epochs.cli.parser.build_parser()\n"
+            "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]", run.stdout

@@ -87,8 +87,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
         return []
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
     from airflow_epochs.coordination.declared_votes import TaskInstanceId, declaration, drain, stage_vote
+    from airflow_epochs.coordination.retrying import Backoff, call_with_retries, describe
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-    from airflow_epochs.retries import Backoff, call_with_retries, describe
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))

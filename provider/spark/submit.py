@@ -22,10 +22,10 @@ from kazoo.client import KazooClient
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.retrying import Backoff, call_with_retries, describe
 from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 from airflow_epochs.lineage.runs import LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
-from airflow_epochs.retries import Backoff, call_with_retries, describe
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.sealed import sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
