@@ -27,7 +27,7 @@ from airflow_epochs.coordination.blazes import (
 )
 from airflow_epochs.coordination.errors import InvalidInput
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 UNDER = DAGS / "example_under_coordinated.py"
