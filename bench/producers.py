@@ -1,6 +1,6 @@
 """Declared producers vs Airflow's own partitioned-asset scheduling, under real schedulers.
 
-One Airflow deployment on PostgreSQL (tests/airflow_stack.py) with two schedulers and two triggerers
+One Airflow deployment on PostgreSQL (tests/helpers/airflow_stack.py) with two schedulers and two triggerers
 runs the three plain producer DAGs of tests/dags/declared_producers.py over several keys, plus a
 fourth key that only one producer completes and, once a key has been consumed, a second run of one
 producer for that key. Two consumers watch the same producers in the same run: ours
@@ -33,7 +33,7 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 from airflow_stack import AirflowStack  # noqa: E402
 
 PRODUCERS = ("prod_eu", "prod_us", "prod_returns")

@@ -1,7 +1,7 @@
 """2. Seal -> downstream task running, under a real Airflow scheduler and triggerer (not dags test).
 
 Airflow runs on PostgreSQL with its API server, scheduler, triggerer and DAG processor, all started
-here on loopback (see tests/airflow_stack.py) and stopped at the end. For each sample, the three
+here on loopback (see tests/helpers/airflow_stack.py) and stopped at the end. For each sample, the three
 consumers of bench/dags/latency.py wait, then ``lat_upstream`` seals the partition; the measure is
 from the seal (its time in ZooKeeper) to the start of each consumer's ``mark`` task (its start time
 in Airflow's database). Ours: the deferrable SealedPartitionSensor, and the partitioned-asset
@@ -28,7 +28,7 @@ from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
 from airflow_stack import AirflowStack  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The catch-up scheduler test under CPU load: every core is kept busy by other processes (one busy
-# loop per core) while tests/test_scheduler.py's catch-up test runs N times (default 3) under the real
+# loop per core) while tests/system/test_scheduler.py's catch-up test runs N times (default 3) under the real
 # scheduler and triggerer. It checks that the provider's retry defaults ride through Airflow's defer
 # race on a busy worker. Several minutes per run; not part of scripts/test.sh or CI (run it by hand).
 # Usage: bash scripts/cpu_load_check.sh [runs]
@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
 runs="${1:-3}"
 cores="$(nproc)"
-test_id="tests/test_scheduler.py::test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order"
+test_id="tests/system/test_scheduler.py::test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order"
 busy=()
 stop_busy() { [ "${#busy[@]}" -eq 0 ] || kill "${busy[@]}" 2>/dev/null || true; }
 trap stop_busy EXIT

@@ -31,7 +31,7 @@ def say(message: str) -> None:
 
 
 def serve(days: int, base: Path, port: int | None) -> int:
-    sys.path.insert(0, str(ROOT / "tests"))  # the same deployment helper the scheduler-driven tests use
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the same deployment helper the scheduler-driven tests use
     sys.path.insert(0, str(ROOT / "dags"))
     from airflow_stack import AirflowStack, postgres_bin
     from demo import previous_port  # beside this script

@@ -147,6 +147,18 @@ def airflow_home() -> Iterator[Path]:
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def airflow_pg_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stopped PostgreSQL data folder with Airflow's metadata database migrated once for the session;
+    every scheduler-driven test's deployment (``AirflowStack(template=...)``) runs its own server on
+    a copy of it."""
+    from airflow_stack import migrated_template, postgres_bin
+
+    if postgres_bin() is None:
+        pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
+    return migrated_template(tmp_path_factory.mktemp("pg-template"))
+
+
 @pytest.fixture
 def dagbag(airflow_home: Path):
     """The DAGs folder (the project's example DAGs plus tests/dags), parsed."""

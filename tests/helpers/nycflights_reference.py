@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dags"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dags"))
 from nycflights.data import package_data_dir
 
 

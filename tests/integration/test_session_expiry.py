@@ -16,6 +16,8 @@ from zk_helpers import tree
 
 from airflow_epochs.coordination import EpochLedger, LeaderLease, NotLeader, PipelineConfig
 
+ZOMBIE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "zombie_worker.py"
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -23,7 +25,7 @@ def test_frozen_coordinator_is_fenced_after_takeover(zk, zk_server, zk_chroot):
     ledger = EpochLedger(zk, "expiry", owner="standby")
     ledger.create_pipeline(PipelineConfig({"out": ("x", "y")}))
     worker = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("zombie_worker.py")), zk_server.hosts + zk_chroot],
+        [sys.executable, str(ZOMBIE_WORKER), zk_server.hosts + zk_chroot],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

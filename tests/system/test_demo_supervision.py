@@ -18,7 +18,7 @@ from airflow_epochs.servers.supervision import read_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _descendants(root: int) -> set[int]:

@@ -21,7 +21,7 @@ from airflow_epochs.servers.private_files import UnsafeState, private_dir, read_
 from airflow_epochs.servers.process_identity import NotOurProcess, identify, launch_environment, stop_verified
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

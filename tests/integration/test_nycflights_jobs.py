@@ -16,7 +16,7 @@ from airflow_epochs.spark.connect import load_main
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.data import epoch_of_day, land_days, raw_location  # noqa: E402
 from nycflights_reference import reference, source_tables  # noqa: E402

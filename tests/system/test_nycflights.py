@@ -23,7 +23,7 @@ from airflow_epochs.spark import sealed_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.data import land_days  # noqa: E402
 from nycflights_reference import reference, running_reference, source_tables  # noqa: E402

@@ -32,10 +32,10 @@ def stack_zk(zk_server):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, zk_server, stack_zk):
+def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
-    deployment = AirflowStack(tmp_path_factory.mktemp("declared"), env={
+    deployment = AirflowStack(tmp_path_factory.mktemp("declared"), template=airflow_pg_template, env={
         "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
             {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
         "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared",

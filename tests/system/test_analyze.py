@@ -26,7 +26,7 @@ from airflow_epochs.analysis.labels import (
 from airflow_epochs.analysis.rules import Component, analyse
 from airflow_epochs.coordination.errors import InvalidInput
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 UNDER = DAGS / "example_under_coordinated.py"

@@ -16,7 +16,7 @@ from airflow_epochs.tables import catalog_settings, load_catalog
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.duckdb_reader import connect, published_check, scan_sql
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.check import check_sealed, compare, one_shot  # noqa: E402
 from nycflights.data import land_days  # noqa: E402

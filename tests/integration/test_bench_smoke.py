@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "run.py"
 
 
 def _run(tmp_path: Path, *args: str) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_epochs import get_provider_info
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -32,7 +32,7 @@ from airflow_epochs.tables import (
 from airflow_epochs.tables import history as h
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-TESTS = Path(__file__).resolve().parent
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 TABLE = "epochs.daily"
 
 
@@ -132,9 +132,9 @@ def test_superseded_attempt_output_is_never_published(zk, spark, tmp_path, setti
 def run_worker(zk_server, chroot: str, settings, pipeline: str, epoch: int, kill_at: str):
     payload = json.dumps({"name": settings.name, "kind": settings.kind, "properties": dict(settings.properties),
                           "secret": dict(settings.secret)})
-    return subprocess.run([sys.executable, str(TESTS / "publish_worker.py"), zk_server.hosts + chroot, pipeline,
+    return subprocess.run([sys.executable, str(HELPERS / "publish_worker.py"), zk_server.hosts + chroot, pipeline,
                            TABLE, PARTITION, str(epoch), kill_at], input=payload, capture_output=True, text=True,
-                          timeout=180, cwd=TESTS)
+                          timeout=180, cwd=HELPERS)
 
 
 @pytest.mark.parametrize("kill_at", ["planned", "schema", "committed"])

@@ -12,7 +12,7 @@ import pandas as pd
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.spark import read_sealed, run_epoch, sealed_outputs, submit_and_seal
 
-JOB = Path(__file__).resolve().parent / "spark_jobs" / "running_totals.py"
+JOB = Path(__file__).resolve().parents[1] / "spark_jobs" / "running_totals.py"
 PARTITION = "totals"
 PRODUCER = "job"
 KEYS = "abcdefg"

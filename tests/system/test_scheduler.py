@@ -38,11 +38,12 @@ def stack_zk(zk_server):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, zk_server, stack_zk):
+def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
-    deployment = AirflowStack(tmp_path_factory.mktemp("stack"), env={"AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-        {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
+    deployment = AirflowStack(tmp_path_factory.mktemp("stack"), template=airflow_pg_template, env={
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
+            {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
         # a dead triggerer's triggers move to a live one after this many seconds without heartbeat
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"})

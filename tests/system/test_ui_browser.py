@@ -42,7 +42,7 @@ def ui_zk(zk_server) -> Iterator[tuple[str, KazooClient]]:
 
 
 @pytest.fixture(scope="module")
-def ui_stack(tmp_path_factory, zk_server, ui_zk) -> Iterator[AirflowStack]:
+def ui_stack(tmp_path_factory, zk_server, ui_zk, airflow_pg_template) -> Iterator[AirflowStack]:
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     if not CHROMIUM.exists():
@@ -51,7 +51,7 @@ def ui_stack(tmp_path_factory, zk_server, ui_zk) -> Iterator[AirflowStack]:
     dags = base / "airflow" / "dags"
     bundles = [{"name": team, "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                 "kwargs": {"path": str(dags / team)}, "team_name": team} for team in TEAMS]
-    stack = AirflowStack(base, env={
+    stack = AirflowStack(base, template=airflow_pg_template, env={
         "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts,
                                                       "schema": ui_zk[0]}),
         "AIRFLOW__CORE__MULTI_TEAM": "True",

@@ -14,6 +14,8 @@ import pytest
 from airflow_epochs.coordination import EpochLedger, InvalidConfig, PipelineConfig
 from airflow_epochs.coordination.archive import decode, epoch_file
 
+ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
+
 pytestmark = [pytest.mark.integration]
 
 PARTITIONS = {"events": ("ingest",), "totals": ("sum", "check")}
@@ -118,7 +120,7 @@ def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_serv
         _run_epoch(ledger, epoch)
     before = {epoch: _reads(ledger, epoch) for epoch in range(1, 7)}
     history = ledger.history()
-    worker = subprocess.run([sys.executable, str(Path(__file__).with_name("archive_worker.py")),
+    worker = subprocess.run([sys.executable, str(ARCHIVE_WORKER),
                              zk_server.hosts + zk_chroot, "crash"], capture_output=True, text=True, timeout=120)
     assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
     assert "ARCHIVED" in worker.stdout and "NOT KILLED" not in worker.stdout
