@@ -31,7 +31,6 @@ from airflow_epochs.coordination import (
     aborts,
     config_store,
     opening,
-    payloads,
     pipelined_votes,
     reader,
     retention,
@@ -64,6 +63,7 @@ from airflow_epochs.coordination.records import (
 )
 from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.wire import FrontierNode
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]
@@ -277,7 +277,7 @@ class EpochLedger:
         def on_change(data: bytes | None, _stat: Any) -> Any:
             if data is None:
                 return None
-            return callback(payloads.decode("frontier", data, path=path)["epoch"])
+            return callback(FrontierNode.from_bytes(data, path=path).epoch)
 
         return DataWatch(self.client, path, on_change)
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from airflow_epochs.coordination import archive, payloads
+from airflow_epochs.coordination import archive
+from airflow_epochs.coordination.compaction_record import CompactedLineage, CompactionSummary
 from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -80,9 +81,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         version = ctx.config_for(call, max(current, record.first_epoch), record)
         retain = version.config.retain_epochs
         archive_raw = call.get(ctx.paths.archive)
-        archive = payloads.decode("archive", archive_raw[0], path=ctx.paths.archive) if archive_raw else None
+        archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
         old = record.compacted_through
-        zxid = archive.get("history_zxid") if archive else None
+        zxid = archive.history_zxid if archive else None
         if retain is None or current - retain <= old:
             return old, zxid
         new = current - retain
@@ -91,7 +92,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         found = epoch_record(call, ctx, new)
         if found is None or found[0].state != "sealed":
             return old, zxid
-        lineage = dict(archive.get("lineage", {})) if archive else {}
+        lineage = dict(archive.lineage) if archive else {}
         generation = int(found[0].generation)
         names = call.children(ctx.paths.seals(new, generation)) or []
         seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
@@ -99,14 +100,13 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
             if raw is not None:
                 seal = SealNode.from_bytes(raw[0], path=path)
                 if seal.upstream:
-                    lineage[name] = {"epoch": new, "upstream": dict(seal.upstream)}
+                    lineage[name] = CompactedLineage(new, dict(seal.upstream))
         zxid = int(found[1].mzxid)
-        summary = {"through": new, "epochs": (archive["epochs"] if archive else 0) + (new - old),
-                   "history_zxid": zxid, "lineage": lineage}
+        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage).to_bytes()
         ops: list[Step] = [
-            SetData(ctx.paths.base, payloads.encode("pipeline", record.body(compacted_through=new)), record.version),
-            SetData(ctx.paths.archive, payloads.encode("archive", summary), archive_raw[1].version)
-            if archive_raw else Create(ctx.paths.archive, payloads.encode("archive", summary)),
+            SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
+            SetData(ctx.paths.archive, summary, archive_raw[1].version)
+            if archive_raw else Create(ctx.paths.archive, summary),
             *ctx.event("compacted", from_epoch=old + 1, to_epoch=new, retain_epochs=retain),
         ]
         results = commit(call, ops)
@@ -213,7 +213,7 @@ def archived_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: st
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return None
-    item = payloads.decode("archive", raw[0], path=ctx.paths.archive).get("lineage", {}).get(partition)
-    if item and int(item["epoch"]) == epoch:
-        return dict(item["upstream"])
+    item = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive).lineage.get(partition)
+    if item is not None and item.epoch == epoch:
+        return dict(item.upstream)
     return None
