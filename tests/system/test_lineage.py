@@ -1,8 +1,8 @@
 """OpenLineage events of a real DAG run (``airflow dags test`` with the OpenLineage provider's file
 transport): the Spark epoch task's output is the published Iceberg table with the epoch as a partition
 subset, its run carries our ``airflowEpochs`` facet, which names the producers' runs; every event is
-validated with ``jsonschema`` against OpenLineage's JSON schema (``openlineage_spec/``) and each facet
-against its own schema (ours: the one the package ships)."""
+validated with ``jsonschema`` against our schema of the OpenLineage 2-0-2 run event
+(``openlineage_event_schema``) and each facet against its own schema (ours: the one the package ships)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagba
     assert events, "no OpenLineage event was written"
     jsonschema.Draft202012Validator.check_schema(run_facet_schema())
     for event in events:
-        validate_event(event)  # the event against OpenLineage.json, each facet against its schema
+        validate_event(event)  # the event against the 2-0-2 run event, each facet against its schema
     # The validation is not vacuous: the same event, malformed, is refused.
     broken = json.loads(json.dumps(events[-1]))
     del broken["run"]["runId"]

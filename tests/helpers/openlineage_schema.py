@@ -1,30 +1,52 @@
-"""Validating OpenLineage events against OpenLineage's JSON schemas with ``jsonschema``.
+"""Validating OpenLineage events with ``jsonschema``.
 
-The event itself against ``OpenLineage.json#/$defs/RunEvent`` (vendored in ``openlineage_spec/``, see
-its README for where it came from), then every facet against the schema its ``_schemaURL`` names:
-a definition of the core spec (the Airflow provider's own run facets name ``#/$defs/RunFacet``),
-OpenLineage's standard facets (vendored), the JSON files the installed Airflow provider and
-openlineage-integration-common ship, or our ``airflowEpochs`` facet (the schema our package ships). A
-facet whose schema is none of these is an error: nothing goes unchecked.
+The event itself against the run event of ``openlineage_event_schema`` (our schema of the 2-0-2 spec and
+its standard facets; no installed package ships the spec's own files), then every facet against the schema
+its ``_schemaURL`` names: a facet kind of the core spec (the Airflow provider's own run facets name
+``#/$defs/RunFacet``), a standard facet that schema describes, the JSON files the installed Airflow
+provider and openlineage-integration-common ship, or our ``airflowEpochs`` facet (the schema our package
+ships). A facet whose schema is none of these is an error: nothing goes unchecked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jsonschema
+from openlineage_event_schema import CORE_FACETS, SPEC_ID, STANDARD_FACET_FILES, STANDARD_FACETS_BASE, event_schema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from airflow_epochs.lineage.facets import SCHEMA_URL, run_facet_schema
 
-SPEC = Path(__file__).parent / "openlineage_spec"
-CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
+# ``jsonschema`` checks ``date-time`` and ``uri`` only with optional packages we do not install, and would
+# otherwise let any string pass: these two checkers make the spec's formats count.
+FORMATS = jsonschema.FormatChecker()
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|\\^`]*")
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    """An RFC 3339 timestamp (with its offset) naming a real date and time."""
+    if not isinstance(value, str):
+        return True  # formats apply to strings only; the type is checked by ``type``
+    if RFC3339.fullmatch(value) is None:
+        return False
+    datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    return True
+
+
+@FORMATS.checks("uri")
+def _is_uri(value: object) -> bool:
+    """An absolute URI: a scheme, then no spaces or characters RFC 3986 leaves out."""
+    return not isinstance(value, str) or ABSOLUTE_URI.fullmatch(value) is not None
 
 
 def _installed_schemas(package: str, folder: str) -> dict[str, dict[str, Any]]:
@@ -37,9 +59,8 @@ def _installed_schemas(package: str, folder: str) -> dict[str, dict[str, Any]]:
 
 @cache
 def schemas_by_file() -> dict[str, dict[str, Any]]:
-    """File name -> schema, for every facet schema we can check against."""
-    found = {path.name: json.loads(path.read_text()) for path in sorted((SPEC / "facets").glob("*.json"))}
-    found.update(_installed_schemas("airflow.providers.openlineage", "facets"))
+    """File name -> schema, for every facet schema file an installed package ships."""
+    found = _installed_schemas("airflow.providers.openlineage", "facets")
     found.update(_installed_schemas("openlineage.common", "schema"))
     return found
 
@@ -54,9 +75,7 @@ def _resource(schema: dict[str, Any]) -> Resource:
 
 @cache
 def registry() -> Registry:
-    core = json.loads((SPEC / "OpenLineage.json").read_text())
-    assert core["$id"] == CORE_ID, core["$id"]
-    resources_ = [(CORE_ID, _resource(core))]
+    resources_ = [(SPEC_ID, _resource(event_schema()))]
     for name, schema in schemas_by_file().items():
         resources_.append((schema.get("$id") or f"urn:file:{name}", _resource(schema)))
     ours = run_facet_schema()
@@ -66,7 +85,7 @@ def registry() -> Registry:
 
 def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema, registry=registry(),
-                                           format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+                                           format_checker=FORMATS)
 
 
 def facets_of(event: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -87,8 +106,15 @@ def facet_schema(schema_url: str) -> dict[str, Any]:
         return {"$ref": SCHEMA_URL}
     base, _, fragment = schema_url.partition("#")
     file = base.rsplit("/", 1)[-1]
-    if base == CORE_ID:  # a facet the core spec defines (e.g. the Airflow provider's ``airflow`` run facet)
-        return {"$ref": f"{CORE_ID}#{fragment}"}
+    if base == SPEC_ID:  # a facet kind the core spec defines (e.g. the Airflow provider's ``airflow`` run facet)
+        if fragment.removeprefix("/$defs/") not in CORE_FACETS:
+            raise jsonschema.ValidationError(f"no facet of the core spec at {schema_url!r}")
+        return {"$ref": schema_url}
+    if base.startswith(STANDARD_FACETS_BASE) and file in STANDARD_FACET_FILES:
+        definition = fragment.removeprefix("/$defs/") if fragment else file.removesuffix(".json")
+        if definition not in STANDARD_FACET_FILES[file]:
+            raise jsonschema.ValidationError(f"no known schema for facet schema URL {schema_url!r}")
+        return {"$ref": f"{SPEC_ID}#/$defs/{definition}"}
     schema = schemas_by_file().get(file)
     if schema is None:
         raise jsonschema.ValidationError(f"no known schema for facet schema URL {schema_url!r}")
@@ -101,7 +127,7 @@ def facet_schema(schema_url: str) -> dict[str, Any]:
 
 def validate_event(event: dict[str, Any]) -> None:
     """Raise :class:`jsonschema.ValidationError` unless the event and each of its facets is valid."""
-    _validator({"$ref": f"{CORE_ID}#/$defs/RunEvent"}).validate(event)
+    _validator({"$ref": f"{SPEC_ID}#/$defs/RunEvent"}).validate(event)
     for where, name, facet in facets_of(event):
         schema_url = facet.get("_schemaURL")
         if not isinstance(schema_url, str):
