@@ -140,12 +140,12 @@ class PipelineState:
     # -- rows ------------------------------------------------------------------------------
 
     def _row(self, info: EpochInfo, versions: Mapping[int, ConfigVersion], *, votes: bool) -> EpochRow:
-        config = versions.get(info.config_version)
-        if config is None:  # a configuration newer than the cached list
-            config = {cv.version: cv for cv in self.ledger.config_versions()}[info.config_version]
+        config = self._config_of(info, versions)
         cells = []
         aborted = info.state == "open" and info.attempt_state == "aborted"
-        for partition in info.partitions:
+        # a compacted epoch without an archive keeps no partition list; sealed, it sealed every one
+        partitions = info.partitions or (tuple(config.config.partitions) if info.state == "sealed" else ())
+        for partition in partitions:
             producers = _producers(config, partition)
             if info.state == "rolled_back":
                 cells.append(Cell(partition, "rolled_back", 0, len(producers)))
@@ -157,6 +157,11 @@ class PipelineState:
                 cells.append(Cell(partition, state, cast, len(producers)))
         return EpochRow(info.epoch, _row_state(info, cells), info.attempt, info.attempt_state, info.owner,
                         info.config_version, info.generation, tuple(cells))
+
+    def _config_of(self, info: EpochInfo, versions: Mapping[int, ConfigVersion]) -> ConfigVersion:
+        found = versions.get(info.config_version)
+        # None: a configuration newer than the cached list, or a compacted epoch's (it keeps no version)
+        return found if found is not None else self.ledger.config_for(info.epoch)
 
     def _current_votes(self, info: EpochInfo, partition: str, producers: Sequence[str]) -> int:
         return sum(1 for producer in producers
@@ -290,7 +295,7 @@ class PipelineState:
             self.history.refresh(wait=True)  # in the background the first time: the detail never waits for it
         versions = self._versions()
         row = self._row(info, versions, votes=info.state == "open")
-        config = versions[info.config_version]
+        config = self._config_of(info, versions)
         times = self.history.times(epoch) if history else None
         opened_at = info.opened_at or None
         parts = []

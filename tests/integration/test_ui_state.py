@@ -181,3 +181,25 @@ def test_api_needs_a_login_and_shows_only_pipelines_of_readable_dags(zk):
             answer = client.get(path)
             assert answer.status_code == 404 and PROBE in answer.json()["detail"], path
             assert "sealed" not in answer.text
+
+
+def test_status_and_the_page_show_compacted_epochs_as_sealed(zk):
+    """A compacted epoch keeps no configuration version of its own (``config_version`` -1): its row is
+    drawn with the configuration in force at that epoch, as the demo's resumed run prints it."""
+    from airflow_epochs.views.status import epoch_status, pipeline_status, render
+
+    ledger = EpochLedger(zk, "compacted", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",), "totals": ("sum",)}, retain_epochs=1))
+    for epoch in range(1, 5):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "events", "ingest", {"rows": epoch})
+        ledger.vote(attempt, "totals", "sum", {"rows": epoch})
+    report = ledger.compact()
+    assert 1 in report.compacted and ledger.epoch_info(1).attempt_state == "compacted"
+    detail = epoch_status(ledger, 1)
+    assert detail is not None and detail.row.state == "sealed"
+    assert [cell.state for cell in detail.row.cells] == ["sealed", "sealed"]
+    assert "frontier 4" in render(pipeline_status(ledger, recent=4))
+    page = StateReader(lambda: zk).pipeline("compacted").grid()
+    assert [(row.epoch, row.state) for row in page.rows] == [(4, "sealed"), (3, "sealed"), (2, "sealed"), (1, "sealed")]
+    assert all(len(row.cells) == 2 for row in page.rows)
