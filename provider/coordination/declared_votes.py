@@ -29,8 +29,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.config import PipelineConfig
 from airflow_epochs.coordination.declared import DeclaredProducers, Match
+from airflow_epochs.coordination.declared_records import StagedKey, StagedVote
 from airflow_epochs.coordination.errors import (
-    CorruptPayload,
     DuplicateVote,
     EpochAlreadyOpen,
     EpochAlreadySealed,
@@ -42,7 +42,6 @@ from airflow_epochs.coordination.errors import (
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.paths import PipelinePaths, epoch_key
-from airflow_epochs.coordination.payloads import loads_bounded
 from airflow_epochs.coordination.records import Attempt
 
 # How many epochs one drain opens and votes at most (the rest: the next drain).
@@ -105,8 +104,7 @@ def staged_epoch(ledger: EpochLedger, epoch: int) -> str:
 
 def decode_staged_key(raw: bytes | None) -> str | None:
     """The partition key in a staged epoch node's data."""
-    key = _decode(raw, "staged epoch").get("partition_key") if raw else None
-    return key if isinstance(key, str) else None
+    return StagedKey.from_bytes(raw, path="staged epoch").partition_key if raw else None
 
 
 def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredProducers:
@@ -128,22 +126,22 @@ def stage_vote(
     epoch = declaration(ledger).keys.epoch_of(match.key)
     config = ledger.config_for(epoch).config
     _check_declared_at(config, match, epoch)
-    doc = {"ti": task_instance.to_json(), "partition_key": match.key, "request": task_instance.request_id(match.key)}
+    doc = StagedVote(task_instance.to_json(), match.key, task_instance.request_id(match.key))
     epoch_path = staged_epoch(ledger, epoch)
     path = f"{epoch_path}/{match.partition}/{match.producer}"
     if not client.exists(path) and _sealed(ledger, epoch):
         # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
-        return _outcome(ledger, match, epoch, "rerun_after_seal", {})
+        return _outcome(ledger, match, epoch, "rerun_after_seal", None)
     _ensure_epoch_node(client, epoch_path, match.key, epoch)
     client.ensure_path(f"{epoch_path}/{match.partition}")
     try:
-        client.create(path, _encode(doc))
+        client.create(path, doc.to_bytes())
         return _outcome(ledger, match, epoch, "staged", doc)
     except NodeExistsError:
         pass
     raw, stat = client.get(path)
-    existing = _decode(raw, path)
-    if existing.get("ti") == doc["ti"]:
+    existing = StagedVote.from_bytes(raw, path=path)
+    if existing.task_instance == doc.task_instance:
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
             # this re-run replaced the staged vote, then stopped before its rollback: finish it
             _reopen(ledger, match, task_instance, epoch, doc)
@@ -154,7 +152,7 @@ def stage_vote(
     if not reopen:
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
     try:
-        client.set(path, _encode(doc), version=stat.version)
+        client.set(path, doc.to_bytes(), version=stat.version)
     except BadVersionError:  # another re-run replaced it first: that one reopens
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
     _reopen(ledger, match, task_instance, epoch, doc)
@@ -162,20 +160,20 @@ def stage_vote(
 
 
 def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
-            doc: Mapping[str, Any]) -> None:
+            doc: StagedVote) -> None:
     """Roll the key's epoch (and every later one) back; the drain seals them again from the staged votes."""
     ledger.rollback(epoch - 1, reason=f"declared producer {match.producer!r} of {match.partition!r} ran again for "
                                       f"key {match.key!r} ({task_instance.dag_id}/{task_instance.run_id})",
-                    request_id=f"rb-{doc['request']}")
+                    request_id=f"rb-{doc.request}")
 
 
-def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: Mapping[str, Any]) -> bool:
+def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
     """Whether the epoch's seal holds another task instance's vote for this producer than ``doc``'s."""
     seal = ledger.seal(epoch, match.partition)
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)
-    return not isinstance(manifest, Mapping) or manifest.get("task_instance") != doc["ti"]
+    return not isinstance(manifest, Mapping) or manifest.get("task_instance") != doc.task_instance
 
 
 def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOutcome:
@@ -189,11 +187,11 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
             return DrainOutcome(tuple(sealed), None)
         attempt = open_for_votes(ledger, epoch)
         if attempt is not None:
-            for partition, producer, doc in votes:
+            for partition, producer, staged in votes:
                 try:
-                    ledger.vote(attempt, partition, producer, {"task_instance": doc["ti"],
-                                                                "partition_key": doc["partition_key"]},
-                                request_id=doc["request"])
+                    ledger.vote(attempt, partition, producer, {"task_instance": dict(staged.task_instance),
+                                                                "partition_key": staged.partition_key},
+                                request_id=staged.request)
                 except (PartitionAlreadySealed, EpochAlreadySealed):
                     break
                 except DuplicateVote:
@@ -256,7 +254,7 @@ def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
         return None
 
 
-def staged_votes(client: KazooClient, ledger: EpochLedger, epoch: int) -> list[tuple[str, str, dict[str, Any]]]:
+def staged_votes(client: KazooClient, ledger: EpochLedger, epoch: int) -> list[tuple[str, str, StagedVote]]:
     """``(partition, producer, staged record)`` of every vote staged for ``epoch``."""
     epoch_path = staged_epoch(ledger, epoch)
     try:
@@ -274,7 +272,7 @@ def staged_votes(client: KazooClient, ledger: EpochLedger, epoch: int) -> list[t
                 raw, _ = client.get(f"{epoch_path}/{partition}/{producer}")
             except NoNodeError:
                 continue
-            found.append((partition, producer, _decode(raw, f"{epoch_path}/{partition}/{producer}")))
+            found.append((partition, producer, StagedVote.from_bytes(raw, path=f"{epoch_path}/{partition}/{producer}")))
     return found
 
 
@@ -290,10 +288,10 @@ def staged_key(client: KazooClient, ledger: EpochLedger, epoch: int) -> str | No
 def _ensure_epoch_node(client: KazooClient, path: str, key: str, epoch: int) -> None:
     client.ensure_path(path.rsplit("/", 1)[0])
     try:
-        client.create(path, _encode({"partition_key": key}))
+        client.create(path, StagedKey(key).to_bytes())
     except NodeExistsError:
         raw, _ = client.get(path)
-        there = _decode(raw, path).get("partition_key") if raw else None
+        there = StagedKey.from_bytes(raw, path=path).partition_key if raw else None
         if there != key:
             raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
                                "the key map must give every key its own epoch") from None
@@ -310,20 +308,6 @@ def _sealed(ledger: EpochLedger, epoch: int) -> bool:
     return info is not None and info.state == "sealed"
 
 
-def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: Mapping[str, Any]) -> StageOutcome:
-    return StageOutcome(ledger.pipeline, match.partition, match.producer, match.key, epoch, status, doc)
-
-
-def _decode(raw: bytes, what: str) -> dict[str, Any]:
-    """A staged record, decoded with the core's depth limit: anything else is CorruptPayload, one line."""
-    try:
-        doc = loads_bounded(raw)
-    except ValueError as exc:
-        raise CorruptPayload(f"{what}: not a staged record ({exc})") from None
-    if not isinstance(doc, dict):
-        raise CorruptPayload(f"{what}: expected a JSON object, got {type(doc).__name__}")
-    return doc
-
-
-def _encode(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: StagedVote | None) -> StageOutcome:
+    return StageOutcome(ledger.pipeline, match.partition, match.producer, match.key, epoch, status,
+                        {} if doc is None else doc.to_json())
