@@ -19,11 +19,22 @@ from airflow_epochs.coordination.names import validate_name
 MAX_PARTITIONS = 256
 MAX_PRODUCERS = 4096
 MAX_BUCKETS = 4096
-# Epochs kept in full by default: the frontier and the epoch before it, so a repeat of their calls is
-# answered from ZooKeeper and a rollback can undo both; older ones are compacted (:mod:`.retention`),
-# into the archive when there is one. Each epoch kept costs a fleet of 10,000 pipelines x 100
-# partitions x 10 producers about 1.8 GB of ZooKeeper data (bench group ``capacity``).
+# Epochs kept in full by default when the pipeline has an archive: the frontier and the epoch before
+# it, so a repeat of their calls is answered from ZooKeeper and a rollback can undo both; older ones
+# move to the archive, which answers every read of them (:mod:`.retention`, :mod:`.archive`). Each
+# epoch kept costs a fleet of 10,000 pipelines x 100 partitions x 10 producers about 1.8 GB of
+# ZooKeeper data (bench group ``capacity``).
 DEFAULT_RETAIN_EPOCHS = 2
+# Without an archive compaction forgets the past (seals, manifests, votes): the default window stays
+# as long as before archives existed, so no pipeline loses readable epochs by not naming storage.
+UNARCHIVED_RETAIN_EPOCHS = 1000
+# ``retain_epochs`` not given: one of the two defaults above, by whether there is an archive.
+_BY_ARCHIVE: Any = object()
+
+
+def default_retention(archive: str | None) -> int:
+    """The ``retain_epochs`` a configuration gets when it names none."""
+    return DEFAULT_RETAIN_EPOCHS if archive is not None else UNARCHIVED_RETAIN_EPOCHS
 # A configuration is stored as one znode, next to its history record in one transaction.
 MAX_CONFIG_BYTES = 48 * 1024
 
@@ -42,7 +53,8 @@ class PipelineConfig:
     :param window: backpressure: epoch e does not open while e > slowest consumer's ack + window.
     :param retain_epochs: how many epochs behind the frontier are kept in full; older ones are
         compacted (their votes and history pruned, their frontier, snapshots and lineage kept).
-        ``None`` keeps everything.
+        ``None`` keeps everything. Not given: 2 with an ``archive`` (which then answers every read of
+        older epochs), 1000 without one.
     :param archive: where compacted epochs go: a location in the pipeline's storage (an absolute
         local path or a ``file``/``s3``/``gs``/``hdfs``/``abfs`` URI without credentials, opened
         through pyarrow's filesystems). Before an epoch leaves ZooKeeper its full record is written
@@ -61,7 +73,7 @@ class PipelineConfig:
     barriers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     buckets: tuple[str, ...] = ()
     window: int | None = None
-    retain_epochs: int | None = DEFAULT_RETAIN_EPOCHS
+    retain_epochs: int | None = _BY_ARCHIVE
     archive: str | None = None
     declared: DeclaredProducers | None = None
 
@@ -79,6 +91,8 @@ class PipelineConfig:
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
         ):
             raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
+        if self.retain_epochs is _BY_ARCHIVE:
+            object.__setattr__(self, "retain_epochs", default_retention(self.archive))
         if self.retain_epochs is not None and (
             isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int) or self.retain_epochs < 1
         ):
@@ -109,7 +123,7 @@ class PipelineConfig:
             data["buckets"] = list(self.buckets)
         if self.window is not None:
             data["window"] = self.window
-        if self.retain_epochs != DEFAULT_RETAIN_EPOCHS:
+        if self.retain_epochs != default_retention(self.archive):
             data["retain_epochs"] = self.retain_epochs
         if self.archive is not None:
             data["archive"] = self.archive
@@ -137,7 +151,7 @@ class PipelineConfig:
             barriers={str(k): tuple(v) for k, v in barriers.items()},
             buckets=tuple(data.get("buckets", ())),
             window=data.get("window"),
-            retain_epochs=data.get("retain_epochs", DEFAULT_RETAIN_EPOCHS),
+            retain_epochs=data.get("retain_epochs", _BY_ARCHIVE),
             archive=data.get("archive"),
             declared=None if declared is None else DeclaredProducers.from_json(declared),
         )

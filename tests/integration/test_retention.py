@@ -157,7 +157,7 @@ def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_o
     """Versions written when ``retain_epochs`` was left out at the old default (1000) must not read
     as today's default of 2: compaction would then drop epochs their owners meant to keep."""
     from airflow_epochs.coordination import payloads
-    from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
+    from airflow_epochs.coordination.config import UNARCHIVED_RETAIN_EPOCHS
     from airflow_epochs.coordination.wire import LEGACY_RETAIN_EPOCHS
 
     ledger = EpochLedger(zk, "legacy", owner="o")
@@ -165,9 +165,30 @@ def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_o
     path = ledger.paths.config(0)
     raw, _ = zk.get(path)
     written = payloads.decode("config", raw, path=path)
-    assert written["retain_epochs"] == DEFAULT_RETAIN_EPOCHS  # written explicitly now
+    assert written["retain_epochs"] == UNARCHIVED_RETAIN_EPOCHS  # written explicitly now
     zk.set(path, payloads.encode("config", {k: v for k, v in written.items() if k != "retain_epochs"}))
     assert ledger.config_for(1).config.retain_epochs == LEGACY_RETAIN_EPOCHS  # first read of version 0
     explicit = EpochLedger(zk, "explicit", owner="o")
     explicit.create_pipeline(PipelineConfig({"events": ("ingest",)}, retain_epochs=None))  # keep everything
     assert explicit.config_for(1).config.retain_epochs is None
+
+
+def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_path):
+    """Without an archive compaction forgets seals and manifests, so the default keeps 1000 epochs;
+    with one, every read of an older epoch is answered from the archive and 2 are kept."""
+    from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
+
+    assert PipelineConfig({"events": ("ingest",)}).retain_epochs == UNARCHIVED_RETAIN_EPOCHS
+    archived = PipelineConfig({"events": ("ingest",)}, archive=str(tmp_path))
+    assert archived.retain_epochs == DEFAULT_RETAIN_EPOCHS
+    assert PipelineConfig.from_json(archived.to_json()) == archived
+    assert PipelineConfig({"events": ("ingest",)}, retain_epochs=5, archive=str(tmp_path)).retain_epochs == 5
+    with pytest.raises(InvalidConfig, match="retain_epochs"):
+        PipelineConfig({"events": ("ingest",)}, retain_epochs=0)
+    ledger = EpochLedger(zk, "archived", owner="o")
+    ledger.create_pipeline(archived)
+    for epoch in range(1, 6):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "events", "ingest", {"rows": epoch})
+    assert ledger.compact().through == 3  # frontier 5, two kept
+    assert ledger.seal(1, "events").manifests["ingest"] == {"rows": 1}  # answered from the archive
