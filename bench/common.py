@@ -128,8 +128,9 @@ def client(hosts: str, timeout: float = 30.0) -> KazooClient:
     return zk
 
 
-def count_znodes(zk: KazooClient, path: str) -> tuple[int, int]:
-    """(znodes, data bytes) under ``path``, itself included."""
+def count_znodes(zk: KazooClient, path: str, *, with_paths: bool = False) -> tuple[int, int]:
+    """(znodes, data bytes) under ``path``, itself included; ``with_paths`` adds each znode's path length,
+    as ZooKeeper's ``zk_approximate_data_size`` does."""
     nodes = 0
     size = 0
     pending = [path]
@@ -143,7 +144,7 @@ def count_znodes(zk: KazooClient, path: str) -> tuple[int, int]:
             if found is None:
                 continue
             nodes += 1
-            size += found.dataLength
+            size += found.dataLength + (len(p) if with_paths else 0)
             pending.extend(f"{p.rstrip('/')}/{c}" for c in kids.get())
     return nodes, size
 

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import client, figure, mntr
+from common import client, count_znodes, figure, mntr
 from kazoo.client import KazooClient
 from state_growth import ZK_WRITES_PER_S, fit_shapes, seal_epoch
 
@@ -45,25 +45,6 @@ FLEETS = (
 )
 GB_LIMIT = 2.0
 WRITE_PCT_LIMIT = 50.0
-
-
-def _size(zk: KazooClient, top: str) -> tuple[int, int]:
-    """(znodes, path + data bytes) under ``top``, itself included (ZooKeeper's approximate data size)."""
-    nodes = 0
-    size = 0
-    pending = [top]
-    while pending:
-        level, pending = pending, []
-        stats = [zk.exists_async(p) for p in level]
-        children = [zk.get_children_async(p) for p in level]
-        for path, stat, kids in zip(level, stats, children, strict=True):
-            found = stat.get()
-            if found is None:
-                continue
-            nodes += 1
-            size += found.dataLength + len(path)
-            pending.extend(f"{path.rstrip('/')}/{c}" for c in kids.get())
-    return nodes, size
 
 
 def _requests(ledger: EpochLedger) -> tuple[int, int]:
@@ -85,12 +66,12 @@ def _measure(zk: KazooClient, name: str, partitions: int, producers: int, epochs
         seal_epoch(ledger, epoch, partitions, producers, snapshot="s3://state")
         ledger.compact()
     requests1, transactions1 = _requests(ledger)
-    rest_nodes, rest_bytes = _size(zk, ledger.paths.base)
+    rest_nodes, rest_bytes = count_znodes(zk, ledger.paths.base, with_paths=True)
     attempt = ledger.open_epoch(first + epochs)
     for p in range(partitions):
         for q in range(producers - 1):
             ledger.vote(attempt, f"part{p}", f"prod{q}", {"rows": q})
-    mid_nodes, mid_bytes = _size(zk, ledger.paths.base)
+    mid_nodes, mid_bytes = count_znodes(zk, ledger.paths.base, with_paths=True)
     files = list((storage / name / "_epochs").glob("epoch-*.jsonl"))
     archive_bytes = sum(f.stat().st_size for f in files) / max(1, len(files))
     return {"rest_znodes": rest_nodes, "rest_bytes": rest_bytes, "mid_znodes": mid_nodes, "mid_bytes": mid_bytes,
