@@ -196,7 +196,7 @@ class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Deliver from the cursor, moving it once each event has been handed over (no stored-event
         confirmation exists on this path: the triggerer uses the shared stream above)."""
-        stream = SealStream(**self._kwargs())
+        stream = self.create_shared_stream_producer(self._kwargs())  # a subclass's own stream kind
         try:
             async for raw, (epoch, _generation, claim) in stream.open_stream():
                 yield TriggerEvent(raw)

@@ -84,14 +84,3 @@ class DeclaredKeyEventTrigger(SealedPartitionEventTrigger):
     @classmethod
     def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> DeclaredKeyStream:
         return DeclaredKeyStream(**kwargs)
-
-    async def run(self) -> Any:
-        stream = DeclaredKeyStream(**self._kwargs())
-        from airflow.triggers.base import TriggerEvent
-
-        try:
-            async for raw, (epoch, _generation, claim) in stream.open_stream():
-                yield TriggerEvent(raw)
-                await stream.delivered(epoch, [claim])
-        finally:
-            await stream.aclose()
