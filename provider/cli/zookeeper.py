@@ -67,6 +67,9 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
     except PermissionError as exc:  # the data belongs to credentials this state folder no longer has
         server.stop()
         raise CliError(f"{exc} ({server.directory})") from None
+    except BaseException:  # never leave a detached server the state file does not name
+        server.stop()
+        raise
     identity = server.identity(0)
     state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": ca,
              "directory": str(server.directory), "identity": identity.to_json() if identity else None}

@@ -327,6 +327,8 @@ class ZooKeeperEnsemble:
             "autopurge.purgeInterval=0",
             f"maxClientCnxns={self.max_client_connections}",
         ]
+        if self.auth is not None:  # ZooKeeper sets unknown keys as "zookeeper."-prefixed system properties
+            lines.append(f"DigestAuthenticationProvider.superDigest={self.auth.super_digest()}")
         if self.tls is not None:
             lines += [
                 f"secureClientPort={member.secure_port}",

@@ -65,6 +65,14 @@ class ServerAuth:
     def to_json(self) -> dict[str, str]:
         return {"user": self.user, "password": self.password}
 
+    def super_digest(self) -> str:
+        """``user:digest`` for the server's config (``DigestAuthenticationProvider.superDigest``): our
+        identity is ZooKeeper's superuser, so a node another client created or re-ACLed before the lock
+        below ran is still ours to lock. Only the digest is written, in the server's 0600 config."""
+        from kazoo.security import make_digest_acl_credential
+
+        return str(make_digest_acl_credential(self.user, self.password))
+
     @staticmethod
     def jvm_properties() -> list[str]:
         """The server's switches: every session must authenticate with ``digest`` before anything else."""
@@ -75,7 +83,10 @@ class ServerAuth:
 
 
 def lock_root(settings: Any) -> None:
-    """Give :data:`LOCKED_NODES` our identity's ACL alone (idempotent: a restart finds them so).
+    """Give :data:`LOCKED_NODES` and every other top-level node our identity's ACL alone (idempotent: a
+    restart finds them so). Between the server answering and this lock, ``/`` is ZooKeeper's default
+    (open to any authenticated session, and any made-up digest authenticates): a node another local
+    user created in that window is taken over here, which our superuser identity may always do.
 
     :param settings: a :class:`~airflow_epochs.servers.zk_settings.ZooKeeperSettings` with the server's
         digest credentials.
@@ -87,7 +98,8 @@ def lock_root(settings: Any) -> None:
     mine = [make_digest_acl(settings.login, settings.password, all=True)]
     client = settings.start_client()
     try:
-        for path in LOCKED_NODES:
+        planted = [f"/{name}" for name in client.get_children("/") if f"/{name}" not in LOCKED_NODES]
+        for path in (*LOCKED_NODES, *planted):
             acl, _stat = client.get_acls(path)
             if list(acl) == mine:
                 continue

@@ -208,3 +208,41 @@ def test_a_hook_or_command_given_only_the_port_uses_the_servers_credentials(stat
     status = subprocess.run([CLI, "--state-dir", str(state), "history", "sales", "--hosts",
                              f"127.0.0.1:{recorded['port']}"], capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
+
+
+def test_nodes_planted_before_the_lock_are_taken_over_by_our_superuser(tmp_path):
+    """Between the first start answering and its lock, ``/`` is ZooKeeper's default. Someone who used that
+    window (here: the same data served once without auth) to re-ACL ``/`` and plant a top-level node for
+    themselves does not keep them: our identity is the server's superuser, and the lock adopts both."""
+    from kazoo.security import make_digest_acl
+
+    from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
+    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+    from airflow_epochs.servers.zookeeper_security import ServerAuth
+
+    folder = tmp_path / "zk"
+    open_server = EmbeddedZooKeeper(directory=folder).start()
+    port = open_server.port
+    try:
+        planter = ZooKeeperSettings.from_fields(host=open_server.hosts, login="planter",
+                                                password="planted-password-123").start_client()
+        theirs = [make_digest_acl("planter", "planted-password-123", all=True)]
+        planter.create("/airflow-epochs", b"", acl=theirs)
+        planter.set_acls("/", theirs)
+        planter.stop()
+        planter.close()
+    finally:
+        open_server.stop()
+    auth = ServerAuth.generate()
+    server = EmbeddedZooKeeper(directory=folder, port=port, auth=auth).start()
+    try:
+        ours = [make_digest_acl(auth.user, auth.password, all=True)]
+        client = server.client_settings().start_client()
+        try:
+            for path in ("/", "/airflow-epochs", "/zookeeper"):
+                assert list(client.get_acls(path)[0]) == ours, path
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        server.stop()
