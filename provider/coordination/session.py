@@ -116,6 +116,7 @@ class Call:
         self.deadline = deadline
         self.request_id = request_id
         self.sent = False  # a write left and its answer was lost: it may have committed
+        self.awaiting = 0  # transactions sent ahead (:meth:`send`) whose answer was not read yet
         self.wrote = False  # a write of this call committed (its answer arrived)
 
     def remaining(self) -> float:
@@ -195,15 +196,20 @@ class Call:
                 tx.check(step.path, step.version)
             else:  # pragma: no cover - programming error
                 raise TypeError(f"not a transaction step: {step!r}")
-        return tx.commit_async()
+        pending = tx.commit_async()
+        self.awaiting += 1  # in flight: until its answer is read, it may have committed
+        return pending
 
     def settle(self, steps: Sequence[Step], pending: Any) -> list[Any]:
         """Wait for the answer of ``steps`` sent by :meth:`send`; as :meth:`commit` does."""
         try:
-            results: list[Any] = pending.get(timeout=self.remaining())
+            # An answer already here is read even past the deadline: it says what happened.
+            results: list[Any] = pending.get(timeout=max(0.0, self.deadline - time.monotonic()))
         except TRANSIENT_ERRORS:
             self.sent = True
             raise
+        finally:
+            self.awaiting -= 1
         if first_failure(steps, results) is None:
             self.wrote = True
             self.session.count("transactions")
@@ -370,7 +376,7 @@ class Session:
             except EpochsError:
                 raise
             except (ConnectionClosedError, KazooException) as exc:  # nothing from kazoo leaves this module raw
-                if call.sent or call.wrote:
+                if call.sent or call.awaiting or call.wrote:
                     raise self._gave_up(call, what, budget, exc) from exc
                 cause = "the ZooKeeper client is closed" if isinstance(exc, ConnectionClosedError) \
                     else f"ZooKeeper answered {exc!r}"
@@ -385,7 +391,7 @@ class Session:
 
     def _gave_up(self, call: Call, what: str, budget: float, last: BaseException | None) -> EpochsError:
         detail = f" (last error: {last!r})" if last is not None else ""
-        if call.sent:
+        if call.sent or call.awaiting:
             return OutcomeUnknown(
                 f"{what}: a write was sent but ZooKeeper at {self.client.hosts} could not be asked within "
                 f"{budget:g} s whether it committed{detail}; repeat the call with request_id="

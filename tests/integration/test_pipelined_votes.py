@@ -107,3 +107,47 @@ def _on_record(zk: KazooClient, ledger: EpochLedger, token: int, ballot: Ballot)
         kept = seal.get("vote") or (seal.get("votes") or {}).get(ballot.producer)
         vote = kept if seal.get("attempt") == token else None
     return vote is not None and vote["request"] == ballot.request_id
+
+
+def test_a_transaction_sent_ahead_is_never_reported_as_nothing_written(proxy, lossy, zk):
+    """A transaction sent ahead (``Call.send``) whose answer is lost, on a connection that stays down
+    past the call's deadline, may have committed: the call says outcome unknown, never "nothing was
+    written" (here it did commit)."""
+    import time
+
+    from airflow_epochs.coordination import CoordinationUnavailable, OutcomeUnknown
+    from airflow_epochs.coordination.session import Session
+    from airflow_epochs.coordination.steps import Create
+
+    lossy.ensure_path("/ahead")
+    session = Session.of(lossy)
+    proxy.drop_next_committed_write(on_drop=lambda: proxy.block(30))
+    call = session.begin("sent-ahead", timeout=3.0)
+    steps = [Create("/ahead/one", b"x")]
+    pending = call.send(steps)
+    give_up = time.monotonic() + 10
+    while lossy.state == "CONNECTED" and time.monotonic() < give_up:  # the cut seen: the call waits for it
+        time.sleep(0.01)
+    with pytest.raises(OutcomeUnknown) as unknown:
+        session.call(lambda c: c.settle(steps, pending), what="sent ahead", started=call)
+    assert not isinstance(unknown.value, CoordinationUnavailable) and unknown.value.request_id == "sent-ahead"
+    proxy.unblock()
+    assert zk.exists("/ahead/one") is not None  # it had committed: "nothing was written" would have lied
+
+
+def test_an_answer_already_here_is_read_even_after_the_deadline(zk):
+    """A pipelined batch settles its votes one after the other: an answer that arrived in time is read,
+    not turned into an unknown outcome because settling the earlier ones took the rest of the deadline."""
+    import time
+
+    from airflow_epochs.coordination.session import Session
+    from airflow_epochs.coordination.steps import Create
+
+    zk.ensure_path("/late")
+    call = Session.of(zk).begin("late-read", timeout=0.5)
+    steps = [Create("/late/one", b"x")]
+    pending = call.send(steps)
+    pending.wait(5)
+    time.sleep(max(0.0, call.deadline - time.monotonic()) + 0.05)
+    results = call.settle(steps, pending)
+    assert results == ["/late/one"] and call.wrote and not call.sent and call.awaiting == 0
