@@ -318,6 +318,9 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         sealed = set(call.children(ctx.paths.seals(attempt.epoch, attempt.generation)) or [])
         unsealed = sorted(p for p in partitions if p not in sealed)
         incomplete = incomplete_partitions(call, ctx, attempt, {p: partitions[p] for p in unsealed})
+        seals = [ctx.paths.seal(attempt.epoch, attempt.generation, p) for p in incomplete]
+        if any(stat is not None for stat in call.exists_many(seals)):
+            raise Conflict()  # sealed (and its counter folded away) between the two reads: read again
         if incomplete:
             raise EpochIncomplete(
                 f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be closed; partitions not sealed yet "
