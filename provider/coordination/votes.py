@@ -241,9 +241,13 @@ class Voting:
         if found is None:
             record = ctx.record(call)
             if attempt.epoch <= record.compacted_through:
+                # Compaction took the epoch's votes: an earlier send under this request id can no longer be
+                # found, so only what this call did not send is certain.
+                earlier = "a write of this call was sent" if call.sent else "an earlier call under this request id"
                 return EpochAlreadySealed(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted; the vote of "
-                    f"{producer!r} is refused; nothing was written")
+                    f"{producer!r} is refused (whether {earlier} ({call.request_id!r}) voted is no longer on "
+                    "record)")
             return EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
         doc = found[0]
         if doc.state == "sealed":
