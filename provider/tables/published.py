@@ -45,9 +45,10 @@ class PublishedPartition:
 
 def _lookup_errors() -> tuple[type[BaseException], ...]:
     """What a catalog that cannot be read raises (the page then shows no table, and says so in the log)."""
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, RESTError
 
-    errors: list[type[BaseException]] = [OSError, ValueError, NoSuchTableError, NoSuchNamespaceError]
+    # RESTError: a REST catalog's refusals and outages (401, 403, 5xx, an expired token) are their own family
+    errors: list[type[BaseException]] = [OSError, ValueError, NoSuchTableError, NoSuchNamespaceError, RESTError]
     try:
         from sqlalchemy.exc import SQLAlchemyError
 
