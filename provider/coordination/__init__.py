@@ -17,6 +17,7 @@ from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
 from airflow_epochs.coordination.backpressure import (
     ConsumerState,
+    TooManyConsumers,
     UnknownConsumer,
     acknowledge,
     consumers,
@@ -30,6 +31,7 @@ from airflow_epochs.coordination.barriers import (
     BarrierConflict,
     BarrierError,
     BarrierFailed,
+    BarrierFull,
     BarrierNotDeclared,
     BarrierOutcome,
     StragglerPolicy,
@@ -117,6 +119,7 @@ __all__ = [
     "BarrierConflict",
     "BarrierError",
     "BarrierFailed",
+    "BarrierFull",
     "BarrierNotDeclared",
     "BarrierOutcome",
     "BucketAssignment",
@@ -173,6 +176,7 @@ __all__ = [
     "StateError",
     "StragglerPolicy",
     "SubmitDecision",
+    "TooManyConsumers",
     "UnknownConsumer",
     "UnknownParticipant",
     "UnknownPartition",

@@ -41,7 +41,7 @@ from kazoo.protocol.states import ZnodeStat
 from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.history import event_seq
+from airflow_epochs.coordination.history import event_sequences
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call
@@ -202,8 +202,7 @@ def _first_after(call: Call, ctx: PipelineContext, seqs: list[int], zxid: int) -
 
 def events_in(call: Call, ctx: PipelineContext, after: int, through: int) -> dict[int, tuple[bytes, ZnodeStat]]:
     """The history events still in ZooKeeper committed in ``(after, through]`` (zxids)."""
-    names = call.children(ctx.paths.history) or []
-    seqs = sorted(seq for seq in (event_seq(n) for n in names) if seq is not None)
+    seqs = event_sequences(call, ctx.paths)  # never a listing of the history (see history.py)
     wanted = seqs[_first_after(call, ctx, seqs, after):_first_after(call, ctx, seqs, through)]
     found: dict[int, tuple[bytes, ZnodeStat]] = {}
     for start in range(0, len(wanted), 500):

@@ -31,8 +31,17 @@ if TYPE_CHECKING:  # the ledger binds this module's recipes: a type-only import,
     from airflow_epochs.coordination.ledger import EpochLedger
 
 
+# Consumers one pipeline may have registered at once: the ``consumers`` listing every backpressure
+# check reads stays under 1024 x 132 bytes (README: Bounded answers).
+MAX_CONSUMERS = 1024
+
+
 class UnknownConsumer(StateError):
     """The consumer is not registered."""
+
+
+class TooManyConsumers(StateError):
+    """The pipeline has :data:`MAX_CONSUMERS` consumers registered; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -54,16 +63,22 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
         existing = call.get(path)
         if existing is not None:
             return ConsumerState(consumer, ConsumerNode.from_bytes(existing[0], path=path).acked)
+        folder = call.exists(ctx.paths.consumers)
+        if folder is not None and int(folder.numChildren) >= MAX_CONSUMERS:
+            raise TooManyConsumers(f"pipeline {ctx.pipeline!r} has {folder.numChildren} consumers registered; at most "
+                                   f"{MAX_CONSUMERS}: {consumer!r} was not registered; nothing was written")
         start = frontier(call, ctx) if acked is None else acked
         failure = call.try_commit([
+            # bumping the folder's version serialises registrations, so none passes the limit
+            *([] if folder is None else [SetData(ctx.paths.consumers, b"", int(folder.version))]),
             Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
             ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
         ])
         if failure is not None:
-            if isinstance(failure.error, NodeExistsError):
-                raise Conflict()  # registered meanwhile: report what is there
+            if isinstance(failure.error, (NodeExistsError, BadVersionError)):
+                raise Conflict()  # registered meanwhile: report what is there, or count again
             raise failure.error
         return ConsumerState(consumer, start)
 

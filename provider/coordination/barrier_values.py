@@ -29,6 +29,10 @@ class BarrierClosed(BarrierError):
     """The barrier has been released or failed; no more registrations."""
 
 
+class BarrierFull(BarrierError):
+    """The barrier (or the epoch's barriers) reached its limit; nothing was written (README: Bounded answers)."""
+
+
 class UnknownParticipant(BarrierError):
     """The participant is not registered at the barrier."""
 

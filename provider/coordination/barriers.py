@@ -38,6 +38,7 @@ from airflow_epochs.coordination.barrier_values import (
     BarrierConflict,
     BarrierError,
     BarrierFailed,
+    BarrierFull,
     BarrierNotDeclared,
     BarrierOutcome,
     BarrierPaths,
@@ -55,9 +56,16 @@ from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
 from airflow_epochs.coordination.wire import ArrivalNode, BarrierNode, ReleaseNode
 
-__all__ = ["Arrival", "Barrier", "BarrierClosed", "BarrierConflict", "BarrierError", "BarrierFailed",
+__all__ = ["MAX_BARRIERS", "MAX_PARTICIPANTS", "Arrival", "Barrier", "BarrierClosed", "BarrierConflict",
+           "BarrierError", "BarrierFailed", "BarrierFull",
            "BarrierNotDeclared", "BarrierOutcome", "BarrierRecord", "PolicyKind", "StragglerPolicy",
            "UnknownParticipant"]
+
+# Participants one barrier may have, and barriers one opening of an epoch may have: the listings of
+# ``p``, ``a`` and ``b-<generation>`` (names of at most 128 characters, 4 bytes of length each) stay
+# under 4096 x 132 bytes and 256 x 132 bytes (README: Bounded answers).
+MAX_PARTICIPANTS = 4096
+MAX_BARRIERS = 256
 
 # Near the deadline another process's clock may already have let a policy decide: read, don't infer.
 _SKEW_MARGIN = 1.0
@@ -139,6 +147,8 @@ class Barrier:
         names = None if participants is None else [validate_name("producer", p) for p in participants]
         if names is not None and len(set(names)) != len(names):
             raise InvalidInput(f"participants of barrier {self.name!r} are listed more than once: {names}")
+        if names is not None and len(names) > MAX_PARTICIPANTS:
+            raise InvalidInput(f"barrier {self.name!r}: {len(names)} participants; at most {MAX_PARTICIPANTS}")
 
         def body(call: Call) -> None:
             found = epoch_record(call, self.ctx, self.epoch)
@@ -164,8 +174,15 @@ class Barrier:
             declared = BarrierNode(policy.kind, float(policy.timeout), policy.k, now, now + float(policy.timeout),
                                    len(expected))
             ops: list[Step] = []
-            if call.exists(paths.folder) is None:
+            folder = call.exists(paths.folder)
+            if folder is None:
                 ops.append(Create(paths.folder))
+            elif int(folder.numChildren) >= MAX_BARRIERS:
+                raise BarrierFull(f"epoch {self.epoch} has {folder.numChildren} barriers; at most {MAX_BARRIERS}: "
+                                  f"barrier {self.name!r} was not declared; nothing was written")
+            else:
+                # bumping the folder's version serialises declarations, so none passes the limit
+                ops.append(SetData(paths.folder, b"", int(folder.version)))
             ops += [
                 Create(paths.barrier, declared.to_bytes()),
                 Create(paths.participants),
@@ -192,6 +209,11 @@ class Barrier:
             if record.closed:
                 raise BarrierClosed(f"barrier {self.name!r} of epoch {self.epoch} is decided; {participant!r} "
                                     "cannot register; nothing was written")
+            if record.registered >= MAX_PARTICIPANTS:
+                # the record's version is checked below: no concurrent registration passes the limit
+                raise BarrierFull(f"barrier {self.name!r} of epoch {self.epoch} has {record.registered} "
+                                  f"participants; at most {MAX_PARTICIPANTS}: {participant!r} was not registered; "
+                                  "nothing was written")
             failure = call.try_commit([
                 Create(paths.participant(participant)),
                 # bumping the record's version refuses an arrival that counted without this participant

@@ -19,6 +19,12 @@ from airflow_epochs.coordination.names import validate_name
 MAX_PARTITIONS = 256
 MAX_PRODUCERS = 4096
 MAX_BUCKETS = 4096
+# The most epochs a pipeline may keep in full: the ``epochs`` listing retention reads then stays
+# under 10,000 x 14 bytes (a name of 10 digits and its length), far below ``jute.maxbuffer``.
+MAX_RETAIN_EPOCHS = 10_000
+# Configuration versions a pipeline may schedule in its life: the pipeline record lists them all and
+# the ``config`` folder holds one znode each, so both stay a fixed size (README: Bounded answers).
+MAX_CONFIG_VERSIONS = 4096
 # Epochs kept in full by default when the pipeline has an archive: the frontier and the epoch before
 # it, so a repeat of their calls is answered from ZooKeeper and a rollback can undo both; older ones
 # move to the archive, which answers every read of them (:mod:`.retention`, :mod:`.archive`). Each
@@ -97,6 +103,9 @@ class PipelineConfig:
             isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int) or self.retain_epochs < 1
         ):
             raise InvalidConfig(f"retain_epochs must be a positive integer or None, not {self.retain_epochs!r}")
+        if self.retain_epochs is not None and self.retain_epochs > MAX_RETAIN_EPOCHS:
+            raise InvalidConfig(f"retain_epochs {self.retain_epochs!r} is more than {MAX_RETAIN_EPOCHS}, the most "
+                                "epochs a pipeline keeps in ZooKeeper (older ones go to its archive)")
         if self.archive is not None:
             object.__setattr__(self, "archive", validate_archive_location(self.archive))
         if self.declared is not None:

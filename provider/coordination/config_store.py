@@ -14,7 +14,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError
 
 from airflow_epochs.coordination.acl import verify_pipeline_acls
-from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.config import MAX_CONFIG_VERSIONS, ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.errors import ConfigConflict, InvalidConfig, PipelineExists
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -109,6 +109,12 @@ def set_configs(
         for _, from_epoch in changes:
             check_from_epoch(ctx, record, from_epoch)
         start = max(v for v, _ in record.configs) + 1
+        if len(record.configs) + len(changes) > MAX_CONFIG_VERSIONS:
+            raise ConfigConflict(
+                f"pipeline {ctx.pipeline!r} has {len(record.configs)} configuration versions; {len(changes)} more "
+                f"would pass the limit of {MAX_CONFIG_VERSIONS} (the pipeline record lists every version); "
+                "nothing was written"
+            )
         new = [(start + i, from_epoch) for i, (_, from_epoch) in enumerate(changes)]
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(configs=[*[list(c) for c in record.configs],

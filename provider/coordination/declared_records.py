@@ -64,3 +64,24 @@ class StagedKey:
         if not isinstance(key, str):
             raise CorruptPayload(f"{path}: a staged epoch needs its partition_key, not {key!r}")
         return cls(key)
+
+
+@dataclass(frozen=True)
+class StagedPruned:
+    """Data of the ``declared`` folder: every staged epoch up to ``through`` has been pruned (a cursor,
+    so pruning never lists the folder, whose children grow with the epochs staged)."""
+
+    through: int
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("staged_pruned", {"through": self.through})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> StagedPruned | None:
+        """The cursor, or None for a folder written before there was one (empty data)."""
+        if not raw:
+            return None
+        through = payloads.decode("staged_pruned", raw, path=path).get("through")
+        if not isinstance(through, int):
+            raise CorruptPayload(f"{path}: a staged-pruning cursor needs an integer 'through', not {through!r}")
+        return cls(through)

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from airflow_epochs.coordination.config import PipelineConfig
+from airflow_epochs.coordination.config_store import ensure_path
 from airflow_epochs.coordination.declared import DeclaredProducers, Match
-from airflow_epochs.coordination.declared_records import StagedKey, StagedVote
+from airflow_epochs.coordination.declared_records import StagedKey, StagedPruned, StagedVote
 from airflow_epochs.coordination.errors import (
     DuplicateVote,
     EpochAlreadyOpen,
@@ -43,9 +43,15 @@ from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.paths import PipelinePaths, epoch_key
 from airflow_epochs.coordination.records import Attempt
+from airflow_epochs.coordination.retention import delete_tree
+from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.steps import Create, SetData
 
 # How many epochs one drain opens and votes at most (the rest: the next drain).
 MAX_DRAIN_EPOCHS = 1000
+# Staged epochs probed (one stat each) per round trip when pruning: the ``declared`` folder is never
+# listed, since its children grow with the epochs staged.
+PRUNE_PROBE = 500
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,6 @@ def stage_vote(
     ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False
 ) -> StageOutcome:
     """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module."""
-    client: KazooClient = ledger.client
     validate_name("partition", match.partition)
     validate_name("producer", match.producer)
     epoch = declaration(ledger).keys.epoch_of(match.key)
@@ -129,18 +134,13 @@ def stage_vote(
     doc = StagedVote(task_instance.to_json(), match.key, task_instance.request_id(match.key))
     epoch_path = staged_epoch(ledger, epoch)
     path = f"{epoch_path}/{match.partition}/{match.producer}"
-    if not client.exists(path) and _sealed(ledger, epoch):
+    if not _exists(ledger, path) and _sealed(ledger, epoch):
         # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
         return _outcome(ledger, match, epoch, "rerun_after_seal", None)
-    _ensure_epoch_node(client, epoch_path, match.key, epoch)
-    client.ensure_path(f"{epoch_path}/{match.partition}")
-    try:
-        client.create(path, doc.to_bytes())
+    staged = _stage(ledger, epoch_path, path, match, epoch, doc)
+    if staged is None:
         return _outcome(ledger, match, epoch, "staged", doc)
-    except NodeExistsError:
-        pass
-    raw, stat = client.get(path)
-    existing = StagedVote.from_bytes(raw, path=path)
+    existing, version = staged
     if existing.task_instance == doc.task_instance:
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
             # this re-run replaced the staged vote, then stopped before its rollback: finish it
@@ -151,12 +151,56 @@ def stage_vote(
         return _outcome(ledger, match, epoch, "other_run", existing)
     if not reopen:
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
-    try:
-        client.set(path, doc.to_bytes(), version=stat.version)
-    except BadVersionError:  # another re-run replaced it first: that one reopens
+    if not _replace(ledger, path, doc, version):  # another re-run replaced it first: that one reopens
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
     _reopen(ledger, match, task_instance, epoch, doc)
     return _outcome(ledger, match, epoch, "reopened", doc)
+
+
+def _exists(ledger: EpochLedger, path: str) -> bool:
+    return bool(ledger.ctx.call(lambda call: call.exists(path) is not None, what=f"look for {path}"))
+
+
+def _stage(ledger: EpochLedger, epoch_path: str, path: str, match: Match, epoch: int,
+           doc: StagedVote) -> tuple[StagedVote, int] | None:
+    """Create the staged vote (and its epoch's node); None if this call created it, else the staged
+    vote already there and its version."""
+
+    def body(call: Call) -> tuple[StagedVote, int] | None:
+        _ensure_epoch_node(call, epoch_path, match.key, epoch)
+        ensure_path(call, f"{epoch_path}/{match.partition}")
+        failure = call.try_commit([Create(path, doc.to_bytes())])
+        if failure is None:
+            return None
+        if not isinstance(failure.error, NodeExistsError):
+            raise failure.error
+        raw = call.get(path)
+        if raw is None:
+            raise Conflict()  # pruned meanwhile: decide again
+        existing = StagedVote.from_bytes(raw[0], path=path)
+        if (call.sent or call.wrote) and int(raw[1].version) == 0 and existing == doc:
+            return None  # this call's own create, whose answer was lost
+        return existing, int(raw[1].version)
+
+    return ledger.ctx.call(body, what=f"stage the vote of {match.producer!r} for {match.partition!r} at epoch {epoch}")
+
+
+def _replace(ledger: EpochLedger, path: str, doc: StagedVote, version: int) -> bool:
+    """Replace the staged vote at ``version`` with ``doc``; False if another writer changed it first."""
+
+    def body(call: Call) -> bool:
+        failure = call.try_commit([SetData(path, doc.to_bytes(), version)])
+        if failure is None:
+            return True
+        if isinstance(failure.error, BadVersionError):
+            return False
+        raise failure.error
+
+    def find(call: Call) -> bool | None:  # after a lost answer: did this replacement commit?
+        raw = call.get(path)
+        return True if raw is not None and int(raw[1].version) == version + 1 and raw[0] == doc.to_bytes() else None
+
+    return bool(ledger.ctx.call(body, what=f"replace the staged vote {path}", find=find))
 
 
 def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
@@ -178,11 +222,10 @@ def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVo
 
 def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOutcome:
     """Cast staged votes in epoch order from the epoch after the frontier, until one stays incomplete."""
-    client: KazooClient = ledger.client
     sealed: list[int] = []
     epoch = ledger.frontier() + 1
     for _ in range(max_epochs):
-        votes = staged_votes(client, ledger, epoch)
+        votes = staged_votes(ledger, epoch)
         if not votes:
             return DrainOutcome(tuple(sealed), None)
         attempt = open_for_votes(ledger, epoch)
@@ -208,7 +251,11 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
 
 def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
     """Delete the staged votes of at most ``max_epochs`` epochs more than the configuration's
-    ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either)."""
+    ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either).
+
+    The ``declared`` folder is never listed: its data is a cursor (every staged epoch through it is
+    pruned), and the epochs after it are probed, :data:`PRUNE_PROBE` stats per round trip.
+    """
     frontier = ledger.frontier()
     if frontier < 1:
         return []
@@ -216,16 +263,30 @@ def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
     if retain is None:
         return []
     root = staged_epoch_path(ledger.paths, 1).rsplit("/", 1)[0]
-    try:
-        names = sorted(ledger.client.get_children(root))
-    except NoNodeError:
-        return []
-    pruned = []
-    for name in names[:max_epochs]:
-        if name.isdigit() and int(name) < frontier - retain:
-            ledger.client.delete(f"{root}/{name}", recursive=True)
-            pruned.append(int(name))
-    return pruned
+    below = frontier - retain  # staged epochs before this one are pruned
+
+    def body(call: Call) -> list[int]:
+        raw = call.get(root)
+        if raw is None:
+            return []
+        cursor = StagedPruned.from_bytes(raw[0], path=root)
+        through = cursor.through if cursor is not None else ledger.ctx.record(call).first_epoch - 1
+        last = min(below - 1, through + PRUNE_PROBE)
+        candidates = list(range(through + 1, last + 1))
+        stats = call.exists_many([staged_epoch_path(ledger.paths, e) for e in candidates])
+        pruned: list[int] = []
+        for epoch, stat in zip(candidates, stats, strict=True):
+            if stat is not None:
+                if len(pruned) == max_epochs:
+                    last = epoch - 1
+                    break
+                delete_tree(call, staged_epoch_path(ledger.paths, epoch))
+                pruned.append(epoch)
+        if last > through:  # a lost race to another pruner only means it moved the cursor first
+            call.try_commit([SetData(root, StagedPruned(last).to_bytes(), int(raw[1].version))])
+        return pruned
+
+    return list(ledger.ctx.call(body, what=f"prune the staged votes of {ledger.pipeline!r}"))
 
 
 def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
@@ -254,47 +315,52 @@ def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
         return None
 
 
-def staged_votes(client: KazooClient, ledger: EpochLedger, epoch: int) -> list[tuple[str, str, StagedVote]]:
-    """``(partition, producer, staged record)`` of every vote staged for ``epoch``."""
+def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, StagedVote]]:
+    """``(partition, producer, staged record)`` of every vote staged for ``epoch``.
+
+    Both listings are bounded by the configuration in force at the epoch: only its partitions and
+    their producers can be staged (:func:`stage_vote` checks), and it is at most 48 KB as JSON.
+    """
     epoch_path = staged_epoch(ledger, epoch)
-    try:
-        partitions = sorted(client.get_children(epoch_path))
-    except NoNodeError:
-        return []
-    found = []
-    for partition in partitions:
-        try:
-            producers = sorted(client.get_children(f"{epoch_path}/{partition}"))
-        except NoNodeError:
-            continue
-        for producer in producers:
-            try:
-                raw, _ = client.get(f"{epoch_path}/{partition}/{producer}")
-            except NoNodeError:
-                continue
-            found.append((partition, producer, StagedVote.from_bytes(raw, path=f"{epoch_path}/{partition}/{producer}")))
-    return found
+
+    def body(call: Call) -> list[tuple[str, str, StagedVote]]:
+        partitions = sorted(call.children(epoch_path) or [])
+        listings = [call.children(f"{epoch_path}/{partition}") for partition in partitions]
+        pairs = [(partition, producer) for partition, producers in zip(partitions, listings, strict=True)
+                 for producer in sorted(producers or [])]
+        paths = [f"{epoch_path}/{partition}/{producer}" for partition, producer in pairs]
+        return [(partition, producer, StagedVote.from_bytes(raw[0], path=path))
+                for (partition, producer), path, raw in zip(pairs, paths, call.get_many(paths), strict=True)
+                if raw is not None]
+
+    return list(ledger.ctx.call(body, what=f"read the staged votes of epoch {epoch}"))
 
 
-def staged_key(client: KazooClient, ledger: EpochLedger, epoch: int) -> str | None:
+def staged_key(ledger: EpochLedger, epoch: int) -> str | None:
     """The partition key staged for ``epoch``, or None."""
-    try:
-        raw, _ = client.get(staged_epoch(ledger, epoch))
-    except NoNodeError:
-        return None
-    return decode_staged_key(raw)
+    path = staged_epoch(ledger, epoch)
+
+    def body(call: Call) -> str | None:
+        raw = call.get(path)
+        return None if raw is None else decode_staged_key(raw[0])
+
+    return ledger.ctx.call(body, what=f"read the key staged for epoch {epoch}")
 
 
-def _ensure_epoch_node(client: KazooClient, path: str, key: str, epoch: int) -> None:
-    client.ensure_path(path.rsplit("/", 1)[0])
-    try:
-        client.create(path, StagedKey(key).to_bytes())
-    except NodeExistsError:
-        raw, _ = client.get(path)
-        there = StagedKey.from_bytes(raw, path=path).partition_key if raw else None
-        if there != key:
-            raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
-                               "the key map must give every key its own epoch") from None
+def _ensure_epoch_node(call: Call, path: str, key: str, epoch: int) -> None:
+    ensure_path(call, path.rsplit("/", 1)[0])
+    failure = call.try_commit([Create(path, StagedKey(key).to_bytes())])
+    if failure is None:
+        return
+    if not isinstance(failure.error, NodeExistsError):
+        raise failure.error
+    raw = call.get(path)
+    if raw is None:
+        raise Conflict()  # pruned meanwhile: decide again
+    there = StagedKey.from_bytes(raw[0], path=path).partition_key if raw[0] else None
+    if there != key:
+        raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
+                           "the key map must give every key its own epoch")
 
 
 def _check_declared_at(config: PipelineConfig, match: Match, epoch: int) -> None:

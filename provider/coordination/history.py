@@ -3,9 +3,10 @@ the change, so the history is exactly the sequence of committed changes.
 
 Reads are incremental: :func:`read_events` fetches only the events after a cursor (the sequence
 number of the last event seen), and :func:`latest_event` costs two small reads: ZooKeeper numbers a
-sequential child with its parent's child-change counter, so the ``history`` node's stat names the
-newest event (unless the last change was retention pruning events, when the names are listed once).
-Retention prunes the events of compacted epochs.
+sequential child by how many children its parent has had created, so the ``history`` node's stat
+names the newest event (unless that event was deleted, when the numbers below it are probed). The
+``history`` node is never listed (:func:`event_sequences`): every answer is one stat or one event,
+however many events it holds. Retention prunes the events of compacted epochs, oldest first.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from airflow_epochs.coordination.wire import EventNode
 
 # Events read per round trip when catching up with a long history.
 READ_BATCH = 500
+# Event numbers probed (one stat each) per round trip when finding which events exist.
+PROBE_BATCH = 500
 
 
 def event_ops(paths: PipelinePaths, event: str, at: float, detail: Mapping[str, Any]) -> list[Step]:
@@ -41,12 +44,59 @@ def event_seq(name: str) -> int | None:
     return None
 
 
-def event_sequences(call: Call, paths: PipelinePaths) -> list[int]:
-    """Every event's sequence number, oldest first (names only: no event is read)."""
-    names = call.children(paths.history)
-    if names is None:
+def event_sequences(call: Call, paths: PipelinePaths, *, since_seq: int = -1) -> list[int]:
+    """The sequence numbers of the events after ``since_seq``, oldest first (names only: no event is read).
+
+    The history node is never listed: its listing grows with the events it holds and, past
+    ``jute.maxbuffer``, would put the client in a reconnect loop. Its stat says it all instead
+    (:func:`newest_seq`): events are numbered in creation order and retention deletes the oldest, so
+    the events kept are the last ``numChildren`` numbers. They are checked, :data:`PROBE_BATCH` stats per
+    round trip (each answer one stat), newest first, until the child count is accounted for; a number
+    with no event (an event deleted out of order) only costs its probe.
+    """
+    return _probe(call, paths, since_seq=since_seq)
+
+
+def _probe(call: Call, paths: PipelinePaths, *, since_seq: int, most: int | None = None) -> list[int]:
+    """The live event numbers above ``since_seq`` (at most the ``most`` newest), oldest first."""
+    first = _history_stat(call, paths)
+    count = int(first.numChildren)
+    want = count
+    found: list[int] = []
+    seq = newest_seq(first)
+    while seq > since_seq and len(found) < want and (most is None or len(found) < most):
+        low = max(since_seq + 1, seq - PROBE_BATCH + 1)
+        batch = list(range(seq, low - 1, -1))
+        stats = call.exists_many([paths.event(s) for s in batch])
+        found += [s for s, stat in zip(batch, stats, strict=True) if stat is not None]
+        seq = low - 1
+        if seq > since_seq and len(found) < want:
+            # retention may be pruning the oldest events meanwhile: not all of them are still to be found
+            want = count - (deletions(_history_stat(call, paths)) - deletions(first))
+    found.sort()
+    return found if most is None else found[-most:]
+
+
+def newest_seq(stat: Any) -> int:
+    """The number of the newest event ever created under the history node (-1: none yet).
+
+    A sequential child is numbered by how many children its parent has had created; ZooKeeper
+    reports ``cversion`` as creations plus deletions (``DataNode.copyStat``: creations x 2 minus the
+    children present), so the creations are ``(cversion + numChildren) / 2``.
+    """
+    return (int(stat.cversion) + int(stat.numChildren)) // 2 - 1
+
+
+def deletions(stat: Any) -> int:
+    """How many children of the node have been deleted (see :func:`newest_seq`)."""
+    return (int(stat.cversion) - int(stat.numChildren)) // 2
+
+
+def _history_stat(call: Call, paths: PipelinePaths) -> Any:
+    stat = call.exists(paths.history)
+    if stat is None:
         raise PipelineNotFound(f"pipeline {paths.pipeline!r} does not exist under {paths.root}")
-    return sorted(seq for seq in (event_seq(n) for n in names) if seq is not None)
+    return stat
 
 
 def read_events(call: Call, paths: PipelinePaths, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
@@ -54,7 +104,7 @@ def read_events(call: Call, paths: PipelinePaths, *, since_seq: int = -1, limit:
 
     Only the events returned are read; ``limit`` caps how many.
     """
-    seqs = [s for s in event_sequences(call, paths) if s > since_seq]
+    seqs = event_sequences(call, paths, since_seq=since_seq)
     if limit is not None:
         seqs = seqs[:limit]
     events: list[Event] = []
@@ -76,10 +126,10 @@ def latest_event(call: Call, paths: PipelinePaths) -> Event | None:
             raise PipelineNotFound(f"pipeline {paths.pipeline!r} does not exist under {paths.root}")
         if int(stat.numChildren) == 0:
             return None
-        seq = int(stat.cversion) - 1
+        seq = newest_seq(stat)
         raw = call.get(paths.event(seq))
-        if raw is None:  # the last change was a deletion (retention): list the names instead
-            seqs = event_sequences(call, paths)
+        if raw is None:  # the newest was deleted (pruned, or out of order): probe down for the newest
+            seqs = _probe(call, paths, since_seq=-1, most=1)
             if not seqs:
                 return None
             seq = seqs[-1]

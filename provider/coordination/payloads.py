@@ -85,6 +85,7 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "asset_cursor": {"following": (int,)},
     "staged_vote": {"ti": (dict,), "partition_key": (str,), "request": (str,)},
     "staged_key": {"partition_key": (str,)},
+    "staged_pruned": {"through": (int,)},
 }
 
 

@@ -106,7 +106,7 @@ def test_keys_completed_out_of_order_seal_in_epoch_order(ledger):
     for producer in ("eu", "us", "returns"):
         assert _vote(ledger, producer, "2026-01-02", _ti(f"prod_{producer}", "r2")) == "staged"
     assert ledger.frontier() == 0 and ledger.epoch_info(2) is None
-    assert len(staged_votes(ledger.client, ledger, 2)) == 3
+    assert len(staged_votes(ledger, 2)) == 3
     # key 1's last producer seals key 1, then the staged key 2
     _vote(ledger, "eu", "2026-01-01", _ti("prod_eu", "r1"))
     _vote(ledger, "us", "2026-01-01", _ti("prod_us", "r1"))
@@ -149,7 +149,7 @@ def test_a_producer_outside_the_configuration_at_its_epoch_is_refused_before_any
         stage_vote(ledger, Match("sales", "eu", "someday"), _ti("prod_eu", "r"))
     with pytest.raises(InvalidInput, match="producer 'nobody' of partition 'sales' is not in the configuration"):
         stage_vote(ledger, Match("sales", "nobody", "2026-01-01"), _ti("prod_eu", "r"))
-    assert staged_votes(ledger.client, ledger, 1) == []
+    assert staged_votes(ledger, 1) == []
 
 
 # -- the listener, in real DAG runs -------------------------------------------------------------------

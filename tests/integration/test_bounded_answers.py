@@ -1,0 +1,206 @@
+"""No ZooKeeper answer the library asks for grows with the pipeline, on a real ZooKeeper.
+
+A spy on the kazoo client records every ``getChildren`` answer (its size on the wire: 4 bytes of
+count, then 4 bytes of length and the name for each child) while a pipeline is driven past the
+counts that would make a listing large: many more history events than one probe batch covers,
+compaction pruning them, barriers with many participants, many consumers, many staged epochs. The
+largest answer is then checked against the bound the README's "Bounded answers" table states, and
+every limit that keeps a listing bounded refuses the value past it, naming it, before any write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from zk_helpers import tree
+
+import airflow_epochs.coordination.backpressure as backpressure
+import airflow_epochs.coordination.barriers as barriers
+import airflow_epochs.coordination.config as config
+import airflow_epochs.coordination.config_store as config_store
+import airflow_epochs.coordination.history as history
+from airflow_epochs.coordination import (
+    BarrierFull,
+    ConfigConflict,
+    EpochLedger,
+    InvalidConfig,
+    InvalidInput,
+    PipelineConfig,
+    StragglerPolicy,
+    TooManyConsumers,
+)
+from airflow_epochs.coordination.paths import epoch_key
+
+pytestmark = [pytest.mark.integration]
+
+
+def listing_bytes(names: list[str]) -> int:
+    """The size of a getChildren answer's list on the wire (jute: count, then length + bytes each)."""
+    return 4 + sum(4 + len(name.encode()) for name in names)
+
+
+class ListingSpy:
+    """Records the path and size of every getChildren answer of one kazoo client."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.answers: list[tuple[str, int]] = []
+        real = client.get_children_async
+
+        def spy(path: str, watch: Any = None, include_data: bool = False) -> Any:
+            pending = real(path, watch=watch, include_data=include_data)
+            pending.rawlink(lambda done: self._record(path, done))
+            return pending
+
+        client.get_children_async = spy  # type: ignore[method-assign]
+
+    def _record(self, path: str, done: Any) -> None:
+        if done.successful():
+            names = done.value[0] if isinstance(done.value, tuple) else done.value
+            self.answers.append((path, listing_bytes(list(names))))
+
+    def largest(self) -> int:
+        return max((size for _, size in self.answers), default=0)
+
+    def paths(self) -> set[str]:
+        return {path for path, _ in self.answers}
+
+
+@pytest.fixture
+def spied(zk_factory: Callable[..., KazooClient]) -> Iterator[tuple[KazooClient, ListingSpy]]:
+    client = zk_factory()
+    yield client, ListingSpy(client)
+
+
+def _epoch(ledger: EpochLedger, epoch: int) -> None:
+    attempt = ledger.open_epoch(epoch)
+    ledger.vote(attempt, "events", "ingest", {"e": epoch})
+    ledger.vote(attempt, "totals", "sum", {"e": epoch})
+
+
+def _live_sequences(zk: KazooClient, ledger: EpochLedger) -> list[int]:
+    """What the history holds, listed by the test itself (not through the spied client)."""
+    return sorted(int(name[2:]) for name in zk.get_children(ledger.paths.history))
+
+
+def test_history_is_never_listed_however_many_events_and_reads_stay_exact(spied, zk, monkeypatch):
+    client, spy = spied
+    monkeypatch.setattr(history, "PROBE_BATCH", 16)  # small, so the reads cross many probe batches
+    ledger = EpochLedger(client, "long", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",), "totals": ("sum",)}, retain_epochs=None))
+    for epoch in range(1, 41):
+        _epoch(ledger, epoch)
+    live = _live_sequences(zk, ledger)
+    assert len(live) > 8 * history.PROBE_BATCH  # 161 events: far more than one probe batch
+    assert [e.seq for e in ledger.history()] == live
+    middle = live[len(live) // 2]
+    assert [e.seq for e in ledger.history(since_seq=middle)] == [s for s in live if s > middle]
+    assert [e.seq for e in ledger.history(since_seq=middle, limit=5)] == [s for s in live if s > middle][:5]
+    assert ledger.latest_event().seq == live[-1]
+
+    # a window from now on: compaction prunes the oldest events
+    ledger.set_configs([(PipelineConfig({"events": ("ingest",), "totals": ("sum",)}, retain_epochs=3), 41)])
+    _epoch(ledger, 41)
+    _epoch(ledger, 42)
+    assert ledger.compact().through == 39
+    _epoch(ledger, 43)  # its events are numbered after the counter's steps taken by the deletions
+    kept = _live_sequences(zk, ledger)
+    assert len(kept) < len(live) // 4 and kept[0] > live[-1] - len(kept)
+    assert [e.seq for e in ledger.history()] == kept
+    assert ledger.latest_event().seq == kept[-1]
+    # events deleted out of order (by hand): the newest, and one in the middle, leave numbers with
+    # no event; the reads probe past them and still find exactly what is there
+    zk.delete(ledger.paths.event(kept[-1]))
+    zk.delete(ledger.paths.event(kept[3]))
+    kept = _live_sequences(zk, ledger)
+    assert ledger.latest_event().seq == kept[-1]
+    assert [e.seq for e in ledger.history()] == kept
+    assert [e.seq for e in ledger.history(since_seq=kept[1])] == kept[2:]
+
+    assert ledger.paths.history not in spy.paths(), "the history node was listed"
+    # every listing the ledger asked for is small: seals, vote counters, epochs of a short window
+    assert spy.largest() <= listing_bytes([epoch_key(e) for e in range(1, 44)]), spy.answers
+
+
+def test_an_old_pipeline_reads_the_same_history_without_a_listing(spied, zk):
+    """A pipeline written before this change has the same layout: nothing to migrate."""
+    old = EpochLedger(zk, "before", owner="o")
+    old.create_pipeline(PipelineConfig({"events": ("ingest",), "totals": ("sum",)}))
+    for epoch in range(1, 6):
+        _epoch(old, epoch)
+    expected = [(e.seq, e.event) for e in old.history()]
+    assert [s for s, _ in expected] == _live_sequences(zk, old)
+    client, spy = spied
+    again = EpochLedger(client, "before", owner="o")
+    assert [(e.seq, e.event) for e in again.history()] == expected
+    _epoch(again, 6)
+    assert again.latest_event().event == "epoch_sealed"
+    assert again.paths.history not in spy.paths()
+
+
+def test_barrier_participants_and_barriers_per_epoch_are_bounded(spied, zk, monkeypatch):
+    client, spy = spied
+    monkeypatch.setattr(barriers, "MAX_PARTICIPANTS", 5)
+    monkeypatch.setattr(barriers, "MAX_BARRIERS", 3)
+    ledger = EpochLedger(client, "gates", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
+    ledger.open_epoch(1)
+    gate = ledger.barrier(1, "gate")
+    with pytest.raises(InvalidInput, match="barrier 'gate': 6 participants; at most 5"):
+        gate.declare(StragglerPolicy.fail(60), [f"w{i}" for i in range(6)])
+    gate.declare(StragglerPolicy.fail(60), [f"w{i}" for i in range(3)])
+    gate.register("w3")
+    gate.register("w4")
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(BarrierFull, match="has 5 participants; at most 5: 'w5' was not registered"):
+        gate.register("w5")
+    gate.register("w4")  # registered already: idempotent, not refused
+    for name in ("second", "third"):
+        ledger.barrier(1, name).declare(StragglerPolicy.fail(60), ["w0"])
+    with pytest.raises(BarrierFull, match="epoch 1 has 3 barriers; at most 3: barrier 'fourth' was not declared"):
+        ledger.barrier(1, "fourth").declare(StragglerPolicy.fail(60), ["w0"])
+    after = tree(zk, ledger.paths.base)
+    added = set(after) - set(before)
+    assert all("/second" in p or "/third" in p or "/history/" in p for p in added), added
+    for i in range(5):
+        gate.arrive(f"w{i}")
+    assert gate.wait(timeout=10).decision == "all"
+    assert spy.largest() <= listing_bytes([f"w{i}" for i in range(5)] + ["release", "p", "a"])
+
+
+def test_consumers_are_bounded_and_a_full_pipeline_refuses_the_next(spied, zk, monkeypatch):
+    client, spy = spied
+    monkeypatch.setattr(backpressure, "MAX_CONSUMERS", 4)
+    ledger = EpochLedger(client, "fans", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, window=2))
+    for i in range(4):
+        backpressure.register_consumer(ledger, f"c{i}")
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(TooManyConsumers, match="has 4 consumers registered; at most 4: 'c4' was not registered"):
+        backpressure.register_consumer(ledger, "c4")
+    assert tree(zk, ledger.paths.base) == before  # nothing was written
+    backpressure.register_consumer(ledger, "c3")  # registered already: answered, not refused
+    backpressure.unregister_consumer(ledger, "c0")
+    backpressure.register_consumer(ledger, "c4")
+    ledger.open_epoch(1)
+    assert spy.largest() <= listing_bytes([f"c{i}" for i in range(5)])
+
+
+def test_configuration_limits_refuse_naming_the_value_before_any_write(zk, monkeypatch):
+    with pytest.raises(InvalidConfig, match=r"retain_epochs 10001 is more than 10000"):
+        PipelineConfig({"events": ("ingest",)}, retain_epochs=config.MAX_RETAIN_EPOCHS + 1)
+    with pytest.raises(InvalidConfig, match=r"257 partitions; at most 256"):
+        PipelineConfig({f"p{i}": ("x",) for i in range(257)})
+    monkeypatch.setattr(config_store, "MAX_CONFIG_VERSIONS", 3)
+    ledger = EpochLedger(zk, "versions", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
+    ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, window=2), 5)])
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(ConfigConflict, match=r"has 2 configuration versions; 2 more would pass the limit of 3"):
+        ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, window=3), 6),
+                            (PipelineConfig({"events": ("ingest",)}, window=4), 7)])
+    assert tree(zk, ledger.paths.base) == before
+    ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, window=3), 6)])
+    assert len(ledger.config_versions()) == 3
