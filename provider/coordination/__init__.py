@@ -72,6 +72,7 @@ from airflow_epochs.coordination.errors import (
     RollbackRefused,
     SessionLost,
     StateError,
+    TooManyRequests,
     UnknownPartition,
     UnknownProducer,
 )
@@ -177,6 +178,7 @@ __all__ = [
     "StragglerPolicy",
     "SubmitDecision",
     "TooManyConsumers",
+    "TooManyRequests",
     "UnknownConsumer",
     "UnknownParticipant",
     "UnknownPartition",

@@ -73,7 +73,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
             *([] if folder is None else [SetData(ctx.paths.consumers, b"", int(folder.version))]),
             Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
-            ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
+            *ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
         ])
         if failure is not None:
@@ -133,7 +133,7 @@ def _unregister(ctx: PipelineContext, consumer: str, request_id: str | None) -> 
             return False
         failure = call.try_commit([
             Delete(path, raw[1].version),
-            ctx.request_op(call, "unregister_consumer", True),
+            *ctx.request_op(call, "unregister_consumer", True),
             *ctx.event("consumer_unregistered", consumer=consumer),
         ])
         if failure is not None:

@@ -119,7 +119,7 @@ def set_configs(
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(configs=[*[list(c) for c in record.configs],
                                                              *[list(c) for c in new]]), record.version),
-            ctx.request_op(call, "set_configs", [list(c) for c in new]),
+            *ctx.request_op(call, "set_configs", [list(c) for c in new]),
         ]
         for (version, from_epoch), (config, _) in zip(new, changes, strict=True):
             ops += [Create(ctx.paths.config(version), encode_config(config, from_epoch, call.request_id)),

@@ -153,6 +153,10 @@ class PartitionAlreadySealed(StateError):
     """The partition is sealed by another attempt or with another manifest."""
 
 
+class TooManyRequests(StateError):
+    """The pipeline remembers as many pipeline-level request ids as it may (README: Bounded answers)."""
+
+
 class ConfigConflict(StateError):
     """A configuration change names an epoch that is already open or sealed."""
 

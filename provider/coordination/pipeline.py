@@ -16,15 +16,20 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination.config import ConfigVersion
-from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownPartition
+from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, TooManyRequests, UnknownPartition
 from airflow_epochs.coordination.history import event_ops
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
 from airflow_epochs.coordination.session import Call, Session, validate_request_id
-from airflow_epochs.coordination.steps import Create, Step
+from airflow_epochs.coordination.steps import Create, SetData, Step
 from airflow_epochs.coordination.wire import PipelineRecord, RequestNode, decode_config
 
 T = TypeVar("T")
+
+# Pipeline-level request ids (rollbacks, configuration changes, consumers coming and going) one
+# pipeline remembers at once, until retention forgets the old ones: the ``requests`` listing that
+# retention reads stays under 4096 x 132 bytes (README: Bounded answers).
+MAX_REMEMBERED_REQUESTS = 4096
 
 
 class PipelineContext:
@@ -80,9 +85,24 @@ class PipelineContext:
 
     # -- pipeline-level requests (configuration, rollback, consumers) ---------------------------
 
-    def request_op(self, call: Call, what: str, result: Any) -> Create:
-        """The step that records this call's request id and result under ``requests/<id>``."""
-        return Create(self.paths.request(call.request_id), RequestNode(what, self.clock(), result).to_bytes())
+    def request_op(self, call: Call, what: str, result: Any) -> list[Step]:
+        """The steps that record this call's request id and result under ``requests/<id>``.
+
+        At :data:`MAX_REMEMBERED_REQUESTS` the request is refused (:class:`TooManyRequests`, nothing
+        written); the folder's version is bumped with the record, so concurrent requests cannot pass
+        the limit together (a lost race is a version conflict: the caller decides again).
+        """
+        record = Create(self.paths.request(call.request_id), RequestNode(what, self.clock(), result).to_bytes())
+        folder = call.exists(self.paths.requests)
+        if folder is None:
+            return [record]  # no folder: the create fails and the caller reports it, as before
+        if int(folder.numChildren) >= MAX_REMEMBERED_REQUESTS:
+            raise TooManyRequests(
+                f"pipeline {self.pipeline!r} remembers {folder.numChildren} pipeline-level request ids, at most "
+                f"{MAX_REMEMBERED_REQUESTS}; the {what} was refused and nothing was written: compact the pipeline "
+                "(ledger.compact()) or keep fewer epochs (retain_epochs) so that older request ids are forgotten"
+            )
+        return [SetData(self.paths.requests, b"", int(folder.version)), record]
 
     def stored_result(self, call: Call) -> Any:
         """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""

@@ -43,7 +43,7 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         current_frontier, frontier_stat = frontier_with_stat(call, ctx)
         epochs = rollback_range(ctx, record, to_epoch, current_frontier)
         ops: list[Step] = [
-            ctx.request_op(call, "rollback", epochs),
+            *ctx.request_op(call, "rollback", epochs),
             SetData(ctx.paths.frontier, FrontierNode(to_epoch).to_bytes(), frontier_stat.version),
             SetData(ctx.paths.base, record.to_bytes(newest_epoch=to_epoch), record.version),
         ]

@@ -22,6 +22,7 @@ import airflow_epochs.coordination.barriers as barriers
 import airflow_epochs.coordination.config as config
 import airflow_epochs.coordination.config_store as config_store
 import airflow_epochs.coordination.history as history
+import airflow_epochs.coordination.pipeline as pipeline_module
 from airflow_epochs.coordination import (
     BarrierFull,
     ConfigConflict,
@@ -31,7 +32,10 @@ from airflow_epochs.coordination import (
     PipelineConfig,
     StragglerPolicy,
     TooManyConsumers,
+    TooManyRequests,
 )
+from airflow_epochs.coordination.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
+from airflow_epochs.coordination.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
 from airflow_epochs.coordination.paths import epoch_key
 
 pytestmark = [pytest.mark.integration]
@@ -204,3 +208,52 @@ def test_configuration_limits_refuse_naming_the_value_before_any_write(zk, monke
     assert tree(zk, ledger.paths.base) == before
     ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, window=3), 6)])
     assert len(ledger.config_versions()) == 3
+
+
+def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied, zk, monkeypatch):
+    client, spy = spied
+    monkeypatch.setattr(pipeline_module, "MAX_REMEMBERED_REQUESTS", 3)
+    ledger = EpochLedger(client, "asks", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, retain_epochs=1))
+
+    def seal(epoch: int) -> None:
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "events", "ingest", {"e": epoch})
+
+    seal(1)
+    backpressure.register_consumer(ledger, "c0", request_id="r-1")
+    backpressure.unregister_consumer(ledger, "c0", request_id="r-2")
+    ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, retain_epochs=1, window=5), 2)], request_id="r-3")
+    seal(2)
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(TooManyRequests, match="remembers 3 pipeline-level request ids, at most 3; the rollback"):
+        ledger.rollback(1, reason="too many", request_id="r-4")
+    assert tree(zk, ledger.paths.base) == before  # nothing was written
+    # a repeat of a remembered request is still answered from its record, not refused
+    assert backpressure.unregister_consumer(ledger, "c0", request_id="r-2") is True
+    for epoch in range(3, 6):
+        seal(epoch)
+    ledger.compact()  # forgets the request ids older than the compacted epochs
+    assert len(zk.get_children(ledger.paths.requests)) < 3
+    assert ledger.rollback(4, reason="room again", request_id="r-4") == [5]
+    assert spy.largest() <= listing_bytes([f"r-{i}" for i in range(1, 5)] + [epoch_key(e) for e in range(1, 6)])
+
+
+def test_staged_votes_are_pruned_without_listing_the_staged_epochs(spied, zk):
+    client, spy = spied
+    declared = DeclaredProducers({"sales": (TaskProducer("prod_eu", "load", name="eu"),)},
+                                 ExplicitKeys({f"k{e}": e for e in range(1, 13)}))
+    ledger = EpochLedger(client, "staged", owner="declared-producers")
+    ledger.create_pipeline(declared.pipeline_config(retain_epochs=2))
+    for epoch in range(1, 13):
+        outcome = stage_vote(ledger, Match("sales", "eu", f"k{epoch}"), TaskInstanceId("prod_eu", f"r{epoch}", "load"))
+        assert outcome.status == "staged"
+        drain(ledger)
+    assert ledger.frontier() == 12
+    root = f"{ledger.paths.base}/declared"
+    assert sorted(int(n) for n in zk.get_children(root)) == [10, 11, 12]  # retain_epochs behind the frontier
+    assert root not in spy.paths(), "the staged epochs were listed"
+    assert staged_votes(ledger, 12)[0][:2] == ("sales", "eu")
+    # a repeat of a staged vote adds nothing
+    again = stage_vote(ledger, Match("sales", "eu", "k12"), TaskInstanceId("prod_eu", "r12", "load"))
+    assert again.status == "repeat"
