@@ -153,6 +153,10 @@ class PartitionAlreadySealed(StateError):
     """The partition is sealed by another attempt or with another manifest."""
 
 
+class TooManyAttempts(StateError):
+    """The epoch has had as many attempts as one epoch may (README: Bounded answers)."""
+
+
 class TooManyRequests(StateError):
     """The pipeline remembers as many pipeline-level request ids as it may (README: Bounded answers)."""
 

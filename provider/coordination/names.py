@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
-from airflow_epochs.coordination.errors import InvalidEpoch, InvalidInput, InvalidName
+from airflow_epochs.coordination.errors import InvalidEpoch, InvalidInput, InvalidName, TooManyAttempts
 
 MAX_NAME_LENGTH = 128
 MAX_ROOT_LENGTH = 512
 MAX_EPOCH = 9_999_999_999  # epochs are stored as 10 zero-padded digits
+# Attempts one epoch may have (tokens count them, across its openings): the epoch's folder, which holds
+# one ``a-<token>`` per attempt and a ``g-``/``b-`` per opening, stays under 150 KB as a listing.
+MAX_ATTEMPTS = 4096
 
 # A conservative, printable ASCII alphabet: it keeps paths readable in zkCli and safe as file
 # and URL segments, and allows partition names such as "region=eu" or "date:2013-01-01".
@@ -69,6 +72,16 @@ def validate_root(value: object) -> str:
     if value == "/zookeeper" or value.startswith("/zookeeper/"):
         raise InvalidInput(f"root {value!r} is under /zookeeper, which ZooKeeper reserves for itself")
     return value
+
+
+def check_attempt_token(pipeline: str, epoch: int, token: int) -> int:
+    """Return ``token`` if a new attempt with it fits the epoch's :data:`MAX_ATTEMPTS`, else refuse."""
+    if token > MAX_ATTEMPTS:
+        raise TooManyAttempts(
+            f"pipeline {pipeline!r}: epoch {epoch} has had {token - 1} attempts, at most {MAX_ATTEMPTS}; no new "
+            "attempt was started and nothing was written (find out why its attempts keep failing)"
+        )
+    return token
 
 
 def validate_epoch(value: object, *, what: str = "epoch") -> int:

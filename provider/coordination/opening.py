@@ -29,7 +29,7 @@ from airflow_epochs.coordination.errors import (
     EpochNotOpen,
     EpochOutOfOrder,
 )
-from airflow_epochs.coordination.names import validate_epoch
+from airflow_epochs.coordination.names import check_attempt_token, validate_epoch
 from airflow_epochs.coordination.paths import parse_attempt_key
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import (
@@ -177,7 +177,7 @@ class Opening:
         """A new attempt: the old one was aborted, or it is superseded (a takeover, or this owner
         starting over: a same-named replacement never shares a possible zombie's token)."""
         token = node.attempt
-        new_token = token + 1
+        new_token = check_attempt_token(self.ctx.pipeline, self.epoch, token + 1)
         version = self.ctx.config(call, node.config_version)
         generation = node.generation
         # The seal counter's version pins the set of sealed partitions read here: a partition the old
@@ -207,7 +207,7 @@ class Opening:
             raise self.out_of_order(call, record)
         version = self.ctx.config_for(call, self.epoch, record)
         generation = node.generation + 1
-        token = node.attempt + 1
+        token = check_attempt_token(self.ctx.pipeline, self.epoch, node.attempt + 1)
         new_node = EpochNode("open", token, self.ctx.owner, version.version, generation, self.ctx.clock())
         epoch_step = SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no)
         failure = call.try_commit(self.opening_ops(call, record, version, new_node, epoch_step))

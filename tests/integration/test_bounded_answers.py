@@ -22,6 +22,7 @@ import airflow_epochs.coordination.barriers as barriers
 import airflow_epochs.coordination.config as config
 import airflow_epochs.coordination.config_store as config_store
 import airflow_epochs.coordination.history as history
+import airflow_epochs.coordination.names as names
 import airflow_epochs.coordination.pipeline as pipeline_module
 from airflow_epochs.coordination import (
     BarrierFull,
@@ -31,6 +32,7 @@ from airflow_epochs.coordination import (
     InvalidInput,
     PipelineConfig,
     StragglerPolicy,
+    TooManyAttempts,
     TooManyConsumers,
     TooManyRequests,
 )
@@ -257,3 +259,26 @@ def test_staged_votes_are_pruned_without_listing_the_staged_epochs(spied, zk):
     # a repeat of a staged vote adds nothing
     again = stage_vote(ledger, Match("sales", "eu", "k12"), TaskInstanceId("prod_eu", "r12", "load"))
     assert again.status == "repeat"
+
+
+def test_attempts_of_one_epoch_are_bounded_and_the_next_is_refused_before_any_write(spied, zk, monkeypatch):
+    client, spy = spied
+    monkeypatch.setattr(names, "MAX_ATTEMPTS", 4)
+    ledger = EpochLedger(client, "retries", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
+    tokens = [ledger.open_epoch(1).token]
+    for _ in range(3):  # the same owner starting over: each time a new attempt supersedes the last
+        tokens.append(ledger.open_epoch(1).token)
+    assert tokens == [1, 2, 3, 4]
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(TooManyAttempts, match="epoch 1 has had 4 attempts, at most 4; no new attempt was started"):
+        ledger.open_epoch(1)
+    assert tree(zk, ledger.paths.base) == before
+    attempt = ledger.current_attempt(1)
+    assert attempt.token == 4 and ledger.vote(attempt, "events", "ingest", {"e": 1}).epoch_sealed
+    # a rollback's reopening is an attempt too
+    ledger.open_epoch(2)
+    assert ledger.rollback(0, reason="again") == [1, 2]
+    with pytest.raises(TooManyAttempts, match="epoch 1 has had 4 attempts"):
+        ledger.open_epoch(1)
+    assert spy.largest() <= listing_bytes(["sealed", "g-1", "b-1"] + [f"a-{t:010d}" for t in range(1, 5)])
