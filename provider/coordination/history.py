@@ -49,16 +49,28 @@ def event_sequences(call: Call, paths: PipelinePaths, *, since_seq: int = -1) ->
 
     The history node is never listed: its listing grows with the events it holds and, past
     ``jute.maxbuffer``, would put the client in a reconnect loop. Its stat says it all instead
-    (:func:`newest_seq`): events are numbered in creation order and retention deletes the oldest, so
-    the events kept are the last ``numChildren`` numbers. They are checked, :data:`PROBE_BATCH` stats per
-    round trip (each answer one stat), newest first, until the child count is accounted for; a number
-    with no event (an event deleted out of order) only costs its probe.
+    (:func:`newest_seq`): events are numbered in creation order and retention deletes the oldest
+    first, so the events kept are the last ``numChildren`` numbers, and two stats (the oldest and the
+    newest of them) confirm it. If either is missing, events were deleted out of order, and the
+    numbers are probed one by one (:func:`probe_sequences`). A number whose event is deleted after
+    this answer is skipped by the caller's read, as before.
     """
-    return _probe(call, paths, since_seq=since_seq)
+    stat = _history_stat(call, paths)
+    count, newest = int(stat.numChildren), newest_seq(stat)
+    if count == 0:
+        return []
+    oldest = newest - count + 1
+    if since_seq >= newest:
+        return []
+    ends = call.exists_many([paths.event(oldest), paths.event(newest)])
+    if any(end is None for end in ends):
+        return probe_sequences(call, paths, since_seq=since_seq)
+    return list(range(max(since_seq + 1, oldest), newest + 1))
 
 
-def _probe(call: Call, paths: PipelinePaths, *, since_seq: int, most: int | None = None) -> list[int]:
-    """The live event numbers above ``since_seq`` (at most the ``most`` newest), oldest first."""
+def probe_sequences(call: Call, paths: PipelinePaths, *, since_seq: int = -1, most: int | None = None) -> list[int]:
+    """The event numbers above ``since_seq`` (at most the ``most`` newest), oldest first, each checked:
+    :data:`PROBE_BATCH` stats per round trip, newest first, until the child count is accounted for."""
     first = _history_stat(call, paths)
     count = int(first.numChildren)
     want = count
@@ -107,6 +119,16 @@ def read_events(call: Call, paths: PipelinePaths, *, since_seq: int = -1, limit:
     seqs = event_sequences(call, paths, since_seq=since_seq)
     if limit is not None:
         seqs = seqs[:limit]
+    events = _read(call, paths, seqs)
+    if limit is None and seqs and len(events) < len(seqs) and since_seq < seqs[0] - 1:
+        # numbers without events inside the kept range: if events were deleted out of order, the
+        # count puts the range too high, and some lie below it: check every number
+        below = [s for s in probe_sequences(call, paths, since_seq=since_seq) if s < seqs[0]]
+        events = _read(call, paths, below) + events
+    return events
+
+
+def _read(call: Call, paths: PipelinePaths, seqs: Sequence[int]) -> list[Event]:
     events: list[Event] = []
     for start in range(0, len(seqs), READ_BATCH):
         batch = seqs[start:start + READ_BATCH]
@@ -129,7 +151,7 @@ def latest_event(call: Call, paths: PipelinePaths) -> Event | None:
         seq = newest_seq(stat)
         raw = call.get(paths.event(seq))
         if raw is None:  # the newest was deleted (pruned, or out of order): probe down for the newest
-            seqs = _probe(call, paths, since_seq=-1, most=1)
+            seqs = probe_sequences(call, paths, most=1)
             if not seqs:
                 return None
             seq = seqs[-1]

@@ -124,6 +124,10 @@ def test_history_is_never_listed_however_many_events_and_reads_stay_exact(spied,
     assert ledger.latest_event().seq == kept[-1]
     assert [e.seq for e in ledger.history()] == kept
     assert [e.seq for e in ledger.history(since_seq=kept[1])] == kept[2:]
+    zk.delete(ledger.paths.event(kept[5]))  # in the middle only: both ends of the counted range exist
+    kept = _live_sequences(zk, ledger)
+    assert [e.seq for e in ledger.history()] == kept
+    assert ledger.latest_event().seq == kept[-1]
 
     assert ledger.paths.history not in spy.paths(), "the history node was listed"
     # every listing the ledger asked for is small: seals, vote counters, epochs of a short window
