@@ -14,6 +14,11 @@ Another run of the producer for a key it already staged is reported (:class:`Sta
 before the seal the first run's vote stands; after the seal, ``reopen=True`` rolls the key back
 (the ledger's recorded rollback) so that every producer's staged vote is cast again under a new
 generation, and the seal is delivered again.
+
+Every request goes through the ledger's session (:meth:`PipelineContext.call`): counted, retried within
+one deadline, and a create whose answer was lost is found, not reported as another run's. The
+``declared`` folder itself is never listed (its children grow with the epochs staged): its data is a
+pruning cursor (:class:`StagedPruned`), and the epochs after it are probed by number.
 """
 
 from __future__ import annotations
