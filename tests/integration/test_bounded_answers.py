@@ -248,7 +248,7 @@ def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied
 def test_staged_votes_are_pruned_without_listing_the_staged_epochs(spied, zk):
     client, spy = spied
     declared = DeclaredProducers({"sales": (TaskProducer("prod_eu", "load", name="eu"),)},
-                                 ExplicitKeys({f"k{e}": e for e in range(1, 13)}))
+                                 ExplicitKeys({f"k{e}": e for e in range(1, 17)}))
     ledger = EpochLedger(client, "staged", owner="declared-producers")
     ledger.create_pipeline(declared.pipeline_config(retain_epochs=2))
     for epoch in range(1, 13):
@@ -263,6 +263,16 @@ def test_staged_votes_are_pruned_without_listing_the_staged_epochs(spied, zk):
     # a repeat of a staged vote adds nothing
     again = stage_vote(ledger, Match("sales", "eu", "k12"), TaskInstanceId("prod_eu", "r12", "load"))
     assert again.status == "repeat"
+    # a folder as an earlier version left it: no cursor in its data, the oldest staged epochs pruned
+    # already and a later one left behind; pruning starts from the first epoch, past the gone ones
+    zk.set(root, b"")
+    zk.create(f"{root}/{epoch_key(5)}/sales/eu", b"{}", makepath=True)
+    for epoch in range(13, 17):
+        stage_vote(ledger, Match("sales", "eu", f"k{epoch}"), TaskInstanceId("prod_eu", f"r{epoch}", "load"))
+        drain(ledger)
+    assert ledger.frontier() == 16
+    assert sorted(int(n) for n in zk.get_children(root)) == [14, 15, 16]
+    assert root not in spy.paths()
 
 
 def test_attempts_of_one_epoch_are_bounded_and_the_next_is_refused_before_any_write(spied, zk, monkeypatch):
