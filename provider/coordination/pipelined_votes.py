@@ -61,8 +61,11 @@ def vote_many(ctx: PipelineContext, attempt: Attempt, ballots: Sequence[Ballot])
     calls = [ctx.session.begin(ballot.request_id, ctx.op_timeout) for ballot in ballots]
     # the snapshot pointers the transactions need are read first, all in flight together
     reads = [_read_ahead(call, voting) for call, voting in zip(calls, votings, strict=True)]
-    begun = [_send(voting, call, read) for voting, call, read in zip(votings, calls, reads, strict=True)]
+    # every transaction is built before the first is sent, then they are sent back to back
+    prepared = [_prepare(voting, call, read) for voting, call, read in zip(votings, calls, reads, strict=True)]
+    begun = [_send(call, vote) for call, vote in zip(calls, prepared, strict=True)]
     ahead = _seal_ahead(ctx, attempt, version, votings, begun)
+    _await_last(ahead, begun)
     results = [_settle(ctx, voting, ballot, call, sent, ahead)
                for voting, ballot, (call, sent) in zip(votings, ballots, begun, strict=True)]
     if ahead is not None:
@@ -100,11 +103,22 @@ class _Unsent:
         self.error = error
 
 
-def _send(voting: Voting, call: Call, pointer_read: Any) -> tuple[Call, SentVote | _Unsent]:
-    """Send the vote's transaction. An error here belongs to this ballot alone: the others, some
-    already in flight, are settled as usual."""
+def _prepare(voting: Voting, call: Call, pointer_read: Any) -> SentVote | _Unsent:
+    """Build the vote's transaction. An error here belongs to this ballot alone: the others are sent
+    and settled as usual."""
     try:
-        return call, voting.send(call, pointer_read)
+        return voting.prepare(call, pointer_read)
+    except TRANSIENT_ERRORS:
+        return _Unsent(None)
+    except Exception as exc:  # noqa: BLE001 - answered in the ballot's slot (see _settle)
+        return _Unsent(exc)
+
+
+def _send(call: Call, vote: SentVote | _Unsent) -> tuple[Call, SentVote | _Unsent]:
+    if isinstance(vote, _Unsent):
+        return call, vote
+    try:
+        return call, Voting.sent(call, vote)
     except TRANSIENT_ERRORS:
         return call, _Unsent(None)
     except Exception as exc:  # noqa: BLE001 - answered in the ballot's slot (see _settle)
@@ -122,6 +136,18 @@ def _seal_ahead(ctx: PipelineContext, attempt: Attempt, version: ConfigVersion, 
         return EpochSealAhead.send(ctx, attempt, total)
     except Exception:  # noqa: BLE001 - not sent: a vote that completes the epoch seals it itself
         return None
+
+
+def _await_last(ahead: EpochSealAhead | None, begun: Sequence[tuple[Call, SentVote | _Unsent]]) -> None:
+    """Wait for the answer of the last transaction sent (ZooKeeper answers a connection's requests in
+    order): the answers before it are then read without one wake-up of this thread per answer."""
+    if ahead is not None:
+        ahead.call.await_answer(ahead.pending)
+        return
+    for call, sent in reversed(begun):
+        if isinstance(sent, SentVote):
+            call.await_answer(sent.pending)
+            return
 
 
 def _settle(ctx: PipelineContext, voting: Voting, ballot: Ballot, call: Call, sent: SentVote | _Unsent,

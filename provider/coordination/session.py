@@ -215,6 +215,12 @@ class Call:
         self.awaiting += 1  # in flight: until its answer is read, it may have committed
         return pending
 
+    def await_answer(self, pending: Any) -> None:
+        """Wait (within the call's deadline) until the answer of ``pending`` is here, without reading it.
+        Answers come in the order the requests were sent, so once the last one of a pipelined batch is
+        here every earlier one is too: the batch is then read without waiting once per answer."""
+        pending.wait(max(0.0, self.deadline - time.monotonic()))
+
     def settle(self, steps: Sequence[Step], pending: Any) -> list[Any]:
         """Wait for the answer of ``steps`` sent by :meth:`send`; as :meth:`commit` does."""
         try:

@@ -17,7 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -80,7 +80,8 @@ def vote(
 
 @dataclass(frozen=True)
 class SentVote:
-    """A vote's transaction, sent; its answer is awaited by :meth:`Voting.settle`."""
+    """A vote's transaction, prepared (``pending`` None) or sent; its answer is awaited by
+    :meth:`Voting.settle`."""
 
     ops: list[Step]
     pending: Any  # kazoo's async result of the transaction
@@ -133,9 +134,19 @@ class Voting:
         return producers is not None and tuple(producers) == (self.producer,)
 
     def send(self, call: Call, pointer_read: Any = None) -> SentVote:
-        """Build the vote's transaction and send it without waiting for the answer (pipelined voting
-        sends many before settling any): a partition of several producers gets the fence, the
-        create-only vote and the counter bump; a sole producer's vote is its partition's seal.
+        """Build the vote's transaction (:meth:`prepare`) and send it without waiting for the answer."""
+        return self.sent(call, self.prepare(call, pointer_read))
+
+    @staticmethod
+    def sent(call: Call, prepared: SentVote) -> SentVote:
+        """Send a prepared vote's transaction without waiting (pipelined voting prepares every vote of a
+        batch first, then sends them back to back)."""
+        return replace(prepared, pending=call.send(prepared.ops))
+
+    def prepare(self, call: Call, pointer_read: Any = None) -> SentVote:
+        """Build the vote's transaction, not sent yet (``pending`` is None): a partition of several
+        producers gets the fence, the create-only vote and the counter bump; a sole producer's vote is
+        its partition's seal.
 
         ``pointer_read``: the snapshot pointer's read, sent ahead (:meth:`Call.read_ahead`) for the
         path :meth:`pointer_path` names; without it that read is made here, blocking."""
@@ -150,7 +161,7 @@ class Voting:
                 Create(self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body())),
                 SetData(self.counter_path, b""),
             ]
-            return SentVote(shared, call.send(shared), partitions_total, attempt, sole=False)
+            return SentVote(shared, None, partitions_total, attempt, sole=False)
         pointer = None
         if pointer_read is not None:
             pointer = call.read_answer(pointer_read)
@@ -163,7 +174,7 @@ class Voting:
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
             ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
-        return SentVote(ops, call.send(ops), partitions_total, handle, sole=True)
+        return SentVote(ops, None, partitions_total, handle, sole=True)
 
     def settle(self, call: Call, sent: SentVote, ahead: EpochSealAhead | None = None) -> VoteResult:
         """Wait for the answer of a sent vote and read it: refused (why, matched by the step that failed),
