@@ -134,3 +134,20 @@ def test_the_seal_sent_ahead_lost_then_a_rollback_before_the_retry_every_answer_
     again = a.vote_many(attempt, _ballots("r"))
     assert [type(r) for r in again] == [type(r) for r in results]
     assert _sealed_events(b, 1) == 1
+
+
+def test_a_repeated_sole_vote_is_found_in_its_seal_without_reading_a_vote_znode(zk: KazooClient):
+    """A sole producer's vote is kept in its partition's seal and never has a vote znode: looking its
+    request id up reads the seal only (a node at the vote's path, which the protocol never writes, is
+    not read)."""
+    ledger = EpochLedger(zk, "solefind", owner="A")
+    ledger.create_pipeline(PipelineConfig(SOLE))
+    attempt = ledger.open_epoch(1)
+    first = ledger.vote(attempt, "a", "x", {"rows": 1}, request_id="once")
+    zk.create(ledger.paths.vote(1, attempt.token, "a", "x"), b"not a vote", makepath=True)
+    before = ledger.session.stats["reads"]
+    again = ledger.vote(attempt, "a", "x", {"rows": 1}, request_id="once")
+    assert again.request == "once" and again.partition_sealed == first.partition_sealed and not again.duplicate
+    piped = ledger.vote_many(attempt, [Ballot("a", "x", {"rows": 1}, request_id="once")])
+    assert isinstance(piped[0], VoteResult) and piped[0].request == "once"
+    assert ledger.session.stats["reads"] > before  # it was looked up (in the seal)
