@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
 from airflow_epochs.coordination.config import ConfigVersion
@@ -40,7 +40,7 @@ from airflow_epochs.coordination.reader import (
     epoch_record,
 )
 from airflow_epochs.coordination.records import Attempt, EpochInfo, Overtaken
-from airflow_epochs.coordination.session import Call, Conflict
+from airflow_epochs.coordination.session import TRANSIENT_ERRORS, Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import CastVote, FoldedVotes, SealNode
 from airflow_epochs.coordination.wire import EpochNode, EpochSealNode, FrontierNode, SnapshotPlace, SnapshotPointerNode
@@ -106,6 +106,50 @@ def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now:
         *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
                    frontier=attempt.epoch, generation=attempt.generation),
     ]
+
+
+@dataclass
+class EpochSealAhead:
+    """The epoch's seal sent ahead behind a pipelined batch of votes, on the same connection: the
+    fence, the seal counter at ``partitions_total`` (every partition sealed) and the epoch's seal.
+
+    ZooKeeper runs one session's requests in the order they were sent, so this transaction runs
+    after every vote sent before it: if one of those votes completed the epoch, its voter reads the
+    outcome here instead of sealing the epoch in one more round trip. Sealing a complete epoch is what
+    whoever looks next does anyway (create-only, once); if this transaction finds the epoch
+    incomplete it writes nothing, and the vote that completes it seals it the ordinary way.
+    """
+
+    call: Call  # its own call (its own request id, recorded in the epoch's seal if it seals)
+    ops: list[Step]
+    pending: Any
+    outcome: bool | None = None  # True: sealed (now or before); False: fenced; None: not known
+    read: bool = False
+
+    @classmethod
+    def send(cls, ctx: PipelineContext, attempt: Attempt, partitions_total: int) -> EpochSealAhead:
+        call = ctx.session.begin(None, ctx.op_timeout)
+        attempt = with_opened_at(call, ctx, attempt)
+        ops: list[Step] = [fence(ctx, attempt), Check(ctx.paths.seals(attempt.epoch, attempt.generation),
+                                                      partitions_total),
+                           *epoch_seal_ops(ctx, attempt, call.request_id, ctx.clock())]
+        return cls(call, ops, call.send(ops))
+
+    def sealed(self) -> bool | None:
+        """Whether the epoch is sealed after this transaction ran: True (by it or before it), False
+        (the attempt is no longer current), None (the epoch was not complete, or the answer was lost)."""
+        if not self.read:
+            self.read = True
+            try:
+                results = self.call.settle(self.ops, self.pending)
+            except (*TRANSIENT_ERRORS, KazooException):
+                return None
+            failure = first_failure(self.ops, results)
+            if failure is None or (failure.step is self.ops[2] and isinstance(failure.error, NodeExistsError)):
+                self.outcome = True
+            elif failure.step is self.ops[0]:
+                self.outcome = False
+        return self.outcome
 
 
 def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attempt:

@@ -152,6 +152,21 @@ class Call:
                 out.append((data, stat))
         return out
 
+    def read_ahead(self, path: str) -> Any:
+        """Send a read of ``path`` without waiting (pipelined work reads before it sends): kazoo's async
+        result, to pass to :meth:`read_answer`."""
+        self.session.count("reads")
+        return self.client.get_async(path)
+
+    def read_answer(self, pending: Any) -> tuple[bytes, Any] | None:
+        """The answer of a read sent by :meth:`read_ahead`: data and stat, or None if the node does not
+        exist (kazoo's errors are raised as they came)."""
+        try:
+            data, stat = pending.get(timeout=max(0.0, self.deadline - time.monotonic()))
+        except NoNodeError:
+            return None
+        return data, stat
+
     def exists_many(self, paths: Sequence[str]) -> list[Any]:
         """Pipelined stats (None for a missing node)."""
         self.session.count("reads", len(paths))
@@ -199,6 +214,12 @@ class Call:
         pending = tx.commit_async()
         self.awaiting += 1  # in flight: until its answer is read, it may have committed
         return pending
+
+    def await_answer(self, pending: Any) -> None:
+        """Wait (within the call's deadline) until the answer of ``pending`` is here, without reading it.
+        Answers come in the order the requests were sent, so once the last one of a pipelined batch is
+        here every earlier one is too: the batch is then read without waiting once per answer."""
+        pending.wait(max(0.0, self.deadline - time.monotonic()))
 
     def settle(self, steps: Sequence[Step], pending: Any) -> list[Any]:
         """Wait for the answer of ``steps`` sent by :meth:`send`; as :meth:`commit` does."""

@@ -17,7 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -40,6 +40,7 @@ from airflow_epochs.coordination.reader import (
 )
 from airflow_epochs.coordination.records import Attempt, Overtaken, VoteResult, check_upstream
 from airflow_epochs.coordination.seals import (
+    EpochSealAhead,
     SealProgress,
     ensure_epoch_sealed,
     epoch_seal_ops,
@@ -79,7 +80,8 @@ def vote(
 
 @dataclass(frozen=True)
 class SentVote:
-    """A vote's transaction, sent; its answer is awaited by :meth:`Voting.settle`."""
+    """A vote's transaction, prepared (``pending`` None) or sent; its answer is awaited by
+    :meth:`Voting.settle`."""
 
     ops: list[Step]
     pending: Any  # kazoo's async result of the transaction
@@ -119,10 +121,35 @@ class Voting:
             return self.finish(call)
         return self.settle(call, self.send(call))
 
-    def send(self, call: Call) -> SentVote:
-        """Build the vote's transaction and send it without waiting for the answer (pipelined voting
-        sends many before settling any): a partition of several producers gets the fence, the
-        create-only vote and the counter bump; a sole producer's vote is its partition's seal."""
+    def pointer_path(self, call: Call) -> str | None:
+        """The snapshot pointer the vote's transaction must read first: a sole producer leaving a
+        snapshot moves its partition's pointer in the seal (None: the vote reads nothing)."""
+        if self.snapshot is None or not self.sole(call):
+            return None
+        return self.paths.snapshot_pointer(self.partition)
+
+    def sole(self, call: Call) -> bool:
+        """Whether this producer is its partition's only one (its vote is the seal; it has no vote znode)."""
+        producers = self.ctx.config(call, self.attempt.config_version).config.partitions.get(self.partition)
+        return producers is not None and tuple(producers) == (self.producer,)
+
+    def send(self, call: Call, pointer_read: Any = None) -> SentVote:
+        """Build the vote's transaction (:meth:`prepare`) and send it without waiting for the answer."""
+        return self.sent(call, self.prepare(call, pointer_read))
+
+    @staticmethod
+    def sent(call: Call, prepared: SentVote) -> SentVote:
+        """Send a prepared vote's transaction without waiting (pipelined voting prepares every vote of a
+        batch first, then sends them back to back)."""
+        return replace(prepared, pending=call.send(prepared.ops))
+
+    def prepare(self, call: Call, pointer_read: Any = None) -> SentVote:
+        """Build the vote's transaction, not sent yet (``pending`` is None): a partition of several
+        producers gets the fence, the create-only vote and the counter bump; a sole producer's vote is
+        its partition's seal.
+
+        ``pointer_read``: the snapshot pointer's read, sent ahead (:meth:`Call.read_ahead`) for the
+        path :meth:`pointer_path` names; without it that read is made here, blocking."""
         attempt = self.attempt
         version = self.ctx.config(call, attempt.config_version)
         producers = producers_of(version, self.ctx.pipeline, attempt.epoch, self.partition, self.producer)
@@ -134,8 +161,12 @@ class Voting:
                 Create(self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body())),
                 SetData(self.counter_path, b""),
             ]
-            return SentVote(shared, call.send(shared), partitions_total, attempt, sole=False)
-        pointer = call.get(self.paths.snapshot_pointer(self.partition)) if self.snapshot is not None else None
+            return SentVote(shared, None, partitions_total, attempt, sole=False)
+        pointer = None
+        if pointer_read is not None:
+            pointer = call.read_answer(pointer_read)
+        elif self.snapshot is not None:
+            pointer = call.get(self.paths.snapshot_pointer(self.partition))
         ops: list[Step] = [fence(self.ctx, attempt), *seal_ops(
             self.ctx, attempt, self.partition, producers, {self.producer: self.cast_vote(call, now)}, pointer,
             call.request_id, now, counted=partitions_total > 1, embed=True)]
@@ -143,11 +174,12 @@ class Voting:
         if partitions_total == 1:  # and the epoch's only partition: the epoch seals too
             handle = with_opened_at(call, self.ctx, attempt)
             ops += epoch_seal_ops(self.ctx, handle, call.request_id, now)
-        return SentVote(ops, call.send(ops), partitions_total, handle, sole=True)
+        return SentVote(ops, None, partitions_total, handle, sole=True)
 
-    def settle(self, call: Call, sent: SentVote) -> VoteResult:
+    def settle(self, call: Call, sent: SentVote, ahead: EpochSealAhead | None = None) -> VoteResult:
         """Wait for the answer of a sent vote and read it: refused (why, matched by the step that failed),
-        or in (then seal what it completed)."""
+        or in (then seal what it completed). ``ahead``: the epoch's seal, sent after this vote on the
+        same connection (a vote that completes the epoch reads its outcome instead of sealing)."""
         results = call.settle(sent.ops, sent.pending)
         failure = first_failure(sent.ops, results)
         if failure is not None:
@@ -158,9 +190,13 @@ class Voting:
             self.count = int(results[2].version)  # the vote counter's new version
             return self.finish(call)
         epoch_sealed = sent.partitions_total == 1
+        fenced = False
         if not epoch_sealed and sealed_count(self.ctx, self.attempt, sent.ops, results) >= sent.partitions_total:
-            epoch_sealed = seal_epoch(call, self.ctx, sent.handle, call.request_id)
-        self.progress = SealProgress(True, epoch_sealed)
+            sealed_ahead = ahead.sealed() if ahead is not None else None
+            epoch_sealed = sealed_ahead if sealed_ahead is not None else \
+                seal_epoch(call, self.ctx, sent.handle, call.request_id)
+            fenced = not epoch_sealed  # the vote completed the epoch, but its attempt was overtaken since
+        self.progress = SealProgress(True, epoch_sealed, fenced=fenced)
         return self.finish(call)
 
     def cast_vote(self, call: Call, now: float) -> CastVote:
@@ -314,7 +350,8 @@ class Voting:
 
     def find(self, call: Call) -> VoteResult | None:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
-        raw = call.get(self.vote_path)
+        # a sole producer never has a vote znode: its vote is kept in its partition's seal
+        raw = None if self.sole(call) else call.get(self.vote_path)
         existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
             if raw is not None else self.folded(call)
         if existing is None or existing.request != call.request_id:
