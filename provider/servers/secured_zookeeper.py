@@ -2,8 +2,8 @@
 credentials generated at its first start (``credentials.json``, 0600), enforced authentication, ``/``
 ours alone, and TLS with a CA generated into ``tls/`` (plaintext only when asked for).
 
-The demo starts its server this way; ``airflow-epochs zookeeper start`` does the same with the
-credentials in its state file.
+The demo and ``airflow-epochs zookeeper start`` both start their server this way, with the same files:
+``<folder>/credentials.json`` and ``<folder>/tls/``.
 """
 
 from __future__ import annotations
@@ -17,24 +17,35 @@ from airflow_epochs.servers.private_files import private_dir, read_private, writ
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
-__all__ = ["CREDENTIALS_FILE", "airflow_connection", "load_or_create_auth", "secured_server"]
+__all__ = ["CREDENTIALS_FILE", "TLS_FOLDER", "airflow_connection", "load_or_create_auth", "read_auth",
+           "secured_server"]
 
 CREDENTIALS_FILE = "credentials.json"
 TLS_FOLDER = "tls"
 
 
-def load_or_create_auth(path: Path) -> ServerAuth:
-    """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""
+def read_auth(path: Path) -> ServerAuth | None:
+    """The credentials in ``path`` (a 0600 file of ours: :class:`UnsafeState` if not), None if there is
+    none; a one-line :class:`ValueError` naming the file if it is corrupt."""
+    from airflow_epochs.coordination.payloads import loads_bounded
+
     try:
         text = read_private(path, secret=True)
     except FileNotFoundError:
-        auth = ServerAuth.generate()
-        write_private(path, json.dumps(auth.to_json()))
-        return auth
+        return None
     try:
-        return ServerAuth.from_json(json.loads(text))
+        return ServerAuth.from_json(loads_bounded(text))
     except ValueError as exc:
         raise ValueError(f"{path} is corrupt ({exc}): remove it, and the server's data with it") from None
+
+
+def load_or_create_auth(path: Path) -> ServerAuth:
+    """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""
+    auth = read_auth(path)
+    if auth is None:
+        auth = ServerAuth.generate()
+        write_private(path, json.dumps(auth.to_json()))
+    return auth
 
 
 def secured_server(directory: str | Path, *, port: int | None = None, secure_port: int | None = None,
