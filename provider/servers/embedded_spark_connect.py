@@ -281,5 +281,7 @@ def probe(url: str, *, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
         return False, f"no answer to a query within {timeout:g} s"
     if done.returncode == 0 and done.stdout.strip().endswith("3"):
         return True, "answered"
-    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    return False, (lines[-1][:300] if lines else f"the query failed (exit {done.returncode})")
+    lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip()]
+    # The error line, not the last frame of a JVM stack trace the client may print after it.
+    errors = [line for line in lines if not line.startswith(("at ", "... ", "JVM stacktrace"))]
+    return False, ((errors or lines)[-1][:300] if lines else f"the query failed (exit {done.returncode})")

@@ -193,7 +193,8 @@ def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_pat
 
             forged = _attack(intruder, classpath, driver)
             assert forged.returncode == 3 and "REFUSED" in forged.stdout, forged  # never "REPLY true"
-            assert "SaslException" in forged.stdout, forged.stdout  # refused by the handshake, not lost
+            # Refused by the driver's SASL handshake (not lost, not timed out): the message was never delivered.
+            assert "Expected SaslMessage, received something else" in forged.stdout, forged.stdout
             after = subprocess.run(status, capture_output=True, text=True, timeout=300)
             assert after.returncode == 0 and "answered a query" in after.stdout, (after, forged.stdout)
         finally:
@@ -205,5 +206,5 @@ def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_pat
             assert stopped.returncode == 0 and "REPLY true" in stopped.stdout, stopped
             assert open_server.serving()  # pid and port live on...
             healthy, why = open_server.healthy(timeout=240)
-            print("after the control attack:", why)
-            assert not healthy, why  # ...but the server is broken, and the probe says so
+            assert not healthy, why
+            assert not why.startswith("no answer"), why  # a query that failed, not a slow one  # ...but the server is broken, and the probe says so
