@@ -37,7 +37,9 @@ def running_server(base: Path) -> dict[str, Any] | None:
     state = read_state(base)
     if not state or not alive(state):
         return None
-    answer = four_letter_word(int(state["port"]))
+    # A TLS server has no plaintext port (its port is its TLS port); one an earlier version started has.
+    tls_only = state.get("ca") and state.get("port") == state.get("secure_port")
+    answer = four_letter_word(int(state["port"]), ca=str(state["ca"]) if tls_only else None, timeout=2.0)
     if "Mode:" not in answer:
         return None
     state["mode"] = next(line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:"))

@@ -50,8 +50,9 @@ def load_or_create_auth(path: Path) -> ServerAuth:
 
 def secured_server(directory: str | Path, *, port: int | None = None, secure_port: int | None = None,
                    plaintext: bool = False, **kwargs: Any) -> EmbeddedZooKeeper:
-    """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials, and
-    serves TLS unless ``plaintext``; its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
+    """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials and
+    serves TLS only, on ``secure_port`` (its ``port`` is then that one too), unless ``plaintext``: then
+    plaintext only, on ``port``. Its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
 
     :param kwargs: passed on to :class:`EmbeddedZooKeeper` (``die_with_parent``, ``heap_mb``...); no
         per-address connection limit unless ``max_client_connections`` says (see
@@ -64,8 +65,13 @@ def secured_server(directory: str | Path, *, port: int | None = None, secure_por
     if not plaintext:
         certificates = ensure_certificates(folder / TLS_FOLDER)
         tls = ServerTls(certificates.server_keystore, certificates.ca)
-    return EmbeddedZooKeeper(directory=folder, port=port, secure_port=secure_port if tls else None, auth=auth,
-                             tls=tls, **kwargs)
+    # With TLS it opens no plaintext port at all (``port`` is then unused): nothing to send a password to
+    # in clear, and nothing for a session that skips TLS to talk to.
+    if tls is not None and secure_port is None:
+        secure_port = port  # the one port named: serve it
+    return EmbeddedZooKeeper(directory=folder, port=port if plaintext else None,
+                             secure_port=secure_port if tls else None, auth=auth, tls=tls,
+                             plaintext_port=plaintext, **kwargs)
 
 
 def airflow_connection(settings: ZooKeeperSettings) -> dict[str, Any]:

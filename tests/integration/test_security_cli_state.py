@@ -111,6 +111,54 @@ def test_the_cli_and_the_demo_keep_credentials_and_ca_in_the_same_files(tmp_path
         assert _cli(base, "zookeeper", "stop").returncode == 0
 
 
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (from /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def test_tls_by_default_opens_no_plaintext_port(tmp_path):
+    """By default the server listens on its TLS port alone: nothing takes a session (or a password)
+    without TLS. ``--plaintext`` (explicit) serves plaintext alone."""
+    from airflow_epochs.servers.embedded_zookeeper import four_letter_word
+
+    base = tmp_path / "state"
+    started = _cli(base, "zookeeper", "start")
+    assert started.returncode == 0 and "over TLS" in started.stdout, started
+    try:
+        state = read_state(base)
+        assert state is not None and state["port"] == state["secure_port"]
+        assert _listening_ports(state["pid"]) == {state["secure_port"]}
+        assert four_letter_word(state["port"]) == ""  # plaintext on the TLS port: no answer
+        assert "Mode: standalone" in four_letter_word(state["port"], ca=state["ca"], timeout=5)
+        status = _cli(base, "zookeeper", "status")
+        assert status.returncode == 0 and "mode standalone" in status.stdout, status
+    finally:
+        assert _cli(base, "zookeeper", "stop").returncode == 0
+    plain = tmp_path / "plain"
+    started = _cli(plain, "zookeeper", "start", "--plaintext")
+    assert started.returncode == 0 and "over PLAINTEXT" in started.stdout, started
+    try:
+        state = read_state(plain)
+        assert state is not None and state.get("secure_port") is None and state["ca"] is None
+        assert _listening_ports(state["pid"]) == {state["port"]}
+    finally:
+        assert _cli(plain, "zookeeper", "stop").returncode == 0
+
+
 def test_a_state_folder_of_an_earlier_version_keeps_working(tmp_path):
     """A folder laid out as earlier versions did (credentials in ``zookeeper.json``, the CA in
     ``zookeeper-tls/``), with data locked by those credentials: the next start moves them to the shared

@@ -206,5 +206,5 @@ def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_pat
             assert stopped.returncode == 0 and "REPLY true" in stopped.stdout, stopped
             assert open_server.serving()  # pid and port live on...
             healthy, why = open_server.healthy(timeout=240)
-            assert not healthy, why
-            assert not why.startswith("no answer"), why  # a query that failed, not a slow one  # ...but the server is broken, and the probe says so
+            assert not healthy, why  # ...but the server is broken, and the probe says so:
+            assert not why.startswith("no answer"), why  # a query that failed, not a slow one

@@ -83,7 +83,8 @@ def test_another_local_user_can_create_read_or_list_nothing(state, intruder):
         frontier = "/airflow-epochs/sales/frontier"
         flood = [f"create:/flood-{i}:{MEGABYTE}" for i in range(3)]
         reads = [f"get:{frontier}", "children:/", "children:/airflow-epochs"]
-        for port, mode in ((recorded["port"], "plain"), (recorded["secure_port"], "tls")):
+        assert recorded["port"] == recorded["secure_port"]  # TLS by default: no plaintext port to attack
+        for port, mode in ((recorded["secure_port"], "tls"),):
             # No credentials: the first request closes the session (enforced authentication).
             anonymous = _attack(intruder, int(port), mode, "-", *flood[:1], *reads[:1])
             assert anonymous["create:/flood-0"] in (SESSION_NEEDS_AUTH, "closed"), anonymous
