@@ -4,15 +4,21 @@ differs (how to start it, find it, probe it, describe it) is a :class:`ManagedSe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_epochs.cli.state import state_dir, stop_recorded
+from airflow_epochs.cli.state import CliError, state_dir, stop_recorded
+from airflow_epochs.servers.private_files import StateLocked, exclusive_lock, private_dir
 
 ACTIONS = ("start", "stop", "status")
+# How long a start or stop waits for another one on the same state folder (a JVM start can take minutes
+# on a loaded machine) before giving up with one line.
+LOCK_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,21 @@ class ManagedServer:
     def stop(self, base: Path) -> bool:
         return stop_recorded(base, self.name, group=self.stop_group, keep=self.keep_on_stop)
 
+    def lock_file(self, base: Path) -> Path:
+        return base / f"{self.name}.lock"
+
+    @contextlib.contextmanager
+    def exclusive(self, base: Path, action: str, *, timeout: float = LOCK_WAIT) -> Iterator[None]:
+        """Hold this server's lock in the state folder for a whole start or stop: two starts at once
+        would otherwise both find nothing running and start two servers on one data folder. The second
+        waits for the first (then finds its server running) or gives up after ``timeout`` (a CliError)."""
+        try:
+            with exclusive_lock(self.lock_file(private_dir(base)), timeout=timeout,
+                                holder=f"a {self.label} {action}"):
+                yield
+        except StateLocked as exc:
+            raise CliError(str(exc)) from None
+
 
 def run_server_command(server: ManagedServer, args: argparse.Namespace) -> int:
     """``airflow-epochs NAME start|status|stop``: 0 on success, 1 when ``status`` finds it down or
@@ -50,7 +71,8 @@ def run_server_command(server: ManagedServer, args: argparse.Namespace) -> int:
     base = state_dir(args.state_dir)
     if args.action == "start":
         try:
-            state = server.start(base, args)
+            with server.exclusive(base, "start"):
+                state = server.start(base, args)
         except server.start_errors() as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -65,7 +87,12 @@ def run_server_command(server: ManagedServer, args: argparse.Namespace) -> int:
         healthy, line = server.probe(base, args, running)
         print(line)
         return 0 if healthy else 1
-    print(f"{server.label} stopped" if server.stop(base) else f"{server.label} was not running")
+    if not os.path.lexists(base):  # nothing was ever started here: no folder to create for the lock
+        stopped = False
+    else:
+        with server.exclusive(base, "stop"):
+            stopped = server.stop(base)
+    print(f"{server.label} stopped" if stopped else f"{server.label} was not running")
     return 0
 
 

@@ -1,10 +1,11 @@
 """``airflow-epochs zookeeper start|status|stop``: the detached embedded ZooKeeper, data in the state folder.
 
 Usable only by our clients: every session must authenticate with the digest credentials generated at
-the first start (kept in the 0600 state file, across stops), ``/`` carries only that identity's ACL,
-and clients connect over TLS, checking the server's certificate against the CA kept in the state
-folder, so the password never leaves this process before the server has proven it is ours (a process
-squatting the port while the server is down gets nothing). ``--plaintext`` serves without TLS.
+the first start (kept across stops in the 0600 file ``zookeeper/credentials.json``), ``/`` carries only
+that identity's ACL, and clients connect over TLS, checking the server's certificate against the CA
+kept in ``zookeeper/tls/`` (the demo's server keeps the same files), so the password never leaves this
+process before the server has proven it is ours (a process squatting the port while the server is down
+gets nothing). ``--plaintext`` serves without TLS.
 """
 
 from __future__ import annotations
@@ -12,21 +13,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.servers import ManagedServer, verb
 from airflow_epochs.cli.state import CliError, alive, read_state, state_dir, state_file
-from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperError, four_letter_word
-from airflow_epochs.servers.private_files import UnsafeState, private_dir, write_private
+from airflow_epochs.servers.embedded_zookeeper import ZooKeeperError, four_letter_word
+from airflow_epochs.servers.private_files import UnsafeState, check_private_dir, private_dir, write_private
+from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, read_auth, secured_server
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings, split_host
-from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
+from airflow_epochs.servers.zookeeper_security import ServerAuth
 
 NAME = "zookeeper"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-TLS_FOLDER = "zookeeper-tls"
-# What a stop keeps: the next start serves where connections point, to the same credentials.
-KEPT_ON_STOP = ("port", "secure_port", "credentials")
+LEGACY_TLS_FOLDER = "zookeeper-tls"  # where versions before the shared layout kept the CA
+# What a stop keeps: the next start serves where connections point (the credentials stay in their file).
+KEPT_ON_STOP = ("port", "secure_port")
 
 
 def running_server(base: Path) -> dict[str, Any] | None:
@@ -34,7 +37,9 @@ def running_server(base: Path) -> dict[str, Any] | None:
     state = read_state(base)
     if not state or not alive(state):
         return None
-    answer = four_letter_word(int(state["port"]))
+    # A TLS server has no plaintext port (its port is its TLS port); one an earlier version started has.
+    tls_only = state.get("ca") and state.get("port") == state.get("secure_port")
+    answer = four_letter_word(int(state["port"]), ca=str(state["ca"]) if tls_only else None, timeout=2.0)
     if "Mode:" not in answer:
         return None
     state["mode"] = next(line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:"))
@@ -42,8 +47,9 @@ def running_server(base: Path) -> dict[str, Any] | None:
 
 
 def start_server(base: Path, port: int | None = None, *, plaintext: bool = False) -> dict[str, Any]:
-    """Start (or find) the detached embedded server; returns its state (with its credentials: keep it
-    to this process).
+    """Start (or find) the detached embedded server, through the same
+    :func:`~airflow_epochs.servers.secured_zookeeper.secured_server` as the demo (credentials and CA in
+    the server's folder); returns its state, which names where the credentials are (never the password).
 
     :param plaintext: serve without TLS (clients then send the password in clear on loopback).
     """
@@ -51,17 +57,16 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
     if current:
         return {**current, "already_running": True}
     previous = read_state(base) or {}
-    auth = recorded_auth(base, previous) or ServerAuth.generate()
-    tls, ca = None, None
-    if not plaintext:
-        certificates = ensure_certificates(private_dir(base) / TLS_FOLDER)
-        tls, ca = ServerTls(certificates.server_keystore, certificates.ca), str(certificates.ca)
-    server = EmbeddedZooKeeper(directory=private_dir(base) / NAME, port=port or previous.get("port"),
-                               secure_port=previous.get("secure_port") if tls else None, auth=auth, tls=tls,
-                               max_client_connections=MAX_CLIENT_CONNECTIONS)
-    # The credentials are on disk before the server locks its root with them: never a lost password.
-    kept = {"port": server.port, "secure_port": server.secure_port, "credentials": auth.to_json()}
-    write_private(state_file(private_dir(base)), json.dumps({k: v for k, v in kept.items() if v is not None}))
+    folder = private_dir(base) / NAME
+    migrate_legacy_files(base, previous)
+    try:
+        server = secured_server(folder, port=port or previous.get("port"),
+                                secure_port=previous.get("secure_port"), plaintext=plaintext)
+    except ValueError as exc:  # corrupt credentials: one line naming the file
+        raise CliError(str(exc)) from None
+    # The ports are recorded before the server starts: a start that fails still keeps them.
+    kept = {"port": server.port, "secure_port": server.secure_port}
+    write_private(state_file(base), json.dumps({k: v for k, v in kept.items() if v is not None}))
     try:
         server.start()
     except PermissionError as exc:  # the data belongs to credentials this state folder no longer has
@@ -71,20 +76,50 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
         server.stop()
         raise
     identity = server.identity(0)
+    ca = str(Path(server.tls.truststore).absolute()) if server.tls else None
     state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": ca,
              "directory": str(server.directory), "identity": identity.to_json() if identity else None}
     write_private(state_file(base), json.dumps(state))
     return {**state, "mode": "standalone", "already_running": False}
 
 
-def recorded_auth(base: Path, state: dict[str, Any]) -> ServerAuth | None:
-    """The credentials a state records (None if it records none); a one-line error if they are corrupt."""
-    if "credentials" not in state:
-        return None
+def credentials_file(base: Path) -> Path:
+    """Where the embedded server's digest credentials are: a 0600 file in its folder (as in the demo's)."""
+    return base / NAME / CREDENTIALS_FILE
+
+
+def migrate_legacy_files(base: Path, state: dict[str, Any]) -> None:
+    """Move what earlier versions of the CLI kept elsewhere to the files :func:`secured_server` uses, once:
+    the credentials from the state file to ``zookeeper/credentials.json``, the CA and keys from
+    ``zookeeper-tls/`` to ``zookeeper/tls/``. The server's data was locked with those credentials and
+    clients trust that CA: new ones would lock us out of our own data."""
+    folder = private_dir(base) / NAME
+    if "credentials" in state:
+        try:
+            legacy = ServerAuth.from_json(state["credentials"])
+        except ValueError as exc:
+            raise CliError(f"{state_file(base)} is corrupt ({exc}): remove it, and the server's data with it") \
+                from None
+        if read_auth(folder / CREDENTIALS_FILE) is None:
+            write_private(folder / CREDENTIALS_FILE, json.dumps(legacy.to_json()))
+        write_private(state_file(base), json.dumps({k: v for k, v in state.items() if k != "credentials"}))
+    legacy_tls = base / LEGACY_TLS_FOLDER
+    if os.path.lexists(legacy_tls) and not os.path.lexists(folder / TLS_FOLDER):
+        check_private_dir(legacy_tls)  # ours, not a link: never adopt keys someone else planted
+        os.rename(legacy_tls, folder / TLS_FOLDER)
+
+
+def recorded_auth(base: Path, state: dict[str, Any] | None = None) -> ServerAuth | None:
+    """The embedded server's credentials (None if it has none yet); a one-line error if they are corrupt.
+    A server an earlier version started (still running, its credentials still in ``state``) keeps
+    working: its files move at its next start."""
     try:
-        return ServerAuth.from_json(state["credentials"])
+        auth = read_auth(credentials_file(base))
+        if auth is None and state and "credentials" in state:
+            auth = ServerAuth.from_json(state["credentials"])
     except ValueError as exc:
-        raise CliError(f"{state_file(base)} is corrupt ({exc}): remove it, and the server's data with it") from None
+        raise CliError(f"{exc} ({state_file(base)})") from None
+    return auth
 
 
 def client_settings(base: Path, state: dict[str, Any], *, connection_timeout: float = 15.0) -> ZooKeeperSettings:
@@ -142,8 +177,13 @@ def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tup
 def _started(state: dict[str, Any]) -> list[str]:
     security = f"TLS (CA {state['ca']})" if state.get("ca") else "PLAINTEXT"
     return [f"ZooKeeper {verb(state)} at {state['hosts']} (pid {state['pid']}, data in {state['directory']})",
-            f"clients authenticate as digest user {state['credentials']['user']!r} over {security}; the password "
-            f"is in the 0600 file {state_file(Path(state['directory']).parent)}"]
+            f"clients authenticate as digest user {_user(state)!r} over {security}; the password is in the 0600 "
+            f"file {Path(state['directory']) / CREDENTIALS_FILE}"]
+
+
+def _user(state: dict[str, Any]) -> str:
+    auth = read_auth(Path(state["directory"]) / CREDENTIALS_FILE)
+    return auth.user if auth else "?"
 
 
 def _start_errors() -> tuple[type[Exception], ...]:

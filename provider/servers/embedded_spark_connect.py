@@ -13,10 +13,13 @@ the host must be literally ``localhost`` for pyspark to send a token over plain 
 any other host a token switches the client to TLS, which this server does not serve).
 
 The gRPC port is not the only one the server opens: its driver also listens for Spark's internal RPC
-and block transfers. Those are authenticated too, with Spark's own ``spark.authenticate`` machinery
-and a per-server secret generated here, kept in a 0600 properties file in the server's folder and
-passed with ``--properties-file`` (never on the command line); every port binds to loopback. Without
-that, any local user could send the driver a ``StopBlockManagerMaster`` and stop its SparkContext.
+and block transfers. Those are authenticated too (a SASL handshake before any message), with Spark's
+own ``spark.authenticate`` machinery; every port binds to loopback. With a local master Spark itself
+generates the secret when the driver starts and keeps it in the driver's memory (it ignores a
+configured one); other masters need a configured secret, so one is generated here for each start,
+kept in a 0600 properties file in the server's folder and passed with ``--properties-file`` (never on
+the command line). Without that, any local user could send the driver a ``StopBlockManagerMaster``
+and break its SparkContext (``test_a_forged_stop_block_manager_master_from_another_user_is_refused``).
 :meth:`SparkConnectServer.healthy` then asks the server for a real query, because a live pid and a
 listening port do not mean the SparkContext still works.
 """
@@ -278,5 +281,7 @@ def probe(url: str, *, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
         return False, f"no answer to a query within {timeout:g} s"
     if done.returncode == 0 and done.stdout.strip().endswith("3"):
         return True, "answered"
-    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    return False, (lines[-1][:300] if lines else f"the query failed (exit {done.returncode})")
+    lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip()]
+    # The error line, not the last frame of a JVM stack trace the client may print after it.
+    errors = [line for line in lines if not line.startswith(("at ", "... ", "JVM stacktrace"))]
+    return False, ((errors or lines)[-1][:300] if lines else f"the query failed (exit {done.returncode})")

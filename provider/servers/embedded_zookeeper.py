@@ -100,6 +100,7 @@ class _Member:
     directory: Path
     secure_port: int | None = None
     address: str = "127.0.0.1"
+    tls_only_ca: Path | None = None  # serves no plaintext port: speak TLS to it, checked against this CA
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -112,7 +113,8 @@ class _Member:
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` while serving; None otherwise."""
-        answer = four_letter_word(self.client_port, host=self.address)
+        answer = four_letter_word(self.client_port, host=self.address, ca=self.tls_only_ca,
+                                  timeout=1.0 if self.tls_only_ca is None else 2.0)
         for line in answer.splitlines():
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
@@ -141,6 +143,8 @@ class ZooKeeperEnsemble:
     :param address: the loopback address to bind (``127.0.0.1`` or ``::1``).
     :param die_with_parent: the members stop when this process exits, even by ``kill -9`` (Linux;
         start them from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
+    :param plaintext_port: also serve the plaintext ``clientPort``; with ``False`` (``tls`` needed) only
+        the TLS port is opened, and :attr:`hosts` and the client ports name it.
     """
 
     def __init__(
@@ -159,11 +163,14 @@ class ZooKeeperEnsemble:
         auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
+        plaintext_port: bool = True,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
         if client_ports is not None and len(client_ports) != size:
             raise ValueError(f"{len(client_ports)} client ports given for {size} members")
+        if not plaintext_port and tls is None:
+            raise ValueError("a server without a plaintext port needs tls")
         if secure_ports is not None and (tls is None or len(secure_ports) != size):
             raise ValueError(f"{len(secure_ports)} secure ports given for {size} members"
                              + ("" if tls else " of a server without tls"))
@@ -180,18 +187,16 @@ class ZooKeeperEnsemble:
         self._own_dir = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="airflow-epochs-zk-"))
         private_dir(self.directory)
-        self.members = [
-            _Member(
-                myid=i + 1,
-                client_port=client_ports[i] if client_ports else free_port(),
-                peer_port=free_port(),
-                election_port=free_port(),
-                directory=self.directory / f"member-{i + 1}",
-                secure_port=(secure_ports[i] if secure_ports else free_port()) if tls else None,
-                address=address,
-            )
-            for i in range(size)
-        ]
+        self.plaintext_port = plaintext_port
+        self.members = []
+        for i in range(size):
+            secure_port = (secure_ports[i] if secure_ports else free_port()) if tls else None
+            # Without a plaintext port the TLS port is the one clients use: client_port names it.
+            client_port = (client_ports[i] if client_ports else free_port()) if plaintext_port else secure_port
+            self.members.append(_Member(
+                myid=i + 1, client_port=client_port or 0, peer_port=free_port(), election_port=free_port(),
+                directory=self.directory / f"member-{i + 1}", secure_port=secure_port, address=address,
+                tls_only_ca=None if plaintext_port or tls is None else Path(tls.truststore).resolve()))
 
     # -- addresses ---------------------------------------------------------------------------
 
@@ -319,8 +324,8 @@ class ZooKeeperEnsemble:
             "initLimit=20",
             "syncLimit=10",
             f"dataDir={data_dir}",
-            f"clientPort={member.client_port}",
-            f"clientPortAddress={member.address}",
+            *([f"clientPort={member.client_port}", f"clientPortAddress={member.address}"]
+              if self.plaintext_port else []),
             "admin.enableServer=false",
             f"4lw.commands.whitelist={','.join(FOUR_LETTER_WORDS)}",
             f"maxSessionTimeout={120 * self.tick_time_ms}",
@@ -408,6 +413,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         auth: ServerAuth | None = None,
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
+        plaintext_port: bool = True,
     ) -> None:
         super().__init__(
             1,
@@ -423,6 +429,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             auth=auth,
             address=address,
             die_with_parent=die_with_parent,
+            plaintext_port=plaintext_port,
         )
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import pwd
 import secrets
@@ -23,8 +24,10 @@ from pathlib import Path
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
+    "StateLocked",
     "UnsafeState",
     "check_private_dir",
+    "exclusive_lock",
     "open_private_log",
     "private_dir",
     "read_private",
@@ -43,6 +46,10 @@ _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 class UnsafeState(RuntimeError):
     """A state folder or file that another user owns, may write, or that is a symbolic link."""
+
+
+class StateLocked(RuntimeError):
+    """Another process held a state lock for longer than we were willing to wait."""
 
 
 def _owner(uid: int) -> str:
@@ -217,3 +224,38 @@ def tighten(root: str | Path) -> None:
                     os.fchmod(fd, FILE_MODE)
             finally:
                 os.close(fd)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | Path, *, timeout: float, holder: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (a 0600 lock file of ours in a private folder, created
+    ``O_NOFOLLOW``; a link or another user's file is :class:`UnsafeState`) for the ``with`` block.
+
+    The lock goes with the descriptor: a holder that dies releases it. Waits up to ``timeout`` seconds
+    for another holder, then raises :class:`StateLocked` naming ``holder`` (what the lock guards).
+    """
+    import time
+
+    target = Path(path)
+    with _open_dir(target.parent.absolute()) as folder:
+        try:
+            fd = os.open(target.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, FILE_MODE, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _refuse(target, os.lstat(target), "is a symbolic link") from None
+            raise
+    try:
+        _check(target, os.fstat(fd), folder=False, secret=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StateLocked(f"{target} is locked: another process has been busy with {holder} for "
+                                      f"over {timeout:g} s; try again when it is done") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -2,8 +2,8 @@
 credentials generated at its first start (``credentials.json``, 0600), enforced authentication, ``/``
 ours alone, and TLS with a CA generated into ``tls/`` (plaintext only when asked for).
 
-The demo starts its server this way; ``airflow-epochs zookeeper start`` does the same with the
-credentials in its state file.
+The demo and ``airflow-epochs zookeeper start`` both start their server this way, with the same files:
+``<folder>/credentials.json`` and ``<folder>/tls/``.
 """
 
 from __future__ import annotations
@@ -17,30 +17,42 @@ from airflow_epochs.servers.private_files import private_dir, read_private, writ
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
-__all__ = ["CREDENTIALS_FILE", "airflow_connection", "load_or_create_auth", "secured_server"]
+__all__ = ["CREDENTIALS_FILE", "TLS_FOLDER", "airflow_connection", "load_or_create_auth", "read_auth",
+           "secured_server"]
 
 CREDENTIALS_FILE = "credentials.json"
 TLS_FOLDER = "tls"
 
 
-def load_or_create_auth(path: Path) -> ServerAuth:
-    """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""
+def read_auth(path: Path) -> ServerAuth | None:
+    """The credentials in ``path`` (a 0600 file of ours: :class:`UnsafeState` if not), None if there is
+    none; a one-line :class:`ValueError` naming the file if it is corrupt."""
+    from airflow_epochs.coordination.payloads import loads_bounded
+
     try:
         text = read_private(path, secret=True)
     except FileNotFoundError:
-        auth = ServerAuth.generate()
-        write_private(path, json.dumps(auth.to_json()))
-        return auth
+        return None
     try:
-        return ServerAuth.from_json(json.loads(text))
+        return ServerAuth.from_json(loads_bounded(text))
     except ValueError as exc:
         raise ValueError(f"{path} is corrupt ({exc}): remove it, and the server's data with it") from None
 
 
+def load_or_create_auth(path: Path) -> ServerAuth:
+    """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""
+    auth = read_auth(path)
+    if auth is None:
+        auth = ServerAuth.generate()
+        write_private(path, json.dumps(auth.to_json()))
+    return auth
+
+
 def secured_server(directory: str | Path, *, port: int | None = None, secure_port: int | None = None,
                    plaintext: bool = False, **kwargs: Any) -> EmbeddedZooKeeper:
-    """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials, and
-    serves TLS unless ``plaintext``; its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
+    """An :class:`EmbeddedZooKeeper` (not started) in ``directory`` that requires our credentials and
+    serves TLS only, on ``secure_port`` (its ``port`` is then that one too), unless ``plaintext``: then
+    plaintext only, on ``port``. Its :meth:`~EmbeddedZooKeeper.client_settings` connect to it.
 
     :param kwargs: passed on to :class:`EmbeddedZooKeeper` (``die_with_parent``, ``heap_mb``...); no
         per-address connection limit unless ``max_client_connections`` says (see
@@ -53,8 +65,13 @@ def secured_server(directory: str | Path, *, port: int | None = None, secure_por
     if not plaintext:
         certificates = ensure_certificates(folder / TLS_FOLDER)
         tls = ServerTls(certificates.server_keystore, certificates.ca)
-    return EmbeddedZooKeeper(directory=folder, port=port, secure_port=secure_port if tls else None, auth=auth,
-                             tls=tls, **kwargs)
+    # With TLS it opens no plaintext port at all (``port`` is then unused): nothing to send a password to
+    # in clear, and nothing for a session that skips TLS to talk to.
+    if tls is not None and secure_port is None:
+        secure_port = port  # the one port named: serve it
+    return EmbeddedZooKeeper(directory=folder, port=port if plaintext else None,
+                             secure_port=secure_port if tls else None, auth=auth, tls=tls,
+                             plaintext_port=plaintext, **kwargs)
 
 
 def airflow_connection(settings: ZooKeeperSettings) -> dict[str, Any]:

@@ -38,6 +38,30 @@ class TlsHandshakeFailed(InvalidConnection):
     the server does not speak TLS on that port: a configuration error, not an outage."""
 
 
+def _reason(exc: OSError) -> str:
+    return str(getattr(exc, "reason", None) or exc.strerror or exc)
+
+
+def closes_new_connections(host: str, port: int, *, timeout: float = 5.0) -> bool:
+    """Whether the server at ``host:port`` closes a new connection that has sent nothing yet, as ZooKeeper
+    does at its per-address connection limit (a server that merely does not speak TLS keeps a silent
+    connection open, waiting for a request)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(min(timeout, 2.0))
+            return sock.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except OSError:  # timed out waiting: the connection stays open
+        return False
+
+
+class ConnectionsRefused(TlsHandshakeFailed):
+    """The server closed our connections before the TLS handshake, as it does to every new connection
+    from an address that already holds its per-address limit (``maxClientCnxns``): most likely other
+    connections from this address (another local user's idle sockets, a leaking client) use them up."""
+
+
 class ZooKeeperUnreachable(CoordinationUnavailable):
     """No ZooKeeper server of the connection answered within the connection timeout."""
 
@@ -188,6 +212,7 @@ class ZooKeeperSettings:
         handshake failed (a server that cannot be reached at all is left to the client's retries)."""
         context = self.ssl_context()
         failures: list[str] = []
+        closed: list[str] = []
         for entry in self.hosts:
             name, port = split_host(entry)
             try:
@@ -196,10 +221,24 @@ class ZooKeeperSettings:
                     return
             except ssl.SSLCertVerificationError as exc:
                 failures.append(f"{entry}: certificate refused: {exc.verify_message}")
+            except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError) as exc:
+                if closes_new_connections(name, port, timeout=timeout):
+                    closed.append(entry)
+                else:
+                    failures.append(f"{entry}: {_reason(exc)} (does the server serve TLS on this port?)")
             except ssl.SSLError as exc:
-                failures.append(f"{entry}: {exc.reason or exc} (does the server serve TLS on this port?)")
+                failures.append(f"{entry}: {_reason(exc)} (does the server serve TLS on this port?)")
             except OSError:
                 continue
+        if closed and not failures:
+            raise ConnectionsRefused(
+                f"{', '.join(closed)} closed the connection before the TLS handshake, as ZooKeeper does to every "
+                "new connection from an address at its per-address connection limit (maxClientCnxns): most "
+                "likely other connections from this address use them all up (another local user's idle "
+                "sockets, or clients that are never closed); raise or lift the server's maxClientCnxns, or "
+                "find who holds the connections (ss -tn)")
+        failures += [f"{entry}: closed the connection before the TLS handshake (per-address connection limit "
+                     "maxClientCnxns reached?)" for entry in closed]
         if failures:
             raise TlsHandshakeFailed(
                 "TLS handshake refused (" + "; ".join(failures) + "): check the connection's ca, and that the "

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import ssl
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -145,10 +146,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
-    """Send a four-letter admin word to a server and return its answer ("" if it does not answer)."""
+def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0,
+                     ca: str | Path | None = None) -> str:
+    """Send a four-letter admin word to a server and return its answer ("" if it does not answer).
+
+    :param ca: the port serves TLS only: speak TLS, checking the server's certificate against this CA.
+    """
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            sock = raw
+            if ca is not None:
+                context = ssl.create_default_context(cafile=str(ca))
+                sock = context.wrap_socket(raw, server_hostname=host)
             sock.sendall(word.encode())
             chunks = []
             while True:

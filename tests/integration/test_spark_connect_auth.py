@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 from airflow_epochs.spark.connect import client_url, connect_mode
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -114,13 +115,98 @@ def test_every_port_of_the_server_is_authenticated_and_on_loopback(spark_connect
 
 def test_status_reports_a_server_that_does_not_answer_as_unhealthy(spark_connect_server, spark_connect_state):
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state),
-           "spark-connect", "status", "--probe-timeout", "20"]
-    healthy = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+           "spark-connect", "status", "--probe-timeout"]
+    # A live server gets all the time a busy host needs (a probe client took over 20 s under load); a
+    # frozen one never answers, so a short wait proves as much.
+    healthy = subprocess.run([*cli, "240"], capture_output=True, text=True, timeout=300)
     assert healthy.returncode == 0 and "answered a query" in healthy.stdout, healthy
     pid = json.loads((spark_connect_state / "spark-connect.json").read_text())["pid"]
     os.kill(pid, signal.SIGSTOP)  # the pid lives and the port still accepts connections, but nothing answers
     try:
-        frozen = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+        frozen = subprocess.run([*cli, "20"], capture_output=True, text=True, timeout=120)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert frozen.returncode == 1 and "UNHEALTHY" in frozen.stdout and "no answer" in frozen.stdout, frozen
+
+
+ATTACK_SOURCE = Path(__file__).parent.parent / "helpers" / "ForgedStopBlockManagerMaster.java"
+
+
+def _compile_attack(folder: Path) -> str:
+    """Compile the attacker (a client of Spark's own RPC) into ``folder``; its class path, readable by all."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    subprocess.run(["javac", "-cp", f"{jars}/*", "-d", str(folder), str(ATTACK_SOURCE)], check=True,
+                   capture_output=True, timeout=300)
+    for path in [folder, *folder.iterdir()]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return f"{folder}:{jars}/*"
+
+
+def _driver_port(log: Path) -> int:
+    import re
+
+    found = re.findall(r"Successfully started service 'sparkDriver' on port (\d+)", log.read_text(errors="replace"))
+    assert found, "the driver's RPC port is not in the server's log"
+    return int(found[-1])
+
+
+class _WithoutRpcAuthentication(SparkConnectServer):
+    """The control: the same server with Spark's internal RPC authentication turned off, as before."""
+
+    def argv(self) -> list[str]:
+        return ["spark.authenticate=false" if arg == "spark.authenticate=true" else arg for arg in super().argv()]
+
+
+def _attack(intruder, classpath: str, driver: int) -> subprocess.CompletedProcess[str]:
+    return intruder.run(["java", "-cp", classpath, "ForgedStopBlockManagerMaster", str(driver)], check=False,
+                        timeout=180, cwd="/")
+
+
+@pytest.mark.timeout(1500)
+def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_path):
+    """The attack of issue 27: another local user sends the driver's internal RPC port a
+    ``StopBlockManagerMaster`` (through Spark's own RPC client, in its own JVM, without the secret). The
+    driver refuses it (the SASL handshake fails, the message is never delivered), the server still
+    answers queries and ``status`` says so. The control: the very same attack on the same server
+    without RPC authentication gets the reply ``true``, and the health probe ``status`` uses then
+    finds the server broken though its pid and port live."""
+    import shutil
+
+    from intruder import second_user, shared_folder
+
+    if shutil.which("javac") is None:
+        pytest.skip("javac is needed to build the attacker (a client of Spark's RPC)")
+    state = tmp_path / "state"
+    cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(state), "spark-connect"]
+    status = [*cli, "status", "--probe-timeout", "240"]  # the first query warms the server: slow on a busy host
+    with second_user() as intruder, shared_folder() as shared:
+        classpath = _compile_attack(shared / "attack")
+        started = subprocess.run([*cli, "start"], capture_output=True, text=True, timeout=300)
+        assert started.returncode == 0, started.stderr
+        try:
+            pid = json.loads((state / "spark-connect.json").read_text())["pid"]
+            group = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(p) == pid]
+            driver = _driver_port(state / "spark-connect" / "spark-connect.log")
+            assert driver in {port for _, port in _listening_addresses(group)}
+            before = subprocess.run(status, capture_output=True, text=True, timeout=300)
+            assert before.returncode == 0 and "answered a query" in before.stdout, before
+
+            forged = _attack(intruder, classpath, driver)
+            assert forged.returncode == 3 and "REFUSED" in forged.stdout, forged  # never "REPLY true"
+            # Refused by the driver's SASL handshake (not lost, not timed out): the message was never delivered.
+            assert "Expected SaslMessage, received something else" in forged.stdout, forged.stdout
+            after = subprocess.run(status, capture_output=True, text=True, timeout=300)
+            assert after.returncode == 0 and "answered a query" in after.stdout, (after, forged.stdout)
+        finally:
+            subprocess.run([*cli, "stop"], capture_output=True, timeout=120)
+
+        with _WithoutRpcAuthentication(tmp_path / "open") as open_server:
+            assert open_server.healthy(timeout=240) == (True, "answered")
+            stopped = _attack(intruder, classpath, _driver_port(open_server.log_file))
+            assert stopped.returncode == 0 and "REPLY true" in stopped.stdout, stopped
+            assert open_server.serving()  # pid and port live on...
+            healthy, why = open_server.healthy(timeout=240)
+            assert not healthy, why  # ...but the server is broken, and the probe says so:
+            assert not why.startswith("no answer"), why  # a query that failed, not a slow one

@@ -18,7 +18,7 @@ from kazoo.exceptions import NoAuthError
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.dev_certificates import generate_dev_certificates
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperEnsemble
-from airflow_epochs.servers.zk_settings import TlsHandshakeFailed, ZooKeeperSettings
+from airflow_epochs.servers.zk_settings import ConnectionsRefused, TlsHandshakeFailed, ZooKeeperSettings
 
 pytestmark = pytest.mark.integration
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
@@ -81,6 +81,31 @@ def test_a_wrong_ca_is_a_clear_error_within_the_connect_timeout(tls_server, tmp_
     assert time.monotonic() - started < 5  # the connect timeout is 10 s; kazoo alone says only "time-out"
     with pytest.raises(TlsHandshakeFailed, match="does the server serve TLS on this port"):
         _settings(f"localhost:{tls_server.port}", ca=str(other.ca)).start_client()
+
+
+def test_a_used_up_per_address_limit_is_named_not_blamed_on_tls(certs, tmp_path):
+    """At its per-address limit the server closes each new connection before the TLS handshake: the
+    error names that limit (maxClientCnxns), not a certificate or a port without TLS."""
+    import socket
+
+    server = EmbeddedZooKeeper(directory=tmp_path / "zk", tls=ServerTls(certs.server_keystore, certs.ca),
+                               max_client_connections=3)
+    with server:
+        settings = _settings(f"localhost:{server.secure_port}", ca=str(certs.ca))
+        # ZooKeeper counts a TLS connection once its handshake is done: these hold every slot.
+        context = settings.ssl_context()
+        idle = [context.wrap_socket(socket.create_connection(("127.0.0.1", server.secure_port), timeout=10),
+                                    server_hostname="localhost") for _ in range(3)]
+        try:
+            with pytest.raises(ConnectionsRefused, match=r"closed the connection before the TLS handshake.*"
+                                                         r"per-address connection limit \(maxClientCnxns\)"):
+                settings.start_client()
+        finally:
+            for sock in idle:
+                sock.close()
+        client = settings.start_client()  # the limit freed: the same settings connect
+        client.stop()
+        client.close()
 
 
 def test_digest_auth_and_acls_over_tls(tls_server, certs):
