@@ -40,13 +40,17 @@ def _reads(ledger: EpochLedger, epoch: int) -> tuple[object, ...]:
             ledger.vote_of(epoch, "events", "ingest"), ledger.vote_of(epoch, "totals", "sum", attempt=1))
 
 
-def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path):
-    """30 epochs with retain_epochs=3: every epoch's reads (epoch, seals with votes and manifests,
-    seal records, votes, a superseded attempt's vote) and the whole history are the same after
-    compaction moved them to the archive as they were while ZooKeeper held them."""
+@pytest.mark.parametrize("retain", [3, None], ids=["retain_3", "default_window"])
+def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path, retain):
+    """30 epochs with retain_epochs=3, and with the default window of an archived pipeline (0: a
+    sealed epoch leaves ZooKeeper at the next compaction): every epoch's reads (epoch, seals with
+    votes and manifests, seal records, votes, a superseded attempt's vote) and the whole history are
+    the same after compaction moved them to the archive as they were while ZooKeeper held them."""
     archive = tmp_path / "storage"
     ledger = EpochLedger(zk, "past", owner="o")
-    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=3, archive=str(archive)))
+    window = {} if retain is None else {"retain_epochs": retain}
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(archive), **window))
+    kept = 3 if retain is not None else 0
     before: dict[int, tuple[object, ...]] = {}
     seen = []
     written: list[int] = []
@@ -58,8 +62,8 @@ def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path
         written.extend(report.archived)
         # archived, an epoch a snapshot pointer pins leaves ZooKeeper too: nothing is kept, nothing re-verified
         assert report.kept == () and report.verified == (), report
-    assert sorted(written) == list(range(1, 28))  # each epoch written once, the newest three not yet
-    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == {28, 29, 30}
+    assert sorted(written) == list(range(1, 31 - kept))  # each epoch written once, the kept ones not yet
+    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == set(range(31 - kept, 31))
     for epoch in range(1, 31):
         assert _reads(ledger, epoch) == before[epoch], epoch
     # the snapshot of epoch 25, which the pointer still names as the previous one, is read from the archive
@@ -75,7 +79,7 @@ def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path
     assert ledger.history(since_seq=cursor, limit=25) == [e for e in history if e.seq > cursor][:25]
     # the files: one per epoch, canonical, named by epoch
     files = sorted((archive / "past" / "_epochs").iterdir())
-    assert [f.name for f in files] == [f"epoch-{e:012d}.jsonl" for e in range(1, 28)]
+    assert [f.name for f in files] == [f"epoch-{e:012d}.jsonl" for e in range(1, 31 - kept)]
     record = decode(files[0].read_bytes(), where=str(files[0]))
     assert record.epoch == 1 and record.events and any(p.startswith("/epochs/") for p in record.znodes)
     assert all(oct(f.stat().st_mode & 0o777) == "0o640" for f in files)

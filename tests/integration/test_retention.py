@@ -175,7 +175,8 @@ def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_o
 
 def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_path):
     """Without an archive compaction forgets seals and manifests, so the default keeps 1000 epochs;
-    with one, every read of an older epoch is answered from the archive and 2 are kept."""
+    with one, every read of an older epoch is answered from the archive and none is kept: a sealed
+    epoch leaves ZooKeeper at the next compaction. 0 is refused without an archive."""
     from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
 
     assert PipelineConfig({"events": ("ingest",)}).retain_epochs == UNARCHIVED_RETAIN_EPOCHS
@@ -183,12 +184,17 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     assert archived.retain_epochs == DEFAULT_RETAIN_EPOCHS
     assert PipelineConfig.from_json(archived.to_json()) == archived
     assert PipelineConfig({"events": ("ingest",)}, retain_epochs=5, archive=str(tmp_path)).retain_epochs == 5
-    with pytest.raises(InvalidConfig, match="retain_epochs"):
+    with pytest.raises(InvalidConfig, match="retain_epochs.*without an archive.*not 0"):
         PipelineConfig({"events": ("ingest",)}, retain_epochs=0)
+    assert DEFAULT_RETAIN_EPOCHS == 0
     ledger = EpochLedger(zk, "archived", owner="o")
     ledger.create_pipeline(archived)
     for epoch in range(1, 6):
         attempt = ledger.open_epoch(epoch)
         ledger.vote(attempt, "events", "ingest", {"rows": epoch})
-    assert ledger.compact().through == 3  # frontier 5, two kept
+    report = ledger.compact()
+    assert report.through == 5 and set(report.archived) == {1, 2, 3, 4, 5}  # frontier 5, none kept
+    assert zk.get_children(ledger.paths.epochs) == []
     assert ledger.seal(1, "events").manifests["ingest"] == {"rows": 1}  # answered from the archive
+    assert ledger.seal(5, "events").manifests["ingest"] == {"rows": 5}
+    ledger.vote(ledger.open_epoch(6), "events", "ingest", {"rows": 6})  # the next opening needs no epoch 5
