@@ -18,7 +18,10 @@ With an ``archive`` location in the configuration, each epoch's full record (its
 history events pruned with it) is written to the pipeline's storage before any of it is deleted
 (:mod:`.archive`), and then deleted, pinned epochs too: the snapshots they carry are read from the
 archive then. A compaction killed between the archive write and the deletions is finished by the
-next one, which finds the file and verifies it instead of writing it again.
+next one, which finds the file and verifies it instead of writing it again. With an archive the
+default window is 0: the frontier epoch itself is compacted (the next opening needs nothing of it,
+a repeated vote of it is answered from the archive), so mid-epoch ZooKeeper holds the open epoch and
+the pipeline-level nodes only.
 """
 
 from __future__ import annotations

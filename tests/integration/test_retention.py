@@ -184,7 +184,7 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     assert archived.retain_epochs == DEFAULT_RETAIN_EPOCHS
     assert PipelineConfig.from_json(archived.to_json()) == archived
     assert PipelineConfig({"events": ("ingest",)}, retain_epochs=5, archive=str(tmp_path)).retain_epochs == 5
-    with pytest.raises(InvalidConfig, match="retain_epochs.*without an archive.*not 0"):
+    with pytest.raises(InvalidConfig, match=r"retain_epochs.*without an archive.*not 0"):
         PipelineConfig({"events": ("ingest",)}, retain_epochs=0)
     assert DEFAULT_RETAIN_EPOCHS == 0
     ledger = EpochLedger(zk, "archived", owner="o")
