@@ -6,8 +6,10 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
 - kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
   epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
   each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
-- dropped: the epochs' attempts, votes, seals and barriers, their history events, and the
-  pipeline-level requests and events older than epoch c's seal.
+- dropped: the epochs' attempts, votes, seals and barriers, their history events and the
+  pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
+  the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
+  was open is still found when repeated).
 
 Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted, so no live attempt
 can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
@@ -77,8 +79,9 @@ def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
 def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> CompactionReport:
     """Compact the sealed epochs that fell out of the configuration's ``retain_epochs``."""
 
-    def mark(call: Call) -> tuple[int, int | None]:
-        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid)."""
+    def mark(call: Call) -> tuple[int, int | None, int | None]:
+        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid,
+        request zxid: the previous compaction's history zxid)."""
         record = ctx.record(call)
         current = frontier(call, ctx)
         version = ctx.config_for(call, max(current, record.first_epoch), record)
@@ -87,14 +90,15 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
         old = record.compacted_through
         zxid = archive.history_zxid if archive else None
+        requests = archive.requests_zxid if archive else None
         if retain is None or current - retain <= old:
-            return old, zxid
+            return old, zxid, requests
         new = current - retain
         if max_epochs is not None:
             new = min(new, old + max_epochs)
         found = epoch_record(call, ctx, new)
         if found is None or found[0].state != "sealed":
-            return old, zxid
+            return old, zxid, requests
         lineage = dict(archive.lineage) if archive else {}
         generation = int(found[0].generation)
         names = call.children(ctx.paths.seals(new, generation)) or []
@@ -104,8 +108,10 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
                 seal = SealNode.from_bytes(raw[0], path=path)
                 if seal.upstream:
                     lineage[name] = CompactedLineage(new, dict(seal.upstream))
+        requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
-        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage).to_bytes()
+        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
+                                    requests).to_bytes()
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
@@ -116,11 +122,11 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if first_failure(ops, results) is not None:
             raise Conflict()
         ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
-        return new, zxid
+        return new, zxid, requests
 
     def sweep(call: Call) -> CompactionReport:
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
-        through, zxid = mark(call)
+        through, zxid, requests = mark(call)
         pinned = pinned_epochs(call, ctx)
         names = call.children(ctx.paths.epochs) or []
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
@@ -141,8 +147,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
             compacted.append(epoch)
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
-        if zxid is not None:
-            deleted += prune_requests(call, ctx, zxid)
+        if requests is not None:
+            deleted += prune_requests(call, ctx, requests)
         return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
                                 tuple(outcomes["written"]), tuple(outcomes["verified"]))
 

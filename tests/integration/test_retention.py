@@ -198,3 +198,31 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     assert ledger.seal(1, "events").manifests["ingest"] == {"rows": 1}  # answered from the archive
     assert ledger.seal(5, "events").manifests["ingest"] == {"rows": 5}
     ledger.vote(ledger.open_epoch(6), "events", "ingest", {"rows": 6})  # the next opening needs no epoch 5
+
+
+def test_a_pipeline_request_is_remembered_one_compaction_behind_the_epochs(zk, tmp_path):
+    """With an archive's default window the frontier epoch itself is compacted when the next one opens;
+    a pipeline-level request sent while it was open is still found when repeated after that compaction
+    (a repeated unregistration still answers True), and is forgotten one compaction later."""
+    ledger = EpochLedger(zk, "requests", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, archive=str(tmp_path)))
+    ledger.consumer("reader").register()
+
+    def seal(epoch: int) -> None:
+        ledger.vote(ledger.open_epoch(epoch), "events", "ingest", {"rows": epoch})
+
+    seal(1)
+    seal(2)
+    assert ledger.compact().through == 2  # a summary is there: the window runs from here
+    attempt = ledger.open_epoch(3)
+    assert ledger.consumer("reader").unregister(request_id="bye") is True
+    ledger.vote(attempt, "events", "ingest", {"rows": 3})
+    seal(4)
+    assert ledger.compact().through == 4  # the epoch the request was sent in left ZooKeeper
+    assert zk.exists(ledger.paths.request("bye")) is not None
+    assert ledger.consumer("reader").unregister(request_id="bye") is True  # found: the first call's answer
+    assert ledger.consumer("reader").unregister(request_id="again") is False  # a new request: nothing to remove
+    seal(5)
+    seal(6)
+    assert ledger.compact().through == 6
+    assert zk.exists(ledger.paths.request("bye")) is None  # forgotten one compaction later
