@@ -113,13 +113,16 @@ def test_a_bad_archive_location_is_refused_before_anything_is_written(zk, locati
     assert not zk.exists(ledger.paths.base)
 
 
-def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_server, zk_chroot, zk, tmp_path):
+@pytest.mark.parametrize("retain", [2, None], ids=["retain_2", "default_window"])
+def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_server, zk_chroot, zk, tmp_path, retain):
     """kill -9 of the compacting process after its archive writes, before any ZooKeeper delete: the
     epochs are still in ZooKeeper, the files are complete; the next compaction verifies the files
     (never rewrites them), deletes the epochs, and reads give what they gave before."""
     archive = tmp_path / "storage"
     ledger = EpochLedger(zk, "crash", owner="o")
-    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=2, archive=str(archive)))
+    window = {} if retain is None else {"retain_epochs": retain}
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(archive), **window))
+    through = 6 - (retain or 0)  # the default window of an archived pipeline compacts the frontier too
     for epoch in range(1, 7):
         _run_epoch(ledger, epoch)
     before = {epoch: _reads(ledger, epoch) for epoch in range(1, 7)}
@@ -133,16 +136,17 @@ def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_serv
     assert 1 in [int(n) for n in zk.get_children(ledger.paths.epochs)]  # nothing deleted yet
     identity = {e: (os.stat(epoch_file(str(archive), "crash", e)).st_ino,
                     os.stat(epoch_file(str(archive), "crash", e)).st_mtime_ns)
-                for e in range(1, 5) if os.path.exists(epoch_file(str(archive), "crash", e))}
+                for e in range(1, through + 1) if os.path.exists(epoch_file(str(archive), "crash", e))}
     assert identity, "the killed compaction wrote no archive"
 
     report = EpochLedger(zk, "crash", owner="o").compact()
-    assert set(report.verified) == set(identity) and set(report.archived) == set(range(1, 5)) - set(identity)
-    assert set(report.compacted) == {1, 2, 3, 4}
+    assert set(report.verified) == set(identity)
+    assert set(report.archived) == set(range(1, through + 1)) - set(identity)
+    assert set(report.compacted) == set(range(1, through + 1))
     for epoch, (inode, mtime) in identity.items():
         stat = os.stat(epoch_file(str(archive), "crash", epoch))
         assert (stat.st_ino, stat.st_mtime_ns) == (inode, mtime), "an archive was written twice"
-    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == [5, 6]
+    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == list(range(through + 1, 7))
     fresh = EpochLedger(zk, "crash", owner="o")
     for epoch in range(1, 7):
         assert _reads(fresh, epoch) == before[epoch], epoch
