@@ -43,7 +43,7 @@ from airflow_epochs.coordination.reader import epoch_record, frontier
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import SealNode
-from airflow_epochs.coordination.wire import SnapshotPointerNode
+from airflow_epochs.coordination.wire import DeliveryCursor, SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -96,18 +96,15 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         new = current - retain
         if max_epochs is not None:
             new = min(new, old + max_epochs)
+        floor = delivery_floor(call, ctx)
+        if floor is not None and floor < new:  # a deliverer reads each seal from ZooKeeper: keep it there
+            new = floor
+            if new <= old:
+                return old, zxid, requests
         found = epoch_record(call, ctx, new)
         if found is None or found[0].state != "sealed":
             return old, zxid, requests
-        lineage = dict(archive.lineage) if archive else {}
-        generation = int(found[0].generation)
-        names = call.children(ctx.paths.seals(new, generation)) or []
-        seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
-        for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
-            if raw is not None:
-                seal = SealNode.from_bytes(raw[0], path=path)
-                if seal.upstream:
-                    lineage[name] = CompactedLineage(new, dict(seal.upstream))
+        lineage = newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
         requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
         summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
@@ -153,6 +150,35 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
                                 tuple(outcomes["written"]), tuple(outcomes["verified"]))
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
+
+
+def newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int,
+                   lineage: dict[str, CompactedLineage]) -> dict[str, CompactedLineage]:
+    """``lineage`` (the summary's) with the lineage vectors of ``epoch``'s seals, the newest compacted."""
+    names = call.children(ctx.paths.seals(epoch, generation)) or []
+    seal_paths = [ctx.paths.seal(epoch, generation, n) for n in names]
+    for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
+        if raw is not None:
+            seal = SealNode.from_bytes(raw[0], path=path)
+            if seal.upstream:
+                lineage[name] = CompactedLineage(epoch, dict(seal.upstream))
+    return lineage
+
+
+def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
+    """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
+    stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
+    down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
+    compaction back until its ``asset-events/<scope>`` is removed."""
+    lowest: int | None = None
+    for scope in call.children(ctx.paths.asset_events) or []:
+        top = child_path(ctx.paths.asset_events, scope)
+        paths = [child_path(top, name) for name in call.children(top) or [] if name.startswith("next-")]
+        for path, raw in zip(paths, call.get_many(paths), strict=True):
+            if raw is not None:
+                following = DeliveryCursor.from_bytes(raw[0], path=path).following
+                lowest = following if lowest is None else min(lowest, following)
+    return None if lowest is None else lowest - 1
 
 
 def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int:
