@@ -4,7 +4,9 @@ mid-epoch when the past goes to the archive, and what two fleets would cost one 
 For each measured shape (partitions x producers) a pipeline with the default ``retain_epochs`` and an
 ``archive`` in a temporary folder runs ``epochs`` epochs, compacting after each one as the coordinator
 does. A sealed partition is one znode (its votes fold into its seal) and archived epochs leave
-ZooKeeper whole (snapshot pointers' epochs included: their snapshots are read from the archive).
+ZooKeeper whole (snapshot pointers' epochs included: their snapshots are read from the archive); with
+the default window of an archived pipeline (``retain_epochs=0``) that is every sealed epoch, so
+mid-epoch a pipeline holds its open epoch (one compact znode per vote cast) and what the promises need.
 Measured: znodes and bytes of the pipeline's subtree at rest (everything sealed and compacted)
 and mid-epoch (the next epoch open, every vote but the last of each partition cast: the most an epoch
 holds before its seals), archive bytes per epoch, and requests and write transactions per epoch

@@ -181,9 +181,11 @@ def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, re
            f"{est['writes']:.0f} znode writes per epoch per pipeline", limit=ZK_WRITES_PER_S)
     figure("capacity_10k_znodes", "capacity", f"znodes kept, {shape}, retain_epochs={retain}", live_znodes,
            "znodes", f"{est['znodes']:.0f} per epoch per pipeline")
-    figure("capacity_10k_gb", "capacity", f"data kept in ZooKeeper's memory, {shape}, retain_epochs={retain}",
+    figure("capacity_10k_gb", "capacity", f"data of the epochs kept in full, {shape}, retain_epochs={retain}",
            live_bytes / 1e9, "GB", f"{est['bytes'] / 1024:.1f} KB per epoch per pipeline; ZooKeeper holds all data "
-           "in memory: plan the heap (or lower retain_epochs)")
+           "in memory: plan the heap (or lower retain_epochs)" + (
+               "; with an archive no sealed epoch is kept in full by default: what a pipeline holds then is in "
+               "capacity_fleet_*" if retain == 0 else ""))
     # The planning figure: what each epoch kept in full costs across the whole fleet.
     figure("capacity_10k_gb_per_kept_epoch", "capacity", f"data per epoch kept in full, {shape}",
            pipelines * est["bytes"] / 1e9, "GB", f"{pipelines * est['znodes']:,.0f} znodes; "

@@ -25,12 +25,13 @@ MAX_RETAIN_EPOCHS = 10_000
 # Configuration versions a pipeline may schedule in its life: the pipeline record lists them all and
 # the ``config`` folder holds one znode each, so both stay a fixed size (README: Bounded answers).
 MAX_CONFIG_VERSIONS = 4096
-# Epochs kept in full by default when the pipeline has an archive: the frontier and the epoch before
-# it, so a repeat of their calls is answered from ZooKeeper and a rollback can undo both; older ones
-# move to the archive, which answers every read of them (:mod:`.retention`, :mod:`.archive`). Each
-# epoch kept costs a fleet of 10,000 pipelines x 100 partitions x 10 producers about 1.8 GB of
-# ZooKeeper data (bench group ``capacity``).
-DEFAULT_RETAIN_EPOCHS = 2
+# Epochs kept in full by default when the pipeline has an archive: none behind the frontier. A sealed
+# epoch stays in ZooKeeper until the next compaction (the coordinator's, when the next epoch opens),
+# then leaves it whole; every read of it, and a repeated vote, is answered from the archive
+# (:mod:`.retention`, :mod:`.archive`). Each epoch kept would cost a fleet of 10,000 pipelines x 100
+# partitions x 10 producers about 1.8 GB of ZooKeeper data (bench group ``capacity``), more than the
+# open epoch's votes; keep more (``retain_epochs``) for a longer rollback reach.
+DEFAULT_RETAIN_EPOCHS = 0
 # Without an archive compaction forgets the past (seals, manifests, votes): the default window stays
 # as long as before archives existed, so no pipeline loses readable epochs by not naming storage.
 UNARCHIVED_RETAIN_EPOCHS = 1000
@@ -41,6 +42,8 @@ _BY_ARCHIVE: Any = object()
 def default_retention(archive: str | None) -> int:
     """The ``retain_epochs`` a configuration gets when it names none."""
     return DEFAULT_RETAIN_EPOCHS if archive is not None else UNARCHIVED_RETAIN_EPOCHS
+
+
 # A configuration is stored as one znode, next to its history record in one transaction.
 MAX_CONFIG_BYTES = 48 * 1024
 
@@ -59,8 +62,9 @@ class PipelineConfig:
     :param window: backpressure: epoch e does not open while e > slowest consumer's ack + window.
     :param retain_epochs: how many epochs behind the frontier are kept in full; older ones are
         compacted (their votes and history pruned, their frontier, snapshots and lineage kept).
-        ``None`` keeps everything. Not given: 2 with an ``archive`` (which then answers every read of
-        older epochs), 1000 without one.
+        ``None`` keeps everything. Not given: 0 with an ``archive`` (a sealed epoch leaves ZooKeeper at
+        the next compaction; the archive then answers every read of it), 1000 without one. 0 needs an
+        ``archive``.
     :param archive: where compacted epochs go: a location in the pipeline's storage (an absolute
         local path or a ``file``/``s3``/``gs``/``hdfs``/``abfs`` URI without credentials, opened
         through pyarrow's filesystems). Before an epoch leaves ZooKeeper its full record is written
@@ -99,10 +103,14 @@ class PipelineConfig:
             raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
         if self.retain_epochs is _BY_ARCHIVE:
             object.__setattr__(self, "retain_epochs", default_retention(self.archive))
+        lowest = 0 if self.archive is not None else 1  # without an archive, 0 would forget the frontier epoch
         if self.retain_epochs is not None and (
-            isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int) or self.retain_epochs < 1
+            isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int)
+            or self.retain_epochs < lowest
         ):
-            raise InvalidConfig(f"retain_epochs must be a positive integer or None, not {self.retain_epochs!r}")
+            raise InvalidConfig(f"retain_epochs must be an integer of at least {lowest} "
+                                f"({'with' if lowest == 0 else 'without'} an archive) or None, not "
+                                f"{self.retain_epochs!r}")
         if self.retain_epochs is not None and self.retain_epochs > MAX_RETAIN_EPOCHS:
             raise InvalidConfig(f"retain_epochs {self.retain_epochs!r} is more than {MAX_RETAIN_EPOCHS}, the most "
                                 "epochs a pipeline keeps in ZooKeeper (older ones go to its archive)")

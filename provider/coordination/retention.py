@@ -6,8 +6,10 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
 - kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
   epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
   each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
-- dropped: the epochs' attempts, votes, seals and barriers, their history events, and the
-  pipeline-level requests and events older than epoch c's seal.
+- dropped: the epochs' attempts, votes, seals and barriers, their history events and the
+  pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
+  the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
+  was open is still found when repeated).
 
 Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted, so no live attempt
 can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
@@ -18,7 +20,10 @@ With an ``archive`` location in the configuration, each epoch's full record (its
 history events pruned with it) is written to the pipeline's storage before any of it is deleted
 (:mod:`.archive`), and then deleted, pinned epochs too: the snapshots they carry are read from the
 archive then. A compaction killed between the archive write and the deletions is finished by the
-next one, which finds the file and verifies it instead of writing it again.
+next one, which finds the file and verifies it instead of writing it again. With an archive the
+default window is 0: the frontier epoch itself is compacted (the next opening needs nothing of it,
+a repeated vote of it is answered from the archive), so mid-epoch ZooKeeper holds the open epoch and
+the pipeline-level nodes only.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from airflow_epochs.coordination.reader import epoch_record, frontier
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import SealNode
-from airflow_epochs.coordination.wire import SnapshotPointerNode
+from airflow_epochs.coordination.wire import DeliveryCursor, SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -74,8 +79,9 @@ def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
 def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> CompactionReport:
     """Compact the sealed epochs that fell out of the configuration's ``retain_epochs``."""
 
-    def mark(call: Call) -> tuple[int, int | None]:
-        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid)."""
+    def mark(call: Call) -> tuple[int, int | None, int | None]:
+        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid,
+        request zxid: the previous compaction's history zxid)."""
         record = ctx.record(call)
         current = frontier(call, ctx)
         version = ctx.config_for(call, max(current, record.first_epoch), record)
@@ -84,25 +90,25 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
         old = record.compacted_through
         zxid = archive.history_zxid if archive else None
+        requests = archive.requests_zxid if archive else None
         if retain is None or current - retain <= old:
-            return old, zxid
+            return old, zxid, requests
         new = current - retain
         if max_epochs is not None:
             new = min(new, old + max_epochs)
+        floor = delivery_floor(call, ctx)
+        if floor is not None and floor < new:  # a deliverer reads each seal from ZooKeeper: keep it there
+            new = floor
+            if new <= old:
+                return old, zxid, requests
         found = epoch_record(call, ctx, new)
         if found is None or found[0].state != "sealed":
-            return old, zxid
-        lineage = dict(archive.lineage) if archive else {}
-        generation = int(found[0].generation)
-        names = call.children(ctx.paths.seals(new, generation)) or []
-        seal_paths = [ctx.paths.seal(new, generation, n) for n in names]
-        for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
-            if raw is not None:
-                seal = SealNode.from_bytes(raw[0], path=path)
-                if seal.upstream:
-                    lineage[name] = CompactedLineage(new, dict(seal.upstream))
+            return old, zxid, requests
+        lineage = newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
+        requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
-        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage).to_bytes()
+        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
+                                    requests).to_bytes()
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
@@ -113,11 +119,11 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if first_failure(ops, results) is not None:
             raise Conflict()
         ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
-        return new, zxid
+        return new, zxid, requests
 
     def sweep(call: Call) -> CompactionReport:
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
-        through, zxid = mark(call)
+        through, zxid, requests = mark(call)
         pinned = pinned_epochs(call, ctx)
         names = call.children(ctx.paths.epochs) or []
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
@@ -138,12 +144,41 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
             compacted.append(epoch)
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
-        if zxid is not None:
-            deleted += prune_requests(call, ctx, zxid)
+        if requests is not None:
+            deleted += prune_requests(call, ctx, requests)
         return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
                                 tuple(outcomes["written"]), tuple(outcomes["verified"]))
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
+
+
+def newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int,
+                   lineage: dict[str, CompactedLineage]) -> dict[str, CompactedLineage]:
+    """``lineage`` (the summary's) with the lineage vectors of ``epoch``'s seals, the newest compacted."""
+    names = call.children(ctx.paths.seals(epoch, generation)) or []
+    seal_paths = [ctx.paths.seal(epoch, generation, n) for n in names]
+    for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
+        if raw is not None:
+            seal = SealNode.from_bytes(raw[0], path=path)
+            if seal.upstream:
+                lineage[name] = CompactedLineage(epoch, dict(seal.upstream))
+    return lineage
+
+
+def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
+    """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
+    stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
+    down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
+    compaction back until its ``asset-events/<scope>`` is removed."""
+    lowest: int | None = None
+    for scope in call.children(ctx.paths.asset_events) or []:
+        top = child_path(ctx.paths.asset_events, scope)
+        paths = [child_path(top, name) for name in call.children(top) or [] if name.startswith("next-")]
+        for path, raw in zip(paths, call.get_many(paths), strict=True):
+            if raw is not None:
+                following = DeliveryCursor.from_bytes(raw[0], path=path).following
+                lowest = following if lowest is None else min(lowest, following)
+    return None if lowest is None else lowest - 1
 
 
 def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int:

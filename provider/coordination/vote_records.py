@@ -33,10 +33,20 @@ class CastVote:
     snapshot: Any = None
     upstream: Mapping[str, int] = field(default_factory=dict)
 
-    def znode_body(self) -> dict[str, Any]:
-        """The vote znode's payload body: the producer and the attempt are in its path, and a vote
-        without snapshot or lineage leaves them out (an open epoch holds a znode per vote)."""
-        return self.folded_body()
+    def znode_bytes(self) -> bytes:
+        """The vote znode's payload, compact (an open epoch holds a znode per vote, so its bytes are
+        most of what a fleet keeps in ZooKeeper mid-epoch): ``[schema, "vote", request, voted_at,
+        manifest]``, plus ``{"snapshot", "upstream"}`` when the vote has either. The producer and the
+        attempt are in its path. Older vote znodes (the object form) still read (:meth:`from_znode`)."""
+        fields: list[Any] = [self.request, self.voted_at, dict(self.manifest)]
+        extra: dict[str, Any] = {}
+        if self.snapshot is not None:
+            extra["snapshot"] = self.snapshot
+        if self.upstream:
+            extra["upstream"] = dict(self.upstream)
+        if extra:
+            fields.append(extra)
+        return payloads.encode_row("vote", fields)
 
     def folded_body(self) -> dict[str, Any]:
         """The entry kept in the seal (the producer is its key, the attempt the seal's): defaults left out."""
@@ -59,12 +69,26 @@ class CastVote:
     @classmethod
     def from_znode(cls, raw: bytes, path: str, producer: str, attempt: int) -> CastVote:
         """The vote znode at ``path`` (of ``producer`` under ``attempt``); votes written before the
-        producer and attempt left the payload name them, and must agree with the path."""
+        producer and attempt left the payload name them, and must agree with the path; votes written
+        before the compact form are objects."""
+        if payloads.is_row(raw):
+            return cls._from_row(payloads.decode_row("vote", raw, path=path), path, producer, attempt)
         doc = payloads.decode("vote", raw, path=path)
         if doc.get("producer", producer) != producer or doc.get("attempt", attempt) != attempt:
             raise CorruptPayload(f"{path}: the vote names another producer or attempt than its path")
         return cls(producer, attempt, doc["manifest"], str(doc["request"]), float(doc["voted_at"]),
                    doc.get("snapshot"), _upstream(doc.get("upstream"), path))
+
+    @classmethod
+    def _from_row(cls, fields: list[Any], path: str, producer: str, attempt: int) -> CastVote:
+        extra: Any = fields[3] if len(fields) == 4 else {}
+        if len(fields) not in (3, 4) or not isinstance(fields[0], str) or isinstance(fields[1], bool) \
+                or not isinstance(fields[1], (int, float)) or not isinstance(fields[2], dict) \
+                or not isinstance(extra, dict) or not set(extra) <= {"snapshot", "upstream"}:
+            raise CorruptPayload(f"{path}: a compact vote must be [schema, 'vote', request, voted_at, manifest"
+                                 f"(, {{snapshot, upstream}})], not {fields!r:.200}")
+        return cls(producer, attempt, fields[2], fields[0], float(fields[1]), extra.get("snapshot"),
+                   _upstream(extra.get("upstream"), path))
 
     @classmethod
     def from_folded(cls, producer: str, attempt: int, body: object, path: str) -> CastVote:

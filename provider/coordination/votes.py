@@ -23,6 +23,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination import payloads
+from airflow_epochs.coordination.archive import archived_call
 from airflow_epochs.coordination.errors import (
     AttemptSuperseded,
     DuplicateVote,
@@ -158,7 +159,7 @@ class Voting:
         if len(producers) > 1:
             shared: list[Step] = [
                 fence(self.ctx, attempt),
-                Create(self.vote_path, payloads.encode("vote", self.cast_vote(call, now).znode_body())),
+                Create(self.vote_path, self.cast_vote(call, now).znode_bytes()),
                 SetData(self.counter_path, b""),
             ]
             return SentVote(shared, None, partitions_total, attempt, sole=False)
@@ -276,9 +277,14 @@ class Voting:
         found = epoch_record(call, ctx, attempt.epoch)
         if found is None:
             record = ctx.record(call)
+            if attempt.epoch <= record.compacted_through and archived_call(call, ctx, attempt.epoch) is not None:
+                return EpochAlreadySealed(
+                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and archived, and its archive "
+                    f"holds no vote of {producer!r} under request {call.request_id!r}; the vote is refused and "
+                    "nothing was written")
             if attempt.epoch <= record.compacted_through:
-                # Compaction took the epoch's votes: an earlier send under this request id can no longer be
-                # found, so only what this call did not send is certain.
+                # Compaction took the epoch's votes and no archive holds them (an archived vote of this
+                # request id is found before this refusal): only what this call did not send is certain.
                 earlier = "a write of this call was sent" if call.sent else "an earlier call under this request id"
                 return EpochAlreadySealed(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted; the vote of "
@@ -354,7 +360,10 @@ class Voting:
         raw = None if self.sole(call) else call.get(self.vote_path)
         existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
             if raw is not None else self.folded(call)
-        if existing is None or existing.request != call.request_id:
+        if existing is None:  # the epoch may have left ZooKeeper since: its archive keeps its votes
+            past = archived_call(call, self.ctx, self.attempt.epoch)
+            return None if past is None else self.find(past)
+        if existing.request != call.request_id:
             return None
         overtaken = self.overtaken(call)
         if overtaken is not None:

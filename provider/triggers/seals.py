@@ -8,7 +8,7 @@ from typing import Any
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.wire import EpochNode
+from airflow_epochs.coordination.wire import EpochNode, PipelineRecord
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
@@ -22,6 +22,16 @@ async def epoch_generation(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int,
         return None
     record = EpochNode.from_bytes(node[0], path=path)
     return None if record.state == "rolled_back" else record.generation
+
+
+async def epoch_compacted(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int) -> bool:
+    """Whether ``epoch`` is compacted (sealed, and gone from ZooKeeper: with an archive's default window
+    that happens as soon as the next epoch opens), as the pipeline record says."""
+    node = await zk.get(paths.base, None)
+    if node is None:
+        return False
+    record = PipelineRecord.from_bytes(node[0], int(node[1].version), path=paths.base)
+    return record.first_epoch <= epoch <= record.compacted_through
 
 
 class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
@@ -84,6 +94,9 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         if self._generation is None:
             self._generation = await epoch_generation(zk, self.paths, self.epoch, wake)
             if self._generation is None:
+                if await epoch_compacted(zk, self.paths, self.epoch):  # every partition of it is sealed
+                    return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "compacted": True,
+                            "seals": {p: {"generation": None, "zxid": None} for p in self.partitions}}
                 return None
         generation = self._generation
         for partition in self.partitions:

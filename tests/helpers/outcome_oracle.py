@@ -40,8 +40,13 @@ def doc(zk: KazooClient, path: str) -> dict[str, Any] | None:
         data, _ = zk.get(path)
     except NoNodeError:
         return None
-    loaded: dict[str, Any] = json.loads(data)
-    return loaded
+    loaded: Any = json.loads(data)
+    if isinstance(loaded, list) and loaded[:2] == [2, "vote"]:  # a vote znode's compact form, as an object
+        request, voted_at, manifest, *extra = loaded[2:]
+        return {"schema": 2, "kind": "vote", "request": request, "voted_at": voted_at, "manifest": manifest,
+                **(extra[0] if extra else {})}
+    found: dict[str, Any] = loaded
+    return found
 
 
 def attempt_is_current(epoch_doc: dict[str, Any] | None, attempt_doc: dict[str, Any] | None, token: int,

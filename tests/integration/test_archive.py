@@ -40,13 +40,17 @@ def _reads(ledger: EpochLedger, epoch: int) -> tuple[object, ...]:
             ledger.vote_of(epoch, "events", "ingest"), ledger.vote_of(epoch, "totals", "sum", attempt=1))
 
 
-def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path):
-    """30 epochs with retain_epochs=3: every epoch's reads (epoch, seals with votes and manifests,
-    seal records, votes, a superseded attempt's vote) and the whole history are the same after
-    compaction moved them to the archive as they were while ZooKeeper held them."""
+@pytest.mark.parametrize("retain", [3, None], ids=["retain_3", "default_window"])
+def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path, retain):
+    """30 epochs with retain_epochs=3, and with the default window of an archived pipeline (0: a
+    sealed epoch leaves ZooKeeper at the next compaction): every epoch's reads (epoch, seals with
+    votes and manifests, seal records, votes, a superseded attempt's vote) and the whole history are
+    the same after compaction moved them to the archive as they were while ZooKeeper held them."""
     archive = tmp_path / "storage"
     ledger = EpochLedger(zk, "past", owner="o")
-    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=3, archive=str(archive)))
+    window = {} if retain is None else {"retain_epochs": retain}
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(archive), **window))
+    kept = 3 if retain is not None else 0
     before: dict[int, tuple[object, ...]] = {}
     seen = []
     written: list[int] = []
@@ -58,8 +62,8 @@ def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path
         written.extend(report.archived)
         # archived, an epoch a snapshot pointer pins leaves ZooKeeper too: nothing is kept, nothing re-verified
         assert report.kept == () and report.verified == (), report
-    assert sorted(written) == list(range(1, 28))  # each epoch written once, the newest three not yet
-    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == {28, 29, 30}
+    assert sorted(written) == list(range(1, 31 - kept))  # each epoch written once, the kept ones not yet
+    assert {int(n) for n in zk.get_children(ledger.paths.epochs)} == set(range(31 - kept, 31))
     for epoch in range(1, 31):
         assert _reads(ledger, epoch) == before[epoch], epoch
     # the snapshot of epoch 25, which the pointer still names as the previous one, is read from the archive
@@ -75,7 +79,7 @@ def test_archived_epochs_read_exactly_as_before_they_left_zookeeper(zk, tmp_path
     assert ledger.history(since_seq=cursor, limit=25) == [e for e in history if e.seq > cursor][:25]
     # the files: one per epoch, canonical, named by epoch
     files = sorted((archive / "past" / "_epochs").iterdir())
-    assert [f.name for f in files] == [f"epoch-{e:012d}.jsonl" for e in range(1, 28)]
+    assert [f.name for f in files] == [f"epoch-{e:012d}.jsonl" for e in range(1, 31 - kept)]
     record = decode(files[0].read_bytes(), where=str(files[0]))
     assert record.epoch == 1 and record.events and any(p.startswith("/epochs/") for p in record.znodes)
     assert all(oct(f.stat().st_mode & 0o777) == "0o640" for f in files)
@@ -109,13 +113,16 @@ def test_a_bad_archive_location_is_refused_before_anything_is_written(zk, locati
     assert not zk.exists(ledger.paths.base)
 
 
-def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_server, zk_chroot, zk, tmp_path):
+@pytest.mark.parametrize("retain", [2, None], ids=["retain_2", "default_window"])
+def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_server, zk_chroot, zk, tmp_path, retain):
     """kill -9 of the compacting process after its archive writes, before any ZooKeeper delete: the
     epochs are still in ZooKeeper, the files are complete; the next compaction verifies the files
     (never rewrites them), deletes the epochs, and reads give what they gave before."""
     archive = tmp_path / "storage"
     ledger = EpochLedger(zk, "crash", owner="o")
-    ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=2, archive=str(archive)))
+    window = {} if retain is None else {"retain_epochs": retain}
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(archive), **window))
+    through = 6 - (retain or 0)  # the default window of an archived pipeline compacts the frontier too
     for epoch in range(1, 7):
         _run_epoch(ledger, epoch)
     before = {epoch: _reads(ledger, epoch) for epoch in range(1, 7)}
@@ -129,16 +136,17 @@ def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_serv
     assert 1 in [int(n) for n in zk.get_children(ledger.paths.epochs)]  # nothing deleted yet
     identity = {e: (os.stat(epoch_file(str(archive), "crash", e)).st_ino,
                     os.stat(epoch_file(str(archive), "crash", e)).st_mtime_ns)
-                for e in range(1, 5) if os.path.exists(epoch_file(str(archive), "crash", e))}
+                for e in range(1, through + 1) if os.path.exists(epoch_file(str(archive), "crash", e))}
     assert identity, "the killed compaction wrote no archive"
 
     report = EpochLedger(zk, "crash", owner="o").compact()
-    assert set(report.verified) == set(identity) and set(report.archived) == set(range(1, 5)) - set(identity)
-    assert set(report.compacted) == {1, 2, 3, 4}
+    assert set(report.verified) == set(identity)
+    assert set(report.archived) == set(range(1, through + 1)) - set(identity)
+    assert set(report.compacted) == set(range(1, through + 1))
     for epoch, (inode, mtime) in identity.items():
         stat = os.stat(epoch_file(str(archive), "crash", epoch))
         assert (stat.st_ino, stat.st_mtime_ns) == (inode, mtime), "an archive was written twice"
-    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == [5, 6]
+    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == list(range(through + 1, 7))
     fresh = EpochLedger(zk, "crash", owner="o")
     for epoch in range(1, 7):
         assert _reads(fresh, epoch) == before[epoch], epoch
@@ -207,3 +215,39 @@ def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory,
     os.chmod(path.parent, 0o777)
     with pytest.raises(UnsafeArchive, match="writable by others"):
         EpochLedger(zk_factory(), "linked", owner="o").seal(1, "totals")
+
+
+def test_the_epochs_page_status_and_timeline_show_an_archived_epoch_as_before(zk, tmp_path):
+    """With the default window (a sealed epoch leaves ZooKeeper at the next compaction), the Epochs
+    page's detail and grid row, ``status`` and ``timeline``'s spans show each epoch after it left ZooKeeper
+    exactly as they did while ZooKeeper held it."""
+    from airflow_epochs.views.pipeline import StateReader
+    from airflow_epochs.views.status import epoch_status
+    from airflow_epochs.views.timeline import spans
+
+    ledger = EpochLedger(zk, "shown", owner="o")
+    ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(tmp_path / "storage")))
+    reader = StateReader(lambda: zk)
+    before: dict[int, tuple[object, ...]] = {}
+
+    def shown(epoch: int) -> tuple[object, ...]:
+        page = reader.pipeline("shown")  # one page, its history cursor kept across reads, as the UI does
+        rows = [row for row in page.grid(limit=50).rows if row.epoch == epoch]
+        drawn = spans(ledger.history(), [epoch])  # what ``timeline`` draws
+        # the page's attempt list comes from its history cache, loaded in the background on first use
+        # (timing): the events behind it are compared through ``ledger.history()``
+        return page.epoch_detail(epoch, history=False), rows, drawn, epoch_status(ledger, epoch), \
+            [e for e in ledger.history() if e.detail.get("epoch") == epoch]
+
+    for epoch in range(1, 11):
+        _run_epoch(ledger, epoch)
+        before[epoch] = shown(epoch)
+        assert ledger.compact().archived == (epoch,)
+        assert zk.get_children(ledger.paths.epochs) == []
+    for epoch in range(1, 11):
+        after = shown(epoch)
+        assert after == before[epoch], epoch
+        assert after[1] and after[2], epoch  # a row and spans were there to compare
+    fresh = StateReader(lambda: zk).pipeline("shown")  # a new page reads the archived past the same way
+    assert fresh.epoch_detail(4, history=False) == before[4][0]
+    reader.close()

@@ -175,7 +175,8 @@ def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_o
 
 def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_path):
     """Without an archive compaction forgets seals and manifests, so the default keeps 1000 epochs;
-    with one, every read of an older epoch is answered from the archive and 2 are kept."""
+    with one, every read of an older epoch is answered from the archive and none is kept: a sealed
+    epoch leaves ZooKeeper at the next compaction. 0 is refused without an archive."""
     from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
 
     assert PipelineConfig({"events": ("ingest",)}).retain_epochs == UNARCHIVED_RETAIN_EPOCHS
@@ -183,12 +184,45 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     assert archived.retain_epochs == DEFAULT_RETAIN_EPOCHS
     assert PipelineConfig.from_json(archived.to_json()) == archived
     assert PipelineConfig({"events": ("ingest",)}, retain_epochs=5, archive=str(tmp_path)).retain_epochs == 5
-    with pytest.raises(InvalidConfig, match="retain_epochs"):
+    with pytest.raises(InvalidConfig, match=r"retain_epochs.*without an archive.*not 0"):
         PipelineConfig({"events": ("ingest",)}, retain_epochs=0)
+    assert DEFAULT_RETAIN_EPOCHS == 0
     ledger = EpochLedger(zk, "archived", owner="o")
     ledger.create_pipeline(archived)
     for epoch in range(1, 6):
         attempt = ledger.open_epoch(epoch)
         ledger.vote(attempt, "events", "ingest", {"rows": epoch})
-    assert ledger.compact().through == 3  # frontier 5, two kept
+    report = ledger.compact()
+    assert report.through == 5 and set(report.archived) == {1, 2, 3, 4, 5}  # frontier 5, none kept
+    assert zk.get_children(ledger.paths.epochs) == []
     assert ledger.seal(1, "events").manifests["ingest"] == {"rows": 1}  # answered from the archive
+    assert ledger.seal(5, "events").manifests["ingest"] == {"rows": 5}
+    ledger.vote(ledger.open_epoch(6), "events", "ingest", {"rows": 6})  # the next opening needs no epoch 5
+
+
+def test_a_pipeline_request_is_remembered_one_compaction_behind_the_epochs(zk, tmp_path):
+    """With an archive's default window the frontier epoch itself is compacted when the next one opens;
+    a pipeline-level request sent while it was open is still found when repeated after that compaction
+    (a repeated unregistration still answers True), and is forgotten one compaction later."""
+    ledger = EpochLedger(zk, "requests", owner="o")
+    ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, archive=str(tmp_path)))
+    ledger.consumer("reader").register()
+
+    def seal(epoch: int) -> None:
+        ledger.vote(ledger.open_epoch(epoch), "events", "ingest", {"rows": epoch})
+
+    seal(1)
+    seal(2)
+    assert ledger.compact().through == 2  # a summary is there: the window runs from here
+    attempt = ledger.open_epoch(3)
+    assert ledger.consumer("reader").unregister(request_id="bye") is True
+    ledger.vote(attempt, "events", "ingest", {"rows": 3})
+    seal(4)
+    assert ledger.compact().through == 4  # the epoch the request was sent in left ZooKeeper
+    assert zk.exists(ledger.paths.request("bye")) is not None
+    assert ledger.consumer("reader").unregister(request_id="bye") is True  # found: the first call's answer
+    assert ledger.consumer("reader").unregister(request_id="again") is False  # a new request: nothing to remove
+    seal(5)
+    seal(6)
+    assert ledger.compact().through == 6
+    assert zk.exists(ledger.paths.request("bye")) is None  # forgotten one compaction later

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.coordination.backpressure import acknowledge, register_consumer, unregister_consumer
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.wire import DeliveryCursor
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
@@ -224,3 +225,67 @@ def test_a_trigger_rides_through_a_zookeeper_restart(monkeypatch, tmp_path):
         assert event.payload["status"] == "success" and latency < 5.0, (event, latency)
     finally:
         server.stop()
+
+
+def test_a_seal_wait_on_an_epoch_that_already_left_zookeeper_fires(zk, zk_connection, tmp_path):
+    """With an archive's default window a sealed epoch leaves ZooKeeper when the next one opens: a
+    sensor deferred after that still fires (the pipeline record says the epoch is compacted, so sealed),
+    and the sensor's own read of the seal is answered from the archive."""
+    ledger = EpochLedger(zk, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}, archive=str(tmp_path)))
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "a", "x")
+    ledger.vote(attempt, "b", "y")
+    ledger.open_epoch(2)
+    assert ledger.compact().archived == (1,) and zk.exists(ledger.paths.epoch(1)) is None
+    event = asyncio.run(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=1, partitions=["a", "b"]), 30))
+    assert event.payload["status"] == "success" and event.payload["compacted"] is True
+    assert set(event.payload["seals"]) == {"a", "b"}
+    assert ledger.seal_record(1, "a").attempt == attempt.token  # what the sensor reads on the event
+    with pytest.raises(asyncio.TimeoutError):  # epoch 2 is open, not compacted: no success for it
+        asyncio.run(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=2, partitions=["a"]), 1.5))
+
+
+def test_compaction_keeps_the_seals_an_asset_deliverer_has_not_delivered(zk, zk_connection, tmp_path):
+    """With an archive's default window a sealed epoch would leave ZooKeeper when the next one opens;
+    a deliverer that is down meanwhile would then never find its seals. Compaction stops below the
+    lowest delivery cursor, so the deliverer, back, delivers every seal; then compaction goes on."""
+    ledger = EpochLedger(zk, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}, archive=str(tmp_path)))
+
+    def seal(epoch: int) -> None:
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "a", "x")
+        ledger.vote(attempt, "b", "y")
+
+    cursor = ledger.paths.asset_event_cursor("s", "a")
+
+    async def deliver(until: int) -> list[int]:
+        """Run a deliverer until its cursor is past ``until`` (it moves once an event is handed over)."""
+        seen: list[int] = []
+
+        async def collect():
+            async for event in SealedPartitionEventTrigger(pipeline="p", partition="a", scope="s").run():
+                seen.append(event.payload["epoch"])
+
+        runner = asyncio.create_task(collect())
+        try:
+            for _ in range(300):
+                if zk.exists(cursor) and DeliveryCursor.from_bytes(zk.get(cursor)[0], path=cursor).following > until:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        return seen
+
+    seal(1)
+    assert asyncio.run(deliver(1)) == [1]
+    seal(2)
+    seal(3)
+    ledger.open_epoch(4)
+    report = ledger.compact()
+    assert report.through == 1  # the deliverer is past epoch 1 only
+    assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == [2, 3, 4]
+    assert asyncio.run(deliver(3)) == [2, 3]  # back: every seal it had not delivered
+    assert ledger.compact().through == 3

@@ -9,6 +9,7 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import (
     DuplicateVote,
+    EpochAlreadySealed,
     EpochLedger,
     PartitionAlreadySealed,
     PipelineConfig,
@@ -154,3 +155,60 @@ def test_closing_while_the_last_vote_folds_its_partition_is_not_refused(zk, zk_f
     monkeypatch.setattr(seals, "incomplete_partitions", last_vote_lands_first)
     info = closer.close_epoch(attempt)
     assert info.state == "sealed" and closer.frontier() == 1 and calls  # the race did happen
+
+
+def test_vote_answer_lost_then_the_epoch_leaves_zookeeper_the_repeat_is_answered_from_the_archive(
+        zk, lossy, proxy, tmp_path):
+    """The completing vote commits and its answer is lost; before the voter asks again another process
+    closes the epoch, opens the next one and compacts (default window of an archived pipeline: the
+    sealed epoch leaves ZooKeeper whole). The lookup and every repeat find the vote in the archive."""
+    config = PipelineConfig({"a": ("x", "y"), "b": ("z",)}, archive=str(tmp_path))
+    a = EpochLedger(lossy, "p", owner="A")
+    a.create_pipeline(config)
+    attempt = a.open_epoch(1)
+    a.vote(attempt, "a", "x", request_id="vx")
+    a.vote(attempt, "b", "z", request_id="vz")
+    other = EpochLedger(zk, "p", owner="A")
+
+    def close_and_archive() -> None:
+        other.close_epoch(attempt)
+        other.open_epoch(2)
+        assert other.compact().archived == (1,)
+
+    proxy.drop_next_committed_write(on_drop=close_and_archive)
+    result = a.vote(attempt, "a", "y", request_id="vy")
+    assert proxy.dropped
+    assert zk.exists(a.paths.epoch(1)) is None  # the epoch left ZooKeeper before the lookup
+    assert (result.partition_sealed, result.epoch_sealed, result.overtaken, result.request) == (True, True, None, "vy")
+    assert a.vote(attempt, "a", "y", request_id="vy") == result
+    assert a.vote(attempt, "a", "x", request_id="vx").partition_sealed
+    with pytest.raises(EpochAlreadySealed, match="archive holds no vote of 'y' under request 'other'"):
+        a.vote(attempt, "a", "y", request_id="other")
+    assert a.vote_of(1, "a", "y").request == "vy"
+
+
+def test_vote_answer_lost_then_a_takeover_seals_and_archives_the_repeat_is_true(zk, lossy, proxy, tmp_path):
+    """A's vote commits under attempt 1 and its answer is lost; B takes the epoch over, seals it under
+    attempt 2 and compacts it into the archive. A's lookup finds its vote in the archive: committed,
+    but under an attempt that did not seal (never counted), as it would have while ZooKeeper held it."""
+    config = PipelineConfig({"a": ("x", "y"), "b": ("z",)}, archive=str(tmp_path))
+    a, b = EpochLedger(lossy, "p", owner="A"), EpochLedger(zk, "p", owner="B")
+    a.create_pipeline(config)
+    attempt = a.open_epoch(1)
+
+    def take_over_seal_and_archive() -> None:
+        taken = b.open_epoch(1, takeover=True)
+        for partition, producer in (("a", "x"), ("a", "y"), ("b", "z")):
+            b.vote(taken, partition, producer, {"by": "B"})
+        b.open_epoch(2)
+        assert b.compact().archived == (1,)
+
+    proxy.drop_next_committed_write(on_drop=take_over_seal_and_archive)
+    result = a.vote(attempt, "a", "x", {"by": "A"}, request_id="ax")
+    assert proxy.dropped
+    assert zk.exists(a.paths.epoch(1)) is None
+    assert (result.partition_sealed, result.epoch_sealed, result.request) == (False, False, "ax")
+    assert result.overtaken is not None and (result.overtaken.change, result.overtaken.current) == ("superseded", 2)
+    assert a.vote(attempt, "a", "x", {"by": "A"}, request_id="ax") == result
+    assert a.vote_of(1, "a", "x", attempt=attempt.token).manifest == {"by": "A"}
+    assert a.seal(1, "a").manifests["x"] == {"by": "B"}
