@@ -47,6 +47,9 @@ class NodeStore(Protocol):
 
     async def delete(self, path: str, version: int = -1) -> None: ...
 
+    def session_id(self) -> int | None:
+        """The id of the store's current ZooKeeper session (None while it has none)."""
+
 
 @dataclass(frozen=True)
 class SealToDeliver:
@@ -105,9 +108,12 @@ class Delivery:
         try:
             await store.create(claim, b"", ephemeral=True)
         except NodeExistsError:
-            if await store.exists(claim, wake) is not None:
+            holder = await store.exists(claim, wake)
+            if holder is None:
+                return epoch  # its holder's session ended meanwhile: look again
+            if holder.ephemeralOwner != store.session_id():
                 return None  # another deliverer holds it: wait for its claim to go
-            return epoch
+            # Our own claim: an earlier create committed but its answer was lost. We hold it.
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
         return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
 
