@@ -103,6 +103,24 @@ def check_identifier(identifier: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def still_sealed(ledger: EpochLedger, partition: str, record: h.PublishedSnapshot) -> bool:
+    """Whether the table's publish ``record`` of ``partition`` is still what the ledger has sealed: the
+    partition's current seal at that epoch is the one published (attempt, generation and request).
+
+    False when the epoch was rolled back or the partition has no seal at it now (e.g. it left the
+    configuration when the epoch was sealed again); true for an epoch retention compacted (its seal
+    stood and is gone from ZooKeeper) or that the ledger never recorded.
+    """
+    info = ledger.epoch_info(record.epoch)
+    if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
+        return True
+    if info.state == "rolled_back":
+        return False
+    seal = ledger.seal_record(record.epoch, partition)
+    return seal is not None and (seal.attempt, seal.generation, seal.request) == \
+        (record.attempt, record.generation, record.request)
+
+
 def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: str = "data") -> SealToPublish:
     """The current seal of ``partition`` at ``epoch`` and its files, checked against the manifests.
 
@@ -360,7 +378,7 @@ class Publisher:
         """Remove, in one snapshot, the live epochs whose seal is no longer current (the ledger rolled
         them back), so the table is as it was at the epoch rolled back to. None if nothing to do."""
         live = h.live_epochs(table)
-        stale = [e for e, record in live.items() if not self._still_sealed(e, record)]
+        stale = [e for e, record in live.items() if not still_sealed(self.ledger, self.partition, record)]
         if not stale:
             return None
         to_epoch = min(stale) - 1
@@ -396,16 +414,6 @@ class Publisher:
     def _first_epoch(self) -> int:
         versions = self.ledger.config_versions()
         return min(v.from_epoch for v in versions) if versions else 1
-
-    def _still_sealed(self, epoch: int, record: h.PublishedSnapshot) -> bool:
-        info = self.ledger.epoch_info(epoch)
-        if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
-            return True
-        if info.state == "rolled_back":
-            return False
-        seal = self.ledger.seal_record(epoch, self.partition)
-        return seal is not None and (seal.attempt, seal.generation, seal.request) == \
-            (record.attempt, record.generation, record.request)
 
     def _rollback_request(self, to_epoch: int) -> str:
         """The request id of the ledger's newest rollback to ``to_epoch`` or before (the record we mirror)."""
