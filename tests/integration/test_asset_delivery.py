@@ -99,8 +99,9 @@ def test_moving_the_cursor_gives_up_after_a_bounded_number_of_lost_rounds(zk):
 def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim_is_still_respected(
         zk, zk_factory, proxy, lossy):
     """The answer to the deliverer's claim is lost (the proxy drops it after ZooKeeper committed it):
-    looking again, the claim exists and its ``ephemeralOwner`` is the deliverer's own session, so it
-    holds the claim and delivers; a second deliverer (another session) still waits for it."""
+    looking again, the claim exists, its ``ephemeralOwner`` is the deliverer's own session and it holds
+    its token, so it holds the claim and delivers; a second deliverer still waits for it, on another
+    session or on the same one (two triggers of one triggerer share its client)."""
     from kazoo.exceptions import ConnectionLoss
 
     from airflow_epochs.triggers.async_zk import AsyncZooKeeper
@@ -128,7 +129,8 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim
     stat = zk.exists(claim)
     assert stat is not None and stat.ephemeralOwner == lossy.client_id[0]
     assert isinstance(found, SealToDeliver) and (found.epoch, found.claim) == (1, claim)
-    other = KazooStore(zk_factory())
-    assert asyncio.run(delivery.next_seal(other, 1, lambda _event: None)) is None  # held by the first: wait
+    other, twin = KazooStore(zk_factory()), KazooStore(lossy)
+    assert asyncio.run(_delivery().next_seal(other, 1, lambda _event: None)) is None  # held by the first: wait
+    assert asyncio.run(_delivery().next_seal(twin, 1, lambda _event: None)) is None  # same session, not its claim
     asyncio.run(delivery.drop_claims(KazooStore(lossy), [found.claim]))
     assert zk.exists(claim) is None
