@@ -298,7 +298,10 @@ class Publisher:
         rolled_back = None
         if table is not None:
             h.check_owner(table, self.ledger.pipeline, self.partition)
-            self.mark_earlier_runs(table)
+            if table.properties.get(RUN_MARKERS) != "1":
+                self.mark_earlier_runs(table)
+                table = self.load()  # the property's commit made a new metadata version
+        if table is not None:
             rolled_back = self.mirror_rollback(table)
             table = self.load()
         newest = None if table is None else h.last_published_epoch(table)

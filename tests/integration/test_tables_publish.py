@@ -329,30 +329,39 @@ def test_a_run_folder_outside_the_storage_root_is_refused_before_any_write(zk, t
 
 
 def test_runs_published_before_the_marker_existed_are_kept_by_garbage_collection(zk, tmp_path, settings):
-    """A table whose first snapshot was published before the marker existed (no marker, no
-    ``epochs.run-markers`` property): the next publish marks that snapshot's run folder, so garbage
-    collection of its epoch (e.g. after a rollback sealed it again) keeps it."""
+    """A table whose snapshots were published before the marker existed (no marker, no
+    ``epochs.run-markers`` property). The ledger rolls back to 1 and seals 2 again: the next publish
+    marks the older snapshots' run folders first, then mirrors the rollback and publishes the new 2,
+    so garbage collection of epoch 2 keeps the rolled-back run the table's history still names."""
     from airflow_epochs.spark.storage import PUBLISHED_MARKER, collect_garbage, run_location
     from airflow_epochs.tables.publish import RUN_MARKERS
 
     catalog = load_catalog(settings)
     store = tmp_path / "store"
     ledger = new_pipeline(zk, "legacy")
-    runs = {}
-    for epoch in (1, 2):
+
+    def seal_by_hand(epoch: int, run: str) -> str:
         attempt = ledger.open_epoch(epoch)
-        runs[epoch] = run_location(str(store), "legacy", PARTITION, epoch, attempt.token, "r1")
-        _vote_by_hand(ledger, attempt, runs[epoch], Path(runs[epoch]))
-        if epoch == 1:
-            publish_sealed(ledger, catalog, "epochs.legacy", PARTITION, 1, storage=str(store))
-            Path(runs[1], PUBLISHED_MARKER).unlink()  # as published before the marker existed
-            with catalog.load_table("epochs.legacy").transaction() as txn:
-                txn.remove_properties(RUN_MARKERS)
+        location = run_location(str(store), "legacy", PARTITION, epoch, attempt.token, run)
+        _vote_by_hand(ledger, attempt, location, Path(location))
+        return location
+
+    old = {epoch: seal_by_hand(epoch, "r1") for epoch in (1, 2)}
     publish_sealed(ledger, catalog, "epochs.legacy", PARTITION, 2, storage=str(store))
-    assert json.loads(Path(runs[1], PUBLISHED_MARKER).read_text())["epoch"] == 1
+    for location in old.values():  # as published before the marker existed
+        Path(location, PUBLISHED_MARKER).unlink()
+    with catalog.load_table("epochs.legacy").transaction() as txn:
+        txn.remove_properties(RUN_MARKERS)
+    before_rollback = h.snapshot_of_epoch(catalog.load_table("epochs.legacy"), 2).snapshot_id
+
+    ledger.rollback(1, reason="epoch 2 again")
+    new = seal_by_hand(2, "r2")
+    outcome = publish_sealed(ledger, catalog, "epochs.legacy", PARTITION, 2, storage=str(store))
+    assert outcome.rolled_back is not None and [r.epoch for r in outcome.published] == [2]
+    for epoch, location in old.items():
+        assert json.loads(Path(location, PUBLISHED_MARKER).read_text())["epoch"] == epoch
     assert catalog.load_table("epochs.legacy").properties[RUN_MARKERS] == "1"
-    newer = run_location(str(store), "legacy", PARTITION, 1, 99, "r2")  # what a later seal of epoch 1 names
-    Path(newer, "data").mkdir(parents=True)
-    assert collect_garbage(str(store), "legacy", PARTITION, 1, [newer]) == []
-    assert Path(runs[1], "data", "part-0.parquet").exists()
-    assert table_as_of_epoch(catalog, "epochs.legacy", 1).num_rows == 2
+    assert collect_garbage(str(store), "legacy", PARTITION, 2, [new]) == []
+    assert Path(old[2], "data", "part-0.parquet").exists()
+    # time travel to the snapshot the rollback superseded still reads its files
+    assert catalog.load_table("epochs.legacy").scan(snapshot_id=before_rollback).to_arrow().num_rows == 4
