@@ -115,3 +115,20 @@ def test_the_page_shows_each_sealed_partitions_table_and_snapshot(zk, spark, tmp
     from_env = published_from_environment()
     assert from_env is not None
     assert [p.snapshot_id for p in from_env.lookup(PIPELINE, PARTITION, 1)] == [snapshots[1]]
+
+
+def test_a_catalog_that_cannot_be_read_is_asked_again_only_after_the_ttl():
+    """Pure logic around the catalog: one that refuses (here its connection) leaves the column empty
+    and is not asked again on every poll, only once the 60 s are over."""
+    asked, now = [], [0.0]
+
+    def unreachable():
+        asked.append(now[0])
+        raise OSError("connection refused")
+
+    index = PublishedIndex({"lake": unreachable}, clock=lambda: now[0])
+    for _ in range(5):
+        assert index.lookup(PIPELINE, PARTITION, 1) == []
+    assert asked == [0.0]
+    now[0] = 61.0
+    assert index.lookup(PIPELINE, PARTITION, 1) == [] and asked == [0.0, 61.0]
