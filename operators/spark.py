@@ -170,7 +170,8 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         def publish() -> dict[str, Any]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 return publish_from_task(hook.get_conn(), pipeline, self.partition, epoch, table=str(self.table),
-                                         conn_id=self.table_conn_id, root=self.root).to_dict()
+                                         conn_id=self.table_conn_id, root=self.root,
+                                         storage=self.storage).to_dict()
 
         result = self.coordinated(publish, what=f"epoch {epoch}: publish {self.partition} to {self.table}")
         return {**result, "pipeline": pipeline, "epoch": epoch}

@@ -5,7 +5,11 @@ Per delivery scope and partition the cursor (:class:`~.wire.DeliveryCursor`) nam
 deliver. :func:`next_seal` decides what to do about one epoch: wait (nothing to deliver yet, or
 another deliverer holds it), look elsewhere (the cursor moved past it, or a rollback moved the
 frontier back), or deliver it, holding an *ephemeral* claim so that a second deliverer of the same
-scope waits instead of delivering it twice (the claim goes with its holder's session). Once the
+scope waits instead of delivering it twice (the claim goes with its holder's session). A claim
+found existing is the deliverer's own when its ``ephemeralOwner`` is the deliverer's session and it
+holds the deliverer's token (an earlier create committed, its answer lost): it goes on delivering;
+any other claim is waited for (deliverers in one triggerer share a session: the token tells them
+apart). Once the
 consumer has stored the event, :func:`move_cursor` moves the cursor past it (compare-and-set,
 bounded) and :func:`drop_claims` lets the claims go.
 
@@ -16,8 +20,9 @@ core stays free of the triggerer's event loop and of Airflow.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -47,6 +52,9 @@ class NodeStore(Protocol):
 
     async def delete(self, path: str, version: int = -1) -> None: ...
 
+    def session_id(self) -> int | None:
+        """The id of the store's current ZooKeeper session (None while it has none)."""
+
 
 @dataclass(frozen=True)
 class SealToDeliver:
@@ -67,6 +75,9 @@ class Delivery:
     scope: str
     partition: str
     from_epoch: int
+    #: written into this deliverer's claims: deliverers in one process share a session, so the session
+    #: alone does not say whose a claim is
+    holder: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
     def cursor(self) -> str:
@@ -103,11 +114,14 @@ class Delivery:
             return None
         claim = self.paths.asset_event(self.scope, epoch, node.generation, self.partition)
         try:
-            await store.create(claim, b"", ephemeral=True)
+            await store.create(claim, self.holder.encode(), ephemeral=True)
         except NodeExistsError:
-            if await store.exists(claim, wake) is not None:
+            held = await store.get(claim, wake)
+            if held is None:
+                return epoch  # its holder's session ended meanwhile: look again
+            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
                 return None  # another deliverer holds it: wait for its claim to go
-            return epoch
+            # Our own claim: an earlier create committed but its answer was lost. We hold it.
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
         return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
 

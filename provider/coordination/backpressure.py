@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.consumer_records import ConsumerRegistration
 from airflow_epochs.coordination.errors import InvalidInput, StateError
 from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -73,7 +74,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
             *([] if folder is None else [SetData(ctx.paths.consumers, b"", int(folder.version))]),
             Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
-            *ctx.request_op(call, "register_consumer", {"consumer": consumer, "acked": start}),
+            *ctx.request_op(call, "register_consumer", ConsumerRegistration(consumer, start).to_result()),
             *ctx.event("consumer_registered", consumer=consumer, acked=start),
         ])
         if failure is not None:
@@ -91,7 +92,9 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
         stored = ctx.stored_result(call)
         if stored is None:
             return None
-        return ConsumerState(consumer, int(stored["acked"]), overtaken=Overtaken("unregistered"))
+        registration = ConsumerRegistration.from_result(stored, consumer=consumer,
+                                                        path=ctx.paths.request(call.request_id))
+        return ConsumerState(consumer, registration.acked, overtaken=Overtaken("unregistered"))
 
     return ctx.call(body, what=f"register consumer {consumer!r}", request_id=request_id, find=find)
 

@@ -18,10 +18,12 @@ from airflow_epochs.tables.publish import (
 )
 from airflow_epochs.tables.published import PublishedPartition, published_snapshot
 from airflow_epochs.tables.read import epochs_in, read_sealed_as_of, snapshot_id_of_epoch, table_as_of_epoch
+from airflow_epochs.tables.run_folders import RunOutsideStorage
 
 __all__ = [
     "CatalogSettings", "EpochNotPublished", "IncompatibleSchema", "NotAlignedCut", "PublishOutcome",
-    "PublishRefused", "PublishedPartition", "PublishedSnapshot", "Publisher", "SealedCut", "TableOfAnotherPartition",
+    "PublishRefused", "PublishedPartition", "PublishedSnapshot", "Publisher", "RunOutsideStorage", "SealedCut",
+    "TableOfAnotherPartition",
     "catalog_settings", "epochs_in", "load_catalog", "mirror_rollback", "publish_sealed", "published_snapshot",
     "read_sealed_as_of", "read_sealed_cut", "settings_from_connection", "snapshot_id_of_epoch", "table_as_of_epoch",
 ]

@@ -19,7 +19,7 @@ from airflow_epochs.coordination.lineage import LineageItem, check_consistency, 
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.tables import history as h
-from airflow_epochs.tables.publish import check_identifier
+from airflow_epochs.tables.publish import check_identifier, still_sealed
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -40,6 +40,7 @@ class CutMember:
     attempt: int
     generation: int
     request: str
+    record: h.PublishedSnapshot = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
             ledgers[pipeline] = EpochLedger(client, pipeline, root=root)
         record = h.snapshot_of_epoch(table, as_of_epoch)
         members.append(CutMember(identifier, pipeline, partition, record.snapshot_id, record.attempt,
-                                 record.generation, record.request))
+                                 record.generation, record.request, record))
     for pipeline, ledger in sorted(ledgers.items()):
         info = ledger.epoch_info(as_of_epoch)
         if info is None or (info.state != "sealed" and info.attempt_state != "compacted"):
@@ -88,12 +89,8 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
     items: list[LineageItem] = []
     for member in members:
         ledger = ledgers[member.pipeline]
-        seal = ledger.seal_record(as_of_epoch, member.partition)
-        if seal is not None and (seal.attempt, seal.generation, seal.request) != \
-                (member.attempt, member.generation, member.request):
-            raise NotAlignedCut(f"table {member.table}: its snapshot {member.snapshot_id} of epoch {as_of_epoch} is "
-                                f"attempt {member.attempt} (generation {member.generation}), but the current seal is "
-                                f"attempt {seal.attempt} (generation {seal.generation}); publish it again first")
+        if not still_sealed(ledger, member.partition, member.record):
+            raise NotAlignedCut(_not_current(ledger, member, as_of_epoch))
         item = lineage_of(ledger, as_of_epoch, member.partition)
         if item is not None:
             items.append(item)
@@ -101,6 +98,18 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
     if not report.consistent:
         raise NotAlignedCut(f"epoch {as_of_epoch} is not aligned: " + "; ".join(report.violations))
     return tuple(members)
+
+
+def _not_current(ledger: EpochLedger, member: CutMember, epoch: int) -> str:
+    """Why ``member``'s snapshot of ``epoch`` is not the current seal (for the refusal)."""
+    shown = (f"table {member.table}: its snapshot {member.snapshot_id} of epoch {epoch} is attempt {member.attempt} "
+             f"(generation {member.generation})")
+    seal = ledger.seal_record(epoch, member.partition)
+    if seal is None:
+        return (f"{shown}, but partition {member.partition!r} of pipeline {member.pipeline!r} has no seal at epoch "
+                f"{epoch} now; it is not part of a cut there")
+    return (f"{shown}, but the current seal is attempt {seal.attempt} (generation {seal.generation}); "
+            f"publish it again first")
 
 
 def read_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoch: int, *,

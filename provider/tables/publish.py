@@ -41,11 +41,15 @@ from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import data_files, filesystem, mark_published
 from airflow_epochs.tables import history as h
+from airflow_epochs.tables.run_folders import RunOutsideStorage, check_run_folder, run_folder_of
 
 log = logging.getLogger(__name__)
 
 StepHook = Callable[[str], None]
 COMMIT_RETRIES = 5
+# A table property: every run folder the table's snapshots name carries the published marker (set on a
+# new table; an older table gets its markers written by the next publish, then this property).
+RUN_MARKERS = "epochs.run-markers"
 # Lossless type widenings Iceberg allows in place (schema evolution by name).
 _PROMOTIONS = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64())}
 
@@ -103,10 +107,32 @@ def check_identifier(identifier: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: str = "data") -> SealToPublish:
+def still_sealed(ledger: EpochLedger, partition: str, record: h.PublishedSnapshot) -> bool:
+    """Whether the table's publish ``record`` of ``partition`` is still what the ledger has sealed: the
+    partition's current seal at that epoch is the one published (attempt, generation and request).
+
+    False when the epoch was rolled back or the partition has no seal at it now (e.g. it left the
+    configuration when the epoch was sealed again); true for an epoch retention compacted (its seal
+    stood and is gone from ZooKeeper) or that the ledger never recorded.
+    """
+    info = ledger.epoch_info(record.epoch)
+    if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
+        return True
+    if info.state == "rolled_back":
+        return False
+    seal = ledger.seal_record(record.epoch, partition)
+    return seal is not None and (seal.attempt, seal.generation, seal.request) == \
+        (record.attempt, record.generation, record.request)
+
+
+def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: str = "data",
+                    storage: str | None = None) -> SealToPublish:
     """The current seal of ``partition`` at ``epoch`` and its files, checked against the manifests.
 
+    :param storage: the pipeline's storage root: every run folder must be inside it (when given).
     :raises PartitionNotSealed: no current seal (unsealed, superseded or rolled back): nothing to publish.
+    :raises RunOutsideStorage: a manifest names a folder that is not the seal's run folder (by the layout,
+        under ``storage``); nothing is written.
     """
     seal = ledger.seal(epoch, partition)
     record = ledger.seal_record(epoch, partition)
@@ -116,6 +142,8 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
     files: list[str] = []
     runs: list[str] = []
     for item in sealed_outputs(ledger, partition, [epoch], output=output):
+        check_run_folder(item.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+                         attempt=item.attempt, storage=storage)
         if item.format != "parquet":
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
                                  f"{item.format}; only Parquet outputs are published")
@@ -218,10 +246,12 @@ class Publisher:
     :param partition: the partition it holds (one table holds one partition of one pipeline).
     :param output: which output of the producers' manifests (default ``data``).
     :param on_step: called with each step's name just after it (crash tests).
+    :param storage: the pipeline's storage root; when given, the run folders the manifests name must be
+        inside it (they must follow the storage layout either way) before a marker is written.
     """
 
     def __init__(self, ledger: EpochLedger, catalog: Any, identifier: str, partition: str, *, output: str = "data",
-                 on_step: StepHook | None = None) -> None:
+                 on_step: StepHook | None = None, storage: str | None = None) -> None:
         self.namespace, self.name = check_identifier(identifier)
         validate_name("partition", partition)
         self.identifier = identifier
@@ -230,6 +260,7 @@ class Publisher:
         self.partition = partition
         self.output = output
         self.on_step = on_step or (lambda _step: None)
+        self.storage = storage
 
     # -- the table -------------------------------------------------------------------------------
 
@@ -249,7 +280,7 @@ class Publisher:
         try:
             return self.catalog.create_table(self.identifier, schema=_arrow_for_iceberg(schema),
                                              properties={"epochs.pipeline": self.ledger.pipeline,
-                                                         "epochs.partition": self.partition})
+                                                         "epochs.partition": self.partition, RUN_MARKERS: "1"})
         except TableAlreadyExistsError:  # another publisher created it first
             return self.catalog.load_table(self.identifier)
 
@@ -267,6 +298,10 @@ class Publisher:
         rolled_back = None
         if table is not None:
             h.check_owner(table, self.ledger.pipeline, self.partition)
+            if table.properties.get(RUN_MARKERS) != "1":
+                self.mark_earlier_runs(table)
+                table = self.load()  # the property's commit made a new metadata version
+        if table is not None:
             rolled_back = self.mirror_rollback(table)
             table = self.load()
         newest = None if table is None else h.last_published_epoch(table)
@@ -275,7 +310,8 @@ class Publisher:
         already: list[h.PublishedSnapshot] = []
         modes: dict[int, str] = {}
         if newest is not None and through_epoch <= newest and table is not None:
-            seal = seal_to_publish(self.ledger, self.partition, through_epoch, output=self.output)
+            seal = seal_to_publish(self.ledger, self.partition, through_epoch, output=self.output,
+                                   storage=self.storage)
             found = self._find(table, seal)
             if found is None:  # defensive: a live epoch that is not this seal is mirrored away above
                 raise PublishRefused(f"table {self.identifier}: epoch {through_epoch} is live but from another seal")
@@ -294,7 +330,7 @@ class Publisher:
 
         Returns the snapshot record, whether this call made it, and how (``add_files`` or ``write``).
         """
-        seal = seal_to_publish(self.ledger, self.partition, epoch, output=self.output)
+        seal = seal_to_publish(self.ledger, self.partition, epoch, output=self.output, storage=self.storage)
         where = f"table {self.identifier}, epoch {epoch}"
         for _ in range(COMMIT_RETRIES):
             from pyiceberg.exceptions import CommitFailedException
@@ -360,7 +396,7 @@ class Publisher:
         """Remove, in one snapshot, the live epochs whose seal is no longer current (the ledger rolled
         them back), so the table is as it was at the epoch rolled back to. None if nothing to do."""
         live = h.live_epochs(table)
-        stale = [e for e, record in live.items() if not self._still_sealed(e, record)]
+        stale = [e for e, record in live.items() if not still_sealed(self.ledger, self.partition, record)]
         if not stale:
             return None
         to_epoch = min(stale) - 1
@@ -382,6 +418,33 @@ class Publisher:
                  self.identifier, to_epoch, removed, len(files), None if record is None else record.snapshot_id)
         return record
 
+    def mark_earlier_runs(self, table: Any) -> list[str]:
+        """Mark the run folders named by the table's snapshots published before the marker existed
+        (garbage collection would take them), once per table; returns the folders marked now."""
+        if table.properties.get(RUN_MARKERS) == "1":
+            return []
+        marked, unreachable = [], 0
+        for folder, record in runs_named_by(table).items():
+            try:
+                check_run_folder(folder, pipeline=self.ledger.pipeline, partition=self.partition, epoch=record.epoch,
+                                 attempt=record.attempt, storage=self.storage)
+                mark_published(folder, {"table": self.identifier, "epoch": record.epoch, "attempt": record.attempt,
+                                        "generation": record.generation})
+            except (RunOutsideStorage, InvalidInput) as exc:  # refused, or the folder is gone already
+                log.warning("table %s: run folder of epoch %s not marked: %s", self.identifier, record.epoch, exc)
+                continue
+            except OSError as exc:  # storage unreachable now: the next publish tries again
+                log.warning("table %s: run folder of epoch %s not marked yet: %s", self.identifier, record.epoch, exc)
+                unreachable += 1
+                continue
+            marked.append(folder)
+        if unreachable:
+            return marked
+        with table.transaction() as txn:
+            txn.set_properties({RUN_MARKERS: "1"})
+        log.info("table %s: marked %d run folder(s) published before markers existed", self.identifier, len(marked))
+        return marked
+
     # -- helpers ---------------------------------------------------------------------------------
 
     def _properties(self, seal: SealToPublish, mode: str) -> dict[str, str]:
@@ -396,16 +459,6 @@ class Publisher:
     def _first_epoch(self) -> int:
         versions = self.ledger.config_versions()
         return min(v.from_epoch for v in versions) if versions else 1
-
-    def _still_sealed(self, epoch: int, record: h.PublishedSnapshot) -> bool:
-        info = self.ledger.epoch_info(epoch)
-        if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
-            return True
-        if info.state == "rolled_back":
-            return False
-        seal = self.ledger.seal_record(epoch, self.partition)
-        return seal is not None and (seal.attempt, seal.generation, seal.request) == \
-            (record.attempt, record.generation, record.request)
 
     def _rollback_request(self, to_epoch: int) -> str:
         """The request id of the ledger's newest rollback to ``to_epoch`` or before (the record we mirror)."""
@@ -427,10 +480,31 @@ class Publisher:
         return files
 
 
+def runs_named_by(table: Any) -> dict[str, h.PublishedSnapshot]:
+    """Run folder -> the publish snapshot that registered files in it (``add_files``; a ``write``
+    publish copied the rows into the table's own files)."""
+    found: dict[str, h.PublishedSnapshot] = {}
+    for snapshot in table.snapshots():
+        record = h.published(snapshot)
+        if record is None or record.action != h.PUBLISH or h.summary_properties(snapshot).get(h.MODE) == "write":
+            continue
+        for manifest in snapshot.manifests(table.io):
+            if manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                folder = run_folder_of(str(entry.data_file.file_path)) if entry.snapshot_id == record.snapshot_id \
+                    else None
+                if folder is not None:
+                    found.setdefault(folder, record)
+    return found
+
+
 def publish_sealed(ledger: EpochLedger, catalog: Any, identifier: str, partition: str, epoch: int, *,
-                   output: str = "data", on_step: StepHook | None = None) -> PublishOutcome:
+                   output: str = "data", on_step: StepHook | None = None, storage: str | None = None
+                   ) -> PublishOutcome:
     """Publish ``partition`` through ``epoch`` into ``identifier`` (see :class:`Publisher`)."""
-    return Publisher(ledger, catalog, identifier, partition, output=output, on_step=on_step).publish(epoch)
+    return Publisher(ledger, catalog, identifier, partition, output=output, on_step=on_step,
+                     storage=storage).publish(epoch)
 
 
 def mirror_rollback(ledger: EpochLedger, catalog: Any, identifier: str, partition: str) -> h.PublishedSnapshot | None:

@@ -5,7 +5,9 @@ tables of a partition are found in a catalog without any record in ZooKeeper; th
 is the live publish of it in the table's history (:func:`airflow_epochs.tables.history.snapshot_of_epoch`).
 
 The page looks in the catalogs of the Iceberg connections named by ``$AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS``
-(comma-separated; none by default: no catalog is contacted).
+(comma-separated; none by default: no catalog is contacted). An open epoch detail is polled every two
+seconds, so the catalog is read once per :data:`TABLES_TTL_S` (its tables and their live snapshots
+together), never per poll.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from airflow_epochs.tables import history as h
 log = logging.getLogger(__name__)
 
 TABLE_CONN_IDS_ENV = "AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS"
-TABLES_TTL_S = 60.0  # how long a catalog's list of our tables is reused before it is listed again
+TABLES_TTL_S = 60.0  # how long a catalog's tables and snapshots are reused before they are read again
 
 
 @dataclass(frozen=True)
@@ -58,17 +60,37 @@ def _lookup_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def tables_of(catalog: Any) -> dict[tuple[str, str], list[str]]:
-    """(pipeline, partition) -> the tables of the catalog that publish it (by their properties)."""
-    found: dict[tuple[str, str], list[str]] = {}
+@dataclass(frozen=True)
+class PublishedTable:
+    """One table of a catalog that publishes a partition, with its live epochs when it was read."""
+
+    table: str
+    pipeline: str
+    partition: str
+    live: Mapping[int, h.PublishedSnapshot]
+
+
+def tables_of(catalog: Any) -> dict[tuple[str, str], list[PublishedTable]]:
+    """(pipeline, partition) -> the tables of the catalog that publish it (by their properties), each
+    with its live epochs (one ``load_table`` per table: the history comes with the table)."""
+    found: dict[tuple[str, str], list[PublishedTable]] = {}
     for namespace in catalog.list_namespaces():
         for identifier in catalog.list_tables(namespace):
             name = ".".join(identifier)
-            properties = catalog.load_table(name).properties
-            pipeline, partition = properties.get(h.PIPELINE), properties.get(h.PARTITION)
+            table = catalog.load_table(name)
+            pipeline, partition = table.properties.get(h.PIPELINE), table.properties.get(h.PARTITION)
             if pipeline and partition:
-                found.setdefault((pipeline, partition), []).append(name)
+                found.setdefault((pipeline, partition), []).append(
+                    PublishedTable(name, pipeline, partition, h.live_epochs(table)))
     return found
+
+
+def _shown(catalog_name: str, table: str, pipeline: str, partition: str, epoch: int,
+           live: Mapping[int, h.PublishedSnapshot]) -> PublishedPartition | None:
+    record = live.get(epoch)
+    if record is None or (record.pipeline, record.partition) != (pipeline, partition):
+        return None
+    return PublishedPartition(catalog_name, table, epoch, record.snapshot_id, record.attempt, record.request)
 
 
 def published_snapshot(catalog: Any, table: str, pipeline: str, partition: str, epoch: int, *,
@@ -78,24 +100,28 @@ def published_snapshot(catalog: Any, table: str, pipeline: str, partition: str, 
     validate_name("pipeline", pipeline)
     validate_name("partition", partition)
     validate_epoch(epoch)
-    record = h.live_epochs(catalog.load_table(table)).get(epoch)
-    if record is None or (record.pipeline, record.partition) != (pipeline, partition):
-        return None
-    return PublishedPartition(catalog_name, table, epoch, record.snapshot_id, record.attempt, record.request)
+    return _shown(catalog_name, table, pipeline, partition, epoch, h.live_epochs(catalog.load_table(table)))
 
 
 class PublishedIndex:
     """The page's view of the catalogs: for a sealed partition at an epoch, the tables and snapshots
-    that show it. Catalogs are loaded on first use; each catalog's list of our tables is kept for
-    :data:`TABLES_TTL_S` seconds (a new table shows up after that)."""
+    that show it. Catalogs are loaded on first use; each catalog's tables, with their live snapshots,
+    are read once and kept for :data:`TABLES_TTL_S` seconds (a new table or a new publish shows up after
+    that), so however often the page polls, a catalog is read at most once per ``ttl``."""
 
-    def __init__(self, catalogs: Mapping[str, Callable[[], Any]], *, ttl: float = TABLES_TTL_S) -> None:
-        """:param catalogs: catalog name -> a function returning the pyiceberg catalog."""
+    def __init__(self, catalogs: Mapping[str, Callable[[], Any]], *, ttl: float = TABLES_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """:param catalogs: catalog name -> a function returning the pyiceberg catalog.
+        :param ttl: seconds a catalog's tables and snapshots are reused.
+        :param clock: the monotonic clock the ``ttl`` is measured on."""
         self._factories = dict(catalogs)
         self._catalogs: MutableMapping[str, Any] = {}
-        self._tables: dict[str, tuple[float, dict[tuple[str, str], list[str]]]] = {}
+        self._tables: dict[str, tuple[float, dict[tuple[str, str], list[PublishedTable]]]] = {}
         self._ttl = ttl
+        self._clock = clock
         self._lock = threading.Lock()
+        # one reader per catalog: polls that find its tables expired wait for the one read, not each read it
+        self._reading = {name: threading.Lock() for name in self._factories}
 
     @classmethod
     def from_connections(cls, conn_ids: Sequence[str]) -> PublishedIndex:
@@ -119,16 +145,31 @@ class PublishedIndex:
                 self._catalogs[name] = self._factories[name]()
             return self._catalogs[name]
 
-    def _tables_in(self, name: str) -> dict[tuple[str, str], list[str]]:
-        now = time.monotonic()
+    def _fresh(self, name: str) -> dict[tuple[str, str], list[PublishedTable]] | None:
         with self._lock:
             cached = self._tables.get(name)
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        found = tables_of(self._catalog(name))
-        with self._lock:
-            self._tables[name] = (now, found)
-        return found
+        return cached[1] if cached is not None and self._clock() - cached[0] < self._ttl else None
+
+    def _tables_in(self, name: str) -> dict[tuple[str, str], list[PublishedTable]]:
+        found = self._fresh(name)
+        if found is not None:
+            return found
+        with self._reading[name]:
+            found = self._fresh(name)  # another poll read it while this one waited
+            if found is not None:
+                return found
+            now = self._clock()
+            try:
+                found = tables_of(self._catalog(name))
+            except _lookup_errors():
+                # a catalog that cannot be read is asked again after ``ttl``, not on every poll meanwhile
+                with self._lock:
+                    stale = self._tables.get(name)
+                    self._tables[name] = (now, {} if stale is None else stale[1])
+                raise
+            with self._lock:
+                self._tables[name] = (now, found)
+            return found
 
     def lookup(self, pipeline: str, partition: str, epoch: int) -> list[PublishedPartition]:
         """Every table (of every catalog) that shows ``partition`` of ``pipeline`` as of ``epoch``."""
@@ -139,8 +180,7 @@ class PublishedIndex:
         for name in sorted(self._factories):
             try:
                 for table in self._tables_in(name).get((pipeline, partition), []):
-                    record = published_snapshot(self._catalog(name), table, pipeline, partition, epoch,
-                                                catalog_name=name)
+                    record = _shown(name, table.table, pipeline, partition, epoch, table.live)
                     if record is not None:
                         found.append(record)
             except errors as exc:

@@ -19,8 +19,13 @@ DEFAULT_CONN_ID = "iceberg_default"
 
 def publish_from_task(client: Any, pipeline: str, partition: str, epoch: int, *, table: str,
                       conn_id: str = DEFAULT_CONN_ID, output: str = "data", root: str = DEFAULT_ROOT,
-                      on_step: StepHook | None = None) -> PublishOutcome:
-    """Publish ``partition`` of ``pipeline`` through ``epoch`` into ``table`` (catalog of ``conn_id``)."""
+                      on_step: StepHook | None = None, storage: str | None = None) -> PublishOutcome:
+    """Publish ``partition`` of ``pipeline`` through ``epoch`` into ``table`` (catalog of ``conn_id``).
+
+    :param storage: the pipeline's storage root, when the task knows it: the run folders the seal's
+        manifests name must lie inside it.
+    """
     catalog = load_catalog(settings_from_connection(conn_id))
     ledger = EpochLedger(client, pipeline, root=root)
-    return publish_sealed(ledger, catalog, table, partition, epoch, output=output, on_step=on_step)
+    return publish_sealed(ledger, catalog, table, partition, epoch, output=output, on_step=on_step,
+                          storage=storage)

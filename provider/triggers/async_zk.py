@@ -105,6 +105,12 @@ class AsyncZooKeeper:
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(lambda: self.client.delete_async(path, version=version))
 
+    def session_id(self) -> int | None:
+        """The id of the client's current session (None while it has none): an ephemeral node whose
+        ``ephemeralOwner`` it is was created by this client, even when the create's answer was lost."""
+        client_id = self.client.client_id
+        return None if client_id is None else int(client_id[0])
+
     async def ensure_path(self, path: str) -> None:
         await self._call(lambda: self.client.ensure_path_async(path))
 

@@ -40,6 +40,9 @@ class KazooStore:
     async def delete(self, path: str, version: int = -1) -> None:
         self.client.delete(path, version=version)
 
+    def session_id(self) -> int | None:
+        return None if self.client.client_id is None else int(self.client.client_id[0])
+
 
 def _delivery(scope: str = "deploy", from_epoch: int = 1) -> Delivery:
     return Delivery(PipelinePaths("p"), scope, "a", from_epoch)
@@ -91,3 +94,43 @@ def test_moving_the_cursor_gives_up_after_a_bounded_number_of_lost_rounds(zk):
         asyncio.run(delivery.move_cursor(store, 4))
     assert len(rounds) == MAX_CURSOR_ROUNDS
     assert DeliveryCursor.from_bytes(zk.get(delivery.cursor)[0], path=delivery.cursor).following == 3
+
+
+def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim_is_still_respected(
+        zk, zk_factory, proxy, lossy):
+    """The answer to the deliverer's claim is lost (the proxy drops it after ZooKeeper committed it):
+    looking again, the claim exists, its ``ephemeralOwner`` is the deliverer's own session and it holds
+    its token, so it holds the claim and delivers; a second deliverer still waits for it, on another
+    session or on the same one (two triggers of one triggerer share its client)."""
+    from kazoo.exceptions import ConnectionLoss
+
+    from airflow_epochs.triggers.async_zk import AsyncZooKeeper
+
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    delivery = _delivery()
+    claim = PipelinePaths("p").asset_event("deploy", 1, 1, "a")
+    lossy.ensure_path(PipelinePaths("p").asset_event_scope("deploy"))
+
+    async def deliver_after_a_lost_reply() -> Any:
+        store = AsyncZooKeeper(lossy, asyncio.get_running_loop())
+        proxy.drop_next_committed_write()
+        with pytest.raises(ConnectionLoss):
+            await delivery.next_seal(store, 1, lambda _event: None)
+        assert proxy.dropped, "the claim's answer was not dropped"
+        for _ in range(200):  # kazoo reconnects through the proxy with the same session
+            if lossy.connected:
+                break
+            await asyncio.sleep(0.05)
+        return await delivery.next_seal(store, 1, lambda _event: None)
+
+    found = asyncio.run(deliver_after_a_lost_reply())
+    stat = zk.exists(claim)
+    assert stat is not None and stat.ephemeralOwner == lossy.client_id[0]
+    assert isinstance(found, SealToDeliver) and (found.epoch, found.claim) == (1, claim)
+    other, twin = KazooStore(zk_factory()), KazooStore(lossy)
+    assert asyncio.run(_delivery().next_seal(other, 1, lambda _event: None)) is None  # held by the first: wait
+    assert asyncio.run(_delivery().next_seal(twin, 1, lambda _event: None)) is None  # same session, not its claim
+    asyncio.run(delivery.drop_claims(KazooStore(lossy), [found.claim]))
+    assert zk.exists(claim) is None

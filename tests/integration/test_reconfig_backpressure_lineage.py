@@ -160,3 +160,26 @@ def test_lineage_consistency(zk):
     assert not mixed.consistent and "different epochs of raw" in mixed.violations[0]
     with pytest.raises(InvalidInput, match="non-negative integer"):
         joined.vote(attempt, "daily", "join_a", upstream={"raw": -1})
+
+
+@pytest.mark.parametrize("forged", [{"consumer": "report"}, {"consumer": "report", "acked": "3"}, True,
+                                    {"consumer": "other", "acked": 2}])
+def test_a_repeated_registration_reads_its_stored_result_as_a_record(zk, forged):
+    """The repeat of a registration whose consumer is gone again reads the stored result through a
+    record: a result that is not a registration of this consumer (forged, or another call's) is
+    answered as a corrupt record naming its znode, never a KeyError or a wrong acknowledgement."""
+    from airflow_epochs.coordination import CorruptPayload
+    from airflow_epochs.coordination.paths import PipelinePaths
+    from airflow_epochs.coordination.wire import RequestNode
+
+    ledger = EpochLedger(zk, "bpstored", owner="tests")
+    ledger.create_pipeline(OLD)
+    assert register_consumer(ledger, "report", acked=0, request_id="reg-1").acked == 0
+    assert unregister_consumer(ledger, "report")
+    again = register_consumer(ledger, "report", acked=0, request_id="reg-1")  # found, not redone
+    assert (again.acked, again.overtaken is not None) == (0, True)
+    path = PipelinePaths("bpstored").request("reg-1")
+    zk.set(path, RequestNode("register_consumer", time.time(), forged).to_bytes())
+    with pytest.raises(CorruptPayload, match="reg-1"):
+        register_consumer(ledger, "report", acked=0, request_id="reg-1")
+    assert [c.consumer for c in consumers(ledger)] == []  # nothing was registered by the repeat

@@ -116,3 +116,32 @@ def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server,
     cut = read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3)
     for partition, table in PARTITIONS.items():
         pd.testing.assert_frame_equal(normalized(cut.rows[table].to_pandas()), sealed_rows(spark, ledger, partition, 3))
+
+
+def test_a_table_whose_partition_has_no_seal_at_the_epoch_is_refused(zk, spark, tmp_path, pg):
+    """Rolled back to 1, the pipeline drops ``weekly`` from epoch 2 on and seals 2 again with ``daily``
+    only: epoch 2 is sealed, but ``weekly`` has no seal at 2, so the weekly table's snapshot of 2 (the
+    rolled-back one, not mirrored yet) is not part of any cut, as the publisher would also say."""
+    from airflow_epochs.tables.publish import still_sealed
+
+    catalog = load_catalog(pg_catalog(pg, tmp_path / "warehouse"))
+    ledger = EpochLedger(zk, "cutdrop", owner="tests")
+    ledger.create_pipeline(PipelineConfig({p: (PRODUCER,) for p in PARTITIONS}))
+    main, store = job_for(), tmp_path / "store"
+    for epoch in (1, 2):
+        seal(zk, spark, ledger, store, epoch, PARTITIONS, main)
+        for partition, table in PARTITIONS.items():
+            publish_sealed(ledger, catalog, table, partition, epoch)
+    ledger.rollback(1, reason="weekly goes")
+    ledger.set_config(PipelineConfig({"daily": (PRODUCER,)}), from_epoch=2)
+    seal(zk, spark, ledger, store, 2, ["daily"], main)
+    publish_sealed(ledger, catalog, PARTITIONS["daily"], "daily", 2)
+    assert ledger.epoch_info(2).state == "sealed" and ledger.seal_record(2, "weekly") is None
+
+    from airflow_epochs.tables import history as h
+
+    weekly = h.snapshot_of_epoch(catalog.load_table(PARTITIONS["weekly"]), 2)  # still live: not mirrored
+    assert not still_sealed(ledger, "weekly", weekly)
+    with pytest.raises(NotAlignedCut, match=r"epochs\.cut_weekly.*no seal"):
+        read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 2)
+    assert read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 1).epoch == 1

@@ -20,7 +20,7 @@ from tables_helpers import (
     sealed_frame,
 )
 
-from airflow_epochs.coordination import PartitionNotSealed
+from airflow_epochs.coordination import EpochLedger, PartitionNotSealed
 from airflow_epochs.tables import (
     EpochNotPublished,
     IncompatibleSchema,
@@ -264,3 +264,104 @@ def test_garbage_collection_keeps_runs_a_published_snapshot_names(tmp_path):
     assert removed == [stray]
     assert Path(sealed, "data", "part-0.parquet").exists() and Path(published, "data", "part-0.parquet").exists()
     assert not Path(stray).parent.exists()  # its attempt folder went with its only run
+
+
+
+def _hand_sealed(zk, name: str, location: str, data_dir: Path):
+    """A pipeline whose epoch 1 is sealed by a hand-written manifest naming ``location`` (one Parquet
+    file in ``data_dir``, where it resolves): what anyone who can write to ZooKeeper could have voted."""
+    ledger = new_pipeline(zk, name)
+    _vote_by_hand(ledger, ledger.open_epoch(1), location, data_dir)
+    return ledger
+
+
+def _vote_by_hand(ledger, attempt, location: str, data_dir: Path) -> None:
+    """Seal the attempt's epoch with a manifest naming ``location``; its one Parquet file is in ``data_dir``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    Path(data_dir, "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": ["ams", "bcn"], "amount": [1, 2]}), Path(data_dir, "data", "part-0.parquet"))
+    manifest = {"epoch": attempt.epoch, "attempt": attempt.token, "run": "r1", "location": location,
+                "outputs": {"data": {"path": f"{location}/data", "format": "parquet", "rows": 2, "checksum": "c",
+                                     "files": 1}}}
+    assert ledger.vote(attempt, PARTITION, "job", manifest).partition_sealed
+
+
+def test_a_run_folder_outside_the_storage_root_is_refused_before_any_write(zk, tmp_path, settings):
+    from airflow_epochs.spark.storage import PUBLISHED_MARKER, run_location
+    from airflow_epochs.tables import RunOutsideStorage
+
+    catalog = load_catalog(settings)
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "linked").mkdir(parents=True)
+    (outside / "linked").mkdir(parents=True)
+    (store / "linked" / PARTITION).symlink_to(outside / "linked")
+    climbs = outside / "climbs" / PARTITION / "epoch=1" / "attempt=1" / "run=r1"
+    cases = {  # pipeline: (the location the manifest names, where it resolves)
+        # the seal's run folder by its layout, but under another root than the pipeline's storage
+        "elsewhere": (run_location(str(outside), "elsewhere", PARTITION, 1, 1, "r1"),
+                      outside / "elsewhere" / PARTITION / "epoch=1" / "attempt=1" / "run=r1"),
+        # inside the root by its text, but a folder on the way is a link to elsewhere
+        "linked": (run_location(str(store), "linked", PARTITION, 1, 1, "r1"),
+                   outside / "linked" / "epoch=1" / "attempt=1" / "run=r1"),
+        # climbs out of the storage root once pyarrow has percent-decoded the URI
+        "climbs": ((store / "x").as_uri() + "/%2e%2e/%252e%252e/outside/climbs/daily/epoch=1/attempt=1/run=r1",
+                   climbs),
+        # not a run folder at all: the marker would land in any folder the manifest names
+        "anyfolder": (str(outside / "victim"), outside / "victim"),
+    }
+    for name, (location, data_dir) in cases.items():
+        ledger = _hand_sealed(zk, name, location, data_dir)
+        with pytest.raises(RunOutsideStorage, match="nothing was written"):
+            publish_sealed(ledger, catalog, f"epochs.{name}", PARTITION, 1, storage=str(store))
+        assert not Path(data_dir, PUBLISHED_MARKER).exists()
+        assert not catalog.table_exists(f"epochs.{name}")
+    # Without the storage root the layout still holds: a folder that is not a run folder is refused.
+    with pytest.raises(RunOutsideStorage, match="not a run folder"):
+        publish_sealed(EpochLedger(zk, "anyfolder", owner="tests"), catalog, "epochs.anyfolder", PARTITION, 1)
+    assert not Path(outside / "victim", PUBLISHED_MARKER).exists()
+    # The seal's own run folder under the root is published and marked.
+    inside = run_location(str(store), "inside", PARTITION, 1, 1, "r1")
+    ledger = _hand_sealed(zk, "inside", inside, Path(inside))
+    assert publish_sealed(ledger, catalog, "epochs.inside", PARTITION, 1, storage=str(store)).snapshot_of(1)
+    assert json.loads(Path(inside, PUBLISHED_MARKER).read_text())["table"] == "epochs.inside"
+
+
+def test_runs_published_before_the_marker_existed_are_kept_by_garbage_collection(zk, tmp_path, settings):
+    """A table whose snapshots were published before the marker existed (no marker, no
+    ``epochs.run-markers`` property). The ledger rolls back to 1 and seals 2 again: the next publish
+    marks the older snapshots' run folders first, then mirrors the rollback and publishes the new 2,
+    so garbage collection of epoch 2 keeps the rolled-back run the table's history still names."""
+    from airflow_epochs.spark.storage import PUBLISHED_MARKER, collect_garbage, run_location
+    from airflow_epochs.tables.publish import RUN_MARKERS
+
+    catalog = load_catalog(settings)
+    store = tmp_path / "store"
+    ledger = new_pipeline(zk, "legacy")
+
+    def seal_by_hand(epoch: int, run: str) -> str:
+        attempt = ledger.open_epoch(epoch)
+        location = run_location(str(store), "legacy", PARTITION, epoch, attempt.token, run)
+        _vote_by_hand(ledger, attempt, location, Path(location))
+        return location
+
+    old = {epoch: seal_by_hand(epoch, "r1") for epoch in (1, 2)}
+    publish_sealed(ledger, catalog, "epochs.legacy", PARTITION, 2, storage=str(store))
+    for location in old.values():  # as published before the marker existed
+        Path(location, PUBLISHED_MARKER).unlink()
+    with catalog.load_table("epochs.legacy").transaction() as txn:
+        txn.remove_properties(RUN_MARKERS)
+    before_rollback = h.snapshot_of_epoch(catalog.load_table("epochs.legacy"), 2).snapshot_id
+
+    ledger.rollback(1, reason="epoch 2 again")
+    new = seal_by_hand(2, "r2")
+    outcome = publish_sealed(ledger, catalog, "epochs.legacy", PARTITION, 2, storage=str(store))
+    assert outcome.rolled_back is not None and [r.epoch for r in outcome.published] == [2]
+    for epoch, location in old.items():
+        assert json.loads(Path(location, PUBLISHED_MARKER).read_text())["epoch"] == epoch
+    assert catalog.load_table("epochs.legacy").properties[RUN_MARKERS] == "1"
+    assert collect_garbage(str(store), "legacy", PARTITION, 2, [new]) == []
+    assert Path(old[2], "data", "part-0.parquet").exists()
+    # time travel to the snapshot the rollback superseded still reads its files
+    assert catalog.load_table("epochs.legacy").scan(snapshot_id=before_rollback).to_arrow().num_rows == 4

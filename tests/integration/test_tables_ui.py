@@ -27,6 +27,20 @@ def pg():
         yield server
 
 
+class CountingCatalog:
+    """The real catalog, counting the calls the page makes on it."""
+
+    def __init__(self, catalog) -> None:
+        self.catalog = catalog
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        attr = getattr(self.catalog, name)
+        if name in ("list_namespaces", "list_tables", "load_table"):
+            self.calls.append(name)
+        return attr
+
+
 class OneDag:
     """The DAG index of the page: one DAG, driving the pipeline."""
 
@@ -60,7 +74,8 @@ def test_the_page_shows_each_sealed_partitions_table_and_snapshot(zk, spark, tmp
     assert published_snapshot(catalog, TABLE, PIPELINE, PARTITION, 3) is None  # sealed, not published yet
     assert published_snapshot(catalog, TABLE, "other", PARTITION, 2) is None  # the table is another's
 
-    index = PublishedIndex({"lake": lambda: catalog})
+    counting, now = CountingCatalog(catalog), [1000.0]
+    index = PublishedIndex({"lake": lambda: counting}, clock=lambda: now[0])
     app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"page"}, dag_index=OneDag(),
                      published_index=index)  # type: ignore[arg-type]
     with TestClient(app) as client:
@@ -72,11 +87,22 @@ def test_the_page_shows_each_sealed_partitions_table_and_snapshot(zk, spark, tmp
                 [("lake", TABLE, snapshots[epoch], epoch)]
         [part] = client.get(f"/api/pipelines/{PIPELINE}/epochs/3").json()["partitions"]
         assert part["state"] == "sealed" and part["published"] == []
-        # After the publish of epoch 3 the page shows it (the table list is cached, its history is not).
+        listing = list(counting.calls)
+        assert listing.count("load_table") == 1  # one listing: the one table, loaded once
+        # An open detail is polled every 2 s: the polls within the list's lifetime touch no catalog.
+        for _ in range(10):
+            for epoch in (1, 2, 3):
+                client.get(f"/api/pipelines/{PIPELINE}/epochs/{epoch}").raise_for_status()
+        assert counting.calls == listing
+        # After the publish of epoch 3 the page shows it once the list (with the snapshots) is renewed.
         publish_sealed(ledger, catalog, TABLE, PARTITION, 3)
+        [part] = client.get(f"/api/pipelines/{PIPELINE}/epochs/3").json()["partitions"]
+        assert part["published"] == []
+        now[0] += 61.0
         [part] = client.get(f"/api/pipelines/{PIPELINE}/epochs/3").json()["partitions"]
         assert [p["snapshot_id"] for p in part["published"]] == \
             [h.snapshot_of_epoch(catalog.load_table(TABLE), 3).snapshot_id]
+        assert counting.calls.count("load_table") == 2  # one listing more, however many polls
 
     # The catalogs come from Iceberg connections named in the environment; none named: none contacted.
     monkeypatch.delenv("AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS", raising=False)
@@ -89,3 +115,20 @@ def test_the_page_shows_each_sealed_partitions_table_and_snapshot(zk, spark, tmp
     from_env = published_from_environment()
     assert from_env is not None
     assert [p.snapshot_id for p in from_env.lookup(PIPELINE, PARTITION, 1)] == [snapshots[1]]
+
+
+def test_a_catalog_that_cannot_be_read_is_asked_again_only_after_the_ttl():
+    """Pure logic around the catalog: one that refuses (here its connection) leaves the column empty
+    and is not asked again on every poll, only once the 60 s are over."""
+    asked, now = [], [0.0]
+
+    def unreachable():
+        asked.append(now[0])
+        raise OSError("connection refused")
+
+    index = PublishedIndex({"lake": unreachable}, clock=lambda: now[0])
+    for _ in range(5):
+        assert index.lookup(PIPELINE, PARTITION, 1) == []
+    assert asked == [0.0]
+    now[0] = 61.0
+    assert index.lookup(PIPELINE, PARTITION, 1) == [] and asked == [0.0, 61.0]

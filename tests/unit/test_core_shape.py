@@ -16,9 +16,11 @@ MAX_FUNCTION_LINES = 80
 # Where payloads are decoded: the records module and the envelope it uses.
 RECORD_MODULES = {"provider/coordination/wire.py", "provider/coordination/payloads.py",
                   "provider/coordination/vote_records.py", "provider/coordination/compaction_record.py",
-                  "provider/coordination/declared_records.py"}
+                  "provider/coordination/declared_records.py", "provider/coordination/consumer_records.py"}
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.
 PENDING: set[str] = set()
+# The names a decoded document goes by: a payload (``doc``) or a request's stored result (``stored``).
+RAW_DOCUMENTS = {"doc", "stored"}
 
 
 def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
@@ -34,7 +36,8 @@ def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[s
 
 def raw_payload_reads(source: str) -> list[tuple[str, int]]:
     """(enclosing function, line) of each raw payload read in ``source``: a payload decoded by hand
-    (``payloads.decode`` or ``decode`` imported from it) or a ``doc[...]``/``doc.get(...)`` read."""
+    (``payloads.decode`` or ``decode`` imported from it), a ``doc[...]``/``doc.get(...)`` read, or one
+    of a request's stored result (``stored[...]``/``stored.get(...)``, as ``stored_result`` gives it)."""
     tree = ast.parse(source)
     decoders = {"decode"} if any(
         isinstance(node, ast.ImportFrom) and (node.module or "").endswith("payloads")
@@ -65,10 +68,10 @@ def _is_raw_read(node: ast.AST, decoders: set[str]) -> bool:
         if isinstance(func, ast.Name) and func.id in decoders:
             return True
         if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
-                and func.value.id == "doc":
+                and func.value.id in RAW_DOCUMENTS:
             return True
-    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "doc" \
-        and isinstance(node.ctx, ast.Load)
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+        and node.value.id in RAW_DOCUMENTS and isinstance(node.ctx, ast.Load)
 
 
 def _modules(roots: list[Path]) -> list[tuple[str, str]]:
@@ -107,6 +110,8 @@ def test_every_pending_exception_still_exists():
      [("g", 3)]),
     ("def h(doc):\n    return doc['state'], doc.get('owner')\n", [("h", 2), ("h", 2)]),
     ("def k(node):\n    return node.state\n", []),
+    ("def m(ctx, call):\n    stored = ctx.stored_result(call)\n    return stored['acked'], stored.get('x')\n",
+     [("m", 3), ("m", 3)]),
 ])
 def test_the_raw_read_check_finds_what_it_must(source, expected):
     assert sorted(raw_payload_reads(source)) == sorted(expected)
