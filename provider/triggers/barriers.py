@@ -89,7 +89,11 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         if self._generation is None:
             self._generation = await epoch_generation(zk, self.paths, self.epoch, None)
             if self._generation is None:
-                raise _not_open(self.pipeline, self.epoch)
+                # gone from ZooKeeper: an epoch compacted into its archive still has its decisions there
+                archived = await asyncio.to_thread(self._decision_if_archived, zk)
+                if archived is None:
+                    raise _not_open(self.pipeline, self.epoch)
+                return self._payload(archived)
         if self._deadline is None:
             path = self.paths.barrier(self.epoch, self._generation, self.barrier)
             node = await zk.get(path, wake)  # the barrier may be declared later
@@ -112,6 +116,12 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         if self._deadline is not None and time.time() >= self._deadline:
             # the rare path: the policy reads who is late and records its decision
             self._decided = await asyncio.to_thread(self._barrier(zk).apply_policy)
+
+    def _decision_if_archived(self, zk: AsyncZooKeeper) -> BarrierOutcome | None:
+        try:
+            return self._barrier(zk).outcome()
+        except EpochNotOpen:
+            return None
 
     def _barrier(self, zk: AsyncZooKeeper) -> Barrier:
         return zk.ledger(self.pipeline, root=self.root).barrier(self.epoch, self.barrier, generation=self._generation)

@@ -10,7 +10,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination import EpochLedger, EpochNotOpen, PipelineConfig
 from airflow_epochs.coordination.backpressure import acknowledge, register_consumer, unregister_consumer
 from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
 from airflow_epochs.coordination.wire import DeliveryCursor
@@ -244,6 +244,28 @@ def test_a_seal_wait_on_an_epoch_that_already_left_zookeeper_fires(zk, zk_connec
     assert ledger.seal_record(1, "a").attempt == attempt.token  # what the sensor reads on the event
     with pytest.raises(asyncio.TimeoutError):  # epoch 2 is open, not compacted: no success for it
         asyncio.run(_first_event(PartitionsSealedTrigger(pipeline="p", epoch=2, partitions=["a"]), 1.5))
+
+
+def test_a_barrier_wait_on_an_epoch_that_already_left_zookeeper_reads_its_decision(zk, zk_connection, tmp_path):
+    """A barrier sensor deferred after its epoch was sealed and compacted (an archive's default window)
+    gets the barrier's decision from the archive, not "epoch not open"; a barrier never declared in
+    that epoch is still refused."""
+    ledger = EpochLedger(zk, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}, archive=str(tmp_path)))
+    attempt = ledger.open_epoch(1)
+    barrier = Barrier(zk, "p", 1, "ingested")
+    barrier.declare(StragglerPolicy.quorum(1, timeout=60.0), ["x", "y"])
+    barrier.arrive("x")
+    barrier.arrive("y")
+    ledger.vote(attempt, "a", "x")
+    ledger.vote(attempt, "b", "y")
+    ledger.open_epoch(2)
+    assert ledger.compact().archived == (1,) and zk.exists(ledger.paths.epoch(1)) is None
+    event = asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="ingested"), 30))
+    assert (event.payload["decision"], event.payload["arrived"], event.payload["late"]) == ("all", 2, [])
+    assert Barrier(zk, "p", 1, "ingested").outcome().decision == "all"  # the core's own read, too
+    with pytest.raises(EpochNotOpen):
+        asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="never-declared"), 30))
 
 
 def test_compaction_keeps_the_seals_an_asset_deliverer_has_not_delivered(zk, zk_connection, tmp_path):
