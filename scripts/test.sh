@@ -10,5 +10,11 @@ say "ruff check"
 ruff check provider operators sensors dags tests scripts bench
 say "mypy --strict on the whole airflow_epochs package"
 python "$ROOT/scripts/typecheck.py"
-say "pytest"
-exec pytest "$@"
+# Test files are spread over worker processes (pytest-xdist), a whole file per worker so its module
+# fixtures start once, the long files first (tests/conftest.py orders them; --no-loadscope-reorder
+# keeps that order). Much of a test's time is spent waiting on servers it started, so two workers
+# gain even on two cores. EPOCHS_TEST_WORKERS=0 runs everything in this process; a "-n" among the
+# arguments wins over this one.
+workers="${EPOCHS_TEST_WORKERS:-2}"
+say "pytest on $workers workers"
+exec pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"

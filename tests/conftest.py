@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+from built_once import built_once  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
 from zk_proxy import LostAnswerProxy  # noqa: E402
@@ -133,30 +135,46 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+def _migrated_sqlite(folder: Path) -> Path:
+    """A new SQLite metadata database in ``folder`` migrated by Airflow's CLI; returns its file."""
+    database = folder / "airflow.db"
+    env = {**os.environ, "AIRFLOW_HOME": str(folder), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{database}"}
+    airflow = str(Path(sys.executable).parent / "airflow")
+    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, timeout=300, env=env)
+    return database
+
+
 @pytest.fixture(scope="session")
-def airflow_home() -> Iterator[Path]:
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A migrated SQLite metadata database in a temporary AIRFLOW_HOME whose DAGs folder holds the
     project's example DAGs."""
     shutil.copytree(REPO / "dags", _DAGS, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     for dag_file in (REPO / "tests" / "dags").glob("*.py"):
         shutil.copy(dag_file, _DAGS / dag_file.name)
-    # The CLI's migration (not initdb): `airflow dags test` in other processes checks for it.
-    airflow = str(Path(sys.executable).parent / "airflow")
-    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, timeout=300)
+    # The CLI's migration (not initdb): `airflow dags test` in other processes checks for it. Run once
+    # for the test run into a database of its own, then copied in (SQLite's backup API: this process's
+    # Airflow may already hold the file open); pytest-xdist's workers each get a copy.
+    migrated = built_once(tmp_path_factory, "airflow-sqlite", _migrated_sqlite)
+    source, copy = sqlite3.connect(migrated), sqlite3.connect(_AIRFLOW_HOME / "airflow.db")
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
     yield _AIRFLOW_HOME
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def airflow_pg_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A stopped PostgreSQL data folder with Airflow's metadata database migrated once for the session;
-    every scheduler-driven test's deployment (``AirflowStack(template=...)``) runs its own server on
-    a copy of it."""
+    """A stopped PostgreSQL data folder with Airflow's metadata database migrated once for the test run
+    (shared by pytest-xdist's workers); every scheduler-driven test's deployment
+    (``AirflowStack(template=...)``) runs its own server on a copy of it."""
     from airflow_stack import migrated_template, postgres_bin
 
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
-    return migrated_template(tmp_path_factory.mktemp("pg-template"))
+    return built_once(tmp_path_factory, "pg-template", migrated_template)
 
 
 @pytest.fixture
@@ -196,8 +214,12 @@ def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(spark_connect_state)]
     started = subprocess.run([*cli, "spark-connect", "start"], capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stderr
-    try:  # the first query warms the server: on a loaded machine it took 39 s (the probe allows 60)
-        status = subprocess.run([*cli, "spark-connect", "status"], capture_output=True, text=True, timeout=120)
+    # The first query warms the server: on a loaded machine it took 39 s, and over 60 s (the status
+    # probe's default) with two pytest-xdist workers each starting one and other test runs sharing
+    # the 2 cores: this warm-up waits longer. Later status checks keep the default.
+    try:
+        status = subprocess.run([*cli, "spark-connect", "status", "--probe-timeout", "240"],
+                                capture_output=True, text=True, timeout=300)
         assert status.returncode == 0 and "running at sc://localhost:" in status.stdout, status
     except BaseException:  # never leave the started server behind
         subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, timeout=60)
@@ -221,3 +243,20 @@ def spark_connect(spark_connect_server: int, spark_connect_state: Path, monkeypa
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
         {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server, "password": token}))
     return "spark_connect_test"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``scripts/test.sh``), hand out the long files first: the system tests, then
+    files with a test marked slow, then the rest, each in collection order. Workers take whole files
+    (``--dist loadfile``) in this order, so a long file does not start last and end the run alone.
+    A run in one process keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        if item.path.parent.name == "system":
+            return 0
+        return 1 if item.path in slow_files else 2
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
