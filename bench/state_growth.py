@@ -20,7 +20,6 @@ from common import client, count_znodes, figure
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, open_as_leader
-from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
 
 # ZooKeeper's published figures (its documentation's benchmarks): about 21,000 writes/s on a 3-server
 # ensemble (100% writes, 1 KB); every request and znode under 1 MB (jute.maxbuffer).
@@ -153,7 +152,7 @@ def fit_shapes(points: dict[tuple[int, int], float]) -> tuple[float, float, floa
     return y[0] / m[0][0], y[1] / m[1][1], y[2] / m[2][2]
 
 
-def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, retain: int = DEFAULT_RETAIN_EPOCHS,
+def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *,
              pipelines: int = 10_000, partitions: int = 100, producers: int = 10,
              epoch_seconds: float = 3600.0) -> None:
     zk = client(hosts)
@@ -170,8 +169,6 @@ def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, re
     for key in ("znodes", "bytes", "writes", "transactions", "requests"):
         a, b, c = fit_shapes({shape: m[key] for shape, m in measured.items()})
         est[key] = a + b * partitions + c * partitions * producers
-    live_znodes = pipelines * retain * est["znodes"]
-    live_bytes = pipelines * retain * est["bytes"]
     # ZooKeeper's rate limit is on transactions (one multi-op is one write request to the leader)
     tx_per_s = pipelines * est["transactions"] / epoch_seconds
     shape = f"{pipelines:,} pipelines x {partitions} partitions x {producers} producers"
@@ -179,13 +176,6 @@ def capacity(hosts: str, shapes: tuple[tuple[int, int], ...], epochs: int, *, re
            tx_per_s, "tx/s", f"ZooKeeper's published limit: about {ZK_WRITES_PER_S:,} writes/s on 3 servers "
            f"({tx_per_s / ZK_WRITES_PER_S:.1%} of it); {est['transactions']:.0f} transactions and "
            f"{est['writes']:.0f} znode writes per epoch per pipeline", limit=ZK_WRITES_PER_S)
-    figure("capacity_10k_znodes", "capacity", f"znodes kept, {shape}, retain_epochs={retain}", live_znodes,
-           "znodes", f"{est['znodes']:.0f} per epoch per pipeline")
-    figure("capacity_10k_gb", "capacity", f"data of the epochs kept in full, {shape}, retain_epochs={retain}",
-           live_bytes / 1e9, "GB", f"{est['bytes'] / 1024:.1f} KB per epoch per pipeline; ZooKeeper holds all data "
-           "in memory: plan the heap (or lower retain_epochs)" + (
-               "; with an archive no sealed epoch is kept in full by default: what a pipeline holds then is in "
-               "capacity_fleet_*" if retain == 0 else ""))
     # The planning figure: what each epoch kept in full costs across the whole fleet.
     figure("capacity_10k_gb_per_kept_epoch", "capacity", f"data per epoch kept in full, {shape}",
            pipelines * est["bytes"] / 1e9, "GB", f"{pipelines * est['znodes']:,.0f} znodes; "
