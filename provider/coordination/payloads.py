@@ -103,6 +103,11 @@ def encode(kind: str, body: Mapping[str, JSON], *, limit: int = MAX_PAYLOAD_BYTE
         raise ValueError(f"unknown payload kind {kind!r}")
     document = {"schema": SCHEMA_VERSION, "kind": kind, **body}
     _check_fields(kind, document, error=InvalidInput)
+    return _serialised(kind, document, limit)
+
+
+def _serialised(kind: str, document: JSON, limit: int) -> bytes:
+    """``document`` as compact JSON, refused (nothing written) if it is not JSON, too deep or too large."""
     try:
         raw = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError) as exc:
@@ -143,16 +148,7 @@ def encode_row(kind: str, fields: list[JSON], *, limit: int = MAX_PAYLOAD_BYTES)
     about half the bytes of the object form. The caller's decoder checks each field's type."""
     if kind not in _SCHEMAS:
         raise ValueError(f"unknown payload kind {kind!r}")
-    try:
-        raw = json.dumps([SCHEMA_VERSION, kind, *fields], sort_keys=True, separators=(",", ":"),
-                         allow_nan=False).encode()
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInput(f"{kind} payload is not JSON-serialisable: {_one_line(exc)}") from None
-    if json_depth_exceeds(raw):
-        raise InvalidInput(f"{kind} payload nests deeper than {MAX_JSON_DEPTH} levels")
-    if len(raw) > limit:
-        raise PayloadTooLarge(f"{kind} payload is {len(raw)} bytes; the limit is {limit} bytes")
-    return raw
+    return _serialised(kind, [SCHEMA_VERSION, kind, *fields], limit)
 
 
 def is_row(raw: bytes | None) -> bool:

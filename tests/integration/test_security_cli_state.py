@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from listening_sockets import listening_addresses
 
 from airflow_epochs.cli.state import read_state
 from airflow_epochs.cli.zookeeper import client_settings
@@ -112,22 +113,8 @@ def test_the_cli_and_the_demo_keep_credentials_and_ca_in_the_same_files(tmp_path
 
 
 def _listening_ports(pid: int) -> set[int]:
-    """The TCP ports process ``pid`` listens on (from /proc/net/tcp and tcp6)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-                ports.add(int(fields[1].split(":")[1], 16))
-    return ports
+    """The TCP ports process ``pid`` listens on."""
+    return {port for _, port in listening_addresses([pid])}
 
 
 def test_tls_by_default_opens_no_plaintext_port(tmp_path):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from listening_sockets import listening_addresses
 
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 from airflow_epochs.spark.connect import client_url, connect_mode
@@ -74,27 +75,6 @@ def _pgid(proc: Path) -> int | None:
         return None
 
 
-def _listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
-    """(address, port) of every TCP socket the processes listen on (from /proc/net/tcp and tcp6)."""
-    inodes = set()
-    for pid in pids:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            try:
-                target = os.readlink(fd)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-                address, port = fields[1].split(":")
-                found.add((address, int(port, 16)))
-    return found
-
-
 def test_every_port_of_the_server_is_authenticated_and_on_loopback(spark_connect_server, spark_connect_state):
     folder = spark_connect_state / "spark-connect"
     properties = folder / "spark-auth.properties"
@@ -107,7 +87,7 @@ def test_every_port_of_the_server_is_authenticated_and_on_loopback(spark_connect
     assert b"spark.authenticate=true" in cmdlines and secret.encode() not in cmdlines
     log = (folder / "spark-connect.log").read_text(errors="replace")
     assert "authentication enabled" in log and secret not in log
-    ports = _listening_addresses(group)
+    ports = listening_addresses(group)
     assert len(ports) >= 3, ports  # gRPC, the driver's RPC and its block manager
     loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # v4, v6, v4-mapped
     assert all(address in loopback for address, _ in ports), ports
@@ -191,7 +171,7 @@ def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_pat
             pid = json.loads((state / "spark-connect.json").read_text())["pid"]
             group = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(p) == pid]
             driver = _driver_port(state / "spark-connect" / "spark-connect.log")
-            assert driver in {port for _, port in _listening_addresses(group)}
+            assert driver in {port for _, port in listening_addresses(group)}
             before = subprocess.run(status, capture_output=True, text=True, timeout=300)
             assert before.returncode == 0 and "answered a query" in before.stdout, before
 
