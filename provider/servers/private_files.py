@@ -18,6 +18,7 @@ import os
 import pwd
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,8 +235,6 @@ def exclusive_lock(path: str | Path, *, timeout: float, holder: str) -> Iterator
     The lock goes with the descriptor: a holder that dies releases it. Waits up to ``timeout`` seconds
     for another holder, then raises :class:`StateLocked` naming ``holder`` (what the lock guards).
     """
-    import time
-
     target = Path(path)
     with _open_dir(target.parent.absolute()) as folder:
         try:
