@@ -1,18 +1,21 @@
 """Pipelined voting: a process that votes for many producers (a Spark job sealing many partitions,
-a worker hosting several producers) sends every vote's transaction before it waits for the first
-answer, on its one ZooKeeper connection, instead of one blocking call per vote.
+a worker hosting several producers) sends its votes before it waits for the first answer, on its one
+ZooKeeper connection, instead of one blocking call per vote.
 
-Each vote is still its own call: its own request id and deadline, the same transaction as
+Each vote is still its own call: its own request id and deadline, the same steps as
 :func:`~.votes.vote` (built by the same :class:`~.votes.Voting`), the same fencing, and its answer
-read by the same code. Only the waiting differs: the transactions are in flight together. A vote
-whose pipelined answer is lost, or whose round must be decided again, goes on exactly as a blocking
-vote does (it looks its request id up, then casts again if nothing committed).
+read by the same code. What differs is how the steps travel: the votes of a batch share ONE
+transaction (the attempt's fence once, then each vote's steps; up to :data:`MAX_VOTES_TOGETHER` votes
+and :data:`MAX_BYTES_TOGETHER` bytes, more transactions beyond), so ZooKeeper commits them all or none.
+A vote whose shared transaction another vote's refusal made fail wrote nothing, and is sent again on
+its own; a vote whose answer is lost, or whose round must be decided again, goes on exactly as a
+blocking vote does (it looks its request id up, then casts again if nothing committed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_epochs.coordination import payloads
@@ -22,12 +25,17 @@ from airflow_epochs.coordination.names import validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.records import Attempt, VoteResult, check_upstream
 from airflow_epochs.coordination.seals import EpochSealAhead, producers_of
-from airflow_epochs.coordination.session import TRANSIENT_ERRORS, Call, validate_request_id
+from airflow_epochs.coordination.session import TRANSIENT_ERRORS, Call, SharedAnswer, send_shared, validate_request_id
+from airflow_epochs.coordination.steps import Step
 from airflow_epochs.coordination.votes import SentVote, Voting
 
 # Votes one pipelined batch may carry (each is a transaction in flight on the same connection;
 # ZooKeeper's globalOutstandingLimit is 1,000 requests per server).
 MAX_BALLOTS = 512
+# Votes sent in one transaction, and the bytes it may carry (ZooKeeper refuses requests over its
+# jute.maxbuffer, 1 MB by default; a vote's payload is at most payloads.MAX_PAYLOAD_BYTES).
+MAX_VOTES_TOGETHER = 64
+MAX_BYTES_TOGETHER = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,10 @@ def vote_many(ctx: PipelineContext, attempt: Attempt, ballots: Sequence[Ballot])
     reads = [_read_ahead(call, voting) for call, voting in zip(calls, votings, strict=True)]
     # every transaction is built before the first is sent, then they are sent back to back
     prepared = [_prepare(voting, call, read) for voting, call, read in zip(votings, calls, reads, strict=True)]
-    begun = [_send(call, vote) for call, vote in zip(calls, prepared, strict=True)]
+    begun = _send_together(calls, prepared)
     ahead = _seal_ahead(ctx, attempt, version, votings, begun)
     _await_last(ahead, begun)
+    begun = _send_rolled_back_alone(votings, reads, begun)
     results = [_settle(ctx, voting, ballot, call, sent, ahead)
                for voting, ballot, (call, sent) in zip(votings, ballots, begun, strict=True)]
     if ahead is not None:
@@ -103,6 +112,9 @@ class _Unsent:
         self.error = error
 
 
+_Begun = tuple[Call, "SentVote | _Unsent"]  # a ballot's call and its transaction (sent, or why not)
+
+
 def _prepare(voting: Voting, call: Call, pointer_read: Any) -> SentVote | _Unsent:
     """Build the vote's transaction. An error here belongs to this ballot alone: the others are sent
     and settled as usual."""
@@ -114,7 +126,7 @@ def _prepare(voting: Voting, call: Call, pointer_read: Any) -> SentVote | _Unsen
         return _Unsent(exc)
 
 
-def _send(call: Call, vote: SentVote | _Unsent) -> tuple[Call, SentVote | _Unsent]:
+def _send(call: Call, vote: SentVote | _Unsent) -> _Begun:
     if isinstance(vote, _Unsent):
         return call, vote
     try:
@@ -123,6 +135,65 @@ def _send(call: Call, vote: SentVote | _Unsent) -> tuple[Call, SentVote | _Unsen
         return call, _Unsent(None)
     except Exception as exc:  # noqa: BLE001 - answered in the ballot's slot (see _settle)
         return call, _Unsent(exc)
+
+
+def _send_together(calls: Sequence[Call], prepared: Sequence[SentVote | _Unsent]) -> list[_Begun]:
+    """Send the prepared votes in as few transactions as their size allows: one transaction carries
+    the attempt's fence once and then each vote's own steps (it commits every vote or none). A vote
+    alone in its group is sent as :func:`~.votes.vote` sends it."""
+    begun: list[_Begun] = list(zip(calls, prepared, strict=True))
+    group: list[int] = []
+    size = 0
+    for index, vote in enumerate([*prepared, None]):
+        weight = sum(len(step.path) + len(getattr(step, "data", b"")) for step in vote.ops) \
+            if isinstance(vote, SentVote) else 0
+        if group and (vote is None or len(group) == MAX_VOTES_TOGETHER or size + weight > MAX_BYTES_TOGETHER):
+            _send_group(begun, group)
+            group, size = [], 0
+        if isinstance(vote, SentVote):
+            group.append(index)
+            size += weight
+    return begun
+
+
+def _send_group(begun: list[_Begun], group: Sequence[int]) -> None:
+    """Send the votes at ``group`` (all prepared) in one transaction, or alone if there is one."""
+    if len(group) == 1:
+        begun[group[0]] = _send(*begun[group[0]])
+        return
+    votes = [vote for i in group if isinstance(vote := begun[i][1], SentVote)]
+    steps: list[Step] = [votes[0].ops[0]]  # every vote's first step is the same fence of the same attempt
+    shares: list[list[int]] = []
+    for vote in votes:
+        shares.append([0, *range(len(steps), len(steps) + len(vote.ops) - 1)])
+        steps += vote.ops[1:]
+    calls = [begun[i][0] for i in group]
+    try:
+        answers = send_shared(calls, steps, shares)
+    except TRANSIENT_ERRORS:
+        for i in group:
+            begun[i] = (begun[i][0], _Unsent(None))
+        return
+    for i, vote, answer in zip(group, votes, answers, strict=True):
+        begun[i] = (begun[i][0], replace(vote, pending=answer))
+
+
+def _send_rolled_back_alone(votings: Sequence[Voting], reads: Sequence[Any], begun: Sequence[_Begun]) -> list[_Begun]:
+    """A transaction carrying several votes that one of them made fail (its partition sealed meanwhile,
+    a duplicate vote) wrote nothing: that vote is answered by its own refusal, and the others are sent
+    again, each in a transaction of its own, pipelined."""
+    again: list[_Begun] = []
+    resent = False
+    for voting, read, (call, sent) in zip(votings, reads, begun, strict=True):
+        if isinstance(sent, SentVote) and isinstance(sent.pending, SharedAnswer) and sent.pending.rolled_back():
+            call.settle(sent.ops, sent.pending)  # read: nothing of it committed
+            again.append(_send(call, _prepare(voting, call, read)))
+            resent = True
+        else:
+            again.append((call, sent))
+    if resent:
+        _await_last(None, again)
+    return again
 
 
 def _seal_ahead(ctx: PipelineContext, attempt: Attempt, version: ConfigVersion, votings: Sequence[Voting],

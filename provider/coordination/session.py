@@ -35,6 +35,8 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -231,17 +233,66 @@ class Call:
             raise
         finally:
             self.awaiting -= 1
+        whole = pending.whole() if isinstance(pending, SharedAnswer) else (steps, results)
+        if whole is not None:  # a shared transaction is counted once, by its first sharer
+            if first_failure(*whole) is None:
+                self.session.count("transactions")
+                self.session.count("writes", writes(whole[0]))
+            else:
+                self.session.count("failed_transactions")
         if first_failure(steps, results) is None:
             self.wrote = True
-            self.session.count("transactions")
-            self.session.count("writes", writes(steps))
-        else:
-            self.session.count("failed_transactions")
         return results
 
     def try_commit(self, steps: Sequence[Step]) -> Failure | None:
         """Commit ``steps``; None if they committed, else the step that made them fail and its error."""
         return first_failure(steps, self.commit(steps))
+
+
+class SharedAnswer:
+    """One call's share of a transaction sent for several calls (:func:`send_shared`): its answer is
+    the results of this call's steps (``indices`` into the transaction). The transaction commits whole
+    or not at all, so a share is read like a transaction of its own, except that it may have been
+    rolled back by another call's step (:meth:`rolled_back`)."""
+
+    def __init__(self, pending: Any, steps: Sequence[Step], indices: Sequence[int], *, first: bool) -> None:
+        self.pending = pending
+        self.steps = steps  # the whole transaction
+        self.indices = tuple(indices)
+        self.first = first  # the share that counts the transaction in the session's stats
+
+    def get(self, timeout: float | None = None) -> list[Any]:
+        results = self.pending.get(timeout=timeout)
+        return [results[i] for i in self.indices]
+
+    def wait(self, timeout: float | None = None) -> Any:
+        return self.pending.wait(timeout)
+
+    def whole(self) -> tuple[Sequence[Step], list[Any]] | None:
+        """The whole transaction and its results, for the first share only (None for the others)."""
+        return (self.steps, self.pending.get(timeout=0)) if self.first else None
+
+    def rolled_back(self) -> bool:
+        """The answer is here, the transaction failed, and none of this share's steps made it fail: this
+        call wrote nothing and was refused nothing (send its steps again, on their own)."""
+        if not self.pending.ready() or not self.pending.successful():
+            return False
+        results = self.pending.get(timeout=0)
+        if first_failure(self.steps, results) is None:
+            return False
+        return not any(isinstance(results[i], BaseException)
+                       and not isinstance(results[i], (RolledBackError, RuntimeInconsistency)) for i in self.indices)
+
+
+def send_shared(calls: Sequence[Call], steps: Sequence[Step], shares: Sequence[Sequence[int]]) -> list[SharedAnswer]:
+    """Send ``steps`` as ONE transaction on behalf of ``calls``, ``shares[i]`` being the positions of the
+    steps of ``calls[i]`` (steps may be shared, such as a common fence). Each call reads its share with
+    :meth:`Call.settle` and, like a call that sent its own transaction, is marked ``sent`` if the answer
+    is lost (then it committed for every call or for none)."""
+    pending = calls[0].send(steps)
+    for call in calls[1:]:
+        call.awaiting += 1
+    return [SharedAnswer(pending, steps, share, first=i == 0) for i, share in enumerate(shares)]
 
 
 class Session:

@@ -45,10 +45,11 @@ def test_the_epoch_seal_sent_behind_the_batch_saves_the_last_round_trip(zk: Kazo
     assert all(isinstance(r, VoteResult) and r.partition_sealed for r in results), results
     # the last vote completed the epoch and reports it sealed; no vote sealed it in a transaction of its own
     assert [r.epoch_sealed for r in results] == [False, False, True]  # type: ignore[union-attr]
-    assert spent == {"reads": 0, "transactions": 4, "writes": spent["writes"], "failed_transactions": 0}
+    # two transactions in all: the three votes together (one fence, then each vote's steps), the epoch's seal
+    assert spent == {"reads": 0, "transactions": 2, "writes": spent["writes"], "failed_transactions": 0}
     assert ledger.frontier() == 1 and ledger.epoch_info(1).state == "sealed"
     assert _sealed_events(ledger, 1) == 1
-    # the epoch's seal was the transaction sent behind the votes (its own request id), not a fifth one
+    # the epoch's seal was the transaction sent behind the votes (its own request id), not a third one
     # the completing vote sent after its answer came (that one would carry the vote's request id)
     seal = json.loads(zk.get(ledger.paths.epoch_seal(1))[0])
     assert seal["request"] not in {b.request_id for b in _ballots("r")}
@@ -119,8 +120,8 @@ def test_the_seal_sent_ahead_lost_then_a_rollback_before_the_retry_every_answer_
     a.create_pipeline(PipelineConfig(SOLE))
     attempt = a.open_epoch(1)
     a.config_for(1)
-    # three votes go through; the fourth committed write is the seal sent ahead
-    proxy.drop_next_committed_write(skip=3, on_drop=lambda: b.rollback(0, reason="bad input"))
+    # the three votes go through in one transaction; the second committed write is the seal sent ahead
+    proxy.drop_next_committed_write(skip=1, on_drop=lambda: b.rollback(0, reason="bad input"))
     results = a.vote_many(attempt, _ballots("r"))
     assert proxy.dropped
     assert all(isinstance(r, VoteResult) for r in results), results
@@ -151,3 +152,52 @@ def test_a_repeated_sole_vote_is_found_in_its_seal_without_reading_a_vote_znode(
     piped = ledger.vote_many(attempt, [Ballot("a", "x", {"rows": 1}, request_id="once")])
     assert isinstance(piped[0], VoteResult) and piped[0].request == "once"
     assert ledger.session.stats["reads"] > before  # it was looked up (in the seal)
+
+
+def test_votes_sent_together_one_refused_the_others_are_sent_again_alone(zk: KazooClient):
+    """The batch's votes go in one transaction, which ``b``'s refusal (another request voted on ``b``
+    with a different manifest) makes fail whole: ``b`` is answered with its refusal and nothing of it is
+    written, ``a`` and ``c`` are sent again, each on its own, and seal the epoch."""
+    from airflow_epochs.coordination import DuplicateVote
+
+    ledger = EpochLedger(zk, "together", owner="A")
+    ledger.create_pipeline(PipelineConfig(SOLE))
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "b", "y", {"rows": "other"}, request_id="earlier")
+    before = dict(ledger.session.stats)
+    results = ledger.vote_many(attempt, _ballots("r"))
+    spent = {k: ledger.session.stats[k] - before[k] for k in before}
+    assert isinstance(results[1], DuplicateVote), results
+    assert isinstance(results[0], VoteResult) and isinstance(results[2], VoteResult), results
+    assert results[2].epoch_sealed and ledger.frontier() == 1
+    # the shared transaction failed once; a and c committed in transactions of their own
+    assert spent["failed_transactions"] >= 1 and spent["transactions"] >= 2
+    sealed_b = ledger.seal(1, "b")
+    assert sealed_b is not None and sealed_b.manifests == {"y": {"rows": "other"}}  # the refused vote wrote nothing
+    assert _sealed_events(ledger, 1) == 1
+    # repeated: a and c are found by their request ids, b is refused again
+    again = ledger.vote_many(attempt, _ballots("r"))
+    assert [type(r) for r in again] == [type(r) for r in results]
+
+
+def test_votes_too_large_for_one_transaction_are_split(zk: KazooClient):
+    """Ballots whose manifests together pass the bytes one transaction may carry go in several
+    transactions, each under ZooKeeper's request limit, and every vote is answered and sealed."""
+    from airflow_epochs.coordination.pipelined_votes import MAX_BYTES_TOGETHER
+
+    count = 40
+    shape = {f"p{i}": (f"w{i}",) for i in range(count)}
+    ledger = EpochLedger(zk, "split", owner="A")
+    ledger.create_pipeline(PipelineConfig(shape))
+    attempt = ledger.open_epoch(1)
+    ledger.config_for(1)
+    blob = "x" * 30_000  # near the 32 KB manifest limit: 1.2 MB in all, past what one request may carry
+    ballots = [Ballot(f"p{i}", f"w{i}", {"blob": blob, "i": i}, request_id=f"big-{i}") for i in range(count)]
+    before = dict(ledger.session.stats)
+    results = ledger.vote_many(attempt, ballots)
+    spent = {k: ledger.session.stats[k] - before[k] for k in before}
+    assert all(isinstance(r, VoteResult) and r.partition_sealed for r in results), results
+    assert ledger.frontier() == 1
+    expected = -(-count * 30_000 // MAX_BYTES_TOGETHER)  # transactions of votes at least, plus the epoch's seal
+    assert spent["failed_transactions"] == 0 and expected + 1 <= spent["transactions"] <= count // 4, spent
+    assert all(ledger.seal(1, f"p{i}").manifests[f"w{i}"]["i"] == i for i in range(count))  # type: ignore[union-attr]
