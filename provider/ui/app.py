@@ -266,10 +266,14 @@ def create_app(
 
         allowed(user, pipeline)
         found = reader.pipeline(pipeline).timeline(epochs)
-        body = render_svg(found) if found else (
-            '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="30"><text x="4" y="20" '
-            'font-family="sans-serif" font-size="12">no recorded stages yet</text></svg>')
-        return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+        if found:
+            body = render_svg(found)
+        else:  # loading is not "nothing recorded": the page asks again soon while it loads
+            text = "loading the recorded history..." if found is None else "no recorded stages yet"
+            body = ('<svg xmlns="http://www.w3.org/2000/svg" width="400" height="30"><text x="4" y="20" '
+                    f'font-family="sans-serif" font-size="12">{text}</text></svg>')
+        headers = {"Cache-Control": "no-store", "X-Epochs-History": "loading" if found is None else "loaded"}
+        return Response(body, media_type="image/svg+xml", headers=headers)
 
     @app.get("/api/runs/{dag_id}/{run_id}")
     def run_epoch(dag_id: str, run_id: str, user: GetUserDep) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class HistoryCache:
         self._read_lock = threading.Lock()
         self._refreshing = False
         self._refreshed_at = 0.0
+        self._first_read = threading.Event()  # set once the first read finished (loaded, or failed)
 
     def refresh(self, *, wait: bool) -> None:
         """Read the events recorded since the last read.
@@ -63,6 +64,14 @@ class HistoryCache:
             self._refreshing = True
         threading.Thread(target=self._background, name=f"epochs-ui-history-{self.ledger.pipeline}",
                          daemon=True).start()
+
+    def wait_loaded(self, timeout: float) -> bool:
+        """Start the first read if it has not started, and wait at most ``timeout`` seconds for it:
+        whether the history is loaded (a view that must not show "nothing recorded" before it is)."""
+        if not self.loaded:
+            self.refresh(wait=True)
+            self._first_read.wait(timeout)
+        return self.loaded
 
     def _background(self) -> None:
         try:
@@ -85,6 +94,8 @@ class HistoryCache:
             except Exception as exc:  # noqa: BLE001 - shown on the page; the next refresh tries again
                 log.warning("Epochs UI: reading the history of %s failed: %s", self.ledger.pipeline, exc)
                 self.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._first_read.set()
 
     def _apply(self, event: Event) -> None:
         self._seq = max(self._seq, event.seq)

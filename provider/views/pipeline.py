@@ -64,6 +64,9 @@ READER = "epochs-ui"  # owner name of this reader's ledgers (it never opens or v
 MAX_PAGE = 200
 MANIFEST_PREVIEW_CHARS = 1500
 MAX_OLDER_ATTEMPTS = 16  # superseded attempts one epoch's detail looks through for a producer's last vote
+# Seconds a timeline request waits for the first read of a pipeline's history (a long history keeps
+# loading in the background, and the page asks again soon).
+TIMELINE_WAIT = 3.0
 
 
 # -- reading one pipeline ----------------------------------------------------------------------
@@ -343,9 +346,12 @@ class PipelineState:
             attempts=tuple(times.attempts) if times else (), history_loaded=history and self.history.loaded,
         )
 
-    def timeline(self, epochs: int = 14) -> list[Span]:
-        """The stage spans (as the demo's timeline draws them) of the newest ``epochs`` epochs whose
-        history is at hand."""
+    def timeline(self, epochs: int = 14, *, wait: float = TIMELINE_WAIT) -> list[Span] | None:
+        """The stage spans (as the demo's timeline draws them) of the newest ``epochs`` epochs, or None
+        while the recorded history is still loading (after ``wait`` seconds): an empty list means
+        nothing is recorded, never "not read yet"."""
+        if not self.history.wait_loaded(wait):
+            return None
         self.history.refresh(wait=True)
         newest = max(self.ledger.newest_epoch(), self.ledger.frontier())
         wanted = list(range(max(1, newest - epochs + 1), newest + 1))

@@ -203,3 +203,27 @@ def test_status_and_the_page_show_compacted_epochs_as_sealed(zk):
     page = StateReader(lambda: zk).pipeline("compacted").grid()
     assert [(row.epoch, row.state) for row in page.rows] == [(4, "sealed"), (3, "sealed"), (2, "sealed"), (1, "sealed")]
     assert all(len(row.cells) == 2 for row in page.rows)
+
+
+def test_the_first_timeline_view_draws_the_recorded_stages_never_an_empty_picture(zk):
+    """The page's first timeline request comes before anything read the pipeline's history: it waits
+    (bounded) for that first read and draws the stages, instead of answering "no recorded stages yet"
+    for a pipeline that has them; while a long history is still loading it says so, with a header the
+    page polls on."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from airflow_epochs.ui.app import create_app
+
+    build_probe(zk)
+    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"ui_probe"},
+                     dag_index=_Index({"ui_probe": {PROBE}}))  # type: ignore[arg-type]
+    app.dependency_overrides[get_user] = lambda: "alice"
+    with TestClient(app) as client:
+        first = client.get(f"/api/pipelines/{PROBE}/timeline.svg")
+        assert first.status_code == 200 and "no recorded stages yet" not in first.text
+        assert first.headers["X-Epochs-History"] == "loaded" and "<rect" in first.text
+    fresh = StateReader(lambda: zk).pipeline(PROBE)
+    found = fresh.timeline(wait=0)  # not waited for: loading (None), never an empty list
+    assert found is None or {s.lane for s in found} >= {"open", "seal"}
+    assert fresh.history.wait_loaded(30) and {s.lane for s in fresh.timeline()} >= {"open", "seal"}  # type: ignore[union-attr]

@@ -210,6 +210,8 @@ async function refreshTimeline() {
   view.timelineAt = Date.now();
   const answer = await fetch(`${base()}/timeline.svg`, { credentials: "same-origin" });
   if (!answer.ok) return;
+  // a history still loading is asked for again within a poll or two, not after the 10 s redraw
+  if (answer.headers.get("X-Epochs-History") === "loading") view.timelineAt = Date.now() - 8000;
   const svg = new DOMParser().parseFromString(await answer.text(), "image/svg+xml").documentElement;
   $("timeline").replaceChildren(document.importNode(svg, true));
 }
