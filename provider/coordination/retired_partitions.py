@@ -193,13 +193,11 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
     location = archive_location(call, ctx, target)
     if location is None:  # without storage removed partitions stay where they are
         return ()
-    if summary.retiring is None:  # the name of this retirement's files, fixed before any is written
-        summary = replace(summary, retiring=target)
-        version = _commit(call, [SetData(ctx.paths.archive, summary.to_bytes(), version)])
     removed = sorted(partitions_of(call, ctx, versions_in_force(record, start, target))
                      - live_partitions(call, ctx, record, target))
     pointers = call.get_many([ctx.paths.snapshot_pointer(name) for name in removed])
     leaving: list[tuple[str, Any]] = []
+    records: list[RetiredPartition] = []
     for name, pointer_raw in zip(removed, pointers, strict=True):
         pointer = None if pointer_raw is None else \
             SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(name))
@@ -209,8 +207,13 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
         if pointer is not None and any(archive_location(call, ctx, place.epoch) is None
                                        for place in (pointer.current, pointer.previous) if place is not None):
             continue  # it names an epoch kept in full without an archive: the pointer keeps it readable
-        write_or_verify(location, ctx.pipeline, RetiredPartition(name, target, pointer, lineage))
+        records.append(RetiredPartition(name, target, pointer, lineage))
         leaving.append((name, pointer_raw))
+    if records and summary.retiring is None:  # the name of this retirement's files, fixed before any is written
+        summary = replace(summary, retiring=target)
+        version = _commit(call, [SetData(ctx.paths.archive, summary.to_bytes(), version)])
+    for retired in records:
+        write_or_verify(location, ctx.pipeline, retired)
     lineage_left = dict(summary.lineage)
     batches = [leaving[i:i + _RETIRE_BATCH] for i in range(0, len(leaving), _RETIRE_BATCH)] or [[]]
     for index, batch in enumerate(batches):
