@@ -5,7 +5,8 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
 
 - kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
   epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
-  each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
+  each partition's newest compacted seal and the count of compacted epochs (in ``archive``); with an
+  archive, a partition no live configuration names leaves (:mod:`.retired_partitions`);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events and the
   pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
   the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
