@@ -264,7 +264,10 @@ def archived_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: st
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return None
-    item = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive).lineage.get(partition)
+    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
+    if epoch > summary.through:
+        return None  # not compacted: its seal answers, or nothing does
+    item = summary.lineage.get(partition)
     if item is None:
         retired = newest_retired(call, ctx, partition)
         item = None if retired is None else retired.lineage

@@ -6,6 +6,8 @@ partitions only, and every read of the removed partition answers as before."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from airflow_epochs.coordination import EpochLedger, PipelineConfig, retired_par
 from airflow_epochs.coordination.compaction_record import CompactionSummary
 from airflow_epochs.coordination.errors import CorruptPayload
 from airflow_epochs.coordination.retired_partitions import decode, retired_file
+
+ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
 pytestmark = [pytest.mark.integration]
 
@@ -226,3 +230,73 @@ def test_without_storage_a_removed_partition_keeps_its_pointer_and_pinned_epochs
     assert zk.exists(ledger.paths.snapshot_pointer("gone"))
     assert (ledger.last_sealed_snapshots("gone"), ledger.last_sealed_snapshots("gone", before_epoch=2)) == before
     assert before[0]["a"].pointer == "s3://gone/2" and before[1]["a"].pointer == "s3://gone/1"
+
+
+def test_a_compaction_killed_between_the_retirement_file_and_the_delete_is_finished_once(
+        zk_server, zk_chroot, zk, tmp_path):
+    """kill -9 of the compacting process right after it wrote a removed partition's file: the next
+    compaction, in another process, finishes the retirement with the same file, untouched."""
+    archive = tmp_path / "storage"
+    ledger = EpochLedger(zk, "killed", owner="o")
+    config = {"gone": ("a",), "keep": ("a",)}
+    ledger.create_pipeline(PipelineConfig(config, retain_epochs=1, archive=str(archive)))
+    for epoch in (1, 2):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "gone", "a", {"e": epoch}, snapshot=f"s3://gone/{epoch}", upstream={"raw": epoch})
+        ledger.vote(attempt, "keep", "a", {"e": epoch})
+    ledger.set_config(PipelineConfig({"keep": ("a",)}, retain_epochs=1, archive=str(archive)), from_epoch=3)
+    ledger.vote(ledger.open_epoch(3), "keep", "a", {"e": 3})
+    before = _reads(ledger, "gone", 2)
+    worker = subprocess.run([sys.executable, str(ARCHIVE_WORKER), zk_server.hosts + zk_chroot, "killed", "retire"],
+                            capture_output=True, text=True, timeout=120)
+    assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
+    assert "ARCHIVED" in worker.stdout and "NOT KILLED" not in worker.stdout
+    target = archive / retired_file("killed", "gone", 2)
+    identity = (target.stat().st_ino, target.stat().st_mtime_ns)
+    assert zk.exists(ledger.paths.snapshot_pointer("gone"))
+    assert _reads(ledger, "gone", 2) == before
+    assert ledger.compact().retired == ("gone",)
+    assert (target.stat().st_ino, target.stat().st_mtime_ns) == identity
+    assert not zk.exists(ledger.paths.snapshot_pointer("gone"))
+    assert _reads(EpochLedger(zk, "killed", owner="o"), "gone", 2) == before
+    assert sorted(os.listdir(target.parent)) == [target.name]
+
+
+@pytest.mark.parametrize("storage", [True, False], ids=["archive", "no_archive"])
+def test_zookeeper_holds_the_live_partitions_however_many_came_and_went(zk, tmp_path, storage):
+    """20 configuration versions of 4 partitions each, 3 of them new every time (61 partitions over the
+    pipeline's life), 2 epochs each: with an archive the snapshots folder and the summary's lineage hold
+    the live partitions only; without one (nothing is shed, README) they hold every partition ever."""
+    archive = str(tmp_path / "storage") if storage else None
+    ledger = EpochLedger(zk, "churn", owner="o")
+    ever: set[str] = set()
+    sizes = []
+    for version in range(20):
+        partitions = {"keep": ("a",), **{f"v{version}-{i}": ("a",) for i in range(3)}}
+        config = PipelineConfig(partitions, retain_epochs=1, archive=archive)
+        if version == 0:
+            ledger.create_pipeline(config)
+        else:
+            ledger.set_config(config, from_epoch=2 * version + 1)
+        ever |= set(partitions)
+        for epoch in (2 * version + 1, 2 * version + 2):
+            attempt = ledger.open_epoch(epoch)
+            for partition in sorted(partitions):
+                ledger.vote(attempt, partition, "a", {"e": epoch}, snapshot=f"s3://{partition}/{epoch}",
+                            upstream={"raw": epoch})
+            ledger.compact()
+        sizes.append((_zk_size(zk, ledger.paths.snapshots), len(zk.get(ledger.paths.archive)[0])))
+    pointers = set(zk.get_children(ledger.paths.snapshots))
+    summary = CompactionSummary.from_bytes(zk.get(ledger.paths.archive)[0], path=ledger.paths.archive)
+    print(f"\n{'archive' if storage else 'no archive'}: {len(ever)} partitions ever; snapshots folder "
+          f"{sizes[0][0]} -> {sizes[-1][0]} (znodes, bytes) after the 1st and 20th version; summary "
+          f"{sizes[0][1]} -> {sizes[-1][1]} bytes, {len(summary.lineage)} lineage entries; "
+          f"{len(zk.get_children(ledger.paths.epochs))} epochs in ZooKeeper")
+    if storage:
+        assert pointers == {"keep", "v19-0", "v19-1", "v19-2"} and set(summary.lineage) == pointers
+        assert max(size[0][0] for size in sizes) <= 1 + 8  # the folder, two versions' partitions at most
+        assert zk.get_children(ledger.paths.epochs) == [f"{40:010d}"]
+    else:
+        assert pointers == ever and set(summary.lineage) == ever
+    assert ledger.last_sealed_snapshots("v3-1")["a"].pointer == "s3://v3-1/8"
+    assert dict(ledger.lineage(8, "v3-1").upstream) == {"raw": 8}
