@@ -41,11 +41,11 @@ from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequen
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier
-from airflow_epochs.coordination.retired_partitions import newest_retired, retire
+from airflow_epochs.coordination.retired_partitions import live_partitions, newest_retired, retire
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import SealNode
-from airflow_epochs.coordination.wire import DeliveryCursor, SnapshotPointerNode
+from airflow_epochs.coordination.wire import DeliveryCursor, PipelineRecord, SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -184,15 +184,23 @@ def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
     """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
     stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
     down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
-    compaction back until its ``asset-events/<scope>`` is removed."""
+    compaction back until its ``asset-events/<scope>`` is removed. The cursor of a partition that no
+    configuration names at or after its next epoch holds nothing back: no seal of it can come (a
+    partition removed from the configuration would otherwise stop compaction for good)."""
     lowest: int | None = None
+    record: PipelineRecord | None = None
     for scope in call.children(ctx.paths.asset_events) or []:
         top = child_path(ctx.paths.asset_events, scope)
-        paths = [child_path(top, name) for name in call.children(top) or [] if name.startswith("next-")]
-        for path, raw in zip(paths, call.get_many(paths), strict=True):
-            if raw is not None:
-                following = DeliveryCursor.from_bytes(raw[0], path=path).following
-                lowest = following if lowest is None else min(lowest, following)
+        names = [name for name in call.children(top) or [] if name.startswith("next-")]
+        paths = [child_path(top, name) for name in names]
+        for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
+            if raw is None:
+                continue
+            following = DeliveryCursor.from_bytes(raw[0], path=path).following
+            record = record or ctx.record(call)
+            if name[len("next-"):] not in live_partitions(call, ctx, record, following - 1):
+                continue
+            lowest = following if lowest is None else min(lowest, following)
     return None if lowest is None else lowest - 1
 
 

@@ -168,7 +168,7 @@ def partitions_of(call: Call, ctx: PipelineContext, versions: set[int]) -> set[s
 def live_partitions(call: Call, ctx: PipelineContext, record: PipelineRecord, after: int) -> set[str]:
     """The partitions of the configurations in force after epoch ``after`` and of the newest one: at most
     256 per such version (``MAX_PARTITIONS``)."""
-    versions = versions_in_force(record, after, max(record.newest_epoch, after))
+    versions = versions_in_force(record, after, max(record.newest_epoch, after + 1))
     if record.configs:
         versions.add(max(version for version, _ in record.configs))
     return partitions_of(call, ctx, versions)

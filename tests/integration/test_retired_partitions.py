@@ -17,6 +17,7 @@ from airflow_epochs.coordination import EpochLedger, PipelineConfig, retired_par
 from airflow_epochs.coordination.compaction_record import CompactionSummary
 from airflow_epochs.coordination.errors import CorruptPayload
 from airflow_epochs.coordination.retired_partitions import decode, retired_file
+from airflow_epochs.coordination.wire import DeliveryCursor
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
@@ -300,3 +301,27 @@ def test_zookeeper_holds_the_live_partitions_however_many_came_and_went(zk, tmp_
         assert pointers == ever and set(summary.lineage) == ever
     assert ledger.last_sealed_snapshots("v3-1")["a"].pointer == "s3://v3-1/8"
     assert dict(ledger.lineage(8, "v3-1").upstream) == {"raw": 8}
+
+
+def test_the_delivery_cursor_of_a_removed_partition_no_longer_holds_compaction_back(zk, tmp_path):
+    """A triggerer delivering a partition's seals keeps a cursor (the next epoch to deliver); compaction
+    stops below it. Once no configuration names the partition at or after that epoch, no seal of it can
+    come, so the cursor holds nothing back (before, a removed partition stopped compaction for good);
+    a cursor still behind the partition's seals does hold it."""
+    archive = str(tmp_path / "storage")
+    ledger = EpochLedger(zk, "delivered", owner="o")
+    ledger.create_pipeline(PipelineConfig({"gone": ("a",), "keep": ("a",)}, archive=archive))
+    cursor = ledger.paths.asset_event_cursor("s", "gone")
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "gone", "a", {"e": 1}, snapshot="s3://gone/1")
+    ledger.vote(attempt, "keep", "a", {"e": 1})
+    ledger.set_config(PipelineConfig({"keep": ("a",)}, archive=archive), from_epoch=2)
+    for epoch in (2, 3):
+        ledger.vote(ledger.open_epoch(epoch), "keep", "a", {"e": epoch})
+    zk.create(cursor, DeliveryCursor(1).to_bytes(), makepath=True)  # epoch 1 of "gone" not delivered yet
+    report = ledger.compact()
+    assert report.through == 0 and report.retired == ()
+    zk.set(cursor, DeliveryCursor(2).to_bytes())  # delivered: nothing of "gone" after epoch 1 can come
+    report = ledger.compact()
+    assert report.through == 3 and report.retired == ("gone",)
+    assert ledger.last_sealed_snapshots("gone")["a"].pointer == "s3://gone/1"
