@@ -119,7 +119,13 @@ def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredP
     """The newest retirement of ``partition`` in any archive location the pipeline ever named, or None.
 
     One folder listing per location (the partition's retirements: one per time it was removed), then
-    one file read, cached per client (the files never change)."""
+    one file read, cached per client (the files never change). A partition every configuration version
+    names was never retired: storage is not asked (one read of the pipeline record, configurations
+    cached), so its reads do not depend on the archive being reachable."""
+    record = ctx.record(call)
+    if record.configs and all(partition in ctx.config(call, version).config.partitions
+                              for version, _ in record.configs):
+        return None
     newest: tuple[int, str] | None = None
     for location in archive_locations(call, ctx):
         for name in stored_names(location, partition_folder(ctx.pipeline, partition)):
@@ -209,6 +215,8 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
             continue  # it names an epoch kept in full without an archive: the pointer keeps it readable
         records.append(RetiredPartition(name, target, pointer, lineage))
         leaving.append((name, pointer_raw))
+    if not removed and summary.retiring is None:
+        return ()  # nothing left any configuration: no write (the range is read again next time, from cache)
     if records and summary.retiring is None:  # the name of this retirement's files, fixed before any is written
         summary = replace(summary, retiring=target)
         version = _commit(call, [SetData(ctx.paths.archive, summary.to_bytes(), version)])

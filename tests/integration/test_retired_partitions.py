@@ -94,7 +94,7 @@ def test_removed_partitions_leave_zookeeper_and_read_as_before(zk, tmp_path):
     assert retired == {"p0": 5, "p1": 7, "p2": 7, "p3": 10, "p4": 10}
     assert set(zk.get_children(ledger.paths.snapshots)) == live
     summary = CompactionSummary.from_bytes(zk.get(ledger.paths.archive)[0], path=ledger.paths.archive)
-    assert set(summary.lineage) <= live and summary.partitions_through == LAST_EPOCH - 1 and summary.retiring is None
+    assert set(summary.lineage) <= live and summary.partitions_through == 9 and summary.retiring is None
     # the epochs the removed partitions' pointers named are compacted: ZooKeeper holds the newest epoch only
     assert zk.get_children(ledger.paths.epochs) == [f"{LAST_EPOCH:010d}"]
     for partition, last in last_seal.items():
@@ -179,7 +179,7 @@ def test_a_compaction_cut_short_between_archive_write_and_delete_is_finished_onc
     assert target.exists()
     assert zk.exists(ledger.paths.snapshot_pointer("gone"))  # nothing deleted yet
     summary = CompactionSummary.from_bytes(zk.get(ledger.paths.archive)[0], path=ledger.paths.archive)
-    assert "gone" in summary.lineage and summary.retiring == 3 and summary.partitions_through == 2
+    assert "gone" in summary.lineage and summary.retiring == 3 and summary.partitions_through == 0
     assert _reads(ledger, "gone", 3) == before
     identity = (target.stat().st_ino, target.stat().st_mtime_ns)
     # the next compaction moves on to a later compaction point, yet finishes the retirement under way
@@ -325,3 +325,25 @@ def test_the_delivery_cursor_of_a_removed_partition_no_longer_holds_compaction_b
     report = ledger.compact()
     assert report.through == 3 and report.retired == ("gone",)
     assert ledger.last_sealed_snapshots("gone")["a"].pointer == "s3://gone/1"
+
+
+def test_a_partition_every_configuration_names_never_asks_storage(zk, tmp_path, monkeypatch):
+    """Reads of a partition that was never removed (no pointer: it never left a snapshot) do not look for
+    retirement files: they answer as before even with storage out of reach; a removed one does look."""
+    archive = str(tmp_path / "storage")
+    ledger = EpochLedger(zk, "steady", owner="o")
+    ledger.create_pipeline(PipelineConfig({"keep": ("a",), "gone": ("a",)}, retain_epochs=1, archive=archive))
+    attempt = ledger.open_epoch(1)
+    ledger.vote(attempt, "keep", "a", {"e": 1})
+    ledger.vote(attempt, "gone", "a", {"e": 1})
+    ledger.set_config(PipelineConfig({"keep": ("a",)}, retain_epochs=1, archive=archive), from_epoch=2)
+    ledger.vote(ledger.open_epoch(2), "keep", "a", {"e": 2})
+    ledger.compact()
+
+    def unreachable(location: str, relative: str) -> list[str]:
+        raise OSError(f"storage unreachable: {location}/{relative}")
+
+    monkeypatch.setattr(retired_partitions, "stored_names", unreachable)
+    assert ledger.last_sealed_snapshots("keep") == {}
+    with pytest.raises(OSError, match="unreachable"):
+        ledger.last_sealed_snapshots("gone")
