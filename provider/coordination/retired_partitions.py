@@ -122,9 +122,8 @@ def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredP
     one file read, cached per client (the files never change). A partition every configuration version
     names was never retired: storage is not asked (one read of the pipeline record, configurations
     cached), so its reads do not depend on the archive being reachable."""
-    record = ctx.record(call)
-    if record.configs and all(partition in ctx.config(call, version).config.partitions
-                              for version, _ in record.configs):
+    configs = ctx.record(call).configs
+    if configs and all(partition in ctx.config(call, version).config.partitions for version, _ in configs):
         return None
     newest: tuple[int, str] | None = None
     for location in archive_locations(call, ctx):
