@@ -2,7 +2,7 @@
 partitions of its live configurations, not by every partition it ever had.
 
 A partition is *live* while some configuration version in force at an epoch after the compaction
-point (up to the newest epoch), or the newest version, names it. Once it is not, nothing can seal
+point (opened, to be opened again after a rollback, or scheduled) names it. Once it is not, nothing can seal
 it again at an epoch ZooKeeper still holds, so its snapshot pointer (``snapshots/<partition>``) and
 its entry in the compaction summary's ``lineage`` map are frozen. With an archive, compaction moves
 both to one immutable file in the pipeline's storage::
@@ -42,6 +42,7 @@ from airflow_epochs.coordination.archive import (
 )
 from airflow_epochs.coordination.compaction_record import CompactedLineage, CompactionSummary
 from airflow_epochs.coordination.errors import CorruptPayload
+from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Delete, SetData, Step, first_failure
@@ -171,12 +172,10 @@ def partitions_of(call: Call, ctx: PipelineContext, versions: set[int]) -> set[s
 
 
 def live_partitions(call: Call, ctx: PipelineContext, record: PipelineRecord, after: int) -> set[str]:
-    """The partitions of the configurations in force after epoch ``after`` and of the newest one: at most
-    256 per such version (``MAX_PARTITIONS``)."""
-    versions = versions_in_force(record, after, max(record.newest_epoch, after + 1))
-    if record.configs:
-        versions.add(max(version for version, _ in record.configs))
-    return partitions_of(call, ctx, versions)
+    """The partitions of every configuration version in force at some epoch after ``after``: those
+    opened (up to the newest epoch), those a rollback may open again and those scheduled. At most 256 per
+    such version (``MAX_PARTITIONS``)."""
+    return partitions_of(call, ctx, versions_in_force(record, after, MAX_EPOCH))
 
 
 # -- retiring ------------------------------------------------------------------------------------

@@ -347,3 +347,26 @@ def test_a_partition_every_configuration_names_never_asks_storage(zk, tmp_path, 
     assert ledger.last_sealed_snapshots("keep") == {}
     with pytest.raises(OSError, match="unreachable"):
         ledger.last_sealed_snapshots("gone")
+
+
+def test_a_rollback_resets_the_live_pointers_and_leaves_retired_ones_alone(zk, tmp_path):
+    """Rollback no longer lists ``snapshots``: it resets the pointers of the live configurations'
+    partitions; a retired partition's reads are the same before and after it."""
+    archive = str(tmp_path / "storage")
+    ledger = EpochLedger(zk, "undone", owner="o")
+    ledger.create_pipeline(PipelineConfig({"gone": ("a",), "keep": ("a",)}, retain_epochs=3, archive=archive))
+    for epoch in (1, 2):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "gone", "a", {"e": epoch}, snapshot=f"s3://gone/{epoch}", upstream={"raw": epoch})
+        ledger.vote(attempt, "keep", "a", {"e": epoch}, snapshot=f"s3://keep/{epoch}")
+    ledger.set_config(PipelineConfig({"keep": ("a",)}, retain_epochs=3, archive=archive), from_epoch=3)
+    retired: list[str] = []
+    for epoch in range(3, 7):
+        ledger.vote(ledger.open_epoch(epoch), "keep", "a", {"e": epoch}, snapshot=f"s3://keep/{epoch}")
+        retired += ledger.compact().retired
+    assert retired == ["gone"] and not zk.exists(ledger.paths.snapshot_pointer("gone"))
+    before = _reads(ledger, "gone", 2)
+    assert ledger.last_sealed_snapshots("keep")["a"].pointer == "s3://keep/6"
+    assert ledger.rollback(4, reason="bad input") == [5, 6]
+    assert ledger.last_sealed_snapshots("keep")["a"].pointer == "s3://keep/4"
+    assert _reads(ledger, "gone", 2) == before
