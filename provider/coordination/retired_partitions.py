@@ -10,7 +10,8 @@ both to one immutable file in the pipeline's storage::
     <archive>/<pipeline>/_partitions/<partition>/retired-<epoch, 12 digits>.json
 
 named by the compaction point the retirement ran to (``retiring`` in the summary, fixed before any
-file is written, so a retry after a crash writes the same names). Two lines: the record
+file is written, so a retry after a crash writes the same names). Two lines
+(:class:`.compaction_record.RetiredPartition`): the record
 ``{"kind": "retired_partition", "format": 1, "pipeline", "partition", "retired_through", "pointer":
 {"current", "previous"} | null, "lineage": {"epoch", "upstream"} | null}`` and ``{"kind": "end",
 "sha256"}`` (the first line's digest: a cut-short file is refused). A partition removed, added back
@@ -27,9 +28,7 @@ what keeps that epoch's snapshot readable. Pipelines without an archive shed not
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from airflow_epochs.coordination.archive import (
@@ -40,29 +39,18 @@ from airflow_epochs.coordination.archive import (
     stored_names,
     write_stored_once,
 )
-from airflow_epochs.coordination.compaction_record import CompactedLineage, CompactionSummary
+from airflow_epochs.coordination.compaction_record import CompactionSummary, RetiredPartition
 from airflow_epochs.coordination.errors import CorruptPayload
 from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Delete, SetData, Step, first_failure
-from airflow_epochs.coordination.wire import PipelineRecord, SnapshotPlace, SnapshotPointerNode
+from airflow_epochs.coordination.wire import PipelineRecord, SnapshotPointerNode
 
-FORMAT = 1
 PARTITIONS_DIR = "_partitions"
 _PREFIX, _SUFFIX = "retired-", ".json"
 # Partitions retired per transaction: each is one version-checked delete, plus the summary.
 _RETIRE_BATCH = 200
-
-
-@dataclass(frozen=True)
-class RetiredPartition:
-    """What ZooKeeper held of a removed partition when it left: its snapshot pointer and lineage entry."""
-
-    partition: str
-    retired_through: int
-    pointer: SnapshotPointerNode | None
-    lineage: CompactedLineage | None
 
 
 def retired_file(pipeline: str, partition: str, through: int) -> str:
@@ -72,48 +60,6 @@ def retired_file(pipeline: str, partition: str, through: int) -> str:
 
 def partition_folder(pipeline: str, partition: str) -> str:
     return f"{pipeline}/{PARTITIONS_DIR}/{partition}"
-
-
-def _line(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
-
-
-def encode(pipeline: str, record: RetiredPartition) -> bytes:
-    """The canonical bytes of a retirement file (the same record always gives the same bytes)."""
-    pointer = None if record.pointer is None else {
-        "current": record.pointer.current.to_json(),
-        "previous": None if record.pointer.previous is None else record.pointer.previous.to_json()}
-    lineage = None if record.lineage is None else {
-        "epoch": record.lineage.epoch, "upstream": dict(record.lineage.upstream)}
-    body = _line({"kind": "retired_partition", "format": FORMAT, "pipeline": pipeline,
-                  "partition": record.partition, "retired_through": record.retired_through,
-                  "pointer": pointer, "lineage": lineage})
-    return body + _line({"kind": "end", "sha256": hashlib.sha256(body).hexdigest()})
-
-
-def decode(raw: bytes, *, where: str) -> RetiredPartition:
-    """Parse a retirement file; :class:`CorruptPayload` if it is cut short or altered."""
-    body, _, last = raw.rstrip(b"\n").rpartition(b"\n")
-    try:
-        end = json.loads(last)
-        if end.get("kind") != "end" or end.get("sha256") != hashlib.sha256(body + b"\n").hexdigest():
-            raise CorruptPayload(f"{where}: the retired partition record is incomplete or altered (digest mismatch)")
-        doc = json.loads(body)
-        if doc.get("kind") != "retired_partition" or doc.get("format") != FORMAT:
-            raise CorruptPayload(f"{where}: not a retired partition record of format {FORMAT}")
-        partition = str(doc["partition"])
-        pointer = None
-        if doc["pointer"] is not None:
-            current = SnapshotPlace.from_json(doc["pointer"]["current"], path=where)
-            if current is None:
-                raise CorruptPayload(f"{where}: a retired snapshot pointer without a current place")
-            pointer = SnapshotPointerNode(partition, current,
-                                          SnapshotPlace.from_json(doc["pointer"]["previous"], path=where))
-        lineage = None if doc["lineage"] is None else CompactedLineage(
-            int(doc["lineage"]["epoch"]), {str(k): int(v) for k, v in doc["lineage"]["upstream"].items()})
-        return RetiredPartition(partition, int(doc["retired_through"]), pointer, lineage)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptPayload(f"{where}: unreadable retired partition record ({exc})") from None
 
 
 def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredPartition | None:
@@ -144,7 +90,7 @@ def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredP
     raw = read_stored(location, relative)
     if raw is None:
         return None
-    record = decode(raw, where=f"{location.rstrip('/')}/{relative}")
+    record = RetiredPartition.from_bytes(raw, where=f"{location.rstrip('/')}/{relative}")
     if record.partition != partition or record.retired_through != through:
         raise CorruptPayload(f"{location.rstrip('/')}/{relative}: holds {record.partition!r} retired at "
                              f"{record.retired_through}")
@@ -246,7 +192,7 @@ def _commit(call: Call, ops: list[Step]) -> int:
 def write_or_verify(location: str, pipeline: str, record: RetiredPartition) -> None:
     """Write the retirement file once; a file already there (a retry) must hold the same bytes."""
     relative = retired_file(pipeline, record.partition, record.retired_through)
-    content = encode(pipeline, record)
+    content = record.to_bytes(pipeline)
     if write_stored_once(location, relative, content):
         return
     found = read_stored(location, relative)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, retired_partitions
-from airflow_epochs.coordination.compaction_record import CompactionSummary
+from airflow_epochs.coordination.compaction_record import CompactionSummary, RetiredPartition
 from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.retired_partitions import decode, retired_file
+from airflow_epochs.coordination.retired_partitions import retired_file
 from airflow_epochs.coordination.wire import DeliveryCursor
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
@@ -104,9 +104,9 @@ def test_removed_partitions_leave_zookeeper_and_read_as_before(zk, tmp_path):
     assert ledger.last_sealed_snapshots("p4", before_epoch=9)["a"].pointer == "s3://p4/a/8"
     assert ledger.lineage(3, "p0") is not None and dict(ledger.lineage(3, "p0").upstream) == {"raw": 32}
     # the files: one per retirement, named by the compaction point, each holding what ZooKeeper held
-    p0 = decode((archive / retired_file("shifting", "p0", 4)).read_bytes(), where="p0")
+    p0 = RetiredPartition.from_bytes((archive / retired_file("shifting", "p0", 4)).read_bytes(), where="p0")
     assert p0.pointer is None and p0.lineage is not None and p0.lineage.epoch == 3
-    p3 = decode((archive / retired_file("shifting", "p3", 9)).read_bytes(), where="p3")
+    p3 = RetiredPartition.from_bytes((archive / retired_file("shifting", "p3", 9)).read_bytes(), where="p3")
     assert p3.pointer is not None and (p3.pointer.current.epoch, p3.pointer.previous.epoch) == (9, 8)
     assert sorted(p.name for p in (archive / "shifting" / "_partitions").iterdir()) == ["p0", "p1", "p2", "p3", "p4"]
     final = _zk_size(zk, ledger.paths.snapshots)
