@@ -227,7 +227,7 @@ def build(call: Call, ctx: PipelineContext, epoch: int, events_after: int) -> Ar
 # -- storage -----------------------------------------------------------------------------------
 
 
-def _filesystem(location: str) -> tuple[Any, str]:
+def filesystem(location: str) -> tuple[Any, str]:
     try:
         found: tuple[Any, str] = pafs.FileSystem.from_uri(location)
         return found
@@ -237,8 +237,13 @@ def _filesystem(location: str) -> tuple[Any, str]:
 
 def read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
     """The raw archive file of ``epoch``, or None if there is none."""
-    fs, base = _filesystem(location)
-    path = epoch_file(base, pipeline, epoch)
+    return read_stored(location, epoch_file("", pipeline, epoch).lstrip("/"))
+
+
+def read_stored(location: str, relative: str) -> bytes | None:
+    """The raw file at ``relative`` (a path under ``location``), or None if there is none."""
+    fs, base = filesystem(location)
+    path = f"{base.rstrip('/')}/{relative}"
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return None
     if isinstance(fs, pafs.LocalFileSystem):
@@ -247,6 +252,16 @@ def read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
     with fs.open_input_stream(path) as stream:
         data: bytes = stream.read()
     return data
+
+
+def stored_names(location: str, relative: str) -> list[str]:
+    """The names of the files in the folder ``relative`` under ``location`` (none if it does not exist)."""
+    fs, base = filesystem(location)
+    path = f"{base.rstrip('/')}/{relative}"
+    if isinstance(fs, pafs.LocalFileSystem) and os.path.lexists(path):
+        check_local(path, folder=True)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
 
 
 def _write_local(path: str, content: bytes) -> bool:
@@ -274,13 +289,18 @@ def _write_local(path: str, content: bytes) -> bool:
 
 def write_once(location: str, pipeline: str, epoch: int, content: bytes) -> bool:
     """Write an epoch's archive file unless it exists; True if this call wrote it."""
-    fs, base = _filesystem(location)
-    path = epoch_file(base, pipeline, epoch)
+    return write_stored_once(location, epoch_file("", pipeline, epoch).lstrip("/"), content)
+
+
+def write_stored_once(location: str, relative: str, content: bytes) -> bool:
+    """Write the file ``relative`` under ``location`` unless it exists; True if this call wrote it."""
+    fs, base = filesystem(location)
+    path = f"{base.rstrip('/')}/{relative}"
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         return False
     if isinstance(fs, pafs.LocalFileSystem):
         return _write_local(path, content)
-    # Object stores have no exclusive create: a racing writer of the same epoch writes the same bytes.
+    # Object stores have no exclusive create: a racing writer of the same file writes the same bytes.
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
     with fs.open_output_stream(temporary) as out:

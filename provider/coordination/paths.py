@@ -10,6 +10,7 @@
         leader                              leadership lease: owner, expiry, request
         frontier                            highest epoch with it and every earlier one sealed
         snapshots/<partition>               the newest two seals of the partition that left snapshots
+                                            (with an archive, removed partitions move there)
         requests/<request id>               outcome of a pipeline-level request (rollback, config, ...)
         history                             data: the latest event; children h-<seq>: every state change
         consumers/<id>                      acknowledged epoch of each consumer (backpressure)

@@ -30,6 +30,7 @@ from airflow_epochs.coordination.records import (
     SnapshotRef,
     VoteRecord,
 )
+from airflow_epochs.coordination.retired_partitions import newest_retired
 from airflow_epochs.coordination.session import Call
 from airflow_epochs.coordination.vote_records import CastVote, SealNode, folded_vote
 from airflow_epochs.coordination.wire import (
@@ -258,12 +259,15 @@ def last_sealed_snapshots(
     limit = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch
     if before_epoch is not None:
         limit = min(limit, before_epoch - 1)
-    if pointer_raw is None:
-        return {}
+    if pointer_raw is None:  # never left a snapshot, or removed from the configuration and retired
+        retired = newest_retired(call, ctx, partition)
+        if retired is None or retired.pointer is None:
+            return {}
+        return _snapshots_named(call, ctx, retired.pointer, limit) or {}
     pointer = SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
-    for candidate in (pointer.current, pointer.previous):
-        if candidate is not None and candidate.epoch <= limit:
-            return snapshots_at(call, ctx, partition, candidate.epoch, candidate.generation)
+    named = _snapshots_named(call, ctx, pointer, limit)
+    if named is not None:
+        return named
     # Older than both pointers: look through the retained epochs, newest first (rare: a reader asking
     # about the past, or a rollback resetting the pointer).
     record = ctx.record(call)
@@ -274,7 +278,21 @@ def last_sealed_snapshots(
         refs = snapshots_at(call, ctx, partition, epoch, found[0].generation)
         if refs:
             return refs
-    return {}
+    # a partition removed, retired and added back: its older pointer is in the archive
+    retired = newest_retired(call, ctx, partition)
+    if retired is None or retired.pointer is None:
+        return {}
+    return _snapshots_named(call, ctx, retired.pointer, limit) or {}
+
+
+def _snapshots_named(
+    call: Call, ctx: PipelineContext, pointer: SnapshotPointerNode, limit: int
+) -> dict[str, SnapshotRef] | None:
+    """The snapshots of the newest seal ``pointer`` names at or before ``limit`` (None: it names none)."""
+    for candidate in (pointer.current, pointer.previous):
+        if candidate is not None and candidate.epoch <= limit:
+            return snapshots_at(call, ctx, pointer.partition, candidate.epoch, candidate.generation)
+    return None
 
 
 def snapshots_at(

@@ -5,7 +5,8 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
 
 - kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
   epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
-  each partition's newest compacted seal and the count of compacted epochs (in ``archive``);
+  each partition's newest compacted seal and the count of compacted epochs (in ``archive``); with an
+  archive, a partition no live configuration names leaves (:mod:`.retired_partitions`);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events and the
   pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
   the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
@@ -40,10 +41,11 @@ from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequen
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier
+from airflow_epochs.coordination.retired_partitions import live_partitions, newest_retired, retire
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import SealNode
-from airflow_epochs.coordination.wire import DeliveryCursor, SnapshotPointerNode
+from airflow_epochs.coordination.wire import DeliveryCursor, PipelineRecord, SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -60,19 +62,28 @@ class CompactionReport:
     events_pruned: int
     archived: tuple[int, ...] = ()  # epochs whose archive file this call wrote
     verified: tuple[int, ...] = ()  # epochs whose archive file was there already and agreed with ZooKeeper
+    retired: tuple[str, ...] = ()  # removed partitions whose pointer and lineage entry this call moved to the archive
 
 
-def pinned_epochs(call: Call, ctx: PipelineContext) -> set[int]:
-    """Epochs that snapshot pointers name: they stay in full while a retry may need their snapshot."""
+def pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
+    """Those of ``epochs`` (compacted, still in ZooKeeper) that a snapshot pointer names: they stay in full
+    while a retry may need their snapshot. Only the partitions sealed in each epoch can name it, so
+    their pointers are read by name: the ``snapshots`` folder, one pointer per partition the pipeline
+    ever had, is never listed (each answer here is one epoch's seals, at most 256)."""
     pinned: set[int] = set()
-    names = call.children(ctx.paths.snapshots) or []
-    for name, raw in zip(names, call.get_many([ctx.paths.snapshot_pointer(n) for n in names]), strict=True):
-        if raw is None:
+    records = [epoch_record(call, ctx, epoch) for epoch in epochs]
+    for epoch, found in zip(epochs, records, strict=True):
+        if found is None:
             continue
-        pointer = SnapshotPointerNode.from_bytes(raw[0], path=ctx.paths.snapshot_pointer(name))
-        for place in (pointer.current, pointer.previous):
-            if place is not None:
-                pinned.add(place.epoch)
+        names = call.children(ctx.paths.seals(epoch, int(found[0].generation))) or []
+        paths = [ctx.paths.snapshot_pointer(name) for name in names]
+        for path, raw in zip(paths, call.get_many(paths), strict=True):
+            if raw is None:
+                continue
+            pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+            if any(place is not None and place.epoch == epoch for place in (pointer.current, pointer.previous)):
+                pinned.add(epoch)
+                break
     return pinned
 
 
@@ -108,7 +119,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
         summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
-                                    requests).to_bytes()
+                                    requests, archive.partitions_through if archive else 0,
+                                    archive.retiring if archive else None).to_bytes()
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
@@ -124,21 +136,23 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
     def sweep(call: Call) -> CompactionReport:
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
         through, zxid, requests = mark(call)
-        pinned = pinned_epochs(call, ctx)
         names = call.children(ctx.paths.epochs) or []
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
+        locations = {epoch: archive.archive_location(call, ctx, epoch) for epoch in due}
+        # archived, a pinned epoch's snapshots are read there: only epochs kept in full are checked
+        pinned = pinned_epochs(call, ctx, [epoch for epoch in due if locations[epoch] is None])
         compacted: list[int] = []
         kept: list[int] = []
         outcomes: dict[str, list[int]] = {"written": [], "verified": [], "gone": []}
         deleted = 0
         for epoch in due:
-            location = archive.archive_location(call, ctx, epoch)
+            location = locations[epoch]
             known: tuple[str, ...] | None = None
             if location is not None:  # the past goes to storage before it leaves ZooKeeper
                 outcome = archive.archive_epoch(call, ctx, epoch, location)
                 outcomes[outcome.status].append(epoch)
                 known = outcome.znodes or None
-            if epoch in pinned and location is None:  # archived, a pinned epoch's snapshots are read there
+            if epoch in pinned:
                 kept.append(epoch)
                 continue
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
@@ -146,8 +160,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
         if requests is not None:
             deleted += prune_requests(call, ctx, requests)
+        retired = retire(call, ctx)  # after the epochs: a retired pointer's epochs are archived by now
         return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
-                                tuple(outcomes["written"]), tuple(outcomes["verified"]))
+                                tuple(outcomes["written"]), tuple(outcomes["verified"]), retired)
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
@@ -169,15 +184,23 @@ def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
     """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
     stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
     down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
-    compaction back until its ``asset-events/<scope>`` is removed."""
+    compaction back until its ``asset-events/<scope>`` is removed. The cursor of a partition that no
+    configuration names at or after its next epoch holds nothing back: no seal of it can come (a
+    partition removed from the configuration would otherwise stop compaction for good)."""
     lowest: int | None = None
+    record: PipelineRecord | None = None
     for scope in call.children(ctx.paths.asset_events) or []:
         top = child_path(ctx.paths.asset_events, scope)
-        paths = [child_path(top, name) for name in call.children(top) or [] if name.startswith("next-")]
-        for path, raw in zip(paths, call.get_many(paths), strict=True):
-            if raw is not None:
-                following = DeliveryCursor.from_bytes(raw[0], path=path).following
-                lowest = following if lowest is None else min(lowest, following)
+        names = [name for name in call.children(top) or [] if name.startswith("next-")]
+        paths = [child_path(top, name) for name in names]
+        for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
+            if raw is None:
+                continue
+            following = DeliveryCursor.from_bytes(raw[0], path=path).following
+            record = record or ctx.record(call)
+            if name[len("next-"):] not in live_partitions(call, ctx, record, following - 1):
+                continue
+            lowest = following if lowest is None else min(lowest, following)
     return None if lowest is None else lowest - 1
 
 
@@ -244,11 +267,18 @@ def prune_requests(call: Call, ctx: PipelineContext, zxid: int) -> int:
 
 
 def archived_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> dict[str, Any] | None:
-    """The lineage vector kept for a compacted seal, if ``epoch`` is the newest compacted one of it."""
+    """The lineage vector kept for a compacted seal, if ``epoch`` is the newest compacted one of it (in the
+    summary, or, for a partition removed from the configuration, in its newest retirement record)."""
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return None
-    item = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive).lineage.get(partition)
+    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
+    if epoch > summary.through:
+        return None  # not compacted: its seal answers, or nothing does
+    item = summary.lineage.get(partition)
+    if item is None:
+        retired = newest_retired(call, ctx, partition)
+        item = None if retired is None else retired.lineage
     if item is not None and item.epoch == epoch:
         return dict(item.upstream)
     return None

@@ -15,6 +15,7 @@ from airflow_epochs.coordination.errors import CorruptPayload, InvalidEpoch, Rol
 from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier_with_stat, snapshots_at
+from airflow_epochs.coordination.retired_partitions import live_partitions
 from airflow_epochs.coordination.session import Call, commit_or_conflict
 from airflow_epochs.coordination.steps import Delete, SetData, Step
 from airflow_epochs.coordination.wire import (
@@ -115,10 +116,14 @@ def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int
 
 
 def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Step]:
-    """Point each partition's snapshot pointer back at its newest snapshot sealed at or before ``to_epoch``."""
+    """Point each partition's snapshot pointer back at its newest snapshot sealed at or before ``to_epoch``.
+
+    Only a partition sealed after ``to_epoch`` (after the compaction point) can have a pointer to reset,
+    so the names come from the live configurations (:func:`.live_partitions`, at most 256 a version),
+    never from a listing of ``snapshots`` (one pointer per partition ever, without an archive)."""
     p = ctx.paths
     ops: list[Step] = []
-    for partition in call.children(p.snapshots) or []:
+    for partition in sorted(live_partitions(call, ctx, record, record.compacted_through)):
         path = p.snapshot_pointer(partition)
         raw = call.get(path)
         if raw is None:

@@ -1,7 +1,9 @@
 """A compaction that is killed (SIGKILL, by itself) between the archive write and the ZooKeeper delete.
 
 Run by test_archive: it compacts the pipeline with the deletion step replaced by ``kill -9`` of this
-process, so the epochs' archive files are written and their znodes are all still in ZooKeeper.
+process, so the epochs' archive files are written and their znodes are all still in ZooKeeper. With
+``retire`` (test_retired_partitions), the epochs are compacted as usual and the process kills itself
+right after writing the first removed partition's retirement file, before ZooKeeper deletes it.
 """
 
 from __future__ import annotations
@@ -13,12 +15,24 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import EpochLedger, retention
+from airflow_epochs.coordination import EpochLedger, retention, retired_partitions
 
 
-def main(hosts: str, pipeline: str) -> None:
+def main(hosts: str, pipeline: str, step: str = "epochs") -> None:
     client = KazooClient(hosts=hosts, timeout=10)
     client.start(timeout=15)
+    if step == "retire":
+        write = retired_partitions.write_or_verify
+
+        def killed_after_writing(*args: Any) -> None:
+            write(*args)
+            print("ARCHIVED", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        retired_partitions.write_or_verify = killed_after_writing  # type: ignore[assignment]
+        EpochLedger(client, pipeline, owner="compactor").compact()
+        print("NOT KILLED", flush=True)
+        return
 
     def killed_before_deleting(_call: Any, _top: str, _known: Any = None) -> int:
         print("ARCHIVED", flush=True)
@@ -31,4 +45,4 @@ def main(hosts: str, pipeline: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])
