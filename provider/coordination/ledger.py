@@ -30,6 +30,7 @@ from kazoo.recipe.watchers import DataWatch
 from airflow_epochs.coordination import (
     aborts,
     config_store,
+    delivery_scopes,
     opening,
     pipelined_votes,
     reader,
@@ -42,6 +43,7 @@ from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.backpressure import Backpressure, Consumer
 from airflow_epochs.coordination.barriers import Barrier
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.delivery_scopes import RetiredScope
 from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
 from airflow_epochs.coordination.leadership import LeaderLease
 from airflow_epochs.coordination.lineage import LineageItem, read_lineage
@@ -253,6 +255,15 @@ class EpochLedger:
         :param reason: why, recorded in the history.
         """
         return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
+
+    def delivery_scopes(self) -> list[str]:
+        """The pipeline's asset-delivery scopes (one a deployment whose triggerer delivers seals), sorted."""
+        return delivery_scopes.delivery_scopes(self.ctx)
+
+    def retire_delivery_scope(self, scope: str, *, request_id: str | None = None) -> RetiredScope:
+        """Remove a delivery scope nobody delivers any more, so that compaction proceeds past its cursors;
+        refused while a deliverer holds it (see :mod:`.delivery_scopes`)."""
+        return delivery_scopes.retire_delivery_scope(self.ctx, scope, request_id=request_id)
 
     def compact(self, *, max_epochs: int | None = None) -> CompactionReport:
         """Apply the configuration's ``retain_epochs``: compact sealed epochs that fell out of it.
