@@ -15,9 +15,6 @@ only once its watchers are gone: a deliverer started under it afterwards begins 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from airflow_epochs.coordination.errors import StateError
@@ -26,7 +23,7 @@ from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Delete, Step
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.wire import DeliveryCursor, RetiredScope
 
 __all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
 
@@ -41,18 +38,6 @@ class UnknownDeliveryScope(StateError):
 
 class DeliveryScopeHeld(StateError):
     """A deliverer holds a claim in the scope (it is delivering a seal now); nothing was written."""
-
-
-@dataclass(frozen=True)
-class RetiredScope:
-    """A retired delivery scope and where its cursors stood: partition -> the next epoch it would
-    have delivered."""
-
-    scope: str
-    cursors: dict[str, int]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"scope": self.scope, "cursors": dict(self.cursors)}
 
 
 def delivery_scopes(ctx: PipelineContext) -> list[str]:
@@ -107,7 +92,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
             *[Delete(child_path(path, name), int(raw[1].version))
               for name, raw in zip(cursors, raws, strict=True) if raw is not None],
             Delete(path, int(stat.version)),  # refused while any child is left: a claim taken meanwhile
-            *ctx.request_op(call, "retire_delivery_scope", retired.to_json()),
+            *ctx.request_op(call, "retire_delivery_scope", retired.to_result()),
             *ctx.event("delivery_scope_retired", scope=scope, cursors=following),
         ]
         failure = call.try_commit(steps)
@@ -119,8 +104,8 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
 
     def find(call: Call) -> RetiredScope | None:
         stored = ctx.stored_result(call)
-        if not isinstance(stored, dict) or stored.get("scope") != scope:
+        if stored is None:
             return None
-        return RetiredScope(scope, {str(k): int(v) for k, v in dict(stored.get("cursors") or {}).items()})
+        return RetiredScope.from_result(stored, scope=scope, path=ctx.paths.request(call.request_id))
 
     return ctx.call(body, what=f"retire delivery scope {scope!r}", request_id=request_id, find=find)

@@ -43,7 +43,6 @@ from airflow_epochs.coordination.aborts import AbortResult
 from airflow_epochs.coordination.backpressure import Backpressure, Consumer
 from airflow_epochs.coordination.barriers import Barrier
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.delivery_scopes import RetiredScope
 from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
 from airflow_epochs.coordination.leadership import LeaderLease
 from airflow_epochs.coordination.lineage import LineageItem, read_lineage
@@ -65,7 +64,7 @@ from airflow_epochs.coordination.records import (
 )
 from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
-from airflow_epochs.coordination.wire import FrontierNode
+from airflow_epochs.coordination.wire import FrontierNode, RetiredScope
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]
