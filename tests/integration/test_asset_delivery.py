@@ -210,3 +210,32 @@ def test_the_cli_refuses_an_unknown_scope_in_one_line(zk, zk_server, zk_chroot):
     assert done.returncode == 2
     assert done.stderr.strip() == ("error: pipeline 'p' has no delivery scope 'ghost' (its scopes: none); "
                                    "nothing was written")
+
+
+def test_a_claim_taken_between_the_check_and_the_commit_refuses_the_retirement(zk, zk_factory, monkeypatch):
+    """The transaction deletes the scope node itself, which ZooKeeper refuses while a child is left: a
+    deliverer's claim taken after the check (here: just before the commit) fails the whole transaction,
+    and the check, run again, refuses. Nothing was deleted."""
+    from airflow_epochs.coordination import DeliveryScopeHeld
+    from airflow_epochs.coordination.session import Call
+
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    scope = _delivery("racing")
+    asyncio.run(scope.move_cursor(KazooStore(zk), 1))
+    deliverer = zk_factory()
+    commit = Call.try_commit
+    claimed: list[object] = []
+
+    def claim_first(self: Call, steps: Any) -> Any:
+        if not claimed:  # the deliverer wins the race to the scope, between the check and the commit
+            claimed.append(asyncio.run(_delivery("racing").next_seal(KazooStore(deliverer), 1, lambda _e: None)))
+        return commit(self, steps)
+
+    monkeypatch.setattr(Call, "try_commit", claim_first)
+    with pytest.raises(DeliveryScopeHeld, match="'racing'"):
+        ledger.retire_delivery_scope("racing")
+    assert isinstance(claimed[0], SealToDeliver) and zk.exists(claimed[0].claim) is not None
+    assert zk.exists(scope.cursor) is not None
+    assert not [e for e in ledger.history() if e.event == "delivery_scope_retired"]
