@@ -34,9 +34,12 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
     :param table_conn_id: the Airflow connection of the Iceberg catalog (templated).
     :param output_name: which output of the producers' manifests (default ``data``).
     :param attempt_task_id: the task that opened the epoch; defaults to the enclosing EpochGroup's.
+    :param storage: the pipeline's storage root (templated); when given, every run folder the seal's
+        manifests name must be that seal's run folder under it, or nothing is written
+        (:class:`~airflow_epochs.tables.RunOutsideStorage`). Without it only the layout is checked.
     """
 
-    template_fields: Sequence[str] = ("partition", "table", "table_conn_id")
+    template_fields: Sequence[str] = ("partition", "table", "table_conn_id", "storage")
     ui_color = "#b0e0e6"
 
     def __init__(
@@ -49,6 +52,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,
+        storage: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
@@ -59,6 +63,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
         self.attempt_task_id = attempt_task_id or current_open_task_id()
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.storage = storage
         self.published: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -70,7 +75,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 outcome = publish_from_task(hook.get_conn(), attempt.pipeline, self.partition, attempt.epoch,
                                             table=self.table, conn_id=self.table_conn_id, output=self.output_name,
-                                            root=self.root)
+                                            root=self.root, storage=self.storage)
             return outcome.to_dict()
 
         try:

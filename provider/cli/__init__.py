@@ -10,6 +10,7 @@
     airflow-epochs spark-connect stop
     airflow-epochs history PIPELINE --hosts 127.0.0.1:2181 [--since SEQ] [--limit N]
     airflow-epochs compact PIPELINE [--max-epochs N]            # apply retain_epochs now
+    airflow-epochs retire-scope PIPELINE SCOPE                  # drop a delivery scope nobody delivers
     airflow-epochs status PIPELINE [--hosts H]                  # tables: frontier, leader, votes, barriers
     airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
     airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis

@@ -12,6 +12,7 @@ from airflow_epochs.cli.pipelines import (
     cmd_acl,
     cmd_compact,
     cmd_history,
+    cmd_retire_scope,
     cmd_status,
     cmd_timeline,
 )
@@ -119,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_args(compact)
     compact.add_argument("--max-epochs", type=_positive, help="compact at most this many epochs")
     compact.set_defaults(func=cmd_compact)
+    retire = sub.add_parser("retire-scope", help="remove an asset-delivery scope nobody delivers any more, so that "
+                            "compaction proceeds past its cursor (refused while a deliverer holds it)")
+    _pipeline_args(retire)
+    retire.add_argument("scope", help="the delivery scope (a deployment's scope, as its watchers were given it)")
+    retire.set_defaults(func=cmd_retire_scope)
     status = sub.add_parser("status", help="frontier, leader, open epochs, votes, seals and barriers as a table")
     _pipeline_args(status)
     status.add_argument("--recent", type=_recent, metavar="N", default=1,

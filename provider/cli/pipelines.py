@@ -1,7 +1,7 @@
-"""The pipeline commands (``history``, ``compact``, ``status``, ``timeline``, ``acl``): each connects like
-the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from ``--hosts`` plus ``--digest-user``
-(password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command line) and the TLS options; without
-either, to the CLI's embedded server."""
+"""The pipeline commands (``history``, ``compact``, ``retire-scope``, ``status``, ``timeline``, ``acl``):
+each connects like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from ``--hosts``
+plus ``--digest-user`` (password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command line) and the
+TLS options; without either, to the CLI's embedded server."""
 
 from __future__ import annotations
 
@@ -109,6 +109,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
     kept = f"; kept in full for their snapshots: {list(report.kept)}" if report.kept else ""
     print(f"compacted through epoch {report.through}: {len(report.compacted)} epoch(s) removed now, "
           f"{report.znodes_deleted} znodes and {report.events_pruned} history events deleted{kept}")
+    return 0
+
+
+def cmd_retire_scope(args: argparse.Namespace) -> int:
+    from airflow_epochs.coordination import validate_name
+
+    validate_name("owner", args.scope)  # a bad name is refused before anything connects
+    with pipeline_ledger(args) as ledger:
+        retired = ledger.retire_delivery_scope(args.scope)
+    where = ", ".join(f"{partition} at epoch {epoch}" for partition, epoch in sorted(retired.cursors.items()))
+    print(f"retired delivery scope {retired.scope!r} of pipeline {args.pipeline!r} (its cursors: {where or 'none'}); "
+          "compaction is no longer held back by it")
     return 0
 
 

@@ -40,6 +40,12 @@ from airflow_epochs.coordination.barriers import (
 from airflow_epochs.coordination.calendar import Calendar, CronEpochCalendar, EpochCalendar
 from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
+from airflow_epochs.coordination.delivery_scopes import (
+    DeliveryScopeHeld,
+    RetiredScope,
+    UnknownDeliveryScope,
+    retire_delivery_scope,
+)
 from airflow_epochs.coordination.errors import (
     AccessDenied,
     AttemptSuperseded,
@@ -135,6 +141,7 @@ __all__ = [
     "CoordinationUnavailable",
     "CorruptPayload",
     "CronEpochCalendar",
+    "DeliveryScopeHeld",
     "DuplicateVote",
     "EpochAlreadyOpen",
     "EpochAlreadySealed",
@@ -168,6 +175,7 @@ __all__ = [
     "PipelineNotFound",
     "PipelinePaths",
     "PipelineReader",
+    "RetiredScope",
     "RetryableError",
     "RollbackRefused",
     "SealInfo",
@@ -182,6 +190,7 @@ __all__ = [
     "TooManyConsumers",
     "TooManyRequests",
     "UnknownConsumer",
+    "UnknownDeliveryScope",
     "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
@@ -200,6 +209,7 @@ __all__ = [
     "register_consumer",
     "repair_pipeline_acls",
     "resource_lock",
+    "retire_delivery_scope",
     "schedule_migration",
     "unregister_consumer",
     "validate_epoch",

@@ -12,6 +12,11 @@ from airflow_epochs.coordination.wire import BarrierNode
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
 
+# Stragglers a decision names (the first ones, sorted); the rest are counted. 100 names of at most 128
+# characters keep a release or report, and the history event written with it, near 13 KB each, far
+# below the payload limit (payloads.MAX_PAYLOAD_BYTES) even at MAX_PARTICIPANTS.
+MAX_LATE_NAMED = 100
+
 
 class BarrierError(StateError):
     """Base class of barrier refusals."""
@@ -40,8 +45,9 @@ class UnknownParticipant(BarrierError):
 class BarrierFailed(BarrierError):
     """The barrier's ``fail`` policy fired: stragglers did not arrive in time."""
 
-    def __init__(self, message: str, *, late: tuple[str, ...]) -> None:
-        self.late = late
+    def __init__(self, message: str, *, late: tuple[str, ...], late_count: int | None = None) -> None:
+        self.late = late  # the first MAX_LATE_NAMED stragglers, sorted
+        self.late_count = len(late) if late_count is None else late_count
         super().__init__(message)
 
 
@@ -85,7 +91,9 @@ class BarrierOutcome:
     """How a barrier ended (or, for ``rerun``, who is late).
 
     ``arrived`` counts the arrivals; it is None when a waiter learned only that every participant
-    arrived (it was woken by the release before the deadline and read nothing).
+    arrived (it was woken by the release before the deadline and read nothing). ``late`` names the
+    first :data:`MAX_LATE_NAMED` stragglers (sorted) and ``late_count`` counts them all (None: as many
+    as ``late`` names); ``late_truncated`` says that some are not named.
     """
 
     decision: str  # "all" | "quorum" | "failed" | "rerun"
@@ -93,6 +101,32 @@ class BarrierOutcome:
     arrived: int | None
     late: tuple[str, ...]
     zxid: int = 0
+    late_count: int | None = None
+
+    @property
+    def stragglers(self) -> int:
+        """How many participants were late (named or not)."""
+        return len(self.late) if self.late_count is None else self.late_count
+
+    @property
+    def late_truncated(self) -> bool:
+        """Whether some stragglers are counted but not named."""
+        return self.stragglers > len(self.late)
+
+    def late_text(self) -> str:
+        """The stragglers for a message: the names, and how many more there are."""
+        return late_text(self.late, self.stragglers)
+
+
+def named_late(late: list[str]) -> tuple[tuple[str, ...], int]:
+    """The stragglers a decision records: the first :data:`MAX_LATE_NAMED` of ``late`` sorted, and their count."""
+    return tuple(sorted(late)[:MAX_LATE_NAMED]), len(late)
+
+
+def late_text(late: tuple[str, ...], count: int) -> str:
+    """``late`` for a message, with how many more stragglers were not named."""
+    more = count - len(late)
+    return f"{list(late)}" + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)

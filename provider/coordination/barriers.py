@@ -17,8 +17,10 @@ whatever the number of participants:
 Straggler policies are decided once, after the deadline (``declared_at + timeout``, wall clock),
 by whoever looks first, and recorded with who was late: ``fail`` creates the ``failed`` znode,
 ``quorum(k)`` releases once k participants arrived, ``rerun`` reports the stragglers (``report``) and
-leaves the barrier open for them. Release and failure both close the record in the same transaction,
-so at most one of them happens. Keep clocks in sync within a small part of the timeout.
+leaves the barrier open for them. A decision names the first ``MAX_LATE_NAMED`` stragglers (sorted)
+and counts the rest, so its record stays small at any number of participants. Release and failure
+both close the record in the same transaction, so at most one of them happens. Keep clocks in sync
+within a small part of the timeout.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.archive import archived_call
 from airflow_epochs.coordination.barrier_values import (
+    MAX_LATE_NAMED,
     Arrival,
     BarrierClosed,
     BarrierConflict,
@@ -47,6 +50,7 @@ from airflow_epochs.coordination.barrier_values import (
     PolicyKind,
     StragglerPolicy,
     UnknownParticipant,
+    named_late,
 )
 from airflow_epochs.coordination.errors import EpochNotOpen, InvalidInput
 from airflow_epochs.coordination.names import validate_epoch, validate_name
@@ -57,8 +61,8 @@ from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Check, Create, SetData, Step, first_failure
 from airflow_epochs.coordination.wire import ArrivalNode, BarrierNode, ReleaseNode
 
-__all__ = ["MAX_BARRIERS", "MAX_PARTICIPANTS", "Arrival", "Barrier", "BarrierClosed", "BarrierConflict",
-           "BarrierError", "BarrierFailed", "BarrierFull",
+__all__ = ["MAX_BARRIERS", "MAX_LATE_NAMED", "MAX_PARTICIPANTS", "Arrival", "Barrier", "BarrierClosed",
+           "BarrierConflict", "BarrierError", "BarrierFailed", "BarrierFull",
            "BarrierNotDeclared", "BarrierOutcome", "BarrierRecord", "PolicyKind", "StragglerPolicy",
            "UnknownParticipant"]
 
@@ -344,8 +348,8 @@ class Barrier:
     def _raise_failed(self, outcome: BarrierOutcome) -> BarrierOutcome:
         if outcome.decision == "failed":
             raise BarrierFailed(
-                f"barrier {self.name!r} of epoch {self.epoch} failed: {list(outcome.late)} did not arrive in time",
-                late=outcome.late,
+                f"barrier {self.name!r} of epoch {self.epoch} failed: {outcome.late_text()} did not arrive in time",
+                late=outcome.late, late_count=outcome.stragglers,
             )
         return outcome
 
@@ -393,7 +397,7 @@ class Barrier:
             if raw is not None:
                 node = ReleaseNode.from_bytes(raw[0], path=path)
                 return BarrierOutcome(node.decision, node.decision in ("all", "quorum"), node.arrived, node.late,
-                                      int(raw[1].czxid))
+                                      int(raw[1].czxid), node.stragglers)
         return None
 
     def status(self) -> dict[str, Any]:
@@ -422,19 +426,19 @@ class Barrier:
             paths = self._paths(call)
             registered = set(call.children(paths.participants) or [])
             arrived = set(call.children(paths.arrivals) or [])
-            late = sorted(registered - arrived)
-            if not late:
+            named, count = named_late(list(registered - arrived))
+            if not count:
                 return self._decide(call)
             if call.exists(paths.report) is None:
-                report = ReleaseNode("rerun", len(arrived & registered), tuple(late), self._clock())
+                report = ReleaseNode("rerun", len(arrived & registered), named, self._clock(), count)
                 failure = call.try_commit([
                     Create(paths.report, report.to_bytes()),
-                    *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=late,
-                                    policy="rerun"),
+                    *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=list(named),
+                                    late_count=count, policy="rerun"),
                 ])
                 if failure is not None and not isinstance(failure.error, NodeExistsError):
                     raise failure.error
-            return BarrierOutcome("rerun", False, len(arrived & registered), tuple(late))
+            return BarrierOutcome("rerun", False, len(arrived & registered), named, 0, count)
         return self._decide(call)
 
     def _decide(self, call: Call, known: tuple[BarrierRecord, int] | None = None) -> BarrierOutcome | None:
@@ -454,7 +458,8 @@ class Barrier:
                 return self._outcome(call)
             paths = self._paths(call)
             past_deadline = self._clock() >= record.deadline
-            late: list[str] = []
+            named: tuple[str, ...] = ()
+            count_late = 0
             if count >= record.registered and record.registered > 0:
                 decision = "all"
             elif record.policy == "quorum" and past_deadline and record.k is not None and count >= int(record.k):
@@ -465,16 +470,16 @@ class Barrier:
                 return None
             if decision != "all":  # the rare path: name the stragglers
                 registered = set(call.children(paths.participants) or [])
-                late = sorted(registered - set(call.children(paths.arrivals) or []))
-            release = ReleaseNode(decision, count, tuple(late), self._clock())
+                named, count_late = named_late(list(registered - set(call.children(paths.arrivals) or [])))
+            release = ReleaseNode(decision, count, named, self._clock(), count_late)
             target = paths.failed if decision == "failed" else paths.release
             failure = call.try_commit([
                 # closing bumps the record's version: a racing registration or arrival recounts
                 SetData(paths.barrier, replace(record.node, closed=True).to_bytes(), record.version),
                 Create(target, release.to_bytes()),
                 *self.ctx.event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
-                                late=late, arrived=count),
+                                late=list(named), late_count=count_late, arrived=count),
             ])
             if failure is None:
-                return BarrierOutcome(decision, decision != "failed", count, tuple(late))
+                return BarrierOutcome(decision, decision != "failed", count, named, 0, count_late)
         return self._outcome(call)

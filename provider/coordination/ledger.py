@@ -30,6 +30,7 @@ from kazoo.recipe.watchers import DataWatch
 from airflow_epochs.coordination import (
     aborts,
     config_store,
+    delivery_scopes,
     opening,
     pipelined_votes,
     reader,
@@ -63,7 +64,7 @@ from airflow_epochs.coordination.records import (
 )
 from airflow_epochs.coordination.retention import CompactionReport
 from airflow_epochs.coordination.session import Call
-from airflow_epochs.coordination.wire import FrontierNode
+from airflow_epochs.coordination.wire import FrontierNode, RetiredScope
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]
@@ -253,6 +254,15 @@ class EpochLedger:
         :param reason: why, recorded in the history.
         """
         return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
+
+    def delivery_scopes(self) -> list[str]:
+        """The pipeline's asset-delivery scopes (one a deployment whose triggerer delivers seals), sorted."""
+        return delivery_scopes.delivery_scopes(self.ctx)
+
+    def retire_delivery_scope(self, scope: str, *, request_id: str | None = None) -> RetiredScope:
+        """Remove a delivery scope nobody delivers any more, so that compaction proceeds past its cursors;
+        refused while a deliverer holds it (see :mod:`.delivery_scopes`)."""
+        return delivery_scopes.retire_delivery_scope(self.ctx, scope, request_id=request_id)
 
     def compact(self, *, max_epochs: int | None = None) -> CompactionReport:
         """Apply the configuration's ``retain_epochs``: compact sealed epochs that fell out of it.

@@ -407,25 +407,65 @@ class ArrivalNode:
 
 @dataclass(frozen=True)
 class ReleaseNode:
-    """How a barrier was decided (release, failure, or a stragglers' report)."""
+    """How a barrier was decided (release, failure, or a stragglers' report).
+
+    ``late`` names at most the first few stragglers (sorted); ``late_count`` counts all of them, so a
+    barrier of thousands of participants keeps its record far below the payload limit. A record
+    written before the count existed has every straggler in ``late``: its count is their number.
+    """
 
     decision: str  # "all" | "quorum" | "failed" | "rerun"
     arrived: int
     late: tuple[str, ...]
     at: float
+    late_count: int | None = None  # None: every straggler is named
+
+    @property
+    def stragglers(self) -> int:
+        return len(self.late) if self.late_count is None else self.late_count
 
     def to_bytes(self) -> bytes:
         return payloads.encode("release", {"decision": self.decision, "arrived": self.arrived,
-                                           "late": list(self.late), "at": self.at})
+                                           "late": list(self.late), "at": self.at,
+                                           "late_count": self.stragglers,
+                                           "late_truncated": self.stragglers > len(self.late)})
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, path: str) -> ReleaseNode:
         doc = payloads.decode("release", raw, path=path)
-        return cls(str(doc["decision"]), int(doc["arrived"]), tuple(str(name) for name in doc["late"]),
-                   float(doc["at"]))
+        late = tuple(str(name) for name in doc["late"])
+        count = doc.get("late_count", len(late))  # absent in records written before the bound
+        if isinstance(count, bool) or not isinstance(count, int) or count < len(late):
+            raise CorruptPayload(f"{path}: release payload field 'late_count' is {count!r}, expected an integer "
+                                 f"of at least {len(late)} (the stragglers it names)")
+        return cls(str(doc["decision"]), int(doc["arrived"]), late, float(doc["at"]), count)
 
 
 # -- asset delivery --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetiredScope:
+    """A retired delivery scope and where its cursors stood (partition -> the next epoch it would have
+    delivered); also the stored result of the retirement's request."""
+
+    scope: str
+    cursors: dict[str, int]
+
+    def to_result(self) -> dict[str, Any]:
+        """The request's stored result (``ctx.request_op(..., result)``)."""
+        return {"scope": self.scope, "cursors": dict(self.cursors)}
+
+    @classmethod
+    def from_result(cls, result: Any, *, scope: str, path: str) -> RetiredScope:
+        """The retirement of ``scope`` stored at ``path``; :class:`CorruptPayload` for anything else (a result
+        of another shape or scope: the request id was used for another call)."""
+        cursors = result.get("cursors") if isinstance(result, dict) else None
+        if not isinstance(result, dict) or result.get("scope") != scope or not isinstance(cursors, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in cursors.items()):
+            raise CorruptPayload(f"{path}: not a retirement of delivery scope {scope!r} ({{scope, cursors}}): "
+                                 f"{result!r:.200}")
+        return cls(scope, dict(cursors))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
+from airflow_epochs.coordination.barrier_values import late_text
 from airflow_epochs.coordination.barriers import Barrier, BarrierOutcome
 from airflow_epochs.coordination.wire import BarrierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
@@ -23,17 +24,21 @@ _SKEW_MARGIN = 1.0
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
     """A barrier's decision as the trigger's event payload (and the waiting task's input)."""
     return {"decision": outcome.decision, "released": outcome.released, "arrived": outcome.arrived,
-            "late": list(outcome.late)}
+            "late": list(outcome.late), "late_count": outcome.stragglers}
 
 
 def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
     """The task result of a barrier decision; a failed barrier or reported stragglers fail the task."""
     where = f"barrier {event['barrier']!r} of {event['pipeline']!r} epoch {event['epoch']}"
+    # an event from before the count existed names every straggler
+    late_count = int(event.get("late_count", len(event["late"])))
+    stragglers = late_text(tuple(event["late"]), late_count)
     if event["decision"] == "failed":
-        raise AirflowFailException(f"{where} failed: {event['late']} did not arrive in time")
+        raise AirflowFailException(f"{where} failed: {stragglers} did not arrive in time")
     if event["decision"] == "rerun":
-        raise AirflowFailException(f"{where}: stragglers {event['late']} must be re-run (rerun policy)")
-    return {k: event[k] for k in ("decision", "arrived", "late")}
+        raise AirflowFailException(f"{where}: stragglers {stragglers} must be re-run (rerun policy)")
+    return {"decision": event["decision"], "arrived": event["arrived"], "late": event["late"],
+            "late_count": late_count}
 
 
 class BarrierReleasedTrigger(ZooKeeperWatchTrigger):

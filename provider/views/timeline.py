@@ -49,8 +49,10 @@ def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list
             first = min((e.at for e in events if e.event == "barrier_declared" and e.detail.get("barrier") == name),
                         default=start)
             late = released.detail.get("late") or []
+            more = int(released.detail.get("late_count") or len(late)) - len(late)  # only the first are named
+            named = ", ".join(late) + (f" and {more} more" if more > 0 else "")
             found.append(Span(epoch, f"barrier {name}", first, max(released.at, first + MARK),
-                              f"{released.detail.get('decision')}; late: {', '.join(late) or 'none'}"))
+                              f"{released.detail.get('decision')}; late: {named or 'none'}"))
             releases.append((released.at, name))
         for sealed in (e for e in events if e.event == "partition_sealed" and e.at >= start):
             partition = str(sealed.detail.get("partition"))

@@ -2,6 +2,11 @@
 the ``postgres`` user), then Airflow's API server, scheduler, triggerer and DAG processor with the
 LocalExecutor. Every process is started here, bound to 127.0.0.1, and stopped by its process group.
 
+PostgreSQL's data and socket live in a folder of their own made with ``mkdtemp`` (removed by ``stop()``),
+not under ``base``: another pytest session of the machine resets pytest's base folder to 0700 while
+this server runs, and the ``postgres`` user could then no longer reach its files. The logs stay in
+``base``.
+
 (The triggerer on SQLite was seen here to reuse a trigger id and never run the trigger: PostgreSQL.)
 """
 
@@ -16,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -54,6 +60,7 @@ class AirflowStack:
         self.pg_port = _free_port()
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.pg_folder: Path | None = None  # made by start_postgres(), removed by stop()
         self.home = base / "airflow"
         self.dags = self.home / "dags"
 
@@ -66,22 +73,21 @@ class AirflowStack:
         bindir = postgres_bin()
         if bindir is None:
             raise RuntimeError("PostgreSQL server not installed (apt-get install -y postgresql)")
-        data = self.base / "pgdata"
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.pg_folder = Path(tempfile.mkdtemp(prefix="airflow-epochs-stack-pg-"))
+        data = self.pg_data
         if self.template is None:
-            data.mkdir(parents=True)
+            data.mkdir()
         else:
-            self.base.mkdir(parents=True, exist_ok=True)
             # -a keeps the postgres user's ownership and the folder's 0700 mode, which the server checks.
             subprocess.run(["cp", "-a", str(self.template), str(data)], check=True, capture_output=True, timeout=120)
-        sock = self.base / "pgsock"
+        sock = self.pg_folder / "pgsock"
         sock.mkdir()
         if os.geteuid() == 0:
             shutil.chown(data, "postgres", "postgres")
             shutil.chown(sock, "postgres", "postgres")
-            for parent in (self.base, *self.base.parents):
-                if parent == Path("/"):
-                    break
-                os.chmod(parent, os.stat(parent).st_mode | 0o011)  # let postgres traverse to its folders
+            # mkdtemp's folder is 0700: let postgres traverse it (only traverse: it lists nothing here)
+            os.chmod(self.pg_folder, 0o711)
         if self.template is None:
             initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]
             subprocess.run(self._as_postgres(initdb), check=True, capture_output=True, timeout=120)
@@ -102,6 +108,13 @@ class AirflowStack:
         if self.template is None:
             subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres",
                             "airflow"], check=True, capture_output=True, timeout=60)
+
+    @property
+    def pg_data(self) -> Path:
+        """The server's data folder (inside the stack's own PostgreSQL folder)."""
+        if self.pg_folder is None:
+            raise RuntimeError("PostgreSQL has not been started")
+        return self.pg_folder / "pgdata"
 
     # -- Airflow -------------------------------------------------------------------------------
 
@@ -226,6 +239,13 @@ class AirflowStack:
             return ""
 
     def stop(self) -> None:
+        """Stop every process, then remove the PostgreSQL folder."""
+        self.stop_processes()
+        if self.pg_folder is not None:
+            shutil.rmtree(self.pg_folder, ignore_errors=True)
+            self.pg_folder = None
+
+    def stop_processes(self) -> None:
         core = ("scheduler", "triggerer", "dag-processor", "api-server", "postgres")
         for name in (*[n for n in self.procs if n not in core], *core):
             proc = self.procs.pop(name, None)
@@ -248,6 +268,10 @@ def migrated_template(base: Path) -> Path:
     try:
         builder.start_postgres()
         builder.migrate()
+        builder.stop_processes()  # a clean shutdown: the copies start without recovery
+        # kept in base (a stopped server's files are only copied, as root, so base's mode does not matter)
+        subprocess.run(["cp", "-a", str(builder.pg_data), str(base / "pgdata")], check=True, capture_output=True,
+                       timeout=120)
     finally:
-        builder.stop()  # a clean shutdown: the copies start without recovery
+        builder.stop()
     return base / "pgdata"

@@ -134,3 +134,108 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim
     assert asyncio.run(_delivery().next_seal(twin, 1, lambda _event: None)) is None  # same session, not its claim
     asyncio.run(delivery.drop_claims(KazooStore(lossy), [found.claim]))
     assert zk.exists(claim) is None
+
+
+def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_server, zk_chroot, capsys):
+    """A scope whose triggerer is gone holds compaction at its cursor. Retiring it is refused for an
+    unknown scope (named, with the scopes there are) and while a deliverer holds a claim in it, both
+    before any write; once its deliverer's session is gone the CLI retires it and compaction proceeds."""
+    from airflow_epochs.cli import main
+    from airflow_epochs.coordination import DeliveryScopeHeld, UnknownDeliveryScope
+
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}, retain_epochs=2))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    store, gone = KazooStore(zk), _delivery("gone")
+    found = asyncio.run(gone.next_seal(store, 1, lambda _event: None))
+    assert isinstance(found, SealToDeliver)
+    asyncio.run(gone.move_cursor(store, 2))  # the deployment delivered epoch 1, then went away for good
+    asyncio.run(gone.drop_claims(store, [found.claim]))
+    for epoch in range(2, 9):
+        ledger.vote(ledger.open_epoch(epoch), "a", "x")
+    assert ledger.compact().through == 1  # held at the abandoned cursor, not at 8 - 2
+
+    with pytest.raises(UnknownDeliveryScope, match=r"no delivery scope 'nobody' \(its scopes: 'gone'\)"):
+        ledger.retire_delivery_scope("nobody")
+    # a deliverer of the scope (another session) holds the claim of epoch 2 right now
+    deliverer = zk_factory()
+    held = asyncio.run(_delivery("gone").next_seal(KazooStore(deliverer), 2, lambda _event: None))
+    assert isinstance(held, SealToDeliver)
+    events = len(ledger.history())
+    owner = f"session 0x{deliverer.client_id[0]:x}"
+    with pytest.raises(DeliveryScopeHeld, match=rf"'gone' .* held: 1 claim\(s\) .* {owner}"):
+        ledger.retire_delivery_scope("gone")
+    assert zk.exists(gone.cursor) is not None and zk.exists(held.claim) is not None  # nothing was written
+    assert len(ledger.history()) == events
+    deliverer.stop()  # its session ends and the claim with it
+    deliverer.close()
+
+    hosts = zk_server.hosts + zk_chroot
+    assert main(["retire-scope", "p", "bad/scope", "--hosts", hosts]) == 2
+    assert "'bad/scope'" in capsys.readouterr().err
+    assert main(["retire-scope", "p", "gone", "--hosts", hosts]) == 0
+    assert "retired delivery scope 'gone' of pipeline 'p' (its cursors: a at epoch 2)" in capsys.readouterr().out
+    assert zk.exists(PipelinePaths("p").asset_event_scope("gone")) is None
+    assert ledger.delivery_scopes() == []
+    retired = [e for e in ledger.history() if e.event == "delivery_scope_retired"]
+    assert [(e.detail["scope"], e.detail["cursors"]) for e in retired] == [("gone", {"a": 2})]
+    assert ledger.compact().through == 6  # retain_epochs alone decides again
+
+
+def test_retiring_a_scope_again_with_its_request_id_answers_as_before(zk):
+    from airflow_epochs.coordination import UnknownDeliveryScope
+
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    delivery, store = _delivery("old"), KazooStore(zk)
+    asyncio.run(delivery.move_cursor(store, 2))
+    first = ledger.retire_delivery_scope("old", request_id="retire-old-1")
+    assert (first.scope, first.cursors) == ("old", {"a": 2})
+    assert ledger.retire_delivery_scope("old", request_id="retire-old-1") == first  # found, not applied again
+    with pytest.raises(UnknownDeliveryScope, match="'old'"):  # a new request: the scope is gone
+        ledger.retire_delivery_scope("old")
+    assert len([e for e in ledger.history() if e.event == "delivery_scope_retired"]) == 1
+
+
+def test_the_cli_refuses_an_unknown_scope_in_one_line(zk, zk_server, zk_chroot):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    EpochLedger(zk, "p", owner="A").create_pipeline(PipelineConfig({"a": ("x",)}))
+    cli = str(Path(sys.executable).parent / "airflow-epochs")
+    done = subprocess.run([cli, "retire-scope", "p", "ghost", "--hosts", zk_server.hosts + zk_chroot],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: pipeline 'p' has no delivery scope 'ghost' (its scopes: none); "
+                                   "nothing was written")
+
+
+def test_a_claim_taken_between_the_check_and_the_commit_refuses_the_retirement(zk, zk_factory, monkeypatch):
+    """The transaction deletes the scope node itself, which ZooKeeper refuses while a child is left: a
+    deliverer's claim taken after the check (here: just before the commit) fails the whole transaction,
+    and the check, run again, refuses. Nothing was deleted."""
+    from airflow_epochs.coordination import DeliveryScopeHeld
+    from airflow_epochs.coordination.session import Call
+
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    scope = _delivery("racing")
+    asyncio.run(scope.move_cursor(KazooStore(zk), 1))
+    deliverer = zk_factory()
+    commit = Call.try_commit
+    claimed: list[object] = []
+
+    def claim_first(self: Call, steps: Any) -> Any:
+        if not claimed:  # the deliverer wins the race to the scope, between the check and the commit
+            claimed.append(asyncio.run(_delivery("racing").next_seal(KazooStore(deliverer), 1, lambda _e: None)))
+        return commit(self, steps)
+
+    monkeypatch.setattr(Call, "try_commit", claim_first)
+    with pytest.raises(DeliveryScopeHeld, match="'racing'"):
+        ledger.retire_delivery_scope("racing")
+    assert isinstance(claimed[0], SealToDeliver) and zk.exists(claimed[0].claim) is not None
+    assert zk.exists(scope.cursor) is not None
+    assert not [e for e in ledger.history() if e.event == "delivery_scope_retired"]

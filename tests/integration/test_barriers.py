@@ -3,6 +3,7 @@ one release watch per waiter, and every straggler policy with a participant froz
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -17,8 +18,9 @@ from pathlib import Path
 import barrier_workers
 import pytest
 
-from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths, payloads
 from airflow_epochs.coordination.barriers import (
+    MAX_LATE_NAMED,
     Barrier,
     BarrierClosed,
     BarrierConflict,
@@ -27,6 +29,7 @@ from airflow_epochs.coordination.barriers import (
     UnknownParticipant,
 )
 from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.payloads import MAX_PAYLOAD_BYTES
 
 pytestmark = [pytest.mark.integration]
 
@@ -231,3 +234,49 @@ def test_a_repeated_completing_arrival_releases(zk_server, zk_chroot, zk, epoch_
     assert repeat.released and repeat.index == 0
     assert barrier.wait(timeout=5).decision == "all"
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("policy", ["fail", "quorum", "rerun"])
+def test_a_decision_over_thousands_of_stragglers_names_the_first_and_counts_the_rest(zk, epoch_open, policy):
+    """1,000 participants of 100-character names: naming every straggler would take about 100 KB, over the
+    payload limit, and the decision would be refused. It names the first MAX_LATE_NAMED (sorted) and counts
+    them all, in the record, in its history event and in every reader's outcome."""
+    names = [f"participant-{i:04d}-".ljust(100, "x") for i in range(1000)]
+    assert len(json.dumps(names[1:]).encode()) > MAX_PAYLOAD_BYTES  # the old report could not be written
+    now = [time.time()]
+    barrier = Barrier(zk, "bar", 1, f"wide-{policy}", clock=lambda: now[0])
+    declared = {"fail": StragglerPolicy.fail(60), "quorum": StragglerPolicy.quorum(1, 60),
+                "rerun": StragglerPolicy.rerun(60)}[policy]
+    barrier.declare(declared, reversed(names))
+    assert not barrier.arrive(names[0]).released
+    now[0] += 61  # past the deadline: the policy decides
+    expected = tuple(names[1:MAX_LATE_NAMED + 1])
+    if policy == "fail":
+        with pytest.raises(BarrierFailed, match="and 899 more did not arrive") as failed:
+            barrier.wait(timeout=30)
+        assert (failed.value.late, failed.value.late_count) == (expected, 999)
+    else:
+        decided = barrier.apply_policy()
+        assert decided is not None
+        assert (decided.late, decided.stragglers, decided.late_truncated) == (expected, 999, True)
+    outcome = Barrier(zk, "bar", 1, f"wide-{policy}").outcome()  # read back from ZooKeeper by another reader
+    assert outcome is not None
+    assert (outcome.decision, outcome.arrived, outcome.late, outcome.stragglers, outcome.late_truncated) == (
+        {"fail": "failed", "quorum": "quorum", "rerun": "rerun"}[policy], 1, expected, 999, True)
+    event = [e for e in EpochLedger(zk, "bar").history() if e.detail.get("barrier") == f"wide-{policy}"][-1]
+    assert (tuple(event.detail["late"]), event.detail["late_count"]) == (expected, 999)
+
+
+def test_a_report_written_before_the_count_is_read_as_naming_every_straggler(zk, epoch_open):
+    barrier = Barrier(zk, "bar", 1, "old-report")
+    barrier.declare(StragglerPolicy.rerun(3600), ["a", "b", "c"])
+    epoch = PipelinePaths("bar").epoch(1)
+    (folder,) = [child for child in zk.get_children(epoch) if child.startswith("b-")]
+    # the form every release, failure and report had before the count: no late_count, no late_truncated
+    old = payloads.encode("release", {"decision": "rerun", "arrived": 1, "late": ["b", "c"], "at": time.time()})
+    zk.create(f"{epoch}/{folder}/old-report/report", old)
+    outcome = barrier.outcome()
+    assert outcome is not None
+    assert (outcome.decision, outcome.late, outcome.stragglers, outcome.late_truncated) == \
+        ("rerun", ("b", "c"), 2, False)
+    assert outcome.late_text() == "['b', 'c']"
