@@ -62,8 +62,14 @@ class BarrierView:
     deadline: float | None
     registered: tuple[str, ...]
     arrived: tuple[str, ...]
-    stragglers: tuple[str, ...]
+    stragglers: tuple[str, ...]  # a decided barrier names the first 100 (sorted); ``late`` counts them all
     decision: str | None  # all | quorum | failed | rerun, or None while waiting
+    late: int | None = None  # how many were late (None: as many as ``stragglers`` names)
+
+    @property
+    def unnamed(self) -> int:
+        """Stragglers the decision counted without naming them."""
+        return 0 if self.late is None else max(0, self.late - len(self.stragglers))
 
 
 @dataclass(frozen=True)

@@ -282,7 +282,8 @@ class PipelineState:
             late = tuple(outcome.late) if outcome else tuple(status["late"])
             views.append(BarrierView(epoch, name, True, str(status["policy"]), float(status["deadline"]),
                                      tuple(status["registered"]), tuple(status["arrived"]), late,
-                                     outcome.decision if outcome else None))
+                                     outcome.decision if outcome else None,
+                                     outcome.stragglers if outcome else len(late)))
         return views
 
     def epoch_detail(self, epoch: int, *, history: bool = True) -> EpochDetail | None:

@@ -78,6 +78,7 @@ def render(status: PipelineStatus) -> str:
                          f"{rows:>8}")
     barrier_lines = [f"{e.row.epoch:>6}  {b.name:<14} {b.decision or 'waiting':<9} arrived {len(b.arrived)}/"
                      f"{len(b.registered)}  stragglers: {', '.join(b.stragglers) or 'none'}"
+                     f"{f' and {b.unnamed} more' if b.unnamed else ''}"
                      for e in status.epochs for b in e.barriers]
     if status.not_shown:
         lines += ["", f"... and {status.not_shown} more epoch(s) up to the newest opened, {overview.newest_epoch} "

@@ -227,3 +227,24 @@ def test_the_first_timeline_view_draws_the_recorded_stages_never_an_empty_pictur
     found = fresh.timeline(wait=0)  # not waited for: loading (None), never an empty list
     assert found is None or {s.lane for s in found} >= {"open", "seal"}
     assert fresh.history.wait_loaded(30) and {s.lane for s in fresh.timeline()} >= {"open", "seal"}  # type: ignore[union-attr]
+
+
+def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
+    """A decision names the first 100 stragglers and counts them all: the page's barrier view and
+    ``status`` say how many more were late, never only the named ones."""
+    from airflow_epochs.coordination import Barrier, StragglerPolicy
+    from airflow_epochs.views.status import pipeline_status, render
+
+    names = [f"p{i:03d}" for i in range(150)]
+    ledger = EpochLedger(zk, "widebar", owner="w")
+    ledger.create_pipeline(PipelineConfig({"out": ("job",)}, barriers={"wide": tuple(names)}))
+    ledger.open_epoch(1)
+    now = [time.time()]
+    barrier = Barrier(zk, "widebar", 1, "wide", clock=lambda: now[0])
+    barrier.declare(StragglerPolicy.rerun(60))
+    barrier.arrive(names[0])
+    now[0] += 61
+    assert barrier.apply_policy() is not None
+    (view,) = StateReader(lambda: zk).pipeline("widebar").barriers(1)
+    assert (view.decision, len(view.stragglers), view.late, view.unnamed) == ("rerun", 100, 149, 49)
+    assert "and 49 more" in render(pipeline_status(ledger, recent=1))

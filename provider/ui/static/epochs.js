@@ -128,7 +128,7 @@ function barrierRow(b, withEpoch) {
   return el("tr", { "data-barrier": b.name },
     withEpoch ? el("td", {}, b.epoch) : null, el("td", {}, b.name), el("td", {}, b.policy || "not declared"),
     el("td", { "data-testid": "arrived" }, `${b.arrived.length} of ${b.registered.length}`),
-    el("td", { "data-testid": "stragglers" }, b.stragglers.join(", ") || "none"),
+    el("td", { "data-testid": "stragglers" }, (b.stragglers.join(", ") || "none") + (b.late > b.stragglers.length ? ` and ${b.late - b.stragglers.length} more` : "")),
     el("td", { "data-testid": "decision" }, b.decision || (b.declared ? "waiting" : "-")));
 }
 
