@@ -3,7 +3,8 @@
 Rolled-back epochs keep their seals as the record of what was undone; each rolled-back attempt node
 keeps what it had (an abort's request id) and gains the request id of the epoch seal that is
 removed (``sealed_by_request``), so a close or a vote whose request sealed it is still found. The
-rollback's own result is stored under ``requests/<id>``.
+rollback's own result is stored under ``requests/<id>``. Each live partition's snapshot pointer moves
+back to the newest snapshot sealed at or before the target, wherever it is kept (:func:`snapshot_before`).
 """
 
 from __future__ import annotations

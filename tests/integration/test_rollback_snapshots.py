@@ -127,3 +127,36 @@ def test_a_summary_without_the_compacted_snapshot_refuses_a_rollback_that_would_
     assert tree(zk, ledger.paths.base) == before
     assert ledger.rollback(7, reason="bad input") == [8]
     assert _pointer(ledger) == "s3://totals/7"
+
+
+def test_a_partition_retired_and_added_back_rolls_back_to_its_retired_snapshot(zk, tmp_path):
+    """``gone`` leaves snapshots at 1 and 2, is removed from epoch 3 on and retired to the archive, then
+    comes back from epoch 6 and leaves snapshots at 7 and 8. A rollback to 5 (the compaction point)
+    points it at epoch 2's snapshot, kept only in its retirement record."""
+    archive = str(tmp_path / "storage")
+    ledger = EpochLedger(zk, "returns", owner="o")
+    both = {"gone": ("a",), "keep": ("a",)}
+    ledger.create_pipeline(PipelineConfig(both, retain_epochs=1, archive=archive))
+    ledger.set_config(PipelineConfig({"keep": ("a",)}, retain_epochs=1, archive=archive), from_epoch=3)
+    retired: list[str] = []
+    for epoch in range(1, 6):
+        attempt = ledger.open_epoch(epoch)
+        if epoch < 3:
+            ledger.vote(attempt, "gone", "a", {"e": epoch}, snapshot=f"s3://gone/{epoch}")
+        ledger.vote(attempt, "keep", "a", {"e": epoch})
+        retired += ledger.compact().retired
+    assert retired == ["gone"] and not zk.exists(ledger.paths.snapshot_pointer("gone"))
+    ledger.set_config(PipelineConfig(both, retain_epochs=1, archive=archive), from_epoch=6)
+    for epoch in (6, 7, 8):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "gone", "a", {"e": epoch}, snapshot=f"s3://gone/{epoch}" if epoch > 6 else None)
+        ledger.vote(attempt, "keep", "a", {"e": epoch})
+        if epoch == 6:
+            assert ledger.compact().through == 5
+    assert ledger.last_sealed_snapshot("gone").pointer == "s3://gone/8"
+    assert ledger.rollback(5, reason="bad input") == [6, 7, 8]
+    raw, _ = zk.get(ledger.paths.snapshot_pointer("gone"))
+    assert json.loads(raw)["current"]["epoch"] == 2  # set, not left to a fallback
+    assert ledger.last_sealed_snapshot("gone").pointer == "s3://gone/2"
+    attempt = ledger.open_epoch(6)
+    assert ledger.last_sealed_snapshot("gone", before_epoch=attempt.epoch).pointer == "s3://gone/2"
