@@ -12,6 +12,12 @@ compacted; written by an older version: absent, nothing is forgotten until the n
 ZooKeeper for the archive (their snapshot pointers and lineage entries, :mod:`.retired_partitions`);
 ``retiring``: the epoch a retirement under way is named by, so a retry after a crash writes the same
 files (absent in summaries of older versions: 0 and None).
+
+``snapshots``: per partition, the newest compacted seal that left a snapshot, as ``[epoch, generation,
+attempt]`` (so a rollback to the compaction point still names it; without an archive compaction
+keeps that epoch in full);
+``snapshots_from``: seals compacted after this epoch are all recorded there (a summary written before
+the field existed: its ``through``, as nothing older is known).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class CompactionSummary:
     requests_zxid: int | None = None
     partitions_through: int = 0
     retiring: int | None = None
+    snapshots: Mapping[str, SnapshotPlace] = field(default_factory=dict)
+    snapshots_from: int = 0
 
     def to_bytes(self) -> bytes:
         return payloads.encode("archive", {
@@ -55,6 +63,9 @@ class CompactionSummary:
                         for name, item in self.lineage.items()},
             "requests_zxid": self.requests_zxid,
             "partitions_through": self.partitions_through, "retiring": self.retiring,
+            "snapshots": {name: [place.epoch, place.generation, place.attempt]
+                          for name, place in self.snapshots.items()},
+            "snapshots_from": self.snapshots_from,
         })
 
     @classmethod
@@ -62,17 +73,28 @@ class CompactionSummary:
         doc = payloads.decode("archive", raw, path=path)
         zxid, lineage, requests = doc.get("history_zxid"), doc.get("lineage", {}), doc.get("requests_zxid")
         retired, retiring = doc.get("partitions_through", 0), doc.get("retiring")
+        snapshots, since = doc.get("snapshots", {}), doc.get("snapshots_from", doc["through"])
         if (zxid is not None and not isinstance(zxid, int)) or not isinstance(lineage, Mapping) \
-                or not _optional_int(requests) or not _optional_int(retired) or not _optional_int(retiring):
+                or not _optional_int(requests) or not _optional_int(retired) or not _optional_int(retiring) \
+                or not isinstance(snapshots, Mapping) or not _optional_int(since) or since is None:
             raise CorruptPayload(f"{path}: a compaction summary with history_zxid {zxid!r}, lineage {lineage!r}, "
-                                 f"requests_zxid {requests!r}, partitions_through {retired!r}, retiring {retiring!r}")
+                                 f"requests_zxid {requests!r}, partitions_through {retired!r}, retiring {retiring!r}, "
+                                 f"snapshots {snapshots!r}, snapshots_from {since!r}")
         return cls(int(doc["through"]), int(doc["epochs"]), zxid, {
             str(name): _lineage(item, path=path) for name, item in lineage.items()}, requests, int(retired or 0),
-            retiring)
+            retiring, {str(name): _place(item, path=path) for name, item in snapshots.items()}, int(since))
 
 
 def _optional_int(value: Any) -> bool:
     return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _place(item: Any, *, path: str) -> SnapshotPlace:
+    """A snapshot place kept in the summary as ``[epoch, generation, attempt]`` (one per partition: short)."""
+    if not isinstance(item, list) or len(item) != 3 or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in item):
+        raise CorruptPayload(f"{path}: a compacted snapshot place must be [epoch, generation, attempt], not {item!r}")
+    return SnapshotPlace(item[0], item[1], item[2])
 
 
 def _lineage(item: Any, *, path: str) -> CompactedLineage:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_epochs.coordination.archive import archived_call, archived_events
+from airflow_epochs.coordination.compaction_record import CompactionSummary
 from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
 from airflow_epochs.coordination.names import validate_epoch, validate_name
@@ -39,10 +40,14 @@ from airflow_epochs.coordination.wire import (
     EpochNode,
     EventNode,
     FrontierNode,
+    SnapshotPlace,
     SnapshotPointerNode,
 )
 
 Watch = Callable[[Any], Any]
+
+# Epochs read per request when walking back for a snapshot.
+_WALK_BATCH = 50
 
 
 # -- single records ----------------------------------------------------------------------------
@@ -292,6 +297,43 @@ def _snapshots_named(
     for candidate in (pointer.current, pointer.previous):
         if candidate is not None and candidate.epoch <= limit:
             return snapshots_at(call, ctx, pointer.partition, candidate.epoch, candidate.generation)
+    return None
+
+
+def compacted_snapshot(call: Call, ctx: PipelineContext, partition: str) -> tuple[SnapshotPlace | None, bool]:
+    """The newest compacted seal of ``partition`` that left a snapshot, as the compaction summary records
+    it (kept in full in ZooKeeper without an archive, read from the archive with one), and whether that
+    answer is known: False when epochs were compacted by a version that did not record it and the summary
+    names none (a partition retired since is answered by its retirement record, not here)."""
+    record = ctx.record(call)
+    if record.compacted_through < record.first_epoch:
+        return None, True
+    raw = call.get(ctx.paths.archive)
+    if raw is None:
+        return None, False
+    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
+    place = summary.snapshots.get(partition)
+    return place, place is not None or summary.snapshots_from < record.first_epoch
+
+
+def newest_snapshot_place(call: Call, ctx: PipelineContext, partition: str, through: int,
+                          after: int) -> SnapshotPlace | None:
+    """The newest sealed epoch in ``(after, through]`` still in ZooKeeper whose seal of ``partition`` left
+    a snapshot, or None. Epochs newest first, in batches: each epoch record, then each seal (one read
+    each, no votes)."""
+    top = through
+    while top > after:
+        epochs = list(range(top, max(after, top - _WALK_BATCH), -1))
+        top = epochs[-1] - 1
+        found = [(epoch, EpochNode.from_bytes(raw[0], path=ctx.paths.epoch(epoch)))
+                 for epoch, raw in zip(epochs, call.get_many([ctx.paths.epoch(e) for e in epochs]), strict=True)
+                 if raw is not None]
+        sealed = [(epoch, node) for epoch, node in found if node.state == "sealed"]
+        paths = [ctx.paths.seal(epoch, node.generation, partition) for epoch, node in sealed]
+        for (epoch, node), path, raw in zip(sealed, paths, call.get_many(paths), strict=True):
+            seal = None if raw is None else SealNode.from_bytes(raw[0], path=path)
+            if seal is not None and seal.snapshot_producers:
+                return SnapshotPlace(epoch, node.generation, seal.attempt)
     return None
 
 

@@ -5,7 +5,9 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
 
 - kept: the frontier; each partition's snapshot pointer and (without an archive) the at most two
   epochs it points at, which stay in full until newer snapshots replace them; the lineage vector of
-  each partition's newest compacted seal and the count of compacted epochs (in ``archive``); with an
+  each partition's newest compacted seal, the place of its newest compacted seal that left a snapshot
+  (without an archive that epoch stays in full too: a rollback to the compaction point resets the
+  pointer to it) and the count of compacted epochs (in ``archive``); with an
   archive, a partition no live configuration names leaves (:mod:`.retired_partitions`);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events and the
   pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
@@ -40,12 +42,18 @@ from airflow_epochs.coordination.compaction_record import CompactedLineage, Comp
 from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.paths import child_path
 from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.reader import epoch_record, frontier
-from airflow_epochs.coordination.retired_partitions import live_partitions, newest_retired, retire
+from airflow_epochs.coordination.reader import epoch_record, frontier, newest_snapshot_place
+from airflow_epochs.coordination.retired_partitions import (
+    live_partitions,
+    newest_retired,
+    partitions_of,
+    retire,
+    versions_in_force,
+)
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.vote_records import SealNode
-from airflow_epochs.coordination.wire import DeliveryCursor, PipelineRecord, SnapshotPointerNode
+from airflow_epochs.coordination.wire import DeliveryCursor, PipelineRecord, SnapshotPlace, SnapshotPointerNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
@@ -66,14 +74,19 @@ class CompactionReport:
 
 
 def pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
-    """Those of ``epochs`` (compacted, still in ZooKeeper) that a snapshot pointer names: they stay in full
-    while a retry may need their snapshot. Only the partitions sealed in each epoch can name it, so
+    """Those of ``epochs`` (compacted, still in ZooKeeper) that a snapshot pointer or the compaction
+    summary's ``snapshots`` names: they stay in full while a retry, or a rollback to the compaction
+    point, may need their snapshot. Only the partitions sealed in each epoch can name it, so
     their pointers are read by name: the ``snapshots`` folder, one pointer per partition the pipeline
     ever had, is never listed (each answer here is one epoch's seals, at most 256)."""
     pinned: set[int] = set()
+    summary_raw = call.get(ctx.paths.archive)
+    if summary_raw is not None:  # each partition's newest compacted snapshot, named by the summary
+        summary = CompactionSummary.from_bytes(summary_raw[0], path=ctx.paths.archive)
+        pinned |= {place.epoch for place in summary.snapshots.values()} & set(epochs)
     records = [epoch_record(call, ctx, epoch) for epoch in epochs]
     for epoch, found in zip(epochs, records, strict=True):
-        if found is None:
+        if found is None or epoch in pinned:
             continue
         names = call.children(ctx.paths.seals(epoch, int(found[0].generation))) or []
         paths = [ctx.paths.snapshot_pointer(name) for name in names]
@@ -116,11 +129,13 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if found is None or found[0].state != "sealed":
             return old, zxid, requests
         lineage = newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
+        snapshots = newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
         requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
         summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
                                     requests, archive.partitions_through if archive else 0,
-                                    archive.retiring if archive else None).to_bytes()
+                                    archive.retiring if archive else None, snapshots,
+                                    archive.snapshots_from if archive else old).to_bytes()
         ops: list[Step] = [
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
@@ -178,6 +193,28 @@ def newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int
             if seal.upstream:
                 lineage[name] = CompactedLineage(epoch, dict(seal.upstream))
     return lineage
+
+
+def newest_snapshots(call: Call, ctx: PipelineContext, record: PipelineRecord, old: int, new: int,
+                     snapshots: dict[str, SnapshotPlace]) -> dict[str, SnapshotPlace]:
+    """``snapshots`` (the summary's) with each partition's newest seal at or before ``new`` that left a
+    snapshot, as compacting ``(old, new]`` finds it. Only partitions of the configurations in force there
+    can have sealed there; each one's pointer names its two newest snapshots, so the epochs are walked
+    (seals only) just for a partition whose pointer names none at or before ``new``."""
+    names = sorted(partitions_of(call, ctx, versions_in_force(record, old, new)))
+    paths = [ctx.paths.snapshot_pointer(name) for name in names]
+    for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
+        if raw is None:
+            continue  # no snapshot since the partition began (or since it came back after a retirement)
+        pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+        place = next((place for place in (pointer.current, pointer.previous)
+                      if place is not None and place.epoch <= new), None)
+        if place is None:
+            place = newest_snapshot_place(call, ctx, name, new, old)
+        known = snapshots.get(name)
+        if place is not None and (known is None or place.epoch > known.epoch):
+            snapshots[name] = place
+    return snapshots
 
 
 def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:

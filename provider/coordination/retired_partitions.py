@@ -167,13 +167,15 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
     for retired in records:
         write_or_verify(location, ctx.pipeline, retired)
     lineage_left = dict(summary.lineage)
+    snapshots_left = dict(summary.snapshots)  # the retired pointer's current is that snapshot or a newer one
     batches = [leaving[i:i + _RETIRE_BATCH] for i in range(0, len(leaving), _RETIRE_BATCH)] or [[]]
     for index, batch in enumerate(batches):
         for name, _ in batch:
             lineage_left.pop(name, None)
+            snapshots_left.pop(name, None)
         done = index == len(batches) - 1
-        summary = replace(summary, lineage=dict(lineage_left), partitions_through=target if done else start,
-                          retiring=None if done else target)
+        summary = replace(summary, lineage=dict(lineage_left), snapshots=dict(snapshots_left),
+                          partitions_through=target if done else start, retiring=None if done else target)
         ops: list[Step] = [Delete(ctx.paths.snapshot_pointer(name), int(found[1].version))
                            for name, found in batch if found is not None]
         ops.append(SetData(ctx.paths.archive, summary.to_bytes(), version))

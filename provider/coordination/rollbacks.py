@@ -3,7 +3,8 @@
 Rolled-back epochs keep their seals as the record of what was undone; each rolled-back attempt node
 keeps what it had (an abort's request id) and gains the request id of the epoch seal that is
 removed (``sealed_by_request``), so a close or a vote whose request sealed it is still found. The
-rollback's own result is stored under ``requests/<id>``.
+rollback's own result is stored under ``requests/<id>``. Each live partition's snapshot pointer moves
+back to the newest snapshot sealed at or before the target, wherever it is kept (:func:`snapshot_before`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 from airflow_epochs.coordination.errors import CorruptPayload, InvalidEpoch, RollbackRefused
 from airflow_epochs.coordination.names import MAX_EPOCH
 from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.reader import epoch_record, frontier_with_stat, snapshots_at
-from airflow_epochs.coordination.retired_partitions import live_partitions
+from airflow_epochs.coordination.reader import compacted_snapshot, frontier_with_stat, newest_snapshot_place
+from airflow_epochs.coordination.retired_partitions import live_partitions, newest_retired
 from airflow_epochs.coordination.session import Call, commit_or_conflict
 from airflow_epochs.coordination.steps import Delete, SetData, Step
 from airflow_epochs.coordination.wire import (
@@ -120,7 +121,9 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
 
     Only a partition sealed after ``to_epoch`` (after the compaction point) can have a pointer to reset,
     so the names come from the live configurations (:func:`.live_partitions`, at most 256 a version),
-    never from a listing of ``snapshots`` (one pointer per partition ever, without an archive)."""
+    never from a listing of ``snapshots`` (one pointer per partition ever, without an archive). The
+    pointer is removed only when no such snapshot exists anywhere (:func:`snapshot_before`); when that
+    cannot be known, :class:`RollbackRefused` is raised before anything is written."""
     p = ctx.paths
     ops: list[Step] = []
     for partition in sorted(live_partitions(call, ctx, record, record.compacted_through)):
@@ -131,10 +134,7 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
         pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
         if pointer.current.epoch <= to_epoch:
             continue
-        previous = pointer.previous
-        keep = previous if previous is not None and previous.epoch <= to_epoch else None
-        if keep is None:
-            keep = newest_snapshot_seal(call, ctx, partition, to_epoch, record.compacted_through)
+        keep = snapshot_before(call, ctx, pointer, to_epoch, record)
         if keep is None:
             ops.append(Delete(path, raw[1].version))
         else:
@@ -142,14 +142,34 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
     return ops
 
 
-def newest_snapshot_seal(call: Call, ctx: PipelineContext, partition: str, to_epoch: int,
-                         compacted_through: int) -> SnapshotPlace | None:
-    """The newest sealed epoch at or before ``to_epoch`` where ``partition`` left a snapshot."""
-    for epoch in range(to_epoch, compacted_through, -1):
-        found = epoch_record(call, ctx, epoch)
-        if found is None or found[0].state != "sealed":
-            continue
-        generation = found[0].generation
-        if snapshots_at(call, ctx, partition, epoch, generation):
-            return SnapshotPlace(epoch, generation, found[0].attempt)
+def snapshot_before(call: Call, ctx: PipelineContext, pointer: SnapshotPointerNode, to_epoch: int,
+                    record: PipelineRecord) -> SnapshotPlace | None:
+    """Where the newest snapshot of ``pointer``'s partition sealed at or before ``to_epoch`` is, looking
+    newest first: the pointer's ``previous``, the epochs kept after the compaction point, the newest
+    compacted one the compaction summary records (in full in ZooKeeper, or in the archive), the
+    partition's newest retirement record (a partition removed and added back). None: it never left one.
+
+    :raises RollbackRefused: the compaction summary was written by a version that did not record the
+        newest compacted snapshot and nothing newer names one (the pointer cannot be reset truthfully).
+    """
+    partition = pointer.partition
+    previous = pointer.previous
+    if previous is not None and previous.epoch <= to_epoch:
+        return previous
+    kept = newest_snapshot_place(call, ctx, partition, to_epoch, record.compacted_through)
+    if kept is not None:
+        return kept
+    compacted, known = compacted_snapshot(call, ctx, partition)
+    if compacted is not None:
+        return compacted
+    retired = newest_retired(call, ctx, partition)
+    if retired is not None and retired.pointer is not None:
+        for place in (retired.pointer.current, retired.pointer.previous):
+            if place is not None and place.epoch <= to_epoch:
+                return place
+    if not known:
+        raise RollbackRefused(
+            f"pipeline {ctx.pipeline!r}: epochs up to {record.compacted_through} were compacted without a record of "
+            f"the newest snapshot of partition {partition!r}; rolling back to {to_epoch} would lose its last sealed "
+            "snapshot; nothing was written")
     return None
