@@ -149,6 +149,20 @@ class PartitionNotSealed(StateError):
     """A reader asked for a partition at an epoch that is not sealed: its output is not visible."""
 
 
+class SnapshotHistoryUnavailable(StateError):
+    """A question about the snapshots sealed before an epoch reaches into compacted epochs that no
+    longer say: compacted without an archive, or further back than a read walks. The message names the
+    pipeline, the partition, the epoch asked about and where the readable history ends; nothing is
+    answered rather than a false "no snapshot"."""
+
+    def __init__(self, message: str, *, partition: str, before_epoch: int, history_ends: int) -> None:
+        self.partition = partition
+        self.before_epoch = before_epoch
+        #: the newest epoch at or below which the history was not read (compacted, or past the walk)
+        self.history_ends = history_ends
+        super().__init__(message)
+
+
 class PartitionAlreadySealed(StateError):
     """The partition is sealed by another attempt or with another manifest."""
 

@@ -340,7 +340,10 @@ class EpochLedger:
 
         A retry of epoch e asks with ``before_epoch=e`` and gets what the newest earlier epoch that
         left one sealed; output of unsealed attempts is never returned. Constant cost: it reads a
-        pointer written with the seal, never the epochs in between.
+        pointer written with the seal, never the epochs in between. A question older than the pointer's
+        two snapshots walks back (the epochs kept, the compaction summary, at most 64 archived epochs);
+        None only when no snapshot was sealed before ``before_epoch``, and
+        :class:`SnapshotHistoryUnavailable` when the compacted history that would say is not readable.
 
         :param producer: which producer's snapshot, if several producers of the partition left one
             (:class:`UnknownProducer` otherwise; :meth:`last_sealed_snapshots` returns them all).

@@ -4,7 +4,8 @@ triggers and the UI read, and what the writers decide on.
 The functions take a :class:`~airflow_epochs.coordination.session.Call` (so they run inside one
 deadline, and compose into a writer's decision); :class:`PipelineReader` wraps each in its own call.
 Every read is bounded: none walks the epochs behind the frontier, except the rare snapshot lookup
-that asks for an epoch older than the two newest snapshots (bounded by retention).
+that asks for an epoch older than the two newest snapshots (bounded by retention, and by
+``_ARCHIVE_WALK`` archived epochs).
 
 A compacted epoch whose record was archived (:mod:`.archive`) is read from its archive file through
 an :class:`~airflow_epochs.coordination.archive.ArchivedCall`: the same functions run on the same
@@ -18,7 +19,12 @@ from typing import Any
 
 from airflow_epochs.coordination.archive import archived_call, archived_events
 from airflow_epochs.coordination.compaction_record import CompactionSummary
-from airflow_epochs.coordination.errors import CorruptPayload, PipelineNotFound, UnknownProducer
+from airflow_epochs.coordination.errors import (
+    CorruptPayload,
+    PipelineNotFound,
+    SnapshotHistoryUnavailable,
+    UnknownProducer,
+)
 from airflow_epochs.coordination.history import event_sequences, latest_event, read_events
 from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.coordination.pipeline import PipelineContext
@@ -48,6 +54,9 @@ Watch = Callable[[Any], Any]
 
 # Epochs read per request when walking back for a snapshot.
 _WALK_BATCH = 50
+
+# Compacted epochs (archive files, at most) one snapshot question walks back through.
+_ARCHIVE_WALK = 64
 
 
 # -- single records ----------------------------------------------------------------------------
@@ -268,13 +277,24 @@ def last_sealed_snapshots(
         retired = newest_retired(call, ctx, partition)
         if retired is None or retired.pointer is None:
             return {}
-        return _snapshots_named(call, ctx, retired.pointer, limit) or {}
+        named = _snapshots_named(call, ctx, retired.pointer, limit)
+        return named if named is not None else _older_snapshots(call, ctx, partition, limit, before_epoch)
     pointer = SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
     named = _snapshots_named(call, ctx, pointer, limit)
     if named is not None:
         return named
-    # Older than both pointers: look through the retained epochs, newest first (rare: a reader asking
-    # about the past, or a rollback resetting the pointer).
+    # Older than both pointers (rare: a reader asking about the past, or a rollback resetting the pointer).
+    return _older_snapshots(call, ctx, partition, limit, before_epoch)
+
+
+def _older_snapshots(call: Call, ctx: PipelineContext, partition: str, limit: int,
+                     before_epoch: int | None) -> dict[str, SnapshotRef]:
+    """The snapshots of the newest seal of ``partition`` at or before ``limit`` that left one, when no
+    pointer names it: the epochs ZooKeeper keeps, newest first; then the compacted ones: the summary's
+    newest compacted snapshot if it is at or before ``limit``, else a walk back through the archived
+    epochs (at most :data:`_ARCHIVE_WALK` of them). ``{}`` only when that settles that there is none;
+    :class:`SnapshotHistoryUnavailable` when the history that would say is compacted (without an
+    archive) or further back than the walk."""
     record = ctx.record(call)
     for epoch in range(limit, record.compacted_through, -1):
         found = epoch_record(call, ctx, epoch)
@@ -283,11 +303,58 @@ def last_sealed_snapshots(
         refs = snapshots_at(call, ctx, partition, epoch, found[0].generation)
         if refs:
             return refs
-    # a partition removed, retired and added back: its older pointer is in the archive
+    top = min(limit, record.compacted_through)
+    if top < record.first_epoch:
+        return {}  # every epoch before the question was read, or there is none
     retired = newest_retired(call, ctx, partition)
-    if retired is None or retired.pointer is None:
-        return {}
-    return _snapshots_named(call, ctx, retired.pointer, limit) or {}
+    summary_raw = call.get(ctx.paths.archive)
+    summary = None if summary_raw is None else CompactionSummary.from_bytes(summary_raw[0], path=ctx.paths.archive)
+    place = None if summary is None else summary.snapshots.get(partition)
+    if place is not None and place.epoch <= top:  # the newest compacted snapshot is older than the question
+        refs = snapshots_at(call, ctx, partition, place.epoch, place.generation)
+        if refs:
+            return refs
+    elif place is None and summary is not None and summary.snapshots_from < record.first_epoch \
+            and retired is None:
+        return {}  # every compacted seal is recorded there, and none of this partition left a snapshot
+    end = _walk_compacted(call, ctx, partition, top, record.first_epoch)
+    if isinstance(end, dict):
+        return end
+    if end < record.first_epoch:
+        return {}  # the walk read every epoch before the question
+    # a retired pointer names the partition's newest snapshots up to its retirement
+    if retired is not None and retired.pointer is not None and end <= retired.retired_through:
+        named = _snapshots_named(call, ctx, retired.pointer, limit)
+        if named is not None:
+            return named
+    asked = limit + 1 if before_epoch is None else before_epoch
+    why = (f"the walk back reads at most {_ARCHIVE_WALK} compacted epochs" if end == top - _ARCHIVE_WALK
+           else "they were compacted without an archive")
+    raise SnapshotHistoryUnavailable(
+        f"pipeline {ctx.pipeline!r}: whether partition {partition!r} sealed a snapshot before epoch {asked} is "
+        f"not known: no snapshot of it in epochs {end + 1}..{asked - 1}, and epochs {record.first_epoch}..{end} "
+        f"cannot be read ({why}); the readable history ends at epoch {end + 1}",
+        partition=partition, before_epoch=asked, history_ends=end)
+
+
+def _walk_compacted(call: Call, ctx: PipelineContext, partition: str, top: int,
+                    first: int) -> dict[str, SnapshotRef] | int:
+    """The snapshots of the newest compacted epoch at or before ``top`` whose seal of ``partition`` left
+    some, read where each epoch is (ZooKeeper if kept in full, else its archive file); or, when none is
+    found, the newest epoch the walk could not read (``first - 1``: it read every one)."""
+    for epoch in range(top, max(first - 1, top - _ARCHIVE_WALK), -1):
+        source: Call | None = call
+        found = epoch_record(call, ctx, epoch)
+        if found is None:
+            source = archived_call(call, ctx, epoch)
+            found = None if source is None else epoch_record(source, ctx, epoch)
+        if source is None or found is None:
+            return epoch  # compacted without an archive (or its file is gone): the history ends here
+        if found[0].state == "sealed":
+            refs = snapshots_at(source, ctx, partition, epoch, found[0].generation)
+            if refs:
+                return refs
+    return max(first - 1, top - _ARCHIVE_WALK)
 
 
 def _snapshots_named(
