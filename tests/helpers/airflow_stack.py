@@ -60,6 +60,7 @@ class AirflowStack:
         self.pg_port = _free_port()
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.spawned_at: dict[str, float] = {}  # the latest start of each component (wall clock)
         self.pg_folder: Path | None = None  # made by start_postgres(), removed by stop()
         self.home = base / "airflow"
         self.dags = self.home / "dags"
@@ -194,9 +195,23 @@ class AirflowStack:
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """Start ``airflow <argv>`` as component ``name`` (e.g. a second triggerer), logging to ``<name>.log``."""
         log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
+        self.spawned_at[name] = time.time()
         self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self.procs[name]
+
+    def watcher_triggerer(self, names: tuple[str, ...] = ("triggerer", "triggerer-2")) -> str | None:
+        """Which of the triggerers ``names`` runs the asset watcher's trigger, or None while no running
+        triggerer job does. A job is the process of the name whose latest start came last before the job
+        started (start order alone misnames the survivor once Airflow marks a killed triggerer's job
+        failed, and a respawn under the same name starts a new job)."""
+        owner = self.query("SELECT j.start_date, j.state FROM trigger t JOIN asset_watcher w ON w.trigger_id = t.id "
+                           "JOIN job j ON j.id = t.triggerer_id")
+        if not owner or owner[0][1] != "running":
+            return None
+        job_started = owner[0][0].timestamp()  # type: ignore[attr-defined]  # a timestamptz: an aware datetime
+        before = [(at, name) for name, at in self.spawned_at.items() if name in names and at <= job_started]
+        return max(before)[1] if before else None
 
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crash would."""

@@ -71,15 +71,6 @@ def _consumed(stack: AirflowStack) -> list[str]:
     return [key["partition_key"] for value in values for key in value["keys"]]
 
 
-def _watcher_triggerer(stack: AirflowStack) -> str | None:
-    owner = stack.query("SELECT t.triggerer_id FROM trigger t JOIN asset_watcher w ON w.trigger_id = t.id")
-    jobs = [job for (job,) in stack.query("SELECT id FROM job WHERE job_type = 'TriggererJob' AND state = 'running' "
-                                          "ORDER BY start_date")]
-    if not owner or owner[0][0] not in jobs:
-        return None
-    return ("triggerer", "triggerer-2")[jobs.index(owner[0][0])]
-
-
 def test_one_consumer_run_per_complete_key_under_two_schedulers_and_two_triggerers(stack, stack_zk):
     zk = stack_zk[1]
     ledger = EpochLedger(zk, "declared", owner="setup")
@@ -99,8 +90,8 @@ def test_one_consumer_run_per_complete_key_under_two_schedulers_and_two_triggere
     assert tries == [(2, "success")], tries
 
     # the triggerer running the gate's watcher dies; keys 2 and 3 complete, out of order
-    _wait_until(lambda: _watcher_triggerer(stack) is not None, 120, lambda: "no triggerer owns the watcher")
-    stack.kill(_watcher_triggerer(stack))
+    _wait_until(lambda: stack.watcher_triggerer() is not None, 120, lambda: "no triggerer owns the watcher")
+    stack.kill(stack.watcher_triggerer())
     for key in (COMPLETE[2], COMPLETE[1]):
         for dag_id in producers:
             _trigger(stack, dag_id, key)

@@ -133,16 +133,6 @@ def _watched_epochs(stack: AirflowStack) -> list[int]:
     return sorted(int(extra["payload"]["epoch"]) for extra in extras)
 
 
-def _watcher_triggerer(stack: AirflowStack) -> str | None:
-    """Which of the two triggerer processes runs the watcher's trigger (jobs in start order)."""
-    owner = stack.query("SELECT t.triggerer_id FROM trigger t JOIN asset_watcher w ON w.trigger_id = t.id")
-    jobs = [job for (job,) in stack.query("SELECT id FROM job WHERE job_type = 'TriggererJob' AND state = 'running' "
-                                          "ORDER BY start_date")]
-    if not owner or owner[0][0] not in jobs:
-        return None
-    return ("triggerer", "triggerer-2")[jobs.index(owner[0][0])]
-
-
 def _delivered_through(zk: KazooClient) -> int:
     """Where the watcher's delivery cursor stands: seals before it are stored as asset events."""
     path = PipelinePaths("watched").asset_event_cursor("stack", "daily")
@@ -174,8 +164,8 @@ def test_watched_seals_give_one_asset_event_each_across_a_triggerer_crash(stack,
                 lambda: (_watched_epochs(stack), stack.log_tail("triggerer"), stack.log_tail("triggerer-2")))
     # Airflow confirms stored events to the trigger a sync round later; then the cursor moves.
     _wait_until(lambda: _delivered_through(stack_zk[1]) == 3, 60, lambda: _delivered_through(stack_zk[1]))
-    _wait_until(lambda: _watcher_triggerer(stack) is not None, 60, lambda: "no triggerer owns the watcher")
-    crashed = _watcher_triggerer(stack)
+    _wait_until(lambda: stack.watcher_triggerer() is not None, 60, lambda: "no triggerer owns the watcher")
+    crashed = stack.watcher_triggerer()
     stack.kill(crashed)
 
     # The survivor restarts the trigger from the cursor: epochs 1-3 are not delivered again.
@@ -185,7 +175,7 @@ def test_watched_seals_give_one_asset_event_each_across_a_triggerer_crash(stack,
     time.sleep(8)  # room for a late duplicate
     assert _watched_epochs(stack) == [1, 2, 3, 4]
     survivor = "triggerer-2" if crashed == "triggerer" else "triggerer"
-    assert _watcher_triggerer(stack) == survivor
+    assert stack.watcher_triggerer() == survivor
     # the survivor ran the trigger from the cursor and fired for epoch 4 only
     fired = re.findall(r"Trigger fired event.*?'epoch': (\d+)", stack.log_tail(survivor, 1_000_000))
     assert fired == ["4"], fired
@@ -197,9 +187,9 @@ def test_a_triggerer_killed_between_a_seal_and_its_asset_event_delivers_it_once(
     killed -9. Delivery marked before storing would lose the seal; here a new triggerer delivers it
     again, once, and the downstream runs once for it."""
     ledger = EpochLedger(stack_zk[1], "watched", owner="outside")
-    _wait_until(lambda: _watcher_triggerer(stack) is not None, 60, lambda: "no triggerer owns the watcher")
+    _wait_until(lambda: stack.watcher_triggerer() is not None, 60, lambda: "no triggerer owns the watcher")
     _wait_until(lambda: _delivered_through(stack_zk[1]) == 4, 60, lambda: _delivered_through(stack_zk[1]))
-    owner = _watcher_triggerer(stack)
+    owner = stack.watcher_triggerer()
     runs_before = len(stack.runs("watched_consumer"))
     os.kill(stack.procs[owner].pid, signal.SIGSTOP)  # the supervisor: it stores the events
     try:
