@@ -19,7 +19,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from airflow_epochs.coordination.errors import StateError
 from airflow_epochs.coordination.names import validate_name
-from airflow_epochs.coordination.paths import child_path
+from airflow_epochs.coordination.paths import child_path, cursor_partition
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.session import Call, Conflict
 from airflow_epochs.coordination.steps import Delete, Step
@@ -27,7 +27,6 @@ from airflow_epochs.coordination.wire import DeliveryCursor, RetiredScope
 
 __all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
 
-_CURSOR = "next-"
 # Scopes an error names at most (a pipeline has one a deployment: a handful).
 _SCOPES_SHOWN = 20
 
@@ -70,7 +69,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
                 f"pipeline {ctx.pipeline!r} has no delivery scope {scope!r} (its scopes: {listed or 'none'}); "
                 "nothing was written")
         children = call.children(path) or []
-        claims = sorted(name for name in children if not name.startswith(_CURSOR))
+        claims = sorted(name for name in children if cursor_partition(name) is None)
         if claims:
             stats = call.exists_many([child_path(path, name) for name in claims])
             if any(found is None for found in stats):
@@ -85,8 +84,8 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
         raws = call.get_many([child_path(path, name) for name in cursors])
         if any(raw is None for raw in raws):
             raise Conflict()
-        following = {name[len(_CURSOR):]: DeliveryCursor.from_bytes(raw[0], path=child_path(path, name)).following
-                     for name, raw in zip(cursors, raws, strict=True) if raw is not None}
+        following = {str(cursor_partition(name)): DeliveryCursor.from_bytes(raw[0], path=child_path(path, name))
+                     .following for name, raw in zip(cursors, raws, strict=True) if raw is not None}
         retired = RetiredScope(scope, following)
         steps: list[Step] = [
             *[Delete(child_path(path, name), int(raw[1].version))

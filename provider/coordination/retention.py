@@ -40,7 +40,7 @@ from kazoo.exceptions import NoNodeError, NotEmptyError
 from airflow_epochs.coordination import archive
 from airflow_epochs.coordination.compaction_record import CompactedLineage, CompactionSummary
 from airflow_epochs.coordination.history import READ_BATCH, commit, event_sequences
-from airflow_epochs.coordination.paths import child_path
+from airflow_epochs.coordination.paths import child_path, cursor_partition
 from airflow_epochs.coordination.pipeline import PipelineContext
 from airflow_epochs.coordination.reader import epoch_record, frontier, newest_snapshot_place
 from airflow_epochs.coordination.retired_partitions import (
@@ -228,14 +228,14 @@ def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
     record: PipelineRecord | None = None
     for scope in call.children(ctx.paths.asset_events) or []:
         top = child_path(ctx.paths.asset_events, scope)
-        names = [name for name in call.children(top) or [] if name.startswith("next-")]
+        names = [name for name in call.children(top) or [] if cursor_partition(name) is not None]
         paths = [child_path(top, name) for name in names]
         for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
             if raw is None:
                 continue
             following = DeliveryCursor.from_bytes(raw[0], path=path).following
             record = record or ctx.record(call)
-            if name[len("next-"):] not in live_partitions(call, ctx, record, following - 1):
+            if cursor_partition(name) not in live_partitions(call, ctx, record, following - 1):
                 continue
             lowest = following if lowest is None else min(lowest, following)
     return None if lowest is None else lowest - 1

@@ -126,9 +126,9 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
     cannot be known, :class:`RollbackRefused` is raised before anything is written."""
     p = ctx.paths
     ops: list[Step] = []
-    for partition in sorted(live_partitions(call, ctx, record, record.compacted_through)):
-        path = p.snapshot_pointer(partition)
-        raw = call.get(path)
+    partitions = sorted(live_partitions(call, ctx, record, record.compacted_through))
+    paths = [p.snapshot_pointer(partition) for partition in partitions]
+    for partition, path, raw in zip(partitions, paths, call.get_many(paths), strict=True):  # read together
         if raw is None:
             continue
         pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
