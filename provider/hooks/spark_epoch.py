@@ -182,8 +182,10 @@ class SparkEpochHook(BaseHook):
             # context from a 0600 file, so that locations (and any credentials in them) are neither in
             # the process list nor in spark-submit's logged command. On YARN or Kubernetes the driver
             # runs elsewhere: nothing of this machine's environment or files goes there.
+            # PYTHONSAFEPATH: neither the driver nor its Python workers (``-m pyspark.daemon``) put their
+            # working folder or the job's folder first on sys.path, so nothing planted there is imported.
             env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), PYTHONSAFEPATH="1")
             folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
             context_file = write_private(os.path.join(folder, "context.json"), job_context.to_json())
             arguments = [CONTEXT_FILE_ARG, str(context_file)]
@@ -204,7 +206,10 @@ class SparkEpochHook(BaseHook):
         hook, folder = self.submit_hook(job_context)
         self._submit_hook = hook
         try:
-            hook.submit(self.application)
+            if folder is None:
+                hook.submit(self.application)
+            else:  # a local driver works in the private context folder, never in the worker's working folder
+                hook.submit(os.path.abspath(self.application), cwd=folder)
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)

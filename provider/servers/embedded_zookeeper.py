@@ -386,6 +386,7 @@ class ZooKeeperEnsemble:
             member.process = subprocess.Popen(  # argv list, no shell; umask: the data it writes is 0600
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 umask=0o077, env=launch_environment(),  # its nonce: what a later stop checks it by
+                cwd=member.directory,  # a folder of ours, never the caller's working folder
             )
 
 
