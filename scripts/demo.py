@@ -457,7 +457,8 @@ class Demo:
         say(f"reports (markdown tables and charts, sealed data only): {self.data / 'reports'}")
         say(f"timeline of the epochs' stages: {pictures[0]} and {pictures[1]}")
         say(f"status any time: airflow-epochs status {PIPELINE} --hosts {self.zookeeper.connect_string} --tls --ca "
-            f"{self.zookeeper.ca} --digest-user {self.zookeeper.login} (password: 'password' in "
+            f"{self.zookeeper.ca} --certfile {self.zookeeper.certfile} --keyfile {self.zookeeper.keyfile} "
+            f"--digest-user {self.zookeeper.login} (password: 'password' in "
             f"{self.base / 'zookeeper' / 'credentials.json'}, given in ${{AIRFLOW_EPOCHS_ZK_PASSWORD}})")
         return code
 
