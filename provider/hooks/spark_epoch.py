@@ -186,6 +186,7 @@ class SparkEpochHook(BaseHook):
             # working folder or the job's folder first on sys.path, so nothing planted there is imported.
             env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                        SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), PYTHONSAFEPATH="1")
+            options["conf"] = self.local_driver_conf(mode, options.get("conf"))
             folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
             context_file = write_private(os.path.join(folder, "context.json"), job_context.to_json())
             arguments = [CONTEXT_FILE_ARG, str(context_file)]
@@ -200,6 +201,27 @@ class SparkEpochHook(BaseHook):
             **options,
         )
         return hook, folder
+
+    @staticmethod
+    def local_driver_conf(mode: str, conf: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``conf`` for a driver that runs on this machine: no Spark UI (it would answer any local user
+        on 127.0.0.1), and on the local master Spark's RPC authentication (the driver's RPC and block
+        ports then refuse whoever does not know the secret, which Spark generates in the driver's
+        memory: it is on no command line, in no file and no log). A standalone master needs the
+        cluster's own secret, which its admin configures.
+
+        :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off.
+        """
+        out = dict(conf or {})
+        if str(out.get("spark.ui.enabled", "false")).strip().lower() != "false":
+            raise InvalidInput("spark.ui.enabled: the Spark UI of an epoch job's driver on this machine would "
+                               "answer any local user; it stays off")
+        out["spark.ui.enabled"] = "false"
+        if mode == "local":
+            if str(out.get("spark.authenticate", "true")).strip().lower() != "true":
+                raise InvalidInput("spark.authenticate: a local epoch job's driver authenticates its RPC; it stays on")
+            out["spark.authenticate"] = "true"
+        return out
 
     def run_spark_submit(self, job_context: EpochContext) -> None:
         """Submit through ``SparkSubmitHook`` and wait; the driver writes the manifest into its run directory."""
