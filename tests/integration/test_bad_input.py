@@ -27,7 +27,7 @@ from airflow_epochs.coordination import (
     UnknownProducer,
     validate_name,
 )
-from airflow_epochs.coordination.payloads import MAX_PAYLOAD_BYTES
+from airflow_epochs.coordination.wire.payloads import MAX_PAYLOAD_BYTES
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
+from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.servers.embedded_zookeeper import free_port
-from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
 
 
 def settings(**fields):

@@ -17,7 +17,7 @@ from ui_helpers import PROBE, build_probe
 
 from airflow_epochs.cli import main
 from airflow_epochs.coordination import CorruptPayload, EpochLedger, InvalidInput, PipelineConfig
-from airflow_epochs.coordination.payloads import MAX_JSON_DEPTH, decode, loads_bounded
+from airflow_epochs.coordination.wire.payloads import MAX_JSON_DEPTH, decode, loads_bounded
 from airflow_epochs.servers.private_files import private_dir, write_private
 from airflow_epochs.views.pipeline import MAX_OLDER_ATTEMPTS, StateReader
 
@@ -52,7 +52,7 @@ def test_deep_json_is_refused_in_one_line():
     for _ in range(5_000):
         inner["x"] = {}
         inner = inner["x"]
-    from airflow_epochs.coordination.payloads import check_manifest
+    from airflow_epochs.coordination.wire.payloads import check_manifest
 
     with pytest.raises(InvalidInput, match="manifest"):
         check_manifest(nested)
@@ -102,7 +102,7 @@ def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_s
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
     from airflow_epochs.ui.app import create_app
     from airflow_epochs.ui.dags import DagPipelines
 

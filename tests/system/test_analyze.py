@@ -24,7 +24,7 @@ from airflow_epochs.analysis.labels import (
     transfer,
 )
 from airflow_epochs.analysis.rules import Component, analyse
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"

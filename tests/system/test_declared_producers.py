@@ -19,8 +19,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_epochs.coordination import EpochCalendar, EpochLedger, InvalidConfig, InvalidInput, PipelineConfig
-from airflow_epochs.coordination.backpressure import acknowledge, register_consumer
-from airflow_epochs.coordination.declared import (
+from airflow_epochs.coordination.recipes.backpressure import acknowledge, register_consumer
+from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.wire.declared import (
     AssetProducer,
     CalendarKeys,
     DeclaredProducers,
@@ -28,7 +29,6 @@ from airflow_epochs.coordination.declared import (
     Match,
     TaskProducer,
 )
-from airflow_epochs.coordination.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
 
 pytestmark = pytest.mark.integration
 
