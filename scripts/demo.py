@@ -465,12 +465,11 @@ class Demo:
     def check(self, ledger: Any, days: list[Any]) -> Any:
         """Compare the sealed results with one Spark computation over the same days (on the warm server)."""
         from nycflights.check import check_sealed
-        from pyspark.sql.connect.session import SparkSession
 
-        from airflow_epochs.spark.connect import connect_mode
+        from airflow_epochs.spark.connect import connect_mode, open_session
 
         with connect_mode():
-            spark = SparkSession.builder.remote(self.connect_url).create()
+            spark = open_session(self.connect_url)  # to the checked address of our server only
             try:
                 return check_sealed(spark, ledger, self.data / "raw", days)
             finally:

@@ -16,10 +16,13 @@ The gRPC port is not the only one the server opens: its driver also listens for 
 and block transfers. Those are authenticated too (a SASL handshake before any message), with Spark's
 own ``spark.authenticate`` machinery; every port binds to loopback. With a local master Spark itself
 generates the secret when the driver starts and keeps it in the driver's memory (it ignores a
-configured one); other masters need a configured secret, so one is generated here for each start,
-kept in a 0600 properties file in the server's folder and passed with ``--properties-file`` (never on
-the command line). Without that, any local user could send the driver a ``StopBlockManagerMaster``
-and break its SparkContext (``test_a_forged_stop_block_manager_master_from_another_user_is_refused``).
+configured one, so none is configured: a configured secret is part of the SparkConf, which Spark
+writes into its log with a slow listener's event on a busy machine); other masters need a configured
+secret, so one is generated here for each start, kept in a 0600 properties file in the server's folder
+and passed with ``--properties-file`` (never on the command line; such a secret can still reach the
+log that way, which is the server's 0600 file). Without authentication, any local user could send the
+driver a ``StopBlockManagerMaster`` and break its SparkContext
+(``test_a_forged_stop_block_manager_master_from_another_user_is_refused``).
 :meth:`SparkConnectServer.healthy` then asks the server for a real query, because a live pid and a
 listening port do not mean the SparkContext still works.
 
@@ -209,8 +212,10 @@ class SparkConnectServer:
         private_dir(self.directory)
         tighten(self.directory)
         write_private(self.token_file, self.token + "\n")
-        # A new internal RPC secret for each start: only this server's driver and executors share it.
-        write_private(self.properties_file, f"spark.authenticate.secret={secrets.token_hex(32)}\n")
+        # A new internal RPC secret for each start (only this server's driver and executors share it), for
+        # masters that need one configured; a local master generates its own in the driver's memory.
+        write_private(self.properties_file, "" if self.master.startswith("local") else
+                      f"spark.authenticate.secret={secrets.token_hex(32)}\n")
         if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         held = hold_ipv6_loopback(self.port) if self.bind_address in ("127.0.0.1", "localhost") else None
