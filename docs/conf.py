@@ -54,3 +54,38 @@ nitpick_ignore_regex = [
     # PySpark's session and DataFrame, pyiceberg's catalog and tables, pyarrow's tables.
     (r"py:.*", r"(pyspark|pyiceberg|pyarrow)\..*"),
 ]
+
+
+def _resolve_public_name(app, env, node, contnode):  # type: ignore[no-untyped-def]
+    """Resolve a Python reference that names an object by a module path it is not documented under.
+
+    The API pages document each public name where users import it (``airflow_epochs.coordination.EpochLedger``),
+    while signatures and docstrings name it by its defining module (``...coordination.ledger.EpochLedger``)
+    or by a short name (``EpochLedger.vote``). The longest trailing part of the target that names exactly
+    one documented object is taken; a name documented nowhere, or ambiguous, stays unresolved and fails
+    the nitpicky build.
+    """
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    domain = env.get_domain("py")
+    objects = domain.objects
+    parts = target.split(".")
+    for size in range(len(parts), 0, -1):
+        suffix = ".".join(parts[-size:])
+        # An object documented under its public name is also registered under its canonical (defining)
+        # name, pointing at the same place: one place is one object.
+        found = sorted({(objects[name].docname, objects[name].node_id): name for name in objects
+                        if name == suffix or name.endswith("." + suffix)}.values())
+        if len(found) == 1:
+            entry = objects[found[0]]
+            from sphinx.util.nodes import make_refnode
+
+            return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, found[0])
+        if found:
+            return None
+    return None
+
+
+def setup(app):  # type: ignore[no-untyped-def]
+    app.connect("missing-reference", _resolve_public_name)

@@ -29,3 +29,23 @@ def test_core_without_airflow_runs_as_is(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "refused: pipeline 'sales': attempt 1 of epoch 2 is no longer current" in result.stdout
     assert "pointer='s3://b/totals/1'" in result.stdout
+
+
+def analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    cli = str(Path(sys.executable).parent / "airflow-epochs")
+    return subprocess.run([cli, "analyze", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+
+def test_the_analysis_page_shows_what_the_command_prints():
+    """docs/guides/analysis.rst includes these files as the command's output: they must be it, exactly."""
+    sealed = analyze("dags/example_word_count.py")
+    assert sealed.returncode == 0, sealed.stderr[-2000:]
+    assert sealed.stdout == (EXAMPLES / "analyze_word_count.txt").read_text()
+    under = analyze("dags/example_under_coordinated.py")
+    assert under.returncode == 1
+    assert under.stdout == (EXAMPLES / "analyze_under_coordinated.txt").read_text()
+    assert "under-coordination: task 'count': missing Seal[epoch]" in under.stderr
+    dot = analyze("dags/example_word_count.py", "--format", "dot")
+    assert dot.returncode == 0, dot.stderr[-2000:]
+    assert dot.stdout == (EXAMPLES / "analyze_word_count.dot").read_text()
+    assert (ROOT / "docs" / "analyze_word_count.png").stat().st_size > 20_000
