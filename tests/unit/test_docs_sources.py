@@ -3,7 +3,7 @@
 A page may not type code into itself: no ``code-block``/``code``/``sourcecode`` directive, no ``::``
 literal block, no ``>>>`` doctest, no ``raw`` HTML. Directives come from an allow-list (a new one is a
 decision, made here), and ``literalinclude`` takes only files under the folders whose files the tests
-run (the example DAGs, ``docs/examples/`` run by ``tests/system/test_docs_examples.py``, the tests and
+run (the example DAGs, ``docs/examples/`` run by ``tests/integration/test_docs_examples.py``, the tests and
 their helpers, the scripts CI runs, ``README.md``); every file under ``docs/examples/`` must be named by
 that test. The README, which is not in the docs, keeps a copy of a marked ``dags/`` section, compared
 here line for line.
@@ -92,7 +92,7 @@ def test_the_rule_catches_typed_code(tmp_path):
 
 
 def test_every_docs_example_is_run_by_a_test():
-    runner = (ROOT / "tests" / "system" / "test_docs_examples.py").read_text()
+    runner = (ROOT / "tests" / "integration" / "test_docs_examples.py").read_text()
     examples = sorted(p for p in (DOCS / "examples").iterdir() if p.is_file())
     assert examples
     for example in examples:
