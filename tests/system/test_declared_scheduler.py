@@ -15,7 +15,7 @@ import time
 
 import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
-from test_declared_producers import DECLARED
+from declared_sales import DECLARED
 from zk_helpers import fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger
