@@ -219,6 +219,27 @@ class AirflowStack:
         before = [(at, name) for name, at in self.spawned_at.items() if name in names and at <= job_started]
         return max(before)[1] if before else None
 
+    def running(self, *names: str) -> None:
+        """Fail, with its log, if any component ``names`` has exited (e.g. a triggerer whose trigger
+        runner died: Airflow then ends the whole triggerer)."""
+        for name in names:
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                raise AssertionError(f"{name} is not running (exit {None if proc is None else proc.returncode}):\n"
+                                     f"{self.log_tail(name)}")
+
+    def trigger_runner(self, name: str) -> int:
+        """The pid of triggerer ``name``'s trigger runner: the child of its process that listens on no port
+        (the other child is the triggerer's log server)."""
+        import psutil
+
+        parent = psutil.Process(self.procs[name].pid)
+        runners = [child for child in parent.children()
+                   if not [c for c in child.net_connections("tcp") if c.status == psutil.CONN_LISTEN]]
+        if len(runners) != 1:
+            raise AssertionError(f"{name}: expected one trigger runner among its children, found {runners}")
+        return int(runners[0].pid)
+
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crash would."""
         proc = self.procs.pop(name)
