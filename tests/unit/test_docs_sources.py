@@ -6,8 +6,8 @@ decision, made here), and ``literalinclude`` takes only files under the folders 
 run (the example DAGs, ``docs/examples/`` run by ``tests/integration/test_docs_examples.py``, the tests and
 their helpers, the scripts CI runs, ``README.md``); every file under ``docs/examples/`` must be named by
 that test. The one exception: ``code-block:: console`` in a page listed with the test that extracts and
-runs its commands (and names the page). The README, which is not in the docs, keeps a copy of a marked ``dags/`` section, compared
-here line for line.
+runs its commands (and names the page). The README, which is not in the docs, keeps a copy of a marked
+``dags/`` section, compared here line for line.
 """
 
 from __future__ import annotations
