@@ -70,10 +70,6 @@ from airflow_epochs.coordination.recipes.backpressure import (
     ConsumerState,
     TooManyConsumers,
     UnknownConsumer,
-    acknowledge,
-    consumers,
-    register_consumer,
-    unregister_consumer,
 )
 from airflow_epochs.coordination.recipes.barriers import (
     Arrival,
@@ -89,7 +85,7 @@ from airflow_epochs.coordination.recipes.barriers import (
     UnknownParticipant,
 )
 from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
-from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency, lineage_of
+from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
 from airflow_epochs.coordination.services.coordinator import OpenDecision, open_as_leader
 from airflow_epochs.coordination.services.reconfig import (
@@ -98,6 +94,13 @@ from airflow_epochs.coordination.services.reconfig import (
     bucket_of,
     plan_migration,
     schedule_migration,
+)
+from airflow_epochs.coordination.services.shortcuts import (
+    acknowledge,
+    consumers,
+    lineage_of,
+    register_consumer,
+    unregister_consumer,
 )
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.state.reader import PipelineReader

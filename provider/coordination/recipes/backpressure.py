@@ -8,13 +8,12 @@ when ZooKeeper's reply is lost.
 
 The ledger binds these recipes the way kazoo binds ``zk.Lock``: ``ledger.consumer("report")`` is a
 :class:`Consumer` and ``ledger.backpressure()`` a :class:`Backpressure` on the ledger's pipeline.
-The module-level functions take the ledger and go through those handles.
+The module-level functions over a ledger are in :mod:`..services.shortcuts`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -27,10 +26,6 @@ from airflow_epochs.coordination.state.reader import consumer_acks, frontier
 from airflow_epochs.coordination.wire.consumer_records import ConsumerRegistration
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken
-
-if TYPE_CHECKING:  # the ledger binds this module's recipes: a type-only import, no circle
-    from airflow_epochs.coordination.ledger import EpochLedger
-
 
 # Consumers one pipeline may have registered at once: the ``consumers`` listing every backpressure
 # check reads stays under 1024 x 132 bytes (README: Bounded answers).
@@ -188,24 +183,3 @@ class Backpressure:
         acks = self.ctx.call(lambda c: consumer_acks(c, self.ctx), what="read consumers")
         return [ConsumerState(name, acked) for name, (acked, _) in acks.items()]
 
-
-def register_consumer(
-    ledger: EpochLedger, consumer: str, *, acked: int | None = None, request_id: str | None = None
-) -> ConsumerState:
-    """``ledger.consumer(consumer).register(...)``."""
-    return ledger.consumer(consumer).register(acked=acked, request_id=request_id)
-
-
-def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState:
-    """``ledger.consumer(consumer).acknowledge(epoch)``."""
-    return ledger.consumer(consumer).acknowledge(epoch)
-
-
-def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str | None = None) -> bool:
-    """``ledger.consumer(consumer).unregister(...)``."""
-    return ledger.consumer(consumer).unregister(request_id=request_id)
-
-
-def consumers(ledger: EpochLedger) -> list[ConsumerState]:
-    """``ledger.backpressure().consumers()``."""
-    return ledger.backpressure().consumers()
