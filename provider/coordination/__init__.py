@@ -103,7 +103,7 @@ from airflow_epochs.coordination.services.shortcuts import (
     unregister_consumer,
 )
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
-from airflow_epochs.coordination.state.reader import PipelineReader
+from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.wire.records import (
     Attempt,

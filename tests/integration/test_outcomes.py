@@ -28,7 +28,7 @@ from airflow_epochs.coordination import (
     PipelineConfig,
     open_as_leader,
 )
-from airflow_epochs.coordination.base.session import Call
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.protocol import aborts as aborts_module
 from airflow_epochs.coordination.services import coordinator as coordinator_module
 from airflow_epochs.coordination.wire import payloads

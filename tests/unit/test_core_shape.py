@@ -14,7 +14,8 @@ PACKAGE = [ROOT / "provider", ROOT / "operators", ROOT / "sensors"]
 
 MAX_FUNCTION_LINES = 80
 # Where payloads are decoded: the records module and the envelope it uses.
-RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/payloads.py",
+RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/recipe_nodes.py",
+                  "provider/coordination/wire/payloads.py",
                   "provider/coordination/wire/vote_records.py", "provider/coordination/wire/compaction_record.py",
                   "provider/coordination/wire/declared_records.py", "provider/coordination/wire/consumer_records.py"}
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import AttemptSuperseded, EpochAlreadySealed, EpochNotOpen
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Check, SetData
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import attempt_record, epoch_record

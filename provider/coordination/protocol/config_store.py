@@ -14,9 +14,9 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError
 
 from airflow_epochs.coordination.base.acl import verify_pipeline_acls
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import ConfigConflict, InvalidConfig, PipelineExists
 from airflow_epochs.coordination.base.names import validate_epoch
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.config import MAX_CONFIG_VERSIONS, ConfigVersion, PipelineConfig

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import StateError
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import child_path, cursor_partition
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Delete, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.nodes import DeliveryCursor, RetiredScope
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor, RetiredScope
 
 __all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import Call, Conflict, commit_or_conflict
 from airflow_epochs.coordination.base.errors import (
     Backpressured,
     CorruptPayload,
@@ -30,7 +31,6 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import check_attempt_token, validate_epoch
 from airflow_epochs.coordination.base.paths import parse_attempt_key
-from airflow_epochs.coordination.base.session import Call, Conflict, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Check, Create, Failure, SetData, Step, first_failure
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (

@@ -18,15 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import TRANSIENT_ERRORS, Call, SharedAnswer, send_shared
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.session import (
-    TRANSIENT_ERRORS,
-    Call,
-    SharedAnswer,
-    send_shared,
-    validate_request_id,
-)
+from airflow_epochs.coordination.base.session import validate_request_id
 from airflow_epochs.coordination.base.steps import Step
 from airflow_epochs.coordination.protocol.seals import EpochSealAhead, producers_of
 from airflow_epochs.coordination.protocol.votes import SentVote, Voting

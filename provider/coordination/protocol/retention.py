@@ -37,13 +37,13 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.paths import child_path, cursor_partition
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state import archive
 from airflow_epochs.coordination.state.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record, frontier, newest_snapshot_place
+from airflow_epochs.coordination.state.reader import epoch_record, frontier
 from airflow_epochs.coordination.state.retired_partitions import (
     live_partitions,
     newest_retired,
@@ -51,8 +51,10 @@ from airflow_epochs.coordination.state.retired_partitions import (
     retire,
     versions_in_force,
 )
+from airflow_epochs.coordination.state.snapshots import newest_snapshot_place
 from airflow_epochs.coordination.wire.compaction_record import CompactedLineage, CompactionSummary
-from airflow_epochs.coordination.wire.nodes import DeliveryCursor, PipelineRecord, SnapshotPlace, SnapshotPointerNode
+from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPlace, SnapshotPointerNode
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 from airflow_epochs.coordination.wire.vote_records import SealNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).

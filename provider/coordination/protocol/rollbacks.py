@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidEpoch, RollbackRefused
 from airflow_epochs.coordination.base.names import MAX_EPOCH
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import compacted_snapshot, frontier_with_stat, newest_snapshot_place
+from airflow_epochs.coordination.state.reader import frontier_with_stat
 from airflow_epochs.coordination.state.retired_partitions import live_partitions, newest_retired
+from airflow_epochs.coordination.state.snapshots import compacted_snapshot, newest_snapshot_place
 from airflow_epochs.coordination.wire.nodes import (
     AttemptNode,
     EpochNode,

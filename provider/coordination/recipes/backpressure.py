@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import consumer_acks, frontier

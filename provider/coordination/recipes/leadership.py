@@ -19,12 +19,12 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, NotLeader, PipelineNotFound
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.nodes import Holding, LeaseNode
+from airflow_epochs.coordination.wire.recipe_nodes import Holding, LeaseNode
 from airflow_epochs.coordination.wire.records import Overtaken
 
 

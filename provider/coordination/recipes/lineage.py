@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.session import Call
 from airflow_epochs.coordination.protocol.retention import archived_lineage
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import seal_record

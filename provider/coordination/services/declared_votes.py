@@ -31,6 +31,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import (
     DuplicateVote,
     EpochAlreadyOpen,
@@ -42,7 +43,6 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path

@@ -40,9 +40,9 @@ from typing import Any
 from kazoo.protocol.states import ZnodeStat
 from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.paths import child_path
-from airflow_epochs.coordination.base.session import Call
 from airflow_epochs.coordination.state.history import event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import PipelineNotFound
 from airflow_epochs.coordination.base.paths import PipelinePaths
-from airflow_epochs.coordination.base.session import Call
 from airflow_epochs.coordination.base.steps import Create, Step
 from airflow_epochs.coordination.wire.nodes import EventNode
 from airflow_epochs.coordination.wire.records import Event

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, PipelineNotFound, TooManyRequests, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.base.session import Call, Session, validate_request_id
+from airflow_epochs.coordination.base.session import Session, validate_request_id
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.history import event_ops
 from airflow_epochs.coordination.wire.config import ConfigVersion

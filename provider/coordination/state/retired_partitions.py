@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.names import MAX_EPOCH
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state.archive import (
     ArchiveMismatch,
