@@ -50,7 +50,7 @@ T = TypeVar("T")
 
 DEFAULT_OP_TIMEOUT = 15.0
 # Compare-and-set rounds lost to other writers before a call gives up (ContentionExhausted).
-MAX_CONFLICTS = 200
+_MAX_CONFLICTS = 200
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.=:@+\-]{1,128}")
 
@@ -204,7 +204,7 @@ class Session:
                 refusal = exc  # look the request id up first (next round), then refuse
             except Conflict:
                 conflicts += 1
-                if conflicts >= MAX_CONFLICTS:
+                if conflicts >= _MAX_CONFLICTS:
                     if call.sent or call.wrote:
                         raise self._gave_up(call, what, budget, last) from None
                     raise ContentionExhausted(

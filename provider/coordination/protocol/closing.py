@@ -90,7 +90,7 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         return _info(call, ctx, attempt.epoch)
 
     return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id,
-                    find=lambda call: find_close(call, ctx, attempt))
+                    find=lambda call: _find_close(call, ctx, attempt))
 
 
 def incomplete_partitions(
@@ -105,7 +105,7 @@ def incomplete_partitions(
     return sorted(p for p in unsealed if p not in complete)
 
 
-def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo | None:
+def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo | None:
     """What this call's request id sealed of the epoch, flagged if it was overtaken since; None if it
     sealed nothing, or sealed some partitions of an attempt still current (the close goes on)."""
     found = epoch_record(call, ctx, attempt.epoch)

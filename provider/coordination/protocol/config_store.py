@@ -46,7 +46,7 @@ def create_pipeline(
             return existing(call, ctx.record(call))
         if call.exists(p.root) is None:
             ensure_path(call, p.root)
-        commit_or_conflict(call, creation_ops(ctx, call, config, first_epoch))
+        commit_or_conflict(call, _creation_ops(ctx, call, config, first_epoch))
         return ConfigVersion(0, first_epoch, config)
 
     def find(call: Call) -> ConfigVersion | None:
@@ -58,7 +58,7 @@ def create_pipeline(
     return ctx.call(body, what=f"create pipeline {ctx.pipeline!r}", request_id=request_id, find=find)
 
 
-def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
+def _creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
     """The one transaction that creates a pipeline's subtree."""
     p = ctx.paths
     record = PipelineRecord(first_epoch=first_epoch, newest_epoch=first_epoch - 1, configs=((0, first_epoch),),
@@ -107,7 +107,7 @@ def set_configs(
     def body(call: Call) -> list[ConfigVersion]:
         record = ctx.record(call)
         for _, from_epoch in changes:
-            check_from_epoch(ctx, record, from_epoch)
+            _check_from_epoch(ctx, record, from_epoch)
         start = max(v for v, _ in record.configs) + 1
         if len(record.configs) + len(changes) > MAX_CONFIG_VERSIONS:
             raise ConfigConflict(
@@ -131,13 +131,13 @@ def set_configs(
     def find(call: Call) -> list[ConfigVersion] | None:
         stored = ctx.stored_result(call)
         if stored is None:  # forgotten by retention? the versions themselves name their request
-            stored = scheduled_by(call, ctx, call.request_id) or None
+            stored = _scheduled_by(call, ctx, call.request_id) or None
         return None if stored is None else result_of(stored)
 
     return ctx.call(body, what=f"set the configuration of {ctx.pipeline!r}", request_id=request_id, find=find)
 
 
-def check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: int) -> None:
+def _check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: int) -> None:
     """Refuse a configuration that would start at an epoch already opened, or before the first."""
     if from_epoch <= record.newest_epoch:
         raise ConfigConflict(
@@ -151,7 +151,7 @@ def check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: i
         )
 
 
-def scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[list[int]]:
+def _scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[list[int]]:
     """The ``[version, from_epoch]`` pairs of the configuration versions ``request_id`` scheduled."""
     record = ctx.record(call)
     paths = [ctx.paths.config(version) for version, _ in record.configs]

@@ -57,10 +57,10 @@ def open_epoch(
     validate_epoch(epoch)
     opening = Opening(ctx, epoch, takeover=takeover, on_consumer_change=on_consumer_change)
     return ctx.call(opening.body, what=f"open epoch {epoch} of {ctx.pipeline!r}", request_id=request_id,
-                    find=lambda call: find_opening(call, ctx, epoch))
+                    find=lambda call: _find_opening(call, ctx, epoch))
 
 
-def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None:
+def _find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None:
     """The attempt this call's request id opened, flagged if it is no longer current; None if the
     request opened none (or the epoch is compacted: its attempts are gone)."""
     names = call.children(ctx.paths.epoch(epoch))
@@ -73,11 +73,11 @@ def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None
         current = epoch_record(call, ctx, epoch)
         if current is None:
             return None
-        return attempt_handle(ctx, call, epoch, token, current[0], found[0])
+        return _attempt_handle(ctx, call, epoch, token, current[0], found[0])
     return None
 
 
-def attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_node: EpochNode,
+def _attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_node: EpochNode,
                    attempt_node: AttemptNode | None = None) -> Attempt:
     """The handle of attempt ``token``, with :class:`Overtaken` set unless it is the running one."""
     if attempt_node is None:
@@ -140,7 +140,7 @@ class Opening:
         if failure is None:
             # the record bump is the first step: its new version is what this context knows now
             self.ctx.known_record = replace(record, newest_epoch=self.epoch, version=int(results[0].version))
-            return attempt_handle(self.ctx, call, self.epoch, 1, node)
+            return _attempt_handle(self.ctx, call, self.epoch, 1, node)
         self.ctx.known_record = None
         if failure.step is epoch_step and isinstance(failure.error, NodeExistsError):
             return None  # opened before and rolled back: reopen it as a new generation
@@ -199,7 +199,7 @@ class Opening:
                             superseded=token, previous_state=current[0].state, generation=generation),
         ]
         commit_or_conflict(call, ops)
-        return attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
+        return _attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
 
     def reopen(self, call: Call, record: PipelineRecord, node: EpochNode, version_no: int) -> Attempt:
         """A rolled-back epoch opens again as a new generation, in order, under today's configuration."""
@@ -212,7 +212,7 @@ class Opening:
         epoch_step = SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no)
         failure = call.try_commit(self.opening_ops(call, record, version, new_node, epoch_step))
         if failure is None:
-            return attempt_handle(self.ctx, call, self.epoch, token, new_node)
+            return _attempt_handle(self.ctx, call, self.epoch, token, new_node)
         self.opening_failed(call, record, failure)
         raise AssertionError("unreachable")  # pragma: no cover
 

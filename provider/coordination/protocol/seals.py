@@ -80,7 +80,7 @@ def fence(ctx: PipelineContext, attempt: Attempt) -> Check:
     return Check(ctx.paths.attempt(attempt.epoch, attempt.token), 0)
 
 
-def epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
+def _epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
     """The epoch record as the attempt knows it (the attempt carries every field of it)."""
     return {"state": state, "attempt": attempt.token, "owner": attempt.owner,
             "config_version": attempt.config_version, "generation": attempt.generation,
@@ -100,7 +100,7 @@ def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now:
         Create(ctx.paths.epoch_seal(attempt.epoch), payloads.encode("epoch_seal", {
             "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now, "request": request_id,
         })),
-        SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", epoch_record_body(
+        SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", _epoch_record_body(
             attempt, "sealed", sealed_at=now)), -1),
         SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
         *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
@@ -163,7 +163,7 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
                    attempt.generation, attempt.request, float(found[0].opened_at), attempt.session)
 
 
-def seal_document(
+def _seal_document(
     attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, CastVote],
     request_id: str, now: float,
 ) -> SealNode:
@@ -171,10 +171,10 @@ def seal_document(
     configured producers), the lineage vector, and when the first vote came."""
     return SealNode(partition, attempt.token, attempt.generation, now, request_id, attempt.config_version,
                     len(producers), tuple(i for i, name in enumerate(producers) if votes[name].snapshot is not None),
-                    union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
+                    _union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
 
 
-def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
+def _folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
                 votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Step]]:
     """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
     the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
@@ -207,11 +207,11 @@ def seal_ops(
     embed: bool = False,
 ) -> list[Step]:
     """The steps that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
-    :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
+    :func:`_folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
     seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
     and the history record."""
-    seal = seal_document(attempt, partition, producers, votes, request_id, now)
-    data, deletes = folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
+    seal = _seal_document(attempt, partition, producers, votes, request_id, now)
+    data, deletes = _folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
     ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
         ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
@@ -229,7 +229,7 @@ def seal_ops(
     return ops + deletes
 
 
-def union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
+def _union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
     """The lineage vector of a seal: per upstream pipeline, the newest epoch any producer read."""
     out: dict[str, int] = {}
     for vote in votes.values():

@@ -47,7 +47,7 @@ def _utc(seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
 
 
-RECENT_HOLDINGS = 16
+_RECENT_HOLDINGS = 16
 """How many earlier holdings (owner, request, released) a lease record keeps, so that a request whose answer
 was lost is still found after that many renewals or takeovers (the README's outcome table)."""
 
@@ -128,7 +128,7 @@ class LeaderLease:
                 renewing = current.owner == self.owner and not current.released
                 # the requests that held it before stay findable by their owners (renewals included)
                 lease = replace(lease, since=current.since if renewing else now,
-                                recent=(current.holding(), *current.recent)[:RECENT_HOLDINGS])
+                                recent=(current.holding(), *current.recent)[:_RECENT_HOLDINGS])
                 ops = [SetData(path, lease.to_bytes(), stat.version)]
                 if not renewing:
                     ops += self.ctx.event("leader_changed", owner=self.owner, previous=current.owner)

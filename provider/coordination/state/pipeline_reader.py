@@ -77,7 +77,7 @@ class PipelineReader:
         return self.ctx.call(lambda c: history(c, self.ctx, since_seq=since_seq, limit=limit), what="read history")
 
     def latest_event(self) -> Event | None:
-        return self.ctx.call(lambda c: latest_event(c, self.ctx.paths), what="read the latest event")
+        return self.ctx.call(lambda c: latest_event(c, self.ctx), what="read the latest event")
 
     def consumers(self) -> dict[str, int]:
         acks = self.ctx.call(lambda c: consumer_acks(c, self.ctx), what="read consumers")

@@ -270,11 +270,11 @@ def consumer_acks(call: Call, ctx: PipelineContext, watch: Watch | None = None) 
 def history(call: Call, ctx: PipelineContext, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
     """The events after ``since_seq``, oldest first: those retention moved to the archive, then those
     still in ZooKeeper (the archive is read only when the cursor is older than every kept event)."""
-    live = read_events(call, ctx.paths, since_seq=since_seq, limit=limit)
+    live = read_events(call, ctx, since_seq=since_seq, limit=limit)
     record = ctx.record(call)
     if record.compacted_through < record.first_epoch:
         return live
-    kept = [e.seq for e in live] or event_sequences(call, ctx.paths)
+    kept = [e.seq for e in live] or event_sequences(call, ctx)
     oldest_kept = min(kept, default=None)
     # archived events are the pruned ones, all older than every kept event
     if oldest_kept is not None and since_seq >= oldest_kept - 1:

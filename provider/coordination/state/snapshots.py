@@ -77,7 +77,7 @@ def _older_snapshots(call: Call, ctx: PipelineContext, partition: str, limit: in
         found = epoch_record(call, ctx, epoch)
         if found is None or found[0].state != "sealed":
             continue
-        refs = snapshots_at(call, ctx, partition, epoch, found[0].generation)
+        refs = _snapshots_at(call, ctx, partition, epoch, found[0].generation)
         if refs:
             return refs
     top = min(limit, record.compacted_through)
@@ -88,7 +88,7 @@ def _older_snapshots(call: Call, ctx: PipelineContext, partition: str, limit: in
     summary = None if summary_raw is None else CompactionSummary.from_bytes(summary_raw[0], path=ctx.paths.archive)
     place = None if summary is None else summary.snapshots.get(partition)
     if place is not None and place.epoch <= top:  # the newest compacted snapshot is older than the question
-        refs = snapshots_at(call, ctx, partition, place.epoch, place.generation)
+        refs = _snapshots_at(call, ctx, partition, place.epoch, place.generation)
         if refs:
             return refs
     elif place is None and summary is not None and summary.snapshots_from < record.first_epoch \
@@ -128,7 +128,7 @@ def _walk_compacted(call: Call, ctx: PipelineContext, partition: str, top: int,
         if source is None or found is None:
             return epoch  # compacted without an archive (or its file is gone): the history ends here
         if found[0].state == "sealed":
-            refs = snapshots_at(source, ctx, partition, epoch, found[0].generation)
+            refs = _snapshots_at(source, ctx, partition, epoch, found[0].generation)
             if refs:
                 return refs
     return max(first - 1, top - _ARCHIVE_WALK)
@@ -140,7 +140,7 @@ def _snapshots_named(
     """The snapshots of the newest seal ``pointer`` names at or before ``limit`` (None: it names none)."""
     for candidate in (pointer.current, pointer.previous):
         if candidate is not None and candidate.epoch <= limit:
-            return snapshots_at(call, ctx, pointer.partition, candidate.epoch, candidate.generation)
+            return _snapshots_at(call, ctx, pointer.partition, candidate.epoch, candidate.generation)
     return None
 
 
@@ -181,7 +181,7 @@ def newest_snapshot_place(call: Call, ctx: PipelineContext, partition: str, thro
     return None
 
 
-def snapshots_at(
+def _snapshots_at(
     call: Call, ctx: PipelineContext, partition: str, epoch: int, generation: int
 ) -> dict[str, SnapshotRef]:
     """The snapshot pointers sealed with ``partition`` at ``epoch`` (one opening), by producer."""
@@ -189,7 +189,7 @@ def snapshots_at(
     raw = call.get(seal_path)
     if raw is None:  # compacted with an archive (even while a snapshot pointer names it): read it there
         past = archived_call(call, ctx, epoch) if epoch_record(call, ctx, epoch) is None else None
-        return {} if past is None else snapshots_at(past, ctx, partition, epoch, generation)
+        return {} if past is None else _snapshots_at(past, ctx, partition, epoch, generation)
     seal = SealNode.from_bytes(raw[0], path=seal_path)
     if not seal.snapshot_producers:
         return {}
