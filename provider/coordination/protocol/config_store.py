@@ -20,6 +20,7 @@ from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.config import MAX_CONFIG_VERSIONS, ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.events import ConfigSet, PipelineCreated
 from airflow_epochs.coordination.wire.nodes import FrontierNode, PipelineRecord, config_request, encode_config
 
 
@@ -74,7 +75,7 @@ def _creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, firs
         Create(p.requests),
         Create(p.consumers),
         Create(p.locks),
-        *ctx.event("pipeline_created", first_epoch=first_epoch, config=config.to_json()),
+        *ctx.event(PipelineCreated(first_epoch=first_epoch, config=config.to_json())),
     ]
 
 
@@ -123,7 +124,7 @@ def set_configs(
         ]
         for (version, from_epoch), (config, _) in zip(new, changes, strict=True):
             ops += [Create(ctx.paths.config(version), encode_config(config, from_epoch, call.request_id)),
-                    *ctx.event("config_set", from_epoch=from_epoch, version=version, config=config.to_json())]
+                    *ctx.event(ConfigSet(from_epoch=from_epoch, version=version, config=config.to_json()))]
         commit_or_conflict(call, ops)
         ctx.known_record = None
         return result_of(new)

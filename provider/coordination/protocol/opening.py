@@ -41,6 +41,7 @@ from airflow_epochs.coordination.state.reader import (
     frontier,
 )
 from airflow_epochs.coordination.wire.config import ConfigVersion
+from airflow_epochs.coordination.wire.events import AttemptStarted, EpochOpened
 from airflow_epochs.coordination.wire.nodes import AttemptNode, EpochNode, PipelineRecord
 from airflow_epochs.coordination.wire.records import Attempt
 
@@ -195,8 +196,8 @@ class Opening:
             SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no),
             *([Check(self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
             *self.attempt_ops(call, new_token, version, generation, created=sealed),
-            *self.ctx.event("attempt_started", epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
-                            superseded=token, previous_state=current[0].state, generation=generation),
+            *self.ctx.event(AttemptStarted(epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
+                            superseded=token, previous_state=current[0].state, generation=generation)),
         ]
         commit_or_conflict(call, ops)
         return _attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
@@ -232,8 +233,8 @@ class Opening:
             epoch_step,
             *self.attempt_ops(call, token, version, generation, created=()),
             Create(self.paths.seals(self.epoch, generation)),
-            *self.ctx.event("epoch_opened", epoch=self.epoch, attempt=token, owner=self.ctx.owner,
-                            config_version=version.version, generation=generation),
+            *self.ctx.event(EpochOpened(epoch=self.epoch, attempt=token, owner=self.ctx.owner,
+                            config_version=version.version, generation=generation)),
         ]
         return ops
 

@@ -53,6 +53,7 @@ from airflow_epochs.coordination.state.retired_partitions import (
 )
 from airflow_epochs.coordination.state.snapshots import newest_snapshot_place
 from airflow_epochs.coordination.wire.compaction_record import CompactedLineage, CompactionSummary
+from airflow_epochs.coordination.wire.events import Compacted
 from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPlace, SnapshotPointerNode
 from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 from airflow_epochs.coordination.wire.vote_records import SealNode
@@ -142,7 +143,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
             if archive_raw else Create(ctx.paths.archive, summary),
-            *ctx.event("compacted", from_epoch=old + 1, to_epoch=new, retain_epochs=retain),
+            *ctx.event(Compacted(from_epoch=old + 1, to_epoch=new, retain_epochs=retain)),
         ]
         results = commit(call, ops)
         if first_failure(ops, results) is not None:

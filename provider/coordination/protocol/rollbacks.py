@@ -20,6 +20,7 @@ from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import frontier_with_stat
 from airflow_epochs.coordination.state.retired_partitions import live_partitions, newest_retired
 from airflow_epochs.coordination.state.snapshots import compacted_snapshot, newest_snapshot_place
+from airflow_epochs.coordination.wire.events import Rollback
 from airflow_epochs.coordination.wire.nodes import (
     AttemptNode,
     EpochNode,
@@ -53,8 +54,8 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         undo_ops, undone = _undo_epochs(call, ctx, epochs, record.newest_epoch)
         ops += undo_ops
         ops += _snapshot_pointer_resets(call, ctx, to_epoch, record)
-        ops += ctx.event("rollback", to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
-                         reason=reason[:MAX_REASON], owner=ctx.owner)
+        ops += ctx.event(Rollback(to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
+                         reason=reason[:MAX_REASON], owner=ctx.owner))
         commit_or_conflict(call, ops)
         ctx.known_record = None
         return epochs

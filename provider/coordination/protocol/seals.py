@@ -37,6 +37,7 @@ from airflow_epochs.coordination.state.reader import (
 )
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.config import ConfigVersion
+from airflow_epochs.coordination.wire.events import EpochSealed, PartitionSealed
 from airflow_epochs.coordination.wire.nodes import (
     EpochNode,
     SnapshotPlace,
@@ -103,8 +104,8 @@ def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now:
         SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", _epoch_record_body(
             attempt, "sealed", sealed_at=now)), -1),
         SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
-        *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
-                   frontier=attempt.epoch, generation=attempt.generation),
+        *ctx.event(EpochSealed(epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
+                   frontier=attempt.epoch, generation=attempt.generation)),
     ]
 
 
@@ -224,8 +225,8 @@ def seal_ops(
             old = SnapshotPointerNode.from_bytes(pointer[0], path=path)
             previous = old.previous if old.current.epoch >= attempt.epoch else old.current
             ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
-    ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
-                     producers=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation)
+    ops += ctx.event(PartitionSealed(epoch=attempt.epoch, partition=partition, attempt=attempt.token,
+                     producer_count=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation))
     return ops + deletes
 
 

@@ -24,6 +24,7 @@ from airflow_epochs.coordination.base.steps import Create, Delete, SetData
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import consumer_acks, frontier
 from airflow_epochs.coordination.wire.consumer_records import ConsumerRegistration
+from airflow_epochs.coordination.wire.events import ConsumerRegistered, ConsumerUnregistered
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken
 
@@ -70,7 +71,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
             Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
             *ctx.request_op(call, "register_consumer", ConsumerRegistration(consumer, start).to_result()),
-            *ctx.event("consumer_registered", consumer=consumer, acked=start),
+            *ctx.event(ConsumerRegistered(consumer=consumer, acked=start)),
         ])
         if failure is not None:
             if isinstance(failure.error, (NodeExistsError, BadVersionError)):
@@ -132,7 +133,7 @@ def _unregister(ctx: PipelineContext, consumer: str, request_id: str | None) -> 
         failure = call.try_commit([
             Delete(path, raw[1].version),
             *ctx.request_op(call, "unregister_consumer", True),
-            *ctx.event("consumer_unregistered", consumer=consumer),
+            *ctx.event(ConsumerUnregistered(consumer=consumer)),
         ])
         if failure is not None:
             if isinstance(failure.error, (BadVersionError, NoNodeError)):

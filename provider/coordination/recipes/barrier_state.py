@@ -28,7 +28,9 @@ from airflow_epochs.coordination.recipes.barrier_values import (
 from airflow_epochs.coordination.state.archive import archived_call
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record
+from airflow_epochs.coordination.wire.events import BarrierReleased, BarrierStragglers
 from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode, ReleaseNode
+from airflow_epochs.coordination.wire.records import BarrierStatus
 
 
 class BarrierState:
@@ -122,17 +124,17 @@ class BarrierState:
                                       int(raw[1].czxid), node.stragglers)
         return None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> BarrierStatus:
         """Registered and arrived participants, the stragglers so far, policy and deadline (reads every
         participant: for status pages, not for the participants themselves)."""
 
-        def run(call: Call) -> dict[str, Any]:
+        def run(call: Call) -> BarrierStatus:
             record = self._record(call)
             paths = self._paths(call)
             registered = sorted(call.children(paths.participants) or [])
             arrived = sorted(call.children(paths.arrivals) or [])
-            return {"policy": record.policy, "k": record.k, "deadline": record.deadline, "closed": record.closed,
-                    "registered": registered, "arrived": arrived, "late": sorted(set(registered) - set(arrived))}
+            return BarrierStatus(record.policy, record.k, record.deadline, record.closed, tuple(registered),
+                                 tuple(arrived), tuple(sorted(set(registered) - set(arrived))))
 
         return self.ctx.call(run, what=f"read the status of barrier {self.name!r}")
 
@@ -153,8 +155,8 @@ class BarrierState:
                 report = ReleaseNode("rerun", len(arrived & registered), named, self._clock(), count)
                 failure = call.try_commit([
                     Create(paths.report, report.to_bytes()),
-                    *self.ctx.event("barrier_stragglers", epoch=self.epoch, barrier=self.name, late=list(named),
-                                    late_count=count, policy="rerun"),
+                    *self.ctx.event(BarrierStragglers(epoch=self.epoch, barrier=self.name, late=named,
+                                    late_count=count, policy="rerun")),
                 ])
                 if failure is not None and not isinstance(failure.error, NodeExistsError):
                     raise failure.error
@@ -197,8 +199,8 @@ class BarrierState:
                 # closing bumps the record's version: a racing registration or arrival recounts
                 SetData(paths.barrier, replace(record.node, closed=True).to_bytes(), record.version),
                 Create(target, release.to_bytes()),
-                *self.ctx.event("barrier_released", epoch=self.epoch, barrier=self.name, decision=decision,
-                                late=list(named), late_count=count_late, arrived=count),
+                *self.ctx.event(BarrierReleased(epoch=self.epoch, barrier=self.name, decision=decision,
+                                late=named, late_count=count_late, arrived=count)),
             ])
             if failure is None:
                 return BarrierOutcome(decision, decision != "failed", count, named, 0, count_late)

@@ -54,6 +54,7 @@ from airflow_epochs.coordination.recipes.barrier_values import (
     UnknownParticipant,
 )
 from airflow_epochs.coordination.state.reader import epoch_record
+from airflow_epochs.coordination.wire.events import BarrierDeclared
 from airflow_epochs.coordination.wire.recipe_nodes import ArrivalNode, BarrierNode
 
 __all__ = ["MAX_BARRIERS", "MAX_LATE_NAMED", "MAX_PARTICIPANTS", "Arrival", "Barrier", "BarrierClosed",
@@ -134,8 +135,8 @@ class Barrier(BarrierState):
                 Create(paths.participants),
                 Create(paths.arrivals),
                 *[Create(paths.participant(p)) for p in expected],
-                *self.ctx.event("barrier_declared", epoch=self.epoch, barrier=self.name, policy=policy.to_json(),
-                                participants=len(expected)),
+                *self.ctx.event(BarrierDeclared(epoch=self.epoch, barrier=self.name, policy=policy.to_json(),
+                                participants=len(expected))),
             ]
             if call.try_commit(ops) is not None:
                 raise Conflict()  # declared (or the folder created) meanwhile: look again

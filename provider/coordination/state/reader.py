@@ -162,7 +162,7 @@ def seal_record(
 def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -> SealRecord:
     seal = SealNode.from_bytes(raw[0], path=path)
     return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw[1].czxid),
-                      seal.request, seal.producers, dict(seal.upstream))
+                      seal.request, seal.producer_count, dict(seal.upstream))
 
 
 def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, producer: str,
