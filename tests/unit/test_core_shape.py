@@ -16,21 +16,15 @@ MAX_FUNCTION_LINES = 80
 WIRE = "provider/coordination/wire/"
 # Where payloads are decoded: the records module and the envelope it uses.
 RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/recipe_nodes.py",
-                  "provider/coordination/wire/payloads.py",
+                  "provider/coordination/wire/payloads.py", "provider/coordination/wire/manifests.py",
                   "provider/coordination/wire/vote_records.py", "provider/coordination/wire/compaction_record.py",
                   "provider/coordination/wire/declared_records.py", "provider/coordination/wire/consumer_records.py"}
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.
 PENDING: set[str] = set()
 # Payloads still read by key, each for a stated reason; a module leaves this list once it reads records.
 PENDING_KEY_READS: dict[str, str] = {
-    "provider/spark/sealed.py": "the Spark manifest: a record next",
-    "provider/spark/submit.py": "the Spark manifest: a record next",
-    "provider/views/model.py": "the Spark manifest: a record next",
-    "provider/views/status.py": "the Spark manifest (a vote's summary): a record next",
-    "operators/spark.py": "the Spark manifest: a record next",
     "provider/lineage/facets.py": "the lineage run a vote carries: a record next (being rewritten, w7-pub)",
     "provider/tables/publish.py": "being rewritten on another branch (w7-pub); converted there",
-    "provider/coordination/services/declared_votes.py": "a staged vote's manifest: a record next",
     "provider/tables/published.py": "not a payload: the page's own JSON answer (EpochDetail.to_dict)",
 }
 # The names a decoded document goes by: a payload (``doc``) or a request's stored result (``stored``).
@@ -92,6 +86,7 @@ def _is_raw_read(node: ast.AST, decoders: set[str]) -> bool:
 # payload, and a string key read on it (``x["rows"]``, ``x.get("rows")``) belongs in a record of wire/.
 PAYLOADS = {"detail", "manifest", "manifests", "status"}
 KEY_READ_METHODS = {"get", "pop", "setdefault"}
+MAPPING_METHODS = KEY_READ_METHODS | {"values", "items"}
 
 
 def payload_key_reads(source: str) -> list[tuple[int, str]]:
@@ -105,10 +100,10 @@ def payload_key_reads(source: str) -> list[tuple[int, str]]:
     def tainted(node: ast.AST) -> bool:
         if isinstance(node, ast.Name):
             return node.id in PAYLOADS or node.id in bound
-        if isinstance(node, ast.Attribute):
-            return node.attr in PAYLOADS or tainted(node.value)
-        if isinstance(node, ast.Call):
-            return tainted(node.func)
+        if isinstance(node, ast.Attribute):  # an attribute of a record is typed; only a payload's name counts
+            return node.attr in PAYLOADS
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            return node.func.attr in PAYLOADS or (node.func.attr in MAPPING_METHODS and tainted(node.func.value))
         if isinstance(node, ast.Subscript):
             return tainted(node.value)
         if isinstance(node, ast.BoolOp):
@@ -191,6 +186,7 @@ def test_every_pending_key_read_still_exists():
      [(2, "(seal.manifests[p].get('outputs') or {})['data']"), (2, "seal.manifests[p].get('outputs')"),
       (3, "item['rows']")]),
     ("def f(event, conf):\n    return event.record.epoch, conf['core'], event.detail.items()\n", []),
+    ("def f(status):\n    for e in status.epochs:\n        print(e.summary['rows'])\n", []),
 ])
 def test_the_key_read_check_finds_what_it_must(source, expected):
     assert payload_key_reads(source) == expected

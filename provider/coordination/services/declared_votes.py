@@ -222,7 +222,7 @@ def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVo
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)
-    return not isinstance(manifest, Mapping) or manifest.get("task_instance") != doc.task_instance
+    return StagedVote.voted_by(manifest) != doc.task_instance
 
 
 def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOutcome:
@@ -237,9 +237,7 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
         if attempt is not None:
             for partition, producer, staged in votes:
                 try:
-                    ledger.vote(attempt, partition, producer, {"task_instance": dict(staged.task_instance),
-                                                                "partition_key": staged.partition_key},
-                                request_id=staged.request)
+                    ledger.vote(attempt, partition, producer, staged.vote(), request_id=staged.request)
                 except (PartitionAlreadySealed, EpochAlreadySealed):
                     break
                 except DuplicateVote:
