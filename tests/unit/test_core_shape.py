@@ -23,8 +23,6 @@ RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/
 PENDING: set[str] = set()
 # Payloads still read by key, each for a stated reason; a module leaves this list once it reads records.
 PENDING_KEY_READS: dict[str, str] = {
-    "provider/lineage/facets.py": "the lineage run a vote carries: a record next (being rewritten, w7-pub)",
-    "provider/tables/publish.py": "being rewritten on another branch (w7-pub); converted there",
     "provider/tables/published.py": "not a payload: the page's own JSON answer (EpochDetail.to_dict)",
 }
 # The names a decoded document goes by: a payload (``doc``) or a request's stored result (``stored``).

@@ -52,6 +52,9 @@ def test_a_malformed_output_is_refused_naming_where():
 
 
 def test_a_lineage_run_is_read_only_when_whole():
+    from airflow_epochs.lineage.runs import LINEAGE_RUN
+
+    assert LINEAGE_RUN == "lineage_run"  # the key the submitter writes is the one the record reads
     vote = {"rows": 1, "lineage_run": {"namespace": "n", "job": "j", "runId": "r"}}
     assert vote_lineage_run(vote) == LineageRun("n", "j", "r")
     assert vote_lineage_run({"lineage_run": {"namespace": "n"}}) is None
