@@ -22,9 +22,7 @@ RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.
 PENDING: set[str] = set()
 # Payloads still read by key, each for a stated reason; a module leaves this list once it reads records.
-PENDING_KEY_READS: dict[str, str] = {
-    "provider/tables/published.py": "not a payload: the page's own JSON answer (EpochDetail.to_dict)",
-}
+PENDING_KEY_READS: dict[str, str] = {}
 # The names a decoded document goes by: a payload (``doc``) or a request's stored result (``stored``).
 RAW_DOCUMENTS = {"doc", "stored"}
 
