@@ -32,7 +32,8 @@ and the finding of a lost answer, and can put several steps into one transaction
 when it is a whole operation, which runs its own call through ``ctx.call``. The context always
 comes with the pipeline, its paths, its session and its clock, so no function takes a client and
 paths apart. Functions that ask nothing of ZooKeeper take their values; the face and the services
-take a ledger.
+take a ledger. ``base`` lies below the context, so its ZooKeeper tools (the ACL checks the command
+line runs before it has a pipeline's context) take a started client.
 """
 
 from airflow_epochs.coordination.base.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
