@@ -17,9 +17,9 @@ from typing import Any
 from airflow_epochs.coordination.base.errors import CorruptPayload
 
 # The output that carries the state an epoch leaves for the next one.
-SNAPSHOT_OUTPUT = "snapshot"
+_SNAPSHOT_OUTPUT = "snapshot"
 # The vote's key for the voting task's OpenLineage run (as airflow_epochs.lineage.runs names it).
-LINEAGE_RUN_KEY = "lineage_run"
+_LINEAGE_RUN_KEY = "lineage_run"
 # What of a run's manifest goes into its vote (small: locations, counts, checksums).
 _VOTED = ("epoch", "attempt", "run", "location", "outputs", "config_version", "snapshot_from", "seconds")
 
@@ -93,7 +93,7 @@ class RunManifest:
     @property
     def snapshot(self) -> OutputFiles | None:
         """The output carrying the state this epoch leaves for the next one, if the run wrote one."""
-        return self.outputs.get(SNAPSHOT_OUTPUT)
+        return self.outputs.get(_SNAPSHOT_OUTPUT)
 
     def to_json(self) -> dict[str, Any]:
         """The whole manifest, as the run directory's ``_MANIFEST.json`` holds it."""
@@ -103,7 +103,7 @@ class RunManifest:
             "location": self.location, "outputs": {name: o.to_json() for name, o in self.outputs.items()},
             "snapshot_from": self.snapshot_from, "seconds": self.seconds, "extra": dict(self.extra)}
         if self.lineage_run is not None:
-            body[LINEAGE_RUN_KEY] = self.lineage_run.to_json()
+            body[_LINEAGE_RUN_KEY] = self.lineage_run.to_json()
         return body
 
     def vote_summary(self) -> dict[str, Any]:
@@ -111,7 +111,7 @@ class RunManifest:
         whole = self.to_json()
         body = {key: whole[key] for key in _VOTED}
         if self.lineage_run is not None:
-            body[LINEAGE_RUN_KEY] = self.lineage_run.to_json()
+            body[_LINEAGE_RUN_KEY] = self.lineage_run.to_json()
         return body
 
     @classmethod
@@ -133,7 +133,7 @@ class RunManifest:
             _optional_int(doc.get("snapshot_from"), where, "snapshot_from"),
             None if seconds is None else float(seconds),
             _optional_str(doc.get("pipeline")), _optional_str(doc.get("partition")), _optional_str(doc.get("producer")),
-            dict(extra) if isinstance(extra, Mapping) else {}, LineageRun.from_json(doc.get(LINEAGE_RUN_KEY)))
+            dict(extra) if isinstance(extra, Mapping) else {}, LineageRun.from_json(doc.get(_LINEAGE_RUN_KEY)))
 
     @classmethod
     def from_vote(cls, vote: Any, *, where: str = "a vote") -> RunManifest | None:
@@ -145,7 +145,7 @@ class RunManifest:
 
 def vote_lineage_run(vote: Any) -> LineageRun | None:
     """The OpenLineage run a vote recorded (any vote, Spark's or not), or None."""
-    return LineageRun.from_json(vote.get(LINEAGE_RUN_KEY)) if isinstance(vote, Mapping) else None
+    return LineageRun.from_json(vote.get(_LINEAGE_RUN_KEY)) if isinstance(vote, Mapping) else None
 
 
 def manifest_totals(votes: Iterable[Any]) -> dict[str, int | float]:
@@ -156,7 +156,7 @@ def manifest_totals(votes: Iterable[Any]) -> dict[str, int | float]:
         if not isinstance(vote, Mapping):
             continue
         outputs = vote.get("outputs")
-        items = [o for name, o in outputs.items() if name != SNAPSHOT_OUTPUT and isinstance(o, Mapping)] \
+        items = [o for name, o in outputs.items() if name != _SNAPSHOT_OUTPUT and isinstance(o, Mapping)] \
             if isinstance(outputs, Mapping) else [vote]
         for item in items:
             for key in ("rows", "bytes", "files"):
