@@ -11,6 +11,10 @@ PostgreSQL opens no TCP port: it listens only on a Unix socket in its own folder
 account), and asks for a password generated for the stack (SCRAM), kept beside a template as a 0600
 file so that copies of the template open with it. No other local user reaches it.
 
+Every process of one stack gets the same Fernet key, JWT secret and API secret key, made for this stack
+(``airflow_secrets``): left unset, each Airflow process makes up its own, and a trigger runner on
+another key than the process that stored a trigger cannot read its kwargs.
+
 (The triggerer on SQLite was seen here to reuse a trigger id and never run the trigger: PostgreSQL.)
 """
 
@@ -30,6 +34,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from airflow_secrets import deployment_secrets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,13 +67,13 @@ class AirflowStack:
         (``migrated_template``); the stack's server runs on a copy of it instead of a new, empty one."""
         self.base = base
         self.extra_env = dict(env or {})
+        self.secrets = deployment_secrets()  # one set for every process of this deployment, never logged
         self.template = template
         self.pg_port = _free_port()
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.spawned_at: dict[str, float] = {}  # the latest start of each component (wall clock)
         self.pg_folder: Path | None = None  # made by start_postgres(), removed by stop()
-        self.api_secret = secrets.token_urlsafe(32)
         # a template's server asks for the password it was made with (kept beside it, 0600)
         self.pg_password = (template_password(template).read_text().strip() if template is not None
                             else secrets.token_urlsafe(24))
@@ -165,9 +171,7 @@ class AirflowStack:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not served (see spawn)
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            # generated per stack: a known constant would let any local user sign API and log-server tokens
-            "AIRFLOW__API_AUTH__JWT_SECRET": self.api_secret,
-            "AIRFLOW__API__SECRET_KEY": self.api_secret,
+            **self.secrets,
             **self.extra_env,
         }
 
@@ -241,6 +245,27 @@ class AirflowStack:
         job_started = owner[0][0].timestamp()  # type: ignore[attr-defined]  # a timestamptz: an aware datetime
         before = [(at, name) for name, at in self.spawned_at.items() if name in names and at <= job_started]
         return max(before)[1] if before else None
+
+    def running(self, *names: str) -> None:
+        """Fail, with its log, if any component ``names`` has exited (e.g. a triggerer whose trigger
+        runner died: Airflow then ends the whole triggerer)."""
+        for name in names:
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                raise AssertionError(f"{name} is not running (exit {None if proc is None else proc.returncode}):\n"
+                                     f"{self.log_tail(name)}")
+
+    def trigger_runner(self, name: str) -> int:
+        """The pid of triggerer ``name``'s trigger runner: the child of its process that listens on no port
+        (the other child is the triggerer's log server)."""
+        import psutil
+
+        parent = psutil.Process(self.procs[name].pid)
+        runners = [child for child in parent.children()
+                   if not [c for c in child.net_connections("tcp") if c.status == psutil.CONN_LISTEN]]
+        if len(runners) != 1:
+            raise AssertionError(f"{name}: expected one trigger runner among its children, found {runners}")
+        return int(runners[0].pid)
 
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crash would."""
