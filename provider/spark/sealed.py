@@ -14,6 +14,7 @@ from airflow_epochs.coordination.errors import InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.spark.run_paths import check_in_run, seal_run_folder
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -40,6 +41,8 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
     """The sealed outputs named ``output`` of ``partition`` at ``epochs``, in epoch order.
 
     :raises PartitionNotSealed: an epoch's partition is not sealed (its data is not visible yet).
+    :raises OutsideRunFolder: a manifest names a run folder that is not the seal's, or an output path
+        outside its run folder (nothing is read).
     """
     wanted = sorted({validate_epoch(e) for e in epochs})
     if not wanted:
@@ -57,18 +60,26 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
             item = (manifest.get("outputs") or {}).get(output) if isinstance(manifest, dict) else None
             if item is None:
                 continue  # this producer voted without writing that output (e.g. a non-Spark vote)
-            found.append(SealedOutput(epoch, partition, producer, seal.attempt, str(manifest.get("location")),
-                                      str(item["path"]), str(item.get("format", "parquet")), int(item["rows"]),
-                                      str(item["checksum"])))
+            # Checked before anything reads, publishes or deletes it: a manifest comes from ZooKeeper.
+            run = seal_run_folder(manifest.get("location"), pipeline=ledger.pipeline, partition=partition,
+                                  epoch=epoch, attempt=seal.attempt)
+            path = check_in_run(run, item.get("path") if isinstance(item, dict) else None, f"output {output!r}")
+            found.append(SealedOutput(epoch, partition, producer, seal.attempt, run.text, path.text,
+                                      str(item.get("format", "parquet")), int(item["rows"]), str(item["checksum"])))
     return found
 
 
 def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
-    """The run directories the seal of ``partition`` at ``epoch`` names (what garbage collection keeps)."""
+    """The run directories the seal of ``partition`` at ``epoch`` names (what garbage collection keeps).
+
+    :raises OutsideRunFolder: a manifest names a folder that is not a run folder of the seal.
+    """
     seal = ledger.seal(epoch, partition)
     if seal is None:
         return []
-    return sorted({str(m["location"]) for m in seal.manifests.values() if isinstance(m, dict) and m.get("location")})
+    return sorted({seal_run_folder(m["location"], pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+                                   attempt=seal.attempt).text
+                   for m in seal.manifests.values() if isinstance(m, dict) and m.get("location")})
 
 
 def read_sealed(spark: Any, pipeline: str, partition: str, epochs: Iterable[int], *,
