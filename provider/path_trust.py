@@ -88,3 +88,37 @@ def resolve_trusted(path: str) -> str:
 def check_trusted(path: str) -> None:
     """Refuse (:class:`UntrustedPath`) a path whose existing part another user could swap."""
     resolve_trusted(path)
+
+
+class OutsideRoot(UntrustedPath):
+    """A path that is not a plain absolute path inside the given root (or not a regular file there)."""
+
+
+def read_inside(root: str, path: object, *, limit: int = 16 << 20) -> bytes:
+    """The bytes of the regular file ``path`` if it lies inside ``root``, both resolved through trusted
+    links only (:func:`resolve_trusted`); opened without following a link, refused with more than one
+    hard link (a planted link to another user's file) or more than ``limit`` bytes.
+
+    :raises OutsideRoot: naming ``path``, before anything is read.
+    :raises UntrustedPath: a component of either path is another user's to swap.
+    """
+    if not isinstance(path, str) or not path.startswith("/") or posixpath.normpath(path) != path \
+            or any(ord(ch) < 32 for ch in path):
+        raise OutsideRoot(f"{path!r} is not a plain absolute path; nothing was read")
+    real_root = resolve_trusted(root).rstrip("/")
+    real = resolve_trusted(path)
+    if not real.startswith(real_root + "/"):
+        raise OutsideRoot(f"{path!r} is not inside {root!r}; nothing was read")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OutsideRoot(f"{path!r} cannot be opened inside {root!r}: {exc.strerror}; nothing was read") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise OutsideRoot(f"{path!r} is not a regular file with one link; nothing was read")
+    with os.fdopen(fd, "rb") as source:
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise OutsideRoot(f"{path!r} is larger than {limit} bytes; nothing was used")
+    return data
