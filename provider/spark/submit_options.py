@@ -135,7 +135,7 @@ def _text(what: str, value: object, *, allow_comma: bool = True) -> str:
     return value
 
 
-def _deployment_setting(option: str) -> str:
+def deployment_setting(option: str) -> str:
     """``[epochs] <option>`` from Airflow's configuration (or ``AIRFLOW__EPOCHS__<OPTION>`` without Airflow)."""
     try:
         from airflow.configuration import conf  # lazily: this module is pure logic elsewhere
@@ -144,8 +144,13 @@ def _deployment_setting(option: str) -> str:
     return str(conf.get("epochs", option, fallback="") or "")
 
 
+def listed_setting(option: str) -> frozenset[str]:
+    """The comma-separated names of ``[epochs] <option>``."""
+    return _listed(option)
+
+
 def _listed(option: str) -> frozenset[str]:
-    return frozenset(part.strip() for part in _deployment_setting(option).split(",") if part.strip())
+    return frozenset(part.strip() for part in deployment_setting(option).split(",") if part.strip())
 
 
 def check_conf_key(key: object, *, extra: Iterable[str] | None = None) -> str:
