@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import redact_uri
 
 MAX_LOCATION_LENGTH = 4096

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import Location, parse_location

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
 from airflow_epochs.spark.locations import Location, parse_location
 from airflow_epochs.spark.submit_options import listed_setting

@@ -13,7 +13,7 @@ links only, and no link or other user's folder below it; see
 
 from __future__ import annotations
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import parse_location
 from airflow_epochs.spark.storage import check_inside
