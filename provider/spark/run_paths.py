@@ -5,7 +5,7 @@ A seal's manifests come from ZooKeeper, which whoever may write there controls: 
 ``outputs.data.path`` points at a folder only root may read would otherwise have a reader, a table
 publish or garbage collection act on that folder with our rights. So a manifest's ``location`` must be a
 run folder of the seal by the storage layout (``…/<pipeline>/<partition>/epoch=<e>/attempt=<a>/run=<id>``,
-parsed canonically: :func:`~airflow_epochs.spark.locations.parse_location`), and every path it names
+parsed canonically: :func:`~airflow_epochs.coordination.base.locations.parse_location`), and every path it names
 must lie below that folder: by the parsed path, and on a local disk also once resolved through links
 that nobody else could have placed (:func:`~airflow_epochs.path_trust.resolve_trusted`).
 """

@@ -41,8 +41,8 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
     """The sealed outputs named ``output`` of ``partition`` at ``epochs``, in epoch order.
 
     :raises PartitionNotSealed: an epoch's partition is not sealed (its data is not visible yet).
-    :raises OutsideRunFolder: a manifest names a run folder that is not the seal's, or an output path
-        outside its run folder (nothing is read).
+    :raises ~airflow_epochs.spark.run_paths.OutsideRunFolder: a manifest names a run folder that is not
+        the seal's, or an output path outside its run folder (nothing is read).
     """
     wanted = sorted({validate_epoch(e) for e in epochs})
     if not wanted:
@@ -72,7 +72,8 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
 def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
     """The run directories the seal of ``partition`` at ``epoch`` names (what garbage collection keeps).
 
-    :raises OutsideRunFolder: a manifest names a folder that is not a run folder of the seal.
+    :raises ~airflow_epochs.spark.run_paths.OutsideRunFolder: a manifest names a folder that is not a run
+        folder of the seal.
     """
     seal = ledger.seal(epoch, partition)
     if seal is None:

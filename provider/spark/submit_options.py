@@ -48,6 +48,7 @@ _DURATION = r"[0-9]{1,9}(ms|s|m|min|h|d)?"
 _TIME_ZONE = r"UTC|GMT|Z|[+-][0-9]{2}:[0-9]{2}|[A-Z][A-Za-z_+-]{1,30}(/[A-Z][A-Za-z0-9_+-]{0,30}){1,2}"
 _K8S_CPU = r"[0-9]{1,4}(\.[0-9]{1,3}|m)?"
 _DNS_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+#: Each allowed Spark setting and the regular expression its whole value must match.
 CONF_SHAPES: dict[str, str] = {
     **dict.fromkeys(("spark.driver.memory", "spark.driver.memoryOverhead", "spark.driver.maxResultSize",
                      "spark.executor.memory", "spark.executor.memoryOverhead", "spark.memory.offHeap.size",
@@ -80,8 +81,8 @@ CONF_SHAPES: dict[str, str] = {
 # Spark settings a job may tune: sizes, counts, timeouts and switches (never a class, a path or a URL that
 # Spark would load or connect to: ``spark.hadoop.fs.s3a.endpoint`` redirected S3 traffic, so it left).
 CONF_ALLOWED = frozenset(CONF_SHAPES)
-# An admin-listed setting holds a plain scalar: a number, size, duration, boolean or one word without
-# dots, slashes or colons, so never a class name (``com.x.Registrator``), a path or a URL.
+#: An admin-listed setting holds a plain scalar: a number, size, duration, boolean or one word without
+#: dots, slashes or colons, so never a class name (``com.x.Registrator``), a path or a URL.
 ADMIN_CONF_SHAPE = rf"{_SIZE}|{_FLOAT}|{_DURATION}|[A-Za-z][A-Za-z0-9_-]{{0,63}}"
 # Words that, anywhere in a key, mean it loads code, a class, a library or a file, or holds an environment:
 # refused even if an admin lists the key.
@@ -96,6 +97,7 @@ CONF_NEVER_WORDS = (
 # or ':file', which would load any file as zone data), a locale name (never a path, which glibc would
 # load locale data from), a thread count.
 _LOCALE = r"C|POSIX|[a-z]{2,3}(_[A-Z]{2})?(\.[A-Za-z0-9-]{1,16})?(@[a-z]{1,16})?|C\.(UTF-8|utf8)"
+#: Each allowed environment variable and the regular expression its whole value must match.
 ENV_SHAPES: dict[str, str] = {
     "TZ": _TIME_ZONE + r"|[A-Z]{3,5}[+-]?[0-9]{1,2}([A-Z]{3,5})?",
     "LANGUAGE": rf"({_LOCALE})(:({_LOCALE})){{0,15}}",
@@ -105,7 +107,7 @@ ENV_SHAPES: dict[str, str] = {
                     r"[1-9][0-9]{0,3}"),
 }
 ENV_ALLOWED = frozenset(ENV_SHAPES)
-# An admin-listed environment variable holds a plain value: no path, URL or list of them.
+#: An admin-listed environment variable holds a plain value: no path, URL or list of them.
 ADMIN_ENV_SHAPE = r"[A-Za-z0-9_.+=@-]{0,256}"
 # The job's own settings: no library reads names under this prefix.
 ENV_JOB_PREFIX = "EPOCHS_JOB_"

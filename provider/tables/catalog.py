@@ -11,7 +11,7 @@ Connection type ``iceberg`` (or any type, with the same extras):
   on :data:`REST_SETTINGS` and their values have the shape it gives.
 
 A SQL catalog's ``warehouse`` and ``sqlite`` must be canonical locations
-(:func:`~airflow_epochs.spark.locations.parse_location`), inside ``[epochs] allowed_table_roots`` when
+(:func:`~airflow_epochs.coordination.base.locations.parse_location`), inside ``[epochs] allowed_table_roots`` when
 the admin names any.
 
 Nothing from an extra picks a module or class to load (pyiceberg's ``py-catalog-impl`` / ``py-io-impl``
@@ -37,8 +37,8 @@ _ANY_TEXT = r"[^\x00-\x1f\x7f]{1,4096}"  # a credential's shape: any one line
 _PLAIN = r"[A-Za-z0-9_.:@/+-]{1,512}"
 _BOOL = r"true|false"
 _REGION = r"[a-z0-9-]{1,64}"
-# Every REST extra a connection may carry, with the shape of its value (an allow-list of names and
-# shapes: nothing picks a class, a file, a proxy or an endpoint other than the catalog's own).
+#: Every REST extra a connection may carry, with the shape of its value (an allow-list of names and
+#: shapes: nothing picks a class, a file, a proxy or an endpoint other than the catalog's own).
 REST_SETTINGS: dict[str, str] = {
     "warehouse": _PLAIN, "prefix": r"[A-Za-z0-9_.-]{1,128}", "credential": _ANY_TEXT,
     "scope": r"[A-Za-z0-9_:. -]{1,512}", "audience": _PLAIN, "resource": _PLAIN,
@@ -52,6 +52,7 @@ REST_SETTINGS: dict[str, str] = {
     "header.Authorization": _ANY_TEXT,
     "rest.sigv4-enabled": _BOOL, "rest.signing-region": _REGION, "rest.signing-name": r"[a-z0-9-]{1,64}",
 }
+# The names of REST_SETTINGS.
 PASSED_THROUGH = frozenset(REST_SETTINGS)
 _SQL_EXTRAS = frozenset({"catalog", "warehouse", "sqlite", "name"})
 _CATALOG_NAME = r"[A-Za-z0-9_-]{1,64}"

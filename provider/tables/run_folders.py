@@ -4,7 +4,7 @@ and the pipeline's storage root before anything is written.
 A publish that registers a seal's files marks their run folder (``_PUBLISHED``, so garbage collection
 keeps it). The folder comes from a manifest in ZooKeeper, which anyone who can write there controls, so
 the marker would land wherever it points. Before any write the location, parsed into its one canonical
-spelling (:func:`~airflow_epochs.spark.locations.parse_location`), must be that seal's run folder by
+spelling (:func:`~airflow_epochs.coordination.base.locations.parse_location`), must be that seal's run folder by
 the storage layout (``<storage>/<pipeline>/<partition>/epoch=<e>/attempt=<a>/run=<id>``) and, when the
 storage root is given, exactly that folder under it (on a local disk: the root resolved through trusted
 links only, and no link or other user's folder below it; see
