@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import InvalidInput
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import Location, parse_location
@@ -64,19 +65,15 @@ def check_in_run(run: Location, path: object, what: str = "output") -> Location:
     return target
 
 
-def check_manifest_outputs(location: str, manifest: Mapping[str, Any]) -> None:
+def check_manifest_outputs(location: str, manifest: RunManifest) -> None:
     """Refuse (:class:`OutsideRunFolder`) a job's manifest that names another run folder than ``location``
     (where the job ran), or an output outside it: checked before the manifest is voted."""
     run = parse_location("run folder", location)
-    named = manifest.get("location")
-    if named is not None and parse_location("manifest location", named) != run:
-        raise OutsideRunFolder(f"the manifest in {_shown(location)} names run folder {_shown(named)}; nothing "
-                               "was voted")
-    outputs = manifest.get("outputs") or {}
-    if not isinstance(outputs, Mapping):
-        raise OutsideRunFolder(f"the manifest in {_shown(location)} has outputs {outputs!r}, not a mapping")
-    for name, item in outputs.items():
-        check_in_run(run, item.get("path") if isinstance(item, Mapping) else None, f"output {name!r}")
+    if parse_location("manifest location", manifest.location) != run:
+        raise OutsideRunFolder(f"the manifest in {_shown(location)} names run folder {_shown(manifest.location)}; "
+                               "nothing was voted")
+    for name, item in manifest.outputs.items():
+        check_in_run(run, item.path, f"output {name!r}")
 
 
 def check_snapshot_pointer(storage: str, pipeline: str, partition: str, pointer: Mapping[str, Any]) -> Location:

@@ -14,6 +14,7 @@ from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSe
 from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.spark.run_paths import check_in_run, seal_run_folder
 
 if TYPE_CHECKING:
@@ -56,16 +57,16 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
                 f"(frontier {ledger.frontier()}); its output is not visible"
             )
         for producer in seal.producers:
-            manifest: Any = seal.manifests.get(producer) or {}
-            item = (manifest.get("outputs") or {}).get(output) if isinstance(manifest, dict) else None
-            if item is None:
+            run = RunManifest.from_vote(seal.manifests.get(producer), where=f"the vote of {producer!r}")
+            item = None if run is None else run.outputs.get(output)
+            if run is None or item is None:
                 continue  # this producer voted without writing that output (e.g. a non-Spark vote)
             # Checked before anything reads, publishes or deletes it: a manifest comes from ZooKeeper.
-            run = seal_run_folder(manifest.get("location"), pipeline=ledger.pipeline, partition=partition,
-                                  epoch=epoch, attempt=seal.attempt)
-            path = check_in_run(run, item.get("path") if isinstance(item, dict) else None, f"output {output!r}")
-            found.append(SealedOutput(epoch, partition, producer, seal.attempt, run.text, path.text,
-                                      str(item.get("format", "parquet")), int(item["rows"]), str(item["checksum"])))
+            folder = seal_run_folder(run.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+                                     attempt=seal.attempt)
+            path = check_in_run(folder, item.path, f"output {output!r}")
+            found.append(SealedOutput(epoch, partition, producer, seal.attempt, folder.text, path.text, item.format,
+                                      item.rows, item.checksum))
     return found
 
 
@@ -78,9 +79,10 @@ def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
     seal = ledger.seal(epoch, partition)
     if seal is None:
         return []
-    return sorted({seal_run_folder(m["location"], pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+    runs = (RunManifest.from_vote(vote, where=f"the vote of {producer!r}") for producer, vote in seal.manifests.items())
+    return sorted({seal_run_folder(run.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
                                    attempt=seal.attempt).text
-                   for m in seal.manifests.values() if isinstance(m, dict) and m.get("location")})
+                   for run in runs if run is not None and run.location})
 
 
 def read_sealed(spark: Any, pipeline: str, partition: str, epochs: Iterable[int], *,

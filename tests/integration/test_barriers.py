@@ -221,7 +221,7 @@ def test_a_repeated_completing_arrival_releases(zk_server, zk_chroot, zk, epoch_
     )
     dead = subprocess.run([sys.executable, "-c", code, zk_server.hosts + zk_chroot], capture_output=True, timeout=60)
     assert dead.returncode == -signal.SIGKILL, dead.stderr[-2000:]
-    assert barrier.status()["arrived"] == ["x", "y"] and barrier.outcome() is None  # arrived, not released
+    assert barrier.status().arrived == ("x", "y") and barrier.outcome() is None  # arrived, not released
     started = time.monotonic()
     repeat = barrier.arrive("y")
     assert repeat.released and repeat.index == 0

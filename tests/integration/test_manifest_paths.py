@@ -86,13 +86,18 @@ def test_the_seals_own_output_is_read_and_published(zk, tmp_path):
 
 
 def test_a_jobs_manifest_and_a_snapshot_pointer_are_checked_before_they_are_voted_or_read(tmp_path):
+    from airflow_epochs.coordination.wire.manifests import RunManifest
+
+    def record(doc):
+        return RunManifest.from_json({"epoch": 2, "attempt": 5, "run": "r1", **doc}, where="test")
+
     run = run_location(str(tmp_path), "p", "x", 2, 5, "r1")
-    check_manifest_outputs(run, {"location": run, "outputs": {"data": {"path": f"{run}/data"}}})
+    check_manifest_outputs(run, record({"location": run, "outputs": {"data": {"path": f"{run}/data"}}}))
     for manifest in ({"location": run, "outputs": {"data": {"path": "/etc"}}},
                      {"location": "/etc", "outputs": {}},
                      {"location": run, "outputs": {"snapshot": {"path": f"{run}/../r2/snapshot"}}}):
         with pytest.raises(OutsideRunFolder):
-            check_manifest_outputs(run, manifest)
+            check_manifest_outputs(run, record(manifest))
     previous = run_location(str(tmp_path), "p", "x", 1, 3, "r0")
     check_snapshot_pointer(str(tmp_path), "p", "x", {"path": f"{previous}/snapshot", "epoch": 1})
     for pointer in ({"path": "/etc/snapshot", "epoch": 1}, {"path": f"{previous}/snapshot", "epoch": 2},
