@@ -61,7 +61,7 @@ nitpick_ignore_regex = [
     # public names are documented under airflow_epochs.coordination, these modules (in its base/, state/,
     # recipes/... sub-packages) are not part of the API.
     (r"py:mod", r"(archive|delivery_scopes|lineage|locks)"),
-    (r"py:class", r"airflow_epochs\.coordination\.(\w+\.)?(session|retrying|backpressure|barrier_values|pipeline)\..*"),
+    (r"py:class", r"airflow_epochs\.coordination\.(\w+\.)?(session|retrying|backpressure|barrier_values|pipeline|manifests)\..*"),
     (r"py:class", r"(Call|Conflict)"),
     (r"py:meth", r"Call\.send"),
     (r"py:attr", r"op_timeout"),
