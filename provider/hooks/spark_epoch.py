@@ -27,7 +27,7 @@ from airflow_epochs.redaction import register_uri_secrets
 from airflow_epochs.servers.private_files import write_private
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
-from airflow_epochs.spark.locations import validate_location
+from airflow_epochs.spark.locations import parse_location, validate_location
 from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
 from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
 
@@ -119,7 +119,7 @@ class SparkEpochHook(BaseHook):
         if not os.path.isfile(self.application):
             raise InvalidInput(f"Spark application {self.application!r} does not exist")
         register_uri_secrets([storage, *inputs.values()])
-        validate_location("storage", storage)
+        parse_location("storage", storage)
         for name, location in inputs.items():
             validate_location(name, location)
 

@@ -28,6 +28,7 @@ from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.lineage.runs import LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
+from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
 from airflow_epochs.spark.sealed import sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
 
@@ -134,11 +135,13 @@ def submit_and_seal(
         for name, upstream in (sealed_inputs or {}).items():
             paths = [item.path for item in sealed_outputs(ledger, upstream, [attempt.epoch])]
             resolved[name] = paths[0] if len(paths) == 1 else paths
+        snapshot = None if decision.snapshot is None else dict(decision.snapshot.pointer)
+        if snapshot is not None:  # the job would read it: it must be a sealed run's, under our storage
+            check_snapshot_pointer(storage, attempt.pipeline, partition, snapshot)
         context = EpochContext(
             pipeline=attempt.pipeline, partition=partition, producer=producer, epoch=attempt.epoch,
             attempt=attempt.token, config_version=attempt.config_version, run=uuid.uuid4().hex[:16],
-            storage=storage, inputs=resolved, buckets=buckets,
-            snapshot=None if decision.snapshot is None else dict(decision.snapshot.pointer),
+            storage=storage, inputs=resolved, buckets=buckets, snapshot=snapshot,
         )
         location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)
         log.info("epoch %s: running %s/%s (attempt %s, run %s, snapshot from epoch %s)", attempt.epoch, partition,
@@ -153,6 +156,7 @@ def submit_and_seal(
         if (record.epoch, record.attempt, record.run) != (attempt.epoch, attempt.token, context.run):
             raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
                                      f"{record.epoch}/{record.attempt}/{record.run}")
+        check_manifest_outputs(location, record)  # before it is voted: readers and publish trust the seal
         summary = record.vote_summary()
         if lineage_run:
             summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}
