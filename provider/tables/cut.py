@@ -19,7 +19,7 @@ from airflow_epochs.coordination.lineage import LineageItem, check_consistency, 
 from airflow_epochs.coordination.names import validate_epoch
 from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.tables import history as h
-from airflow_epochs.tables.publish import check_identifier, still_sealed
+from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
