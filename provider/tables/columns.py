@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from airflow_epochs.coordination.errors import EpochsError
+from airflow_epochs.coordination.base.errors import EpochsError
 from airflow_epochs.spark.storage import filesystem
 
 # Lossless type widenings Iceberg allows in place (schema evolution by name).

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_epochs.coordination.errors import EpochsError
+from airflow_epochs.coordination.base.errors import EpochsError
 from airflow_epochs.tables import history as h
 
 NAME_MAPPING = "schema.name-mapping.default"  # pyiceberg's TableProperties.DEFAULT_NAME_MAPPING

@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_epochs.coordination.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.spark.storage import mark_published
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.columns import (

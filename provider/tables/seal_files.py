@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_epochs.coordination.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import data_files
