@@ -27,6 +27,11 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The Airflow processes the tests start share this home: one Fernet key, JWT and API secret for all of
+# them (left unset, each process makes up its own and may write it into airflow.cfg first).
+from airflow_secrets import deployment_secrets  # noqa: E402
+
+os.environ.update(deployment_secrets())
 
 from built_once import built_once  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402

@@ -11,6 +11,29 @@ Typical use::
     attempt = ledger.open_epoch(1)
     ledger.vote(attempt, "orders", "ingest", {"rows": 42})   # last vote: seals partition and epoch
     assert ledger.frontier() == 1
+
+Layout, lowest layer first (a module imports from its own layer and those below; this index
+re-exports the public names of every layer, and no module of the core imports it):
+
+- ``base``: errors, names, paths, transaction steps, the session and its calls, retries, ACLs;
+- ``wire``: the records kept in znodes and their encodings (the one place a payload is decoded);
+- ``state``: the pipeline context and the reads of a pipeline's state (reader, snapshots, history,
+  archive);
+- ``protocol``: the protocol's writes (opening, votes, seals, closing, aborts, rollbacks, the
+  configuration, retention, delivery scopes);
+- ``recipes``: barriers, leadership, locks, backpressure, asset delivery, lineage;
+- the face, :class:`EpochLedger` (``ledger.py``): one handle per pipeline over all of the above;
+- ``services``: what is built on ledgers (the coordinator, submission checks, reconfiguration,
+  declared votes, module-level shortcuts).
+
+One calling convention below the face: a function that asks ZooKeeper about a pipeline takes
+``(call, ctx, ...)`` when it is a step of a caller's call (the caller owns the deadline, the retries
+and the finding of a lost answer, and can put several steps into one transaction), and ``(ctx, ...)``
+when it is a whole operation, which runs its own call through ``ctx.call``. The context always
+comes with the pipeline, its paths, its session and its clock, so no function takes a client and
+paths apart. Functions that ask nothing of ZooKeeper take their values; the face and the services
+take a ledger. ``base`` lies below the context, so its ZooKeeper tools (the ACL checks the command
+line runs before it has a pipeline's context) take a started client.
 """
 
 from airflow_epochs.coordination.base.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
@@ -70,10 +93,6 @@ from airflow_epochs.coordination.recipes.backpressure import (
     ConsumerState,
     TooManyConsumers,
     UnknownConsumer,
-    acknowledge,
-    consumers,
-    register_consumer,
-    unregister_consumer,
 )
 from airflow_epochs.coordination.recipes.barriers import (
     Arrival,
@@ -89,7 +108,7 @@ from airflow_epochs.coordination.recipes.barriers import (
     UnknownParticipant,
 )
 from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
-from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency, lineage_of
+from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
 from airflow_epochs.coordination.services.coordinator import OpenDecision, open_as_leader
 from airflow_epochs.coordination.services.reconfig import (
@@ -99,8 +118,15 @@ from airflow_epochs.coordination.services.reconfig import (
     plan_migration,
     schedule_migration,
 )
+from airflow_epochs.coordination.services.shortcuts import (
+    acknowledge,
+    consumers,
+    lineage_of,
+    register_consumer,
+    unregister_consumer,
+)
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
-from airflow_epochs.coordination.state.reader import PipelineReader
+from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.wire.records import (
     Attempt,

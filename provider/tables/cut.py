@@ -17,7 +17,8 @@ from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency, lineage_of
+from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
+from airflow_epochs.coordination.services.shortcuts import lineage_of
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 

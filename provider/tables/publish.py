@@ -41,10 +41,10 @@ from typing import Any
 from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.wire.events import Rollback
 from airflow_epochs.spark.storage import mark_published
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.columns import (
-    IncompatibleSchema,
     arrow_for_iceberg,
     check_compatible,
     files_schema,
@@ -58,7 +58,7 @@ from airflow_epochs.tables.commit_guard import (
     publish_lock,
     without_client_retries,
 )
-from airflow_epochs.tables.integrity import TableBroken, raise_if_broken
+from airflow_epochs.tables.integrity import raise_if_broken
 from airflow_epochs.tables.run_folders import RunOutsideStorage, check_run_folder, run_folder_of
 from airflow_epochs.tables.seal_files import (
     PublishRefused,
@@ -69,10 +69,6 @@ from airflow_epochs.tables.seal_files import (
 )
 
 log = logging.getLogger(__name__)
-
-__all__ = ["COMMIT_RETRIES", "RUN_MARKERS", "IncompatibleSchema", "PublishOutcome", "PublishRefused", "Publisher",
-           "RolledBackWhilePublishing", "SealToPublish", "StepHook", "TableBroken", "check_identifier",
-           "mirror_rollback", "publish_sealed", "runs_named_by", "seal_to_publish", "still_sealed"]
 
 StepHook = Callable[[str], None]
 COMMIT_RETRIES = 5
@@ -256,7 +252,10 @@ class Publisher:
             try:
                 table, mode = self._prepare(table, seal, where)
                 self._commit(table, seal, mode)
-            except refused as exc:
+            except (refused, ValueError) as exc:
+                # ValueError: add_files saw the files registered already (a writer got in after our look)
+                if isinstance(exc, ValueError) and "already referenced" not in str(exc):
+                    raise
                 # Another writer got in (our lock's session may have expired under us): nothing of ours
                 # landed. If the winner committed this very seal, that is our answer.
                 winner = self.load()
@@ -390,8 +389,10 @@ class Publisher:
     def _rollback_request(self, to_epoch: int) -> str:
         """The request id of the ledger's newest rollback to ``to_epoch`` or before (the record we mirror)."""
         for event in reversed(self.ledger.history()):
-            if event.event == "rollback" and int(event.detail.get("to_epoch", -1)) <= to_epoch:
-                return str(event.detail.get("request") or f"rollback-seq-{event.seq}")
+            record = event.record
+            # a rollback's event does not store its request id: its sequence number names it
+            if isinstance(record, Rollback) and record.to_epoch <= to_epoch:
+                return f"rollback-seq-{event.seq}"
         return f"rollback-to-{to_epoch}"
 
     @staticmethod

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import data_files
 from airflow_epochs.tables import history as h
@@ -79,8 +80,9 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
                                  f"{item.format}; only Parquet outputs are published")
         found = [f"{item.path.rstrip('/')}/{name}" for name, _ in data_files(item.path)]
-        manifest = seal.manifests.get(item.producer) or {}
-        vouched = ((manifest.get("outputs") or {}).get(output) or {}).get("files")
+        run = RunManifest.from_vote(seal.manifests.get(item.producer), where=f"the vote of {item.producer!r}")
+        voted = None if run is None else run.outputs.get(output)
+        vouched = None if voted is None else voted.files
         if vouched is not None and int(vouched) != len(found):
             raise PublishRefused(f"epoch {epoch}: the manifest of {item.producer!r} names {vouched} file(s) under "
                                  f"{item.path}, {len(found)} are there; nothing is published")

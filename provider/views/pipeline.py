@@ -279,9 +279,9 @@ class PipelineState:
                 views.append(BarrierView(epoch, name, False, None, None, expected, (), expected, None))
                 continue
             outcome = barrier.outcome()
-            late = tuple(outcome.late) if outcome else tuple(status["late"])
-            views.append(BarrierView(epoch, name, True, str(status["policy"]), float(status["deadline"]),
-                                     tuple(status["registered"]), tuple(status["arrived"]), late,
+            late = tuple(outcome.late) if outcome else status.late
+            views.append(BarrierView(epoch, name, True, status.policy, status.deadline, status.registered,
+                                     status.arrived, late,
                                      outcome.decision if outcome else None,
                                      outcome.stragglers if outcome else len(late)))
         return views

@@ -237,7 +237,7 @@ def test_the_epochs_page_status_and_timeline_show_an_archived_epoch_as_before(zk
         # the page's attempt list comes from its history cache, loaded in the background on first use
         # (timing): the events behind it are compared through ``ledger.history()``
         return page.epoch_detail(epoch, history=False), rows, drawn, epoch_status(ledger, epoch), \
-            [e for e in ledger.history() if e.detail.get("epoch") == epoch]
+            [e for e in ledger.history() if e.record.epoch == epoch]
 
     for epoch in range(1, 11):
         _run_epoch(ledger, epoch)

@@ -65,7 +65,7 @@ def test_the_hooks_ledger_binds_every_recipe_to_its_pipeline(monkeypatch, zk_ser
         barrier = ledger.barrier(1, "in", generation=attempt.generation)
         barrier.declare(StragglerPolicy.fail(600), ["a", "b"])
         barrier.arrive("a")
-        assert (barrier.status()["arrived"], barrier.status()["late"]) == (["a"], ["b"])
+        assert (barrier.status().arrived, barrier.status().late) == (("a",), ("b",))
         ledger.lease(duration=datetime.timedelta(seconds=30)).acquire()
         assert ledger.lease(owner="status-reader").holder().owner == "deploy-a"
         with ledger.lock("write.out", identifier="deploy-a"):

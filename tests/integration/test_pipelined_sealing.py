@@ -31,7 +31,7 @@ def _ballots(prefix: str, partitions: str = "abc", snapshot: object = None) -> l
 
 
 def _sealed_events(ledger: EpochLedger, epoch: int) -> int:
-    return sum(1 for e in ledger.history() if e.event == "epoch_sealed" and e.detail.get("epoch") == epoch)
+    return sum(1 for e in ledger.history() if e.event == "epoch_sealed" and e.record.epoch == epoch)
 
 
 def test_the_epoch_seal_sent_behind_the_batch_saves_the_last_round_trip(zk: KazooClient):

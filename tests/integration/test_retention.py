@@ -54,7 +54,7 @@ def test_retention_compacts_old_epochs_and_keeps_what_retries_need(zk):
     assert lineage_of(ledger, 9, "events").upstream == {"raw": 9}  # the newest compacted seal's vector
     assert lineage_of(ledger, 12, "events").upstream == {"raw": 12}
     events = ledger.history()
-    assert all(e.detail.get("epoch") is None or e.detail["epoch"] >= 10 for e in events), events[:3]
+    assert all(e.record.epoch is None or e.record.epoch >= 10 for e in events), events[:3]
     with pytest.raises(RollbackRefused, match="compacted"):
         ledger.rollback(8, reason="too far back")
     with pytest.raises(EpochAlreadySealed):
@@ -99,7 +99,7 @@ def test_history_is_read_from_a_cursor(zk):
     _epoch(ledger, 2)
     newer = ledger.history(since_seq=first[-1].seq)
     assert [e.event for e in newer] == ["epoch_opened", "partition_sealed", "partition_sealed", "epoch_sealed"]
-    assert all(e.detail["epoch"] == 2 for e in newer)
+    assert all(e.record.epoch == 2 for e in newer)
     assert [e.seq for e in ledger.history()] == [e.seq for e in first + newer]
     latest = ledger.latest_event()
     assert (latest.seq, latest.event) == (newer[-1].seq, "epoch_sealed")

@@ -14,29 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta, timezone
 
 import pytest
+from declared_sales import DECLARED
 
-from airflow_epochs.coordination import EpochCalendar, EpochLedger, InvalidInput
+from airflow_epochs.coordination import EpochLedger, InvalidInput
 from airflow_epochs.coordination.recipes.backpressure import acknowledge, register_consumer
 from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
 from airflow_epochs.coordination.wire.declared import (
-    AssetProducer,
-    CalendarKeys,
-    DeclaredProducers,
     Match,
-    TaskProducer,
 )
 
 pytestmark = pytest.mark.integration
 
-DAY1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-DECLARED = DeclaredProducers(
-    {"sales": (TaskProducer("prod_eu", "load", name="eu"), TaskProducer("prod_us", "load", name="us"),
-               AssetProducer("returns", "file:///data/returns", ("prod_returns",)))},
-    CalendarKeys(EpochCalendar(DAY1, timedelta(days=1))),
-)
 
 
 def _ti(dag_id: str, run: str) -> TaskInstanceId:

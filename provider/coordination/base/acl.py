@@ -28,7 +28,7 @@ from airflow_epochs.coordination.base.errors import CoordinationUnavailable, Inv
 from airflow_epochs.coordination.base.paths import PipelinePaths, child_path
 
 # Rights that let an identity change what the ledger reads: set data, add or remove children, change the ACL.
-WRITE_RIGHTS = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
+_WRITE_RIGHTS = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
 _LETTERS = ((Permissions.CREATE, "c"), (Permissions.DELETE, "d"), (Permissions.READ, "r"),
             (Permissions.WRITE, "w"), (Permissions.ADMIN, "a"))
 _UNREACHABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
@@ -51,7 +51,7 @@ class InsecureAcl(StateError):
 
 
 @dataclass(frozen=True)
-class AclEntry:
+class _AclEntry:
     """One entry of a node's ACL in a log-safe form."""
 
     scheme: str
@@ -63,7 +63,7 @@ class AclEntry:
         return f"{self.scheme}:{self.identity}:{rights}"
 
 
-def own_identities(client: KazooClient) -> set[tuple[str, str]]:
+def _own_identities(client: KazooClient) -> set[tuple[str, str]]:
     """The ``(scheme, id)`` pairs this client authenticates as (digest credentials only)."""
     found: set[tuple[str, str]] = set()
     for scheme, credential in getattr(client, "auth_data", ()) or ():
@@ -76,14 +76,14 @@ def own_identities(client: KazooClient) -> set[tuple[str, str]]:
 def protects_what_it_creates(client: KazooClient) -> bool:
     """Whether the client has digest credentials and creates nodes that only those credentials can write:
     the condition under which an ACL check means anything."""
-    mine = own_identities(client)
+    mine = _own_identities(client)
     default = list(getattr(client, "default_acl", None) or ())
     if not mine or not default:
         return False
     return not _foreign_writers(default, mine) and any((acl.id.scheme, acl.id.id) in mine for acl in default)
 
 
-def pipeline_nodes(paths: PipelinePaths) -> list[str]:
+def _pipeline_nodes(paths: PipelinePaths) -> list[str]:
     """The nodes the ledger creates together with a pipeline (and the leadership lease)."""
     return [paths.base, paths.config_dir, paths.epochs, paths.frontier, paths.history, paths.snapshots,
             paths.requests, paths.locks, paths.consumers, paths.leader]
@@ -102,9 +102,9 @@ def verify_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> None:
     """
     if not protects_what_it_creates(client):
         return
-    mine = own_identities(client)
+    mine = _own_identities(client)
     try:
-        for path in pipeline_nodes(paths):
+        for path in _pipeline_nodes(paths):
             _check_node(client, paths.pipeline, path, mine)
         # The config node is ours by now, so listing its versions is allowed.
         versions = client.get_children(paths.config_dir) if client.exists(paths.config_dir) else []
@@ -138,15 +138,15 @@ def _check_node(client: KazooClient, pipeline: str, path: str, mine: set[tuple[s
             path=path, acl=found)
 
 
-def _entry(acl: Any) -> AclEntry:
+def _entry(acl: Any) -> _AclEntry:
     identity = str(acl.id.id)
     if acl.id.scheme == "digest":  # user:hash -> user; the hash is a password equivalent for brute force
         identity = identity.split(":", 1)[0]
-    return AclEntry(str(acl.id.scheme), identity, int(acl.perms))
+    return _AclEntry(str(acl.id.scheme), identity, int(acl.perms))
 
 
-def _foreign_writers(acls: Iterable[Any], mine: set[tuple[str, str]]) -> list[AclEntry]:
-    return [_entry(acl) for acl in acls if acl.perms & WRITE_RIGHTS and (acl.id.scheme, acl.id.id) not in mine]
+def _foreign_writers(acls: Iterable[Any], mine: set[tuple[str, str]]) -> list[_AclEntry]:
+    return [_entry(acl) for acl in acls if acl.perms & _WRITE_RIGHTS and (acl.id.scheme, acl.id.id) not in mine]
 
 
 def describe(acls: Sequence[Any]) -> str:
@@ -173,7 +173,7 @@ class AclFinding:
         return f"{self.path} can be written by {', '.join(self.foreign)} (ACL found: {self.acl})"
 
 
-def walk_acls(client: KazooClient, top: str, *, batch: int = AUDIT_BATCH) -> Iterator[tuple[str, list[Any] | None]]:
+def _walk_acls(client: KazooClient, top: str, *, batch: int = AUDIT_BATCH) -> Iterator[tuple[str, list[Any] | None]]:
     """Every node under ``top`` (``top`` included) with its ACL (None if it cannot be read), breadth first;
     each level is read in batches of ``batch`` asynchronous requests (ACLs and children together)."""
     level = [top]
@@ -209,12 +209,12 @@ def audit_pipeline_acls(client: KazooClient, paths: PipelinePaths, *, batch: int
     if not protects_what_it_creates(client):
         raise InvalidInput("checking ACLs needs digest credentials with use_acl (the connection's login and "
                            "password): the ACL compared with is the one this connection creates nodes with")
-    mine = own_identities(client)
+    mine = _own_identities(client)
     findings: list[AclFinding] = []
     try:
         if client.exists(paths.base) is None:
             raise InvalidInput(f"pipeline {paths.pipeline!r} does not exist at {paths.base}")
-        for path, acls in walk_acls(client, paths.base, batch=batch):
+        for path, acls in _walk_acls(client, paths.base, batch=batch):
             if acls is None:
                 findings.append(AclFinding(path, "unreadable", ()))
                 continue
@@ -242,7 +242,7 @@ def repair_pipeline_acls(client: KazooClient, paths: PipelinePaths) -> list[str]
         raise InvalidInput("repairing ACLs needs digest credentials with use_acl (the connection's login and "
                            "password): the ACL set is the one this connection creates nodes with")
     wanted = list(client.default_acl)
-    mine = own_identities(client)
+    mine = _own_identities(client)
     changed: list[str] = []
     refused: list[str] = []
     pending = [paths.base]

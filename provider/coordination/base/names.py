@@ -6,8 +6,8 @@ import re
 
 from airflow_epochs.coordination.base.errors import InvalidEpoch, InvalidInput, InvalidName, TooManyAttempts
 
-MAX_NAME_LENGTH = 128
-MAX_ROOT_LENGTH = 512
+_MAX_NAME_LENGTH = 128
+_MAX_ROOT_LENGTH = 512
 MAX_EPOCH = 9_999_999_999  # epochs are stored as 10 zero-padded digits
 # Attempts one epoch may have (tokens count them, across its openings): the epoch's folder, which holds
 # one ``a-<token>`` per attempt and a ``g-``/``b-`` per opening, stays under 150 KB as a listing.
@@ -28,15 +28,15 @@ def validate_name(kind: str, value: object) -> str:
     if kind not in _KINDS:
         raise ValueError(f"unknown name kind {kind!r}")
     # The common case first, in one regex match: the hot paths (votes) validate names often.
-    if isinstance(value, str) and len(value) <= MAX_NAME_LENGTH and value not in (".", "..") \
+    if isinstance(value, str) and len(value) <= _MAX_NAME_LENGTH and value not in (".", "..") \
             and _ALLOWED.fullmatch(value):
         return value
     if not isinstance(value, str):
         raise InvalidName(kind, value, f"must be a string, not {type(value).__name__}")
     if not value:
         raise InvalidName(kind, value, "must not be empty")
-    if len(value) > MAX_NAME_LENGTH:
-        raise InvalidName(kind, value, f"longer than {MAX_NAME_LENGTH} characters")
+    if len(value) > _MAX_NAME_LENGTH:
+        raise InvalidName(kind, value, f"longer than {_MAX_NAME_LENGTH} characters")
     if value in (".", ".."):
         raise InvalidName(kind, value, "'.' and '..' are reserved path segments")
     if "/" in value:
@@ -61,8 +61,8 @@ def validate_root(value: object) -> str:
     if not value.startswith("/") or value == "/" or value.endswith("/"):
         raise InvalidInput(f"root {value!r} must be an absolute znode path such as '/airflow-epochs', "
                            "without a trailing '/'")
-    if len(value) > MAX_ROOT_LENGTH:
-        raise InvalidInput(f"root {value[:40]!r}... is longer than {MAX_ROOT_LENGTH} characters")
+    if len(value) > _MAX_ROOT_LENGTH:
+        raise InvalidInput(f"root {value[:40]!r}... is longer than {_MAX_ROOT_LENGTH} characters")
     for segment in value[1:].split("/"):
         if not segment:
             raise InvalidInput(f"root {value!r} has an empty segment ('//')")

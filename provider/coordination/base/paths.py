@@ -39,12 +39,12 @@ from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 
 DEFAULT_ROOT = "/airflow-epochs"
 # A delivery scope's children: ``next-<partition>`` cursors, and the claims of seals being delivered.
-CURSOR_PREFIX = "next-"
+_CURSOR_PREFIX = "next-"
 
 
 def cursor_partition(name: str) -> str | None:
     """The partition a delivery scope's child ``name`` is the cursor of, or None (a claim)."""
-    return name[len(CURSOR_PREFIX):] if name.startswith(CURSOR_PREFIX) else None
+    return name[len(_CURSOR_PREFIX):] if name.startswith(_CURSOR_PREFIX) else None
 
 __all__ = ["DEFAULT_ROOT", "PipelinePaths", "attempt_key", "child_path", "epoch_key", "parse_attempt_key",
            "validate_root"]
@@ -159,7 +159,7 @@ class PipelinePaths:
 
     def asset_event_cursor(self, scope: str, partition: str) -> str:
         """The next epoch of ``partition`` whose seal has not been persisted as an asset event yet."""
-        return f"{self.asset_event_scope(scope)}/{CURSOR_PREFIX}{validate_name('partition', partition)}"
+        return f"{self.asset_event_scope(scope)}/{_CURSOR_PREFIX}{validate_name('partition', partition)}"
 
     @property
     def epochs(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from kazoo.exceptions import RolledBackError, RuntimeInconsistency
 
 # A version of -1 means "any version" (for Check: "the node exists").
-ANY_VERSION = -1
+_ANY_VERSION = -1
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,7 +32,7 @@ class SetData:
 
     path: str
     data: bytes
-    version: int = ANY_VERSION
+    version: int = _ANY_VERSION
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +40,7 @@ class Check:
     """Require ``path`` to be at ``version`` (-1: to exist) without changing it."""
 
     path: str
-    version: int = ANY_VERSION
+    version: int = _ANY_VERSION
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,7 +48,7 @@ class Delete:
     """Delete ``path`` if its version is ``version`` (-1: any version)."""
 
     path: str
-    version: int = ANY_VERSION
+    version: int = _ANY_VERSION
 
 
 Step = Create | SetData | Check | Delete

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import AttemptSuperseded, EpochAlreadySealed, EpochNotOpen
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Check, SetData
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import attempt_record, epoch_record
+from airflow_epochs.coordination.wire.events import AttemptAborted
 from airflow_epochs.coordination.wire.records import Attempt, Overtaken
 
 MAX_REASON = 500
@@ -64,8 +65,8 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
         commit_or_conflict(call, [
             SetData(path, aborted.to_bytes(), att[1].version),
             Check(ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
-            *ctx.event("attempt_aborted", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
-                       reason=reason),
+            *ctx.event(AttemptAborted(epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
+                       reason=reason)),
         ])
         return AbortResult(attempt.epoch, attempt.token, call.request_id)
 

@@ -14,12 +14,13 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError
 
 from airflow_epochs.coordination.base.acl import verify_pipeline_acls
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import ConfigConflict, InvalidConfig, PipelineExists
 from airflow_epochs.coordination.base.names import validate_epoch
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.config import MAX_CONFIG_VERSIONS, ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.events import ConfigSet, PipelineCreated
 from airflow_epochs.coordination.wire.nodes import FrontierNode, PipelineRecord, config_request, encode_config
 
 
@@ -46,7 +47,7 @@ def create_pipeline(
             return existing(call, ctx.record(call))
         if call.exists(p.root) is None:
             ensure_path(call, p.root)
-        commit_or_conflict(call, creation_ops(ctx, call, config, first_epoch))
+        commit_or_conflict(call, _creation_ops(ctx, call, config, first_epoch))
         return ConfigVersion(0, first_epoch, config)
 
     def find(call: Call) -> ConfigVersion | None:
@@ -58,7 +59,7 @@ def create_pipeline(
     return ctx.call(body, what=f"create pipeline {ctx.pipeline!r}", request_id=request_id, find=find)
 
 
-def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
+def _creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first_epoch: int) -> list[Step]:
     """The one transaction that creates a pipeline's subtree."""
     p = ctx.paths
     record = PipelineRecord(first_epoch=first_epoch, newest_epoch=first_epoch - 1, configs=((0, first_epoch),),
@@ -74,7 +75,7 @@ def creation_ops(ctx: PipelineContext, call: Call, config: PipelineConfig, first
         Create(p.requests),
         Create(p.consumers),
         Create(p.locks),
-        *ctx.event("pipeline_created", first_epoch=first_epoch, config=config.to_json()),
+        *ctx.event(PipelineCreated(first_epoch=first_epoch, config=config.to_json())),
     ]
 
 
@@ -107,7 +108,7 @@ def set_configs(
     def body(call: Call) -> list[ConfigVersion]:
         record = ctx.record(call)
         for _, from_epoch in changes:
-            check_from_epoch(ctx, record, from_epoch)
+            _check_from_epoch(ctx, record, from_epoch)
         start = max(v for v, _ in record.configs) + 1
         if len(record.configs) + len(changes) > MAX_CONFIG_VERSIONS:
             raise ConfigConflict(
@@ -123,7 +124,7 @@ def set_configs(
         ]
         for (version, from_epoch), (config, _) in zip(new, changes, strict=True):
             ops += [Create(ctx.paths.config(version), encode_config(config, from_epoch, call.request_id)),
-                    *ctx.event("config_set", from_epoch=from_epoch, version=version, config=config.to_json())]
+                    *ctx.event(ConfigSet(from_epoch=from_epoch, version=version, config=config.to_json()))]
         commit_or_conflict(call, ops)
         ctx.known_record = None
         return result_of(new)
@@ -131,13 +132,13 @@ def set_configs(
     def find(call: Call) -> list[ConfigVersion] | None:
         stored = ctx.stored_result(call)
         if stored is None:  # forgotten by retention? the versions themselves name their request
-            stored = scheduled_by(call, ctx, call.request_id) or None
+            stored = _scheduled_by(call, ctx, call.request_id) or None
         return None if stored is None else result_of(stored)
 
     return ctx.call(body, what=f"set the configuration of {ctx.pipeline!r}", request_id=request_id, find=find)
 
 
-def check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: int) -> None:
+def _check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: int) -> None:
     """Refuse a configuration that would start at an epoch already opened, or before the first."""
     if from_epoch <= record.newest_epoch:
         raise ConfigConflict(
@@ -151,7 +152,7 @@ def check_from_epoch(ctx: PipelineContext, record: PipelineRecord, from_epoch: i
         )
 
 
-def scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[list[int]]:
+def _scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[list[int]]:
     """The ``[version, from_epoch]`` pairs of the configuration versions ``request_id`` scheduled."""
     record = ctx.record(call)
     paths = [ctx.paths.config(version) for version, _ in record.configs]

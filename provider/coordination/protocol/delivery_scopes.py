@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import StateError
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import child_path, cursor_partition
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Delete, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.nodes import DeliveryCursor, RetiredScope
+from airflow_epochs.coordination.wire.events import DeliveryScopeRetired
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor, RetiredScope
 
 __all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
 
@@ -92,7 +93,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
               for name, raw in zip(cursors, raws, strict=True) if raw is not None],
             Delete(path, int(stat.version)),  # refused while any child is left: a claim taken meanwhile
             *ctx.request_op(call, "retire_delivery_scope", retired.to_result()),
-            *ctx.event("delivery_scope_retired", scope=scope, cursors=following),
+            *ctx.event(DeliveryScopeRetired(scope=scope, cursors=following)),
         ]
         failure = call.try_commit(steps)
         if failure is not None:

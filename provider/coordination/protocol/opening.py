@@ -20,6 +20,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import Call, Conflict, commit_or_conflict
 from airflow_epochs.coordination.base.errors import (
     Backpressured,
     CorruptPayload,
@@ -30,7 +31,6 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import check_attempt_token, validate_epoch
 from airflow_epochs.coordination.base.paths import parse_attempt_key
-from airflow_epochs.coordination.base.session import Call, Conflict, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Check, Create, Failure, SetData, Step, first_failure
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (
@@ -41,6 +41,7 @@ from airflow_epochs.coordination.state.reader import (
     frontier,
 )
 from airflow_epochs.coordination.wire.config import ConfigVersion
+from airflow_epochs.coordination.wire.events import AttemptStarted, EpochOpened
 from airflow_epochs.coordination.wire.nodes import AttemptNode, EpochNode, PipelineRecord
 from airflow_epochs.coordination.wire.records import Attempt
 
@@ -57,10 +58,10 @@ def open_epoch(
     validate_epoch(epoch)
     opening = Opening(ctx, epoch, takeover=takeover, on_consumer_change=on_consumer_change)
     return ctx.call(opening.body, what=f"open epoch {epoch} of {ctx.pipeline!r}", request_id=request_id,
-                    find=lambda call: find_opening(call, ctx, epoch))
+                    find=lambda call: _find_opening(call, ctx, epoch))
 
 
-def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None:
+def _find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None:
     """The attempt this call's request id opened, flagged if it is no longer current; None if the
     request opened none (or the epoch is compacted: its attempts are gone)."""
     names = call.children(ctx.paths.epoch(epoch))
@@ -73,11 +74,11 @@ def find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None
         current = epoch_record(call, ctx, epoch)
         if current is None:
             return None
-        return attempt_handle(ctx, call, epoch, token, current[0], found[0])
+        return _attempt_handle(ctx, call, epoch, token, current[0], found[0])
     return None
 
 
-def attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_node: EpochNode,
+def _attempt_handle(ctx: PipelineContext, call: Call, epoch: int, token: int, epoch_node: EpochNode,
                    attempt_node: AttemptNode | None = None) -> Attempt:
     """The handle of attempt ``token``, with :class:`Overtaken` set unless it is the running one."""
     if attempt_node is None:
@@ -140,7 +141,7 @@ class Opening:
         if failure is None:
             # the record bump is the first step: its new version is what this context knows now
             self.ctx.known_record = replace(record, newest_epoch=self.epoch, version=int(results[0].version))
-            return attempt_handle(self.ctx, call, self.epoch, 1, node)
+            return _attempt_handle(self.ctx, call, self.epoch, 1, node)
         self.ctx.known_record = None
         if failure.step is epoch_step and isinstance(failure.error, NodeExistsError):
             return None  # opened before and rolled back: reopen it as a new generation
@@ -195,11 +196,11 @@ class Opening:
             SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no),
             *([Check(self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
             *self.attempt_ops(call, new_token, version, generation, created=sealed),
-            *self.ctx.event("attempt_started", epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
-                            superseded=token, previous_state=current[0].state, generation=generation),
+            *self.ctx.event(AttemptStarted(epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
+                            superseded=token, previous_state=current[0].state, generation=generation)),
         ]
         commit_or_conflict(call, ops)
-        return attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
+        return _attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
 
     def reopen(self, call: Call, record: PipelineRecord, node: EpochNode, version_no: int) -> Attempt:
         """A rolled-back epoch opens again as a new generation, in order, under today's configuration."""
@@ -212,7 +213,7 @@ class Opening:
         epoch_step = SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no)
         failure = call.try_commit(self.opening_ops(call, record, version, new_node, epoch_step))
         if failure is None:
-            return attempt_handle(self.ctx, call, self.epoch, token, new_node)
+            return _attempt_handle(self.ctx, call, self.epoch, token, new_node)
         self.opening_failed(call, record, failure)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -232,8 +233,8 @@ class Opening:
             epoch_step,
             *self.attempt_ops(call, token, version, generation, created=()),
             Create(self.paths.seals(self.epoch, generation)),
-            *self.ctx.event("epoch_opened", epoch=self.epoch, attempt=token, owner=self.ctx.owner,
-                            config_version=version.version, generation=generation),
+            *self.ctx.event(EpochOpened(epoch=self.epoch, attempt=token, owner=self.ctx.owner,
+                            config_version=version.version, generation=generation)),
         ]
         return ops
 

@@ -5,7 +5,7 @@ ZooKeeper connection, instead of one blocking call per vote.
 Each vote is still its own call: its own request id and deadline, the same steps as
 :func:`~.votes.vote` (built by the same :class:`~.votes.Voting`), the same fencing, and its answer
 read by the same code. What differs is how the steps travel: the votes of a batch share ONE
-transaction (the attempt's fence once, then each vote's steps; up to :data:`MAX_VOTES_TOGETHER` votes
+transaction (the attempt's fence once, then each vote's steps; up to :data:`_MAX_VOTES_TOGETHER` votes
 and :data:`MAX_BYTES_TOGETHER` bytes, more transactions beyond), so ZooKeeper commits them all or none.
 A vote whose shared transaction another vote's refusal made fail wrote nothing, and is sent again on
 its own; a vote whose answer is lost, or whose round must be decided again, goes on exactly as a
@@ -18,15 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import TRANSIENT_ERRORS, Call, SharedAnswer, send_shared
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.session import (
-    TRANSIENT_ERRORS,
-    Call,
-    SharedAnswer,
-    send_shared,
-    validate_request_id,
-)
+from airflow_epochs.coordination.base.session import validate_request_id
 from airflow_epochs.coordination.base.steps import Step
 from airflow_epochs.coordination.protocol.seals import EpochSealAhead, producers_of
 from airflow_epochs.coordination.protocol.votes import SentVote, Voting
@@ -37,10 +32,10 @@ from airflow_epochs.coordination.wire.records import Attempt, VoteResult, check_
 
 # Votes one pipelined batch may carry (each is a transaction in flight on the same connection;
 # ZooKeeper's globalOutstandingLimit is 1,000 requests per server).
-MAX_BALLOTS = 512
+_MAX_BALLOTS = 512
 # Votes sent in one transaction, and the bytes it may carry (ZooKeeper refuses requests over its
 # jute.maxbuffer, 1 MB by default; a vote's payload is at most payloads.MAX_PAYLOAD_BYTES).
-MAX_VOTES_TOGETHER = 64
+_MAX_VOTES_TOGETHER = 64
 MAX_BYTES_TOGETHER = 512 * 1024
 
 
@@ -62,8 +57,8 @@ def vote_many(ctx: PipelineContext, attempt: Attempt, ballots: Sequence[Ballot])
     Every ballot is checked (names, manifest, snapshot, lineage, request id, partition and producer
     in the attempt's configuration) before any transaction is sent.
     """
-    if not 1 <= len(ballots) <= MAX_BALLOTS:
-        raise InvalidInput(f"vote_many takes 1 to {MAX_BALLOTS} ballots, not {len(ballots)}")
+    if not 1 <= len(ballots) <= _MAX_BALLOTS:
+        raise InvalidInput(f"vote_many takes 1 to {_MAX_BALLOTS} ballots, not {len(ballots)}")
     votings = [_voting(ctx, attempt, ballot) for ballot in ballots]
     seen = [(b.partition, b.producer) for b in ballots]
     if len(set(seen)) != len(seen):
@@ -153,7 +148,7 @@ def _send_together(calls: Sequence[Call], prepared: Sequence[SentVote | _Unsent]
     for index, vote in enumerate([*prepared, None]):
         weight = sum(len(step.path) + len(getattr(step, "data", b"")) for step in vote.ops) \
             if isinstance(vote, SentVote) else 0
-        if group and (vote is None or len(group) == MAX_VOTES_TOGETHER or size + weight > MAX_BYTES_TOGETHER):
+        if group and (vote is None or len(group) == _MAX_VOTES_TOGETHER or size + weight > MAX_BYTES_TOGETHER):
             _send_group(begun, group)
             group, size = [], 0
         if isinstance(vote, SentVote):

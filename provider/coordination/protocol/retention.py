@@ -37,13 +37,13 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.paths import child_path, cursor_partition
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state import archive
 from airflow_epochs.coordination.state.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record, frontier, newest_snapshot_place
+from airflow_epochs.coordination.state.reader import epoch_record, frontier
 from airflow_epochs.coordination.state.retired_partitions import (
     live_partitions,
     newest_retired,
@@ -51,8 +51,11 @@ from airflow_epochs.coordination.state.retired_partitions import (
     retire,
     versions_in_force,
 )
+from airflow_epochs.coordination.state.snapshots import newest_snapshot_place
 from airflow_epochs.coordination.wire.compaction_record import CompactedLineage, CompactionSummary
-from airflow_epochs.coordination.wire.nodes import DeliveryCursor, PipelineRecord, SnapshotPlace, SnapshotPointerNode
+from airflow_epochs.coordination.wire.events import Compacted
+from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPlace, SnapshotPointerNode
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 from airflow_epochs.coordination.wire.vote_records import SealNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
@@ -73,7 +76,7 @@ class CompactionReport:
     retired: tuple[str, ...] = ()  # removed partitions whose pointer and lineage entry this call moved to the archive
 
 
-def pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
+def _pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
     """Those of ``epochs`` (compacted, still in ZooKeeper) that a snapshot pointer or the compaction
     summary's ``snapshots`` names: they stay in full while a retry, or a rollback to the compaction
     point, may need their snapshot. Only the partitions sealed in each epoch can name it, so
@@ -128,8 +131,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         found = epoch_record(call, ctx, new)
         if found is None or found[0].state != "sealed":
             return old, zxid, requests
-        lineage = newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
-        snapshots = newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
+        lineage = _newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
+        snapshots = _newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
         requests = zxid  # request ids are forgotten one compaction behind the epochs
         zxid = int(found[1].mzxid)
         summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
@@ -140,7 +143,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
             SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
             SetData(ctx.paths.archive, summary, archive_raw[1].version)
             if archive_raw else Create(ctx.paths.archive, summary),
-            *ctx.event("compacted", from_epoch=old + 1, to_epoch=new, retain_epochs=retain),
+            *ctx.event(Compacted(from_epoch=old + 1, to_epoch=new, retain_epochs=retain)),
         ]
         results = commit(call, ops)
         if first_failure(ops, results) is not None:
@@ -155,7 +158,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
         locations = {epoch: archive.archive_location(call, ctx, epoch) for epoch in due}
         # archived, a pinned epoch's snapshots are read there: only epochs kept in full are checked
-        pinned = pinned_epochs(call, ctx, [epoch for epoch in due if locations[epoch] is None])
+        pinned = _pinned_epochs(call, ctx, [epoch for epoch in due if locations[epoch] is None])
         compacted: list[int] = []
         kept: list[int] = []
         outcomes: dict[str, list[int]] = {"written": [], "verified": [], "gone": []}
@@ -172,9 +175,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
                 continue
             deleted += delete_tree(call, ctx.paths.epoch(epoch), known)
             compacted.append(epoch)
-        pruned = prune_history(call, ctx, zxid) if zxid is not None else 0
+        pruned = _prune_history(call, ctx, zxid) if zxid is not None else 0
         if requests is not None:
-            deleted += prune_requests(call, ctx, requests)
+            deleted += _prune_requests(call, ctx, requests)
         retired = retire(call, ctx)  # after the epochs: a retired pointer's epochs are archived by now
         return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
                                 tuple(outcomes["written"]), tuple(outcomes["verified"]), retired)
@@ -182,7 +185,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
 
-def newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int,
+def _newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int,
                    lineage: dict[str, CompactedLineage]) -> dict[str, CompactedLineage]:
     """``lineage`` (the summary's) with the lineage vectors of ``epoch``'s seals, the newest compacted."""
     names = call.children(ctx.paths.seals(epoch, generation)) or []
@@ -195,7 +198,7 @@ def newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int
     return lineage
 
 
-def newest_snapshots(call: Call, ctx: PipelineContext, record: PipelineRecord, old: int, new: int,
+def _newest_snapshots(call: Call, ctx: PipelineContext, record: PipelineRecord, old: int, new: int,
                      snapshots: dict[str, SnapshotPlace]) -> dict[str, SnapshotPlace]:
     """``snapshots`` (the summary's) with each partition's newest seal at or before ``new`` that left a
     snapshot, as compacting ``(old, new]`` finds it. Only partitions of the configurations in force there
@@ -275,10 +278,10 @@ def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int
     return deleted
 
 
-def prune_history(call: Call, ctx: PipelineContext, zxid: int) -> int:
+def _prune_history(call: Call, ctx: PipelineContext, zxid: int) -> int:
     """Delete history events committed at or before ``zxid`` (oldest first); returns how many."""
     pruned = 0
-    seqs = event_sequences(call, ctx.paths)
+    seqs = event_sequences(call, ctx)
     for start in range(0, len(seqs), READ_BATCH):
         batch = seqs[start:start + READ_BATCH]
         stats = call.exists_many([ctx.paths.event(s) for s in batch])
@@ -291,7 +294,7 @@ def prune_history(call: Call, ctx: PipelineContext, zxid: int) -> int:
     return pruned
 
 
-def prune_requests(call: Call, ctx: PipelineContext, zxid: int) -> int:
+def _prune_requests(call: Call, ctx: PipelineContext, zxid: int) -> int:
     """Forget pipeline-level request ids older than ``zxid`` (a repeat that old is a new request)."""
     paths = [ctx.paths.request(name) for name in call.children(ctx.paths.requests) or []]
     doomed = [path for path, stat in zip(paths, call.exists_many(paths), strict=True)

@@ -4,7 +4,7 @@ Rolled-back epochs keep their seals as the record of what was undone; each rolle
 keeps what it had (an abort's request id) and gains the request id of the epoch seal that is
 removed (``sealed_by_request``), so a close or a vote whose request sealed it is still found. The
 rollback's own result is stored under ``requests/<id>``. Each live partition's snapshot pointer moves
-back to the newest snapshot sealed at or before the target, wherever it is kept (:func:`snapshot_before`).
+back to the newest snapshot sealed at or before the target, wherever it is kept (:func:`_snapshot_before`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidEpoch, RollbackRefused
 from airflow_epochs.coordination.base.names import MAX_EPOCH
-from airflow_epochs.coordination.base.session import Call, commit_or_conflict
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import compacted_snapshot, frontier_with_stat, newest_snapshot_place
+from airflow_epochs.coordination.state.reader import frontier_with_stat
 from airflow_epochs.coordination.state.retired_partitions import live_partitions, newest_retired
+from airflow_epochs.coordination.state.snapshots import compacted_snapshot, newest_snapshot_place
+from airflow_epochs.coordination.wire.events import Rollback
 from airflow_epochs.coordination.wire.nodes import (
     AttemptNode,
     EpochNode,
@@ -29,7 +31,7 @@ from airflow_epochs.coordination.wire.nodes import (
     SnapshotPointerNode,
 )
 
-MAX_ROLLBACK_EPOCHS = 1000
+_MAX_ROLLBACK_EPOCHS = 1000
 MAX_REASON = 500
 
 
@@ -43,17 +45,17 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
     def body(call: Call) -> list[int]:
         record = ctx.record(call)
         current_frontier, frontier_stat = frontier_with_stat(call, ctx)
-        epochs = rollback_range(ctx, record, to_epoch, current_frontier)
+        epochs = _rollback_range(ctx, record, to_epoch, current_frontier)
         ops: list[Step] = [
             *ctx.request_op(call, "rollback", epochs),
             SetData(ctx.paths.frontier, FrontierNode(to_epoch).to_bytes(), frontier_stat.version),
             SetData(ctx.paths.base, record.to_bytes(newest_epoch=to_epoch), record.version),
         ]
-        undo_ops, undone = undo_epochs(call, ctx, epochs, record.newest_epoch)
+        undo_ops, undone = _undo_epochs(call, ctx, epochs, record.newest_epoch)
         ops += undo_ops
-        ops += snapshot_pointer_resets(call, ctx, to_epoch, record)
-        ops += ctx.event("rollback", to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
-                         reason=reason[:MAX_REASON], owner=ctx.owner)
+        ops += _snapshot_pointer_resets(call, ctx, to_epoch, record)
+        ops += ctx.event(Rollback(to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
+                         reason=reason[:MAX_REASON], owner=ctx.owner))
         commit_or_conflict(call, ops)
         ctx.known_record = None
         return epochs
@@ -66,7 +68,7 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
                     find=find)
 
 
-def rollback_range(ctx: PipelineContext, record: PipelineRecord, to_epoch: int, current_frontier: int) -> list[int]:
+def _rollback_range(ctx: PipelineContext, record: PipelineRecord, to_epoch: int, current_frontier: int) -> list[int]:
     """The epochs a rollback to ``to_epoch`` undoes, or :class:`RollbackRefused` (nothing written)."""
     name, newest = ctx.pipeline, record.newest_epoch
     refusal = None
@@ -80,14 +82,14 @@ def rollback_range(ctx: PipelineContext, record: PipelineRecord, to_epoch: int, 
                    f"{current_frontier}")
     elif to_epoch >= newest:
         refusal = f"pipeline {name!r}: nothing after epoch {to_epoch} to roll back (newest epoch {newest})"
-    elif newest - to_epoch > MAX_ROLLBACK_EPOCHS:
-        refusal = f"rolling back {newest - to_epoch} epochs at once exceeds {MAX_ROLLBACK_EPOCHS}; roll back in steps"
+    elif newest - to_epoch > _MAX_ROLLBACK_EPOCHS:
+        refusal = f"rolling back {newest - to_epoch} epochs at once exceeds {_MAX_ROLLBACK_EPOCHS}; roll back in steps"
     if refusal is not None:
         raise RollbackRefused(f"{refusal}; nothing was written")
     return list(range(to_epoch + 1, newest + 1))
 
 
-def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int) -> tuple[list[Step], dict[str, Any]]:
+def _undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int) -> tuple[list[Step], dict[str, Any]]:
     """The ops that mark ``epochs`` rolled back and fence their attempts, and what they undo."""
     p = ctx.paths
     raws = call.get_many([p.epoch(e) for e in epochs])
@@ -116,13 +118,13 @@ def undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: int
     return ops, undone
 
 
-def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Step]:
+def _snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, record: PipelineRecord) -> list[Step]:
     """Point each partition's snapshot pointer back at its newest snapshot sealed at or before ``to_epoch``.
 
     Only a partition sealed after ``to_epoch`` (after the compaction point) can have a pointer to reset,
     so the names come from the live configurations (:func:`.live_partitions`, at most 256 a version),
     never from a listing of ``snapshots`` (one pointer per partition ever, without an archive). The
-    pointer is removed only when no such snapshot exists anywhere (:func:`snapshot_before`); when that
+    pointer is removed only when no such snapshot exists anywhere (:func:`_snapshot_before`); when that
     cannot be known, :class:`RollbackRefused` is raised before anything is written."""
     p = ctx.paths
     ops: list[Step] = []
@@ -134,7 +136,7 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
         pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
         if pointer.current.epoch <= to_epoch:
             continue
-        keep = snapshot_before(call, ctx, pointer, to_epoch, record)
+        keep = _snapshot_before(call, ctx, pointer, to_epoch, record)
         if keep is None:
             ops.append(Delete(path, raw[1].version))
         else:
@@ -142,7 +144,7 @@ def snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, rec
     return ops
 
 
-def snapshot_before(call: Call, ctx: PipelineContext, pointer: SnapshotPointerNode, to_epoch: int,
+def _snapshot_before(call: Call, ctx: PipelineContext, pointer: SnapshotPointerNode, to_epoch: int,
                     record: PipelineRecord) -> SnapshotPlace | None:
     """Where the newest snapshot of ``pointer``'s partition sealed at or before ``to_epoch`` is, looking
     newest first: the pointer's ``previous``, the epochs kept after the compaction point, the newest

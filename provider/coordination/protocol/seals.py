@@ -19,37 +19,31 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import TRANSIENT_ERRORS, Call
 from airflow_epochs.coordination.base.errors import (
     AttemptSuperseded,
     EpochAlreadySealed,
-    EpochIncomplete,
     EpochNotOpen,
-    EpochOutOfOrder,
     PayloadTooLarge,
     UnknownPartition,
     UnknownProducer,
 )
-from airflow_epochs.coordination.base.session import TRANSIENT_ERRORS, Call, Conflict
 from airflow_epochs.coordination.base.steps import Check, Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state.history import commit
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (
-    attempt_overtaken,
     attempt_record,
-    epoch_info,
     epoch_record,
-    info_of_record,
 )
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.config import ConfigVersion
+from airflow_epochs.coordination.wire.events import EpochSealed, PartitionSealed
 from airflow_epochs.coordination.wire.nodes import (
     EpochNode,
-    EpochSealNode,
-    FrontierNode,
     SnapshotPlace,
     SnapshotPointerNode,
 )
-from airflow_epochs.coordination.wire.records import Attempt, EpochInfo, Overtaken
+from airflow_epochs.coordination.wire.records import Attempt
 from airflow_epochs.coordination.wire.vote_records import CastVote, FoldedVotes, SealNode
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
@@ -87,7 +81,7 @@ def fence(ctx: PipelineContext, attempt: Attempt) -> Check:
     return Check(ctx.paths.attempt(attempt.epoch, attempt.token), 0)
 
 
-def epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
+def _epoch_record_body(attempt: Attempt, state: str, **extra: Any) -> dict[str, Any]:
     """The epoch record as the attempt knows it (the attempt carries every field of it)."""
     return {"state": state, "attempt": attempt.token, "owner": attempt.owner,
             "config_version": attempt.config_version, "generation": attempt.generation,
@@ -107,11 +101,11 @@ def epoch_seal_ops(ctx: PipelineContext, attempt: Attempt, request_id: str, now:
         Create(ctx.paths.epoch_seal(attempt.epoch), payloads.encode("epoch_seal", {
             "attempt": attempt.token, "generation": attempt.generation, "sealed_at": now, "request": request_id,
         })),
-        SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", epoch_record_body(
+        SetData(ctx.paths.epoch(attempt.epoch), payloads.encode("epoch", _epoch_record_body(
             attempt, "sealed", sealed_at=now)), -1),
         SetData(ctx.paths.frontier, payloads.encode("frontier", {"epoch": attempt.epoch}), -1),
-        *ctx.event("epoch_sealed", epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
-                   frontier=attempt.epoch, generation=attempt.generation),
+        *ctx.event(EpochSealed(epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
+                   frontier=attempt.epoch, generation=attempt.generation)),
     ]
 
 
@@ -170,7 +164,7 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
                    attempt.generation, attempt.request, float(found[0].opened_at), attempt.session)
 
 
-def seal_document(
+def _seal_document(
     attempt: Attempt, partition: str, producers: Sequence[str], votes: Mapping[str, CastVote],
     request_id: str, now: float,
 ) -> SealNode:
@@ -178,10 +172,10 @@ def seal_document(
     configured producers), the lineage vector, and when the first vote came."""
     return SealNode(partition, attempt.token, attempt.generation, now, request_id, attempt.config_version,
                     len(producers), tuple(i for i, name in enumerate(producers) if votes[name].snapshot is not None),
-                    union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
+                    _union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
 
 
-def folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
+def _folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,
                 votes: Mapping[str, CastVote], *, embed: bool) -> tuple[bytes, list[Step]]:
     """The seal's payload and the ops that delete what it folds in: a sole producer's vote is kept in
     the seal (``embed``, it never had a znode); several producers' votes are kept in it too and their
@@ -214,11 +208,11 @@ def seal_ops(
     embed: bool = False,
 ) -> list[Step]:
     """The steps that seal ``partition`` (to follow the fence): the seal with the votes folded in (see
-    :func:`folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
+    :func:`_folded_seal`), the seal counter (unless ``counted`` is False: the epoch's only partition
     seals the epoch in the same transaction), the snapshot pointer if some producer left a snapshot,
     and the history record."""
-    seal = seal_document(attempt, partition, producers, votes, request_id, now)
-    data, deletes = folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
+    seal = _seal_document(attempt, partition, producers, votes, request_id, now)
+    data, deletes = _folded_seal(ctx, attempt, partition, seal, votes, embed=embed)
     ops: list[Step] = [Create(ctx.paths.seal(attempt.epoch, attempt.generation, partition), data)]
     if counted:
         ops.append(SetData(ctx.paths.seals(attempt.epoch, attempt.generation), b"", -1))
@@ -231,12 +225,12 @@ def seal_ops(
             old = SnapshotPointerNode.from_bytes(pointer[0], path=path)
             previous = old.previous if old.current.epoch >= attempt.epoch else old.current
             ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
-    ops += ctx.event("partition_sealed", epoch=attempt.epoch, partition=partition, attempt=attempt.token,
-                     producers=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation)
+    ops += ctx.event(PartitionSealed(epoch=attempt.epoch, partition=partition, attempt=attempt.token,
+                     producer_count=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation))
     return ops + deletes
 
 
-def union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
+def _union_upstream(votes: Mapping[str, CastVote]) -> dict[str, int]:
     """The lineage vector of a seal: per upstream pipeline, the newest epoch any producer read."""
     out: dict[str, int] = {}
     for vote in votes.values():
@@ -335,121 +329,6 @@ def seal_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: s
     if failure.step is fenced:
         return False
     raise failure.error
-
-
-def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None = None) -> EpochInfo:
-    """Seal the epoch once every partition is sealed, finishing any seal a dead voter left unwritten.
-
-    Idempotent. Raises :class:`EpochIncomplete` naming the partitions still missing votes, before
-    writing anything: a refused close writes no seal. A close that finishes a dead voter's seal
-    reports it in the epoch it returns (the partition is sealed there).
-    """
-
-    def body(call: Call) -> EpochInfo:
-        found = epoch_record(call, ctx, attempt.epoch)
-        if found is None:
-            info = epoch_info(call, ctx, attempt.epoch)
-            if info is not None and info.state == "sealed":
-                raise EpochAlreadySealed(
-                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed and compacted (whether request "
-                    f"{call.request_id!r} sealed it is no longer on record)")
-            raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened; nothing was "
-                               "written")
-        doc = found[0]
-        if doc.state == "sealed":
-            if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation:
-                raise EpochAlreadySealed(
-                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc.attempt} of "
-                    f"{doc.owner!r}, not by attempt {attempt.token}; nothing was written"
-                )
-            # From this read: a second read could find a rollback that landed since, and answer
-            # "rolled_back" without saying it was overtaken (the outcome table allows neither).
-            return info_of_record(call, ctx, attempt.epoch, doc)
-        check_current(call, ctx, attempt, doc)
-        version = ctx.config(call, attempt.config_version)
-        partitions = version.config.partitions
-        sealed = set(call.children(ctx.paths.seals(attempt.epoch, attempt.generation)) or [])
-        unsealed = sorted(p for p in partitions if p not in sealed)
-        incomplete = incomplete_partitions(call, ctx, attempt, {p: partitions[p] for p in unsealed})
-        seals = [ctx.paths.seal(attempt.epoch, attempt.generation, p) for p in incomplete]
-        if any(stat is not None for stat in call.exists_many(seals)):
-            raise Conflict()  # sealed (and its counter folded away) between the two reads: read again
-        if incomplete:
-            raise EpochIncomplete(
-                f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be closed; partitions not sealed yet "
-                f"(votes missing): {incomplete}; nothing was written",
-                missing=incomplete,
-            )
-        epoch_sealed = call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None
-        if not epoch_sealed:
-            frontier_raw = call.get(ctx.paths.frontier)
-            frontier = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch if frontier_raw else -1
-            if frontier != attempt.epoch - 1:
-                raise EpochOutOfOrder(
-                    f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
-                    f"{frontier}; nothing was written"
-                )
-        for partition in unsealed:  # every producer voted: finish the seals their voters did not write
-            progress = seal_partition(call, ctx, attempt, partition, partitions[partition], len(partitions),
-                                      call.request_id)
-            if not progress.partition_sealed:
-                raise Conflict()  # the attempt changed under us: decide again on fresh state
-        if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None and not seal_epoch(call, ctx, attempt,
-                                                                                       call.request_id):
-            raise Conflict()
-        return _info(call, ctx, attempt.epoch)
-
-    return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id,
-                    find=lambda call: find_close(call, ctx, attempt))
-
-
-def incomplete_partitions(
-    call: Call, ctx: PipelineContext, attempt: Attempt, unsealed: Mapping[str, Sequence[str]]
-) -> list[str]:
-    """The unsealed partitions still missing votes under ``attempt`` (the vote counters' versions)."""
-    shared = [p for p, producers in unsealed.items() if len(producers) > 1]
-    counters = call.exists_many([ctx.paths.vote_counter(attempt.epoch, attempt.token, p) for p in shared])
-    complete = {p for p, stat in zip(shared, counters, strict=True)
-                if stat is not None and int(stat.version) >= len(unsealed[p])}
-    # a sole producer's vote is its partition's seal: unsealed means not voted
-    return sorted(p for p in unsealed if p not in complete)
-
-
-def find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo | None:
-    """What this call's request id sealed of the epoch, flagged if it was overtaken since; None if it
-    sealed nothing, or sealed some partitions of an attempt still current (the close goes on)."""
-    found = epoch_record(call, ctx, attempt.epoch)
-    if found is None:
-        return None
-
-    def info() -> EpochInfo:  # the answer from this one read of the record (a second could differ)
-        return info_of_record(call, ctx, attempt.epoch, found[0])
-
-    paths = ctx.paths
-    seal_raw = call.get(paths.epoch_seal(attempt.epoch))
-    if seal_raw is not None and \
-            EpochSealNode.from_bytes(seal_raw[0], path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
-        return info()
-    att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-    if att is not None and att[0].sealed_by_request == call.request_id:
-        return replace(info(), overtaken=Overtaken("rolled_back"))
-    names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
-    seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
-    if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
-               for raw, path in zip(call.get_many(seal_paths), seal_paths, strict=True)):
-        return None
-    overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
-    if overtaken is None:
-        return None
-    if overtaken.change == "sealed" and overtaken.current == attempt.token:
-        return info()
-    return replace(info(), overtaken=overtaken)
-
-
-def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:
-    info = epoch_info(call, ctx, epoch)
-    assert info is not None
-    return info
 
 
 def check_current(call: Call, ctx: PipelineContext, attempt: Attempt, doc: EpochNode) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import (
     AttemptSuperseded,
     DuplicateVote,
@@ -30,7 +31,6 @@ from airflow_epochs.coordination.base.errors import (
     PartitionAlreadySealed,
 )
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData, Step, first_failure
 from airflow_epochs.coordination.protocol.seals import (
     EpochSealAhead,

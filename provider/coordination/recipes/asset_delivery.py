@@ -30,7 +30,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from airflow_epochs.coordination.base.errors import ContentionExhausted
 from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.state.reader import decode_seal
-from airflow_epochs.coordination.wire.nodes import DeliveryCursor, EpochNode, FrontierNode
+from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 
 Watch = Callable[[Any], Any]
 

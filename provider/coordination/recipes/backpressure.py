@@ -8,29 +8,25 @@ when ZooKeeper's reply is lost.
 
 The ledger binds these recipes the way kazoo binds ``zk.Lock``: ``ledger.consumer("report")`` is a
 :class:`Consumer` and ``ledger.backpressure()`` a :class:`Backpressure` on the ledger's pipeline.
-The module-level functions take the ledger and go through those handles.
+The module-level functions over a ledger are in :mod:`..services.shortcuts`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import consumer_acks, frontier
 from airflow_epochs.coordination.wire.consumer_records import ConsumerRegistration
+from airflow_epochs.coordination.wire.events import ConsumerRegistered, ConsumerUnregistered
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken
-
-if TYPE_CHECKING:  # the ledger binds this module's recipes: a type-only import, no circle
-    from airflow_epochs.coordination.ledger import EpochLedger
-
 
 # Consumers one pipeline may have registered at once: the ``consumers`` listing every backpressure
 # check reads stays under 1024 x 132 bytes (README: Bounded answers).
@@ -75,7 +71,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
             Create(path, ConsumerNode(start, ctx.clock(), call.request_id).to_bytes()),
             # findable after the consumer is gone again (unregistered by someone else)
             *ctx.request_op(call, "register_consumer", ConsumerRegistration(consumer, start).to_result()),
-            *ctx.event("consumer_registered", consumer=consumer, acked=start),
+            *ctx.event(ConsumerRegistered(consumer=consumer, acked=start)),
         ])
         if failure is not None:
             if isinstance(failure.error, (NodeExistsError, BadVersionError)):
@@ -137,7 +133,7 @@ def _unregister(ctx: PipelineContext, consumer: str, request_id: str | None) -> 
         failure = call.try_commit([
             Delete(path, raw[1].version),
             *ctx.request_op(call, "unregister_consumer", True),
-            *ctx.event("consumer_unregistered", consumer=consumer),
+            *ctx.event(ConsumerUnregistered(consumer=consumer)),
         ])
         if failure is not None:
             if isinstance(failure.error, (BadVersionError, NoNodeError)):
@@ -188,24 +184,3 @@ class Backpressure:
         acks = self.ctx.call(lambda c: consumer_acks(c, self.ctx), what="read consumers")
         return [ConsumerState(name, acked) for name, (acked, _) in acks.items()]
 
-
-def register_consumer(
-    ledger: EpochLedger, consumer: str, *, acked: int | None = None, request_id: str | None = None
-) -> ConsumerState:
-    """``ledger.consumer(consumer).register(...)``."""
-    return ledger.consumer(consumer).register(acked=acked, request_id=request_id)
-
-
-def acknowledge(ledger: EpochLedger, consumer: str, epoch: int) -> ConsumerState:
-    """``ledger.consumer(consumer).acknowledge(epoch)``."""
-    return ledger.consumer(consumer).acknowledge(epoch)
-
-
-def unregister_consumer(ledger: EpochLedger, consumer: str, *, request_id: str | None = None) -> bool:
-    """``ledger.consumer(consumer).unregister(...)``."""
-    return ledger.consumer(consumer).unregister(request_id=request_id)
-
-
-def consumers(ledger: EpochLedger) -> list[ConsumerState]:
-    """``ledger.backpressure().consumers()``."""
-    return ledger.backpressure().consumers()

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.nodes import BarrierNode
+from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
 

@@ -19,12 +19,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, NotLeader, PipelineNotFound
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.nodes import Holding, LeaseNode
+from airflow_epochs.coordination.wire.events import LeaderChanged, LeaderReleased
+from airflow_epochs.coordination.wire.recipe_nodes import Holding, LeaseNode
 from airflow_epochs.coordination.wire.records import Overtaken
 
 
@@ -47,7 +48,7 @@ def _utc(seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
 
 
-RECENT_HOLDINGS = 16
+_RECENT_HOLDINGS = 16
 """How many earlier holdings (owner, request, released) a lease record keeps, so that a request whose answer
 was lost is still found after that many renewals or takeovers (the README's outcome table)."""
 
@@ -116,7 +117,7 @@ class LeaderLease:
                                        "nothing was written")
             if found is None:
                 ops = [Create(path, lease.to_bytes()),
-                       *self.ctx.event("leader_changed", owner=self.owner, previous=None)]
+                       *self.ctx.event(LeaderChanged(owner=self.owner, previous=None))]
             else:
                 current, stat = found
                 if current.owner != self.owner and current.until > now:
@@ -128,10 +129,10 @@ class LeaderLease:
                 renewing = current.owner == self.owner and not current.released
                 # the requests that held it before stay findable by their owners (renewals included)
                 lease = replace(lease, since=current.since if renewing else now,
-                                recent=(current.holding(), *current.recent)[:RECENT_HOLDINGS])
+                                recent=(current.holding(), *current.recent)[:_RECENT_HOLDINGS])
                 ops = [SetData(path, lease.to_bytes(), stat.version)]
                 if not renewing:
-                    ops += self.ctx.event("leader_changed", owner=self.owner, previous=current.owner)
+                    ops += self.ctx.event(LeaderChanged(owner=self.owner, previous=current.owner))
             if call.try_commit(ops) is not None:
                 raise Conflict()  # another contender wrote first: read again
             return self._holder(lease)
@@ -181,7 +182,7 @@ class LeaderLease:
                 return False
             released = replace(found[0], until=self.ctx.clock(), released=True, request=call.request_id)
             failure = call.try_commit([SetData(path, released.to_bytes(), found[1].version),
-                                       *self.ctx.event("leader_released", owner=self.owner)])
+                                       *self.ctx.event(LeaderReleased(owner=self.owner))])
             if failure is not None:
                 raise Conflict()
             return True

@@ -13,16 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.session import Call
 from airflow_epochs.coordination.protocol.retention import archived_lineage
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import seal_record
-
-if TYPE_CHECKING:  # the ledger binds read_lineage: a type-only import, no circle
-    from airflow_epochs.coordination.ledger import EpochLedger
 
 
 @dataclass(frozen=True)
@@ -62,11 +58,6 @@ def read_lineage(ctx: PipelineContext, epoch: int, partition: str) -> LineageIte
         return None if kept is None else LineageItem(ctx.pipeline, epoch, partition, kept)
 
     return ctx.call(run, what=f"read the lineage of {partition!r} at epoch {epoch}")
-
-
-def lineage_of(ledger: EpochLedger, epoch: int, partition: str) -> LineageItem | None:
-    """``ledger.lineage(epoch, partition)``."""
-    return ledger.lineage(epoch, partition)
 
 
 def check_consistency(items: Iterable[LineageItem]) -> LineageReport:

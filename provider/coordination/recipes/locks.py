@@ -9,10 +9,11 @@ from typing import Literal
 from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout as KazooLockTimeout
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import InvalidInput, LockTimeout
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.base.session import Call, Session
+from airflow_epochs.coordination.base.session import Session
 
 LockMode = Literal["exclusive", "read", "write"]
 

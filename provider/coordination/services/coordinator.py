@@ -28,7 +28,7 @@ from airflow_epochs.coordination.protocol.retention import CompactionReport
 from airflow_epochs.coordination.wire.records import Attempt, EpochInfo, SnapshotRef
 
 # Epochs one opening compacts at most: retention keeps up without making any opening slow.
-COMPACT_PER_OPEN = 2
+_COMPACT_PER_OPEN = 2
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def open_as_leader(
     the lease holder opens (renewing the lease each time); a leader that finds another owner's open
     attempt (its lease ran out) supersedes it. The snapshots a retry starts from are included (per
     partition, per producer that left one). After opening, the leader compacts at most
-    :data:`COMPACT_PER_OPEN` epochs that fell out of the configuration's ``retain_epochs``: the
+    :data:`_COMPACT_PER_OPEN` epochs that fell out of the configuration's ``retain_epochs``: the
     coordinator applies retention, and only to sealed epochs far behind the one it just opened.
 
     :param request_id: the id of this opening (e.g. derived from the Airflow task try): repeating it
@@ -119,7 +119,7 @@ def open_as_leader(
     try:
         snapshots = retry_snapshots(ledger, epoch)
         step = "compacting epochs out of retention"
-        compaction = ledger.compact(max_epochs=COMPACT_PER_OPEN)
+        compaction = ledger.compact(max_epochs=_COMPACT_PER_OPEN)
     except (OutcomeUnknown, RetryableError) as exc:
         # The opening committed: never report this call as "nothing was written".
         raise CallUnfinished(

@@ -4,7 +4,7 @@ A declared producer (an ordinary Airflow task) may finish key k while the epoch 
 still incomplete; the ledger opens epoch e only after e-1 is sealed. So a producer's vote is first
 *staged*, durably, under the pipeline's ``declared/<epoch>/<partition>/<producer>`` (create-only, with
 the task instance that produced it), and then every staged vote is *drained*: from the epoch after
-the frontier on, each epoch with staged votes is opened (idempotently, see :func:`open_for_votes`)
+the frontier on, each epoch with staged votes is opened (idempotently, see :func:`_open_for_votes`)
 and its staged votes cast, until an epoch stays incomplete. Whoever stages a vote drains, so the
 producer that completes key k also casts the staged votes of later keys that were waiting for it.
 
@@ -31,6 +31,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import (
     DuplicateVote,
     EpochAlreadyOpen,
@@ -42,7 +43,6 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path
@@ -56,7 +56,7 @@ from airflow_epochs.coordination.wire.records import Attempt
 MAX_DRAIN_EPOCHS = 1000
 # Staged epochs probed (one stat each) per round trip when pruning: the ``declared`` folder is never
 # listed, since its children grow with the epochs staged.
-PRUNE_PROBE = 500
+_PRUNE_PROBE = 500
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def staged_epoch_path(paths: PipelinePaths, epoch: int) -> str:
     return f"{paths.base}/declared/{epoch_key(epoch)}"
 
 
-def staged_epoch(ledger: EpochLedger, epoch: int) -> str:
+def _staged_epoch(ledger: EpochLedger, epoch: int) -> str:
     return staged_epoch_path(ledger.paths, epoch)
 
 
@@ -137,7 +137,7 @@ def stage_vote(
     config = ledger.config_for(epoch).config
     _check_declared_at(config, match, epoch)
     doc = StagedVote(task_instance.to_json(), match.key, task_instance.request_id(match.key))
-    epoch_path = staged_epoch(ledger, epoch)
+    epoch_path = _staged_epoch(ledger, epoch)
     path = f"{epoch_path}/{match.partition}/{match.producer}"
     if not _exists(ledger, path) and _sealed(ledger, epoch):
         # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
@@ -222,7 +222,7 @@ def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVo
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)
-    return not isinstance(manifest, Mapping) or manifest.get("task_instance") != doc.task_instance
+    return StagedVote.voted_by(manifest) != doc.task_instance
 
 
 def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOutcome:
@@ -233,13 +233,11 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
         votes = staged_votes(ledger, epoch)
         if not votes:
             return DrainOutcome(tuple(sealed), None)
-        attempt = open_for_votes(ledger, epoch)
+        attempt = _open_for_votes(ledger, epoch)
         if attempt is not None:
             for partition, producer, staged in votes:
                 try:
-                    ledger.vote(attempt, partition, producer, {"task_instance": dict(staged.task_instance),
-                                                                "partition_key": staged.partition_key},
-                                request_id=staged.request)
+                    ledger.vote(attempt, partition, producer, staged.vote(), request_id=staged.request)
                 except (PartitionAlreadySealed, EpochAlreadySealed):
                     break
                 except DuplicateVote:
@@ -250,16 +248,16 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
         sealed.append(epoch)
         epoch += 1
         if len(sealed) == 1:
-            prune_staged(ledger)
+            _prune_staged(ledger)
     return DrainOutcome(tuple(sealed), epoch)
 
 
-def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
+def _prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
     """Delete the staged votes of at most ``max_epochs`` epochs more than the configuration's
     ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either).
 
     The ``declared`` folder is never listed: its data is a cursor (every staged epoch through it is
-    pruned), and the epochs after it are probed, :data:`PRUNE_PROBE` stats per round trip.
+    pruned), and the epochs after it are probed, :data:`_PRUNE_PROBE` stats per round trip.
     """
     frontier = ledger.frontier()
     if frontier < 1:
@@ -276,7 +274,7 @@ def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
             return []
         cursor = StagedPruned.from_bytes(raw[0], path=root)
         through = cursor.through if cursor is not None else ledger.ctx.record(call).first_epoch - 1
-        last = min(below - 1, through + PRUNE_PROBE)
+        last = min(below - 1, through + _PRUNE_PROBE)
         candidates = list(range(through + 1, last + 1))
         stats = call.exists_many([staged_epoch_path(ledger.paths, e) for e in candidates])
         pruned: list[int] = []
@@ -294,7 +292,7 @@ def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
     return list(ledger.ctx.call(body, what=f"prune the staged votes of {ledger.pipeline!r}"))
 
 
-def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
+def _open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
     """The running attempt of ``epoch``, opened if needed (None: sealed meanwhile, or not next yet).
 
     Every drainer opens with the same request id for the same opening (epoch, generation and the
@@ -326,7 +324,7 @@ def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, Staged
     Both listings are bounded by the configuration in force at the epoch: only its partitions and
     their producers can be staged (:func:`stage_vote` checks), and it is at most 48 KB as JSON.
     """
-    epoch_path = staged_epoch(ledger, epoch)
+    epoch_path = _staged_epoch(ledger, epoch)
 
     def body(call: Call) -> list[tuple[str, str, StagedVote]]:
         partitions = sorted(call.children(epoch_path) or [])
@@ -343,7 +341,7 @@ def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, Staged
 
 def staged_key(ledger: EpochLedger, epoch: int) -> str | None:
     """The partition key staged for ``epoch``, or None."""
-    path = staged_epoch(ledger, epoch)
+    path = _staged_epoch(ledger, epoch)
 
     def body(call: Call) -> str | None:
         raw = call.get(path)

@@ -40,14 +40,14 @@ from typing import Any
 from kazoo.protocol.states import ZnodeStat
 from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.paths import child_path
-from airflow_epochs.coordination.base.session import Call
 from airflow_epochs.coordination.state.history import event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 
-FORMAT = 1
-EPOCHS_DIR = "_epochs"
+_FORMAT = 1
+_EPOCHS_DIR = "_epochs"
 
 Watch = Callable[[Any], Any]
 
@@ -60,7 +60,7 @@ class UnsafeArchive(CorruptPayload):
     """A local archive folder or file that another user could have planted or changed."""
 
 
-def check_local(path: str, *, folder: bool) -> None:
+def _check_local(path: str, *, folder: bool) -> None:
     """Refuse a local archive folder or file that is a symbolic link, not ours, or writable by others:
     whoever can write there could rewrite the recorded past."""
     st = os.lstat(path)
@@ -85,7 +85,7 @@ class ArchivedEpoch:
 
 def epoch_file(location: str, pipeline: str, epoch: int) -> str:
     """Where ``epoch``'s record lives under an archive ``location``."""
-    return f"{location.rstrip('/')}/{pipeline}/{EPOCHS_DIR}/epoch-{epoch:012d}.jsonl"
+    return f"{location.rstrip('/')}/{pipeline}/{_EPOCHS_DIR}/epoch-{epoch:012d}.jsonl"
 
 
 def archive_location(call: Call, ctx: PipelineContext, epoch: int) -> str | None:
@@ -126,7 +126,7 @@ def _line(doc: dict[str, Any]) -> bytes:
 
 def encode(pipeline: str, record: ArchivedEpoch) -> bytes:
     """The canonical bytes of an epoch's archive file."""
-    lines = [_line({"kind": "header", "format": FORMAT, "pipeline": pipeline, "epoch": record.epoch,
+    lines = [_line({"kind": "header", "format": _FORMAT, "pipeline": pipeline, "epoch": record.epoch,
                     "events_after": record.events_after, "events_through": record.events_through})]
     for path in sorted(record.znodes):
         data, stat = record.znodes[path]
@@ -147,8 +147,8 @@ def decode(raw: bytes, *, where: str) -> ArchivedEpoch:
             raise CorruptPayload(f"{where}: the archive is incomplete or altered (digest mismatch)")
         lines = [json.loads(line) for line in body.split(b"\n")]
         header = lines[0]
-        if header.get("kind") != "header" or header.get("format") != FORMAT:
-            raise CorruptPayload(f"{where}: not an epoch archive of format {FORMAT}")
+        if header.get("kind") != "header" or header.get("format") != _FORMAT:
+            raise CorruptPayload(f"{where}: not an epoch archive of format {_FORMAT}")
         znodes: dict[str, tuple[bytes, ZnodeStat]] = {}
         events: dict[int, tuple[bytes, ZnodeStat]] = {}
         for line in lines[1:]:
@@ -200,9 +200,9 @@ def _first_after(call: Call, ctx: PipelineContext, seqs: list[int], zxid: int) -
     return low
 
 
-def events_in(call: Call, ctx: PipelineContext, after: int, through: int) -> dict[int, tuple[bytes, ZnodeStat]]:
+def _events_in(call: Call, ctx: PipelineContext, after: int, through: int) -> dict[int, tuple[bytes, ZnodeStat]]:
     """The history events still in ZooKeeper committed in ``(after, through]`` (zxids)."""
-    seqs = event_sequences(call, ctx.paths)  # never a listing of the history (see history.py)
+    seqs = event_sequences(call, ctx)  # never a listing of the history (see history.py)
     wanted = seqs[_first_after(call, ctx, seqs, after):_first_after(call, ctx, seqs, through)]
     found: dict[int, tuple[bytes, ZnodeStat]] = {}
     for start in range(0, len(wanted), 500):
@@ -221,7 +221,7 @@ def build(call: Call, ctx: PipelineContext, epoch: int, events_after: int) -> Ar
         return None
     through = max(events_after, int(nodes[top][1].mzxid))
     return ArchivedEpoch(epoch, {_relative(ctx, p): v for p, v in nodes.items()},
-                         events_in(call, ctx, events_after, through), events_after, through)
+                         _events_in(call, ctx, events_after, through), events_after, through)
 
 
 # -- storage -----------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def filesystem(location: str) -> tuple[Any, str]:
         raise CorruptPayload(f"archive location cannot be opened: {exc}") from None
 
 
-def read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
+def _read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
     """The raw archive file of ``epoch``, or None if there is none."""
     return read_stored(location, epoch_file("", pipeline, epoch).lstrip("/"))
 
@@ -247,8 +247,8 @@ def read_stored(location: str, relative: str) -> bytes | None:
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return None
     if isinstance(fs, pafs.LocalFileSystem):
-        check_local(os.path.dirname(path), folder=True)
-        check_local(path, folder=False)
+        _check_local(os.path.dirname(path), folder=True)
+        _check_local(path, folder=False)
     with fs.open_input_stream(path) as stream:
         data: bytes = stream.read()
     return data
@@ -259,7 +259,7 @@ def stored_names(location: str, relative: str) -> list[str]:
     fs, base = filesystem(location)
     path = f"{base.rstrip('/')}/{relative}"
     if isinstance(fs, pafs.LocalFileSystem) and os.path.lexists(path):
-        check_local(path, folder=True)
+        _check_local(path, folder=True)
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
 
@@ -269,8 +269,8 @@ def _write_local(path: str, content: bytes) -> bool:
     file (never following a symlink), then hard-link it to the final name."""
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o750, exist_ok=True)
-    check_local(os.path.dirname(folder), folder=True)
-    check_local(folder, folder=True)
+    _check_local(os.path.dirname(folder), folder=True)
+    _check_local(folder, folder=True)
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
     try:
@@ -287,7 +287,7 @@ def _write_local(path: str, content: bytes) -> bool:
         os.unlink(temporary)
 
 
-def write_once(location: str, pipeline: str, epoch: int, content: bytes) -> bool:
+def _write_once(location: str, pipeline: str, epoch: int, content: bytes) -> bool:
     """Write an epoch's archive file unless it exists; True if this call wrote it."""
     return write_stored_once(location, epoch_file("", pipeline, epoch).lstrip("/"), content)
 
@@ -336,28 +336,28 @@ def archive_epoch(call: Call, ctx: PipelineContext, epoch: int, location: str) -
     """Make sure ``epoch``'s record is archived: ``written`` by this call, ``verified`` (the file was
     there and agrees with ZooKeeper) or ``gone`` (nothing left in ZooKeeper to archive)."""
     where = epoch_file(location, ctx.pipeline, epoch)
-    previous = read_epoch(ctx, location, epoch - 1) if epoch > 1 else None
+    previous = _read_epoch(ctx, location, epoch - 1) if epoch > 1 else None
     record = build(call, ctx, epoch, previous.events_through if previous else 0)
     if record is None:
         return ArchiveOutcome("gone", ())
     znodes = tuple(ctx.paths.base + path for path in record.znodes)
-    existing = read_file(location, ctx.pipeline, epoch)
-    if existing is None and write_once(location, ctx.pipeline, epoch, encode(ctx.pipeline, record)):
+    existing = _read_file(location, ctx.pipeline, epoch)
+    if existing is None and _write_once(location, ctx.pipeline, epoch, encode(ctx.pipeline, record)):
         return ArchiveOutcome("written", znodes)
-    existing = existing if existing is not None else read_file(location, ctx.pipeline, epoch)
+    existing = existing if existing is not None else _read_file(location, ctx.pipeline, epoch)
     if existing is None:
         raise ArchiveMismatch(f"{where}: the archive vanished while it was being written")
     verify(decode(existing, where=where), record, where=where)
     return ArchiveOutcome("verified", znodes)
 
 
-def read_epoch(ctx: PipelineContext, location: str, epoch: int) -> ArchivedEpoch | None:
+def _read_epoch(ctx: PipelineContext, location: str, epoch: int) -> ArchivedEpoch | None:
     """An archived epoch (cached per client: archive files never change), or None."""
     key = f"archive:{location}:{ctx.pipeline}:{epoch}"
     cached = ctx.session.cache.get(key)
     if isinstance(cached, ArchivedEpoch):
         return cached
-    raw = read_file(location, ctx.pipeline, epoch)
+    raw = _read_file(location, ctx.pipeline, epoch)
     if raw is None:
         return None
     record = decode(raw, where=epoch_file(location, ctx.pipeline, epoch))
@@ -424,7 +424,7 @@ def archived_call(call: Call, ctx: PipelineContext, epoch: int) -> ArchivedCall 
     location = archive_location(call, ctx, epoch)
     if location is None:
         return None
-    archived = read_epoch(ctx, location, epoch)
+    archived = _read_epoch(ctx, location, epoch)
     return None if archived is None else ArchivedCall(call, ctx, archived)
 
 
@@ -437,7 +437,7 @@ def archived_events(call: Call, ctx: PipelineContext, since_seq: int) -> list[tu
         # newest first: the files' event ranges follow the epochs, so the walk stops at the first file
         # whose events are all at or before the cursor (a recent cursor reads one or two files)
         for epoch in range(record.compacted_through, record.first_epoch - 1, -1):
-            archived = read_epoch(ctx, location, epoch)
+            archived = _read_epoch(ctx, location, epoch)
             if archived is None:
                 continue
             for seq, value in archived.events.items():

@@ -15,13 +15,15 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, PipelineNotFound, TooManyRequests, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.base.session import Call, Session, validate_request_id
+from airflow_epochs.coordination.base.session import Session, validate_request_id
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.history import event_ops
 from airflow_epochs.coordination.wire.config import ConfigVersion
+from airflow_epochs.coordination.wire.events import EventRecord
 from airflow_epochs.coordination.wire.nodes import PipelineRecord, RequestNode, decode_config
 
 T = TypeVar("T")
@@ -79,9 +81,9 @@ class PipelineContext:
         return self.session.call(body, what=what, timeout=self.op_timeout, request_id=request_id, find=find,
                                  started=started)
 
-    def event(self, event: str, **detail: Any) -> list[Step]:
-        """The steps recording ``event`` in the history, to commit with the change they describe."""
-        return event_ops(self.paths, event, self.clock(), detail)
+    def event(self, record: EventRecord) -> list[Step]:
+        """The steps recording ``record`` in the history, to commit with the change it describes."""
+        return event_ops(self.paths, record.kind, self.clock(), record.to_detail())
 
     # -- pipeline-level requests (configuration, rollback, consumers) ---------------------------
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.names import MAX_EPOCH
-from airflow_epochs.coordination.base.session import Call, Conflict
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state.archive import (
     ArchiveMismatch,
@@ -47,7 +47,7 @@ from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.compaction_record import CompactionSummary, RetiredPartition
 from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPointerNode
 
-PARTITIONS_DIR = "_partitions"
+_PARTITIONS_DIR = "_partitions"
 _PREFIX, _SUFFIX = "retired-", ".json"
 # Partitions retired per transaction: each is one version-checked delete, plus the summary.
 _RETIRE_BATCH = 200
@@ -55,11 +55,11 @@ _RETIRE_BATCH = 200
 
 def retired_file(pipeline: str, partition: str, through: int) -> str:
     """The file of one retirement of ``partition``, relative to an archive location."""
-    return f"{partition_folder(pipeline, partition)}/{_PREFIX}{through:012d}{_SUFFIX}"
+    return f"{_partition_folder(pipeline, partition)}/{_PREFIX}{through:012d}{_SUFFIX}"
 
 
-def partition_folder(pipeline: str, partition: str) -> str:
-    return f"{pipeline}/{PARTITIONS_DIR}/{partition}"
+def _partition_folder(pipeline: str, partition: str) -> str:
+    return f"{pipeline}/{_PARTITIONS_DIR}/{partition}"
 
 
 def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredPartition | None:
@@ -74,7 +74,7 @@ def newest_retired(call: Call, ctx: PipelineContext, partition: str) -> RetiredP
         return None
     newest: tuple[int, str] | None = None
     for location in archive_locations(call, ctx):
-        for name in stored_names(location, partition_folder(ctx.pipeline, partition)):
+        for name in stored_names(location, _partition_folder(ctx.pipeline, partition)):
             digits = name[len(_PREFIX):-len(_SUFFIX)]
             named = name.startswith(_PREFIX) and name.endswith(_SUFFIX) and digits.isdigit() and len(digits) == 12
             if named and (newest is None or int(digits) > newest[0]):

@@ -33,7 +33,7 @@ from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.nodes import SnapshotPlace, SnapshotPointerNode
 
 # The format of a retired partition's archive file.
-RETIRED_FORMAT = 1
+_RETIRED_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class RetiredPartition:
             "previous": None if self.pointer.previous is None else self.pointer.previous.to_json()}
         lineage = None if self.lineage is None else {
             "epoch": self.lineage.epoch, "upstream": dict(self.lineage.upstream)}
-        body = _line({"kind": "retired_partition", "format": RETIRED_FORMAT, "pipeline": pipeline,
+        body = _line({"kind": "retired_partition", "format": _RETIRED_FORMAT, "pipeline": pipeline,
                       "partition": self.partition, "retired_through": self.retired_through,
                       "pointer": pointer, "lineage": lineage})
         return body + _line({"kind": "end", "sha256": hashlib.sha256(body).hexdigest()})
@@ -137,8 +137,8 @@ class RetiredPartition:
                 raise CorruptPayload(f"{where}: the retired partition record is incomplete or altered "
                                      "(digest mismatch)")
             doc = json.loads(body)
-            if doc.get("kind") != "retired_partition" or doc.get("format") != RETIRED_FORMAT:
-                raise CorruptPayload(f"{where}: not a retired partition record of format {RETIRED_FORMAT}")
+            if doc.get("kind") != "retired_partition" or doc.get("format") != _RETIRED_FORMAT:
+                raise CorruptPayload(f"{where}: not a retired partition record of format {_RETIRED_FORMAT}")
             partition = str(doc["partition"])
             pointer = None
             if doc["pointer"] is not None:

@@ -17,8 +17,8 @@ from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.wire.declared import DeclaredProducers
 
 MAX_PARTITIONS = 256
-MAX_PRODUCERS = 4096
-MAX_BUCKETS = 4096
+_MAX_PRODUCERS = 4096
+_MAX_BUCKETS = 4096
 # The most epochs a pipeline may keep in full: the ``epochs`` listing retention reads then stays
 # under 10,000 x 14 bytes (a name of 10 digits and its length), far below ``jute.maxbuffer``.
 MAX_RETAIN_EPOCHS = 10_000
@@ -39,13 +39,13 @@ UNARCHIVED_RETAIN_EPOCHS = 1000
 _BY_ARCHIVE: Any = object()
 
 
-def default_retention(archive: str | None) -> int:
+def _default_retention(archive: str | None) -> int:
     """The ``retain_epochs`` a configuration gets when it names none."""
     return DEFAULT_RETAIN_EPOCHS if archive is not None else UNARCHIVED_RETAIN_EPOCHS
 
 
 # A configuration is stored as one znode, next to its history record in one transaction.
-MAX_CONFIG_BYTES = 48 * 1024
+_MAX_CONFIG_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ class PipelineConfig:
         if isinstance(self.buckets, str) or not isinstance(self.buckets, Iterable):
             raise InvalidConfig(f"buckets must be a list of worker names, not {self.buckets!r}")
         buckets = tuple(self.buckets)
-        if len(buckets) > MAX_BUCKETS:
-            raise InvalidConfig(f"{len(buckets)} buckets; at most {MAX_BUCKETS}")
+        if len(buckets) > _MAX_BUCKETS:
+            raise InvalidConfig(f"{len(buckets)} buckets; at most {_MAX_BUCKETS}")
         _check_members(buckets, "bucket owner")
         object.__setattr__(self, "buckets", buckets)
         if self.window is not None and (
@@ -102,7 +102,7 @@ class PipelineConfig:
         ):
             raise InvalidConfig(f"window must be a positive integer or None, not {self.window!r}")
         if self.retain_epochs is _BY_ARCHIVE:
-            object.__setattr__(self, "retain_epochs", default_retention(self.archive))
+            object.__setattr__(self, "retain_epochs", _default_retention(self.archive))
         lowest = 0 if self.archive is not None else 1  # without an archive, 0 would forget the frontier epoch
         if self.retain_epochs is not None and (
             isinstance(self.retain_epochs, bool) or not isinstance(self.retain_epochs, int)
@@ -115,13 +115,13 @@ class PipelineConfig:
             raise InvalidConfig(f"retain_epochs {self.retain_epochs!r} is more than {MAX_RETAIN_EPOCHS}, the most "
                                 "epochs a pipeline keeps in ZooKeeper (older ones go to its archive)")
         if self.archive is not None:
-            object.__setattr__(self, "archive", validate_archive_location(self.archive))
+            object.__setattr__(self, "archive", _validate_archive_location(self.archive))
         if self.declared is not None:
             _check_declared(self.declared, self.partitions)
         size = len(json.dumps(self.to_json(), separators=(",", ":")))
-        if size > MAX_CONFIG_BYTES:
+        if size > _MAX_CONFIG_BYTES:
             raise InvalidConfig(
-                f"the configuration is {size} bytes as JSON; at most {MAX_CONFIG_BYTES} fit in one znode "
+                f"the configuration is {size} bytes as JSON; at most {_MAX_CONFIG_BYTES} fit in one znode "
                 "(fewer or shorter partition, producer, participant or worker names)"
             )
 
@@ -140,7 +140,7 @@ class PipelineConfig:
             data["buckets"] = list(self.buckets)
         if self.window is not None:
             data["window"] = self.window
-        if self.retain_epochs != default_retention(self.archive):
+        if self.retain_epochs != _default_retention(self.archive):
             data["retain_epochs"] = self.retain_epochs
         if self.archive is not None:
             data["archive"] = self.archive
@@ -175,15 +175,15 @@ class PipelineConfig:
 
 
 # Storage an archive may live in (an allow-list: pyarrow's filesystems for these schemes).
-ARCHIVE_SCHEMES = frozenset({"file", "s3", "gs", "gcs", "hdfs", "abfs", "abfss"})
-MAX_ARCHIVE_LOCATION = 1024
+_ARCHIVE_SCHEMES = frozenset({"file", "s3", "gs", "gcs", "hdfs", "abfs", "abfss"})
+_MAX_ARCHIVE_LOCATION = 1024
 
 
-def validate_archive_location(value: object) -> str:
+def _validate_archive_location(value: object) -> str:
     """An archive location, checked: an absolute local path, or a URI of an allowed scheme with no
     credentials, query or fragment (the location is stored in ZooKeeper and shown in the UI)."""
-    if not isinstance(value, str) or not value or len(value) > MAX_ARCHIVE_LOCATION:
-        raise InvalidConfig(f"archive must be a path or URI of 1 to {MAX_ARCHIVE_LOCATION} characters, not {value!r}")
+    if not isinstance(value, str) or not value or len(value) > _MAX_ARCHIVE_LOCATION:
+        raise InvalidConfig(f"archive must be a path or URI of 1 to {_MAX_ARCHIVE_LOCATION} characters, not {value!r}")
     if any(ch in value for ch in "\x00\n\r"):
         raise InvalidConfig(f"archive {value!r} contains a control character")
     scheme, sep, rest = value.partition("://")
@@ -192,8 +192,8 @@ def validate_archive_location(value: object) -> str:
             raise InvalidConfig(f"archive {value!r} must be an absolute path or a URI")
         rest = value
     else:
-        if scheme.lower() not in ARCHIVE_SCHEMES:
-            raise InvalidConfig(f"archive {value!r}: scheme {scheme!r} is not one of {sorted(ARCHIVE_SCHEMES)}")
+        if scheme.lower() not in _ARCHIVE_SCHEMES:
+            raise InvalidConfig(f"archive {value!r}: scheme {scheme!r} is not one of {sorted(_ARCHIVE_SCHEMES)}")
         authority = rest.split("/", 1)[0]
         if "@" in authority or "?" in rest or "#" in rest:
             raise InvalidConfig(f"archive {scheme}://...: credentials, queries and fragments are not allowed in "
@@ -219,8 +219,8 @@ def _name_lists(value: object, kind: str, members: str) -> dict[str, tuple[str, 
         plist = tuple(names)
         if not plist and kind == "partition":
             raise InvalidConfig(f"partition {name!r} has no producers; each partition needs at least one")
-        if len(plist) > MAX_PRODUCERS:
-            raise InvalidConfig(f"{kind} {name!r} has {len(plist)} {members}; at most {MAX_PRODUCERS}")
+        if len(plist) > _MAX_PRODUCERS:
+            raise InvalidConfig(f"{kind} {name!r} has {len(plist)} {members}; at most {_MAX_PRODUCERS}")
         _check_members(plist, f"{kind} {name!r}")
         duplicates = sorted(p for p, n in Counter(plist).items() if n > 1)
         if duplicates:

@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from airflow_epochs.coordination.wire.config import PipelineConfig
 
 # Airflow's own limits: dag and task ids are at most 250 characters; partition keys too.
-MAX_AIRFLOW_ID = 250
-MAX_KEY_LENGTH = 250
-MAX_EXPLICIT_KEYS = 1000
+_MAX_AIRFLOW_ID = 250
+_MAX_KEY_LENGTH = 250
+_MAX_EXPLICIT_KEYS = 1000
 
 
 def _airflow_id(what: str, value: object) -> str:
-    if not isinstance(value, str) or not value or len(value) > MAX_AIRFLOW_ID or not value.isprintable() \
+    if not isinstance(value, str) or not value or len(value) > _MAX_AIRFLOW_ID or not value.isprintable() \
             or any(ch.isspace() for ch in value):
         raise InvalidConfig(f"{what} must be a non-empty Airflow id without spaces, not {value!r}")
     return value
@@ -111,7 +111,7 @@ class AssetProducer:
 Producer = TaskProducer | AssetProducer
 
 
-class KeyEpochs(Protocol):
+class _KeyEpochs(Protocol):
     """How a partition key maps to an epoch."""
 
     def epoch_of(self, key: str) -> int: ...
@@ -120,8 +120,8 @@ class KeyEpochs(Protocol):
 
 
 def _check_key(key: object) -> str:
-    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH:
-        raise InvalidInput(f"partition key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, "
+    if not isinstance(key, str) or not key.strip() or len(key) > _MAX_KEY_LENGTH:
+        raise InvalidInput(f"partition key must be a non-empty string of at most {_MAX_KEY_LENGTH} characters, "
                            f"not {key!r}")
     return key
 
@@ -138,8 +138,8 @@ class ExplicitKeys:
     def __post_init__(self) -> None:
         if not isinstance(self.epochs, Mapping) or not self.epochs:
             raise InvalidConfig(f"explicit keys must be a non-empty mapping of key -> epoch, not {self.epochs!r}")
-        if len(self.epochs) > MAX_EXPLICIT_KEYS:
-            raise InvalidConfig(f"{len(self.epochs)} explicit keys; at most {MAX_EXPLICIT_KEYS} (use a calendar)")
+        if len(self.epochs) > _MAX_EXPLICIT_KEYS:
+            raise InvalidConfig(f"{len(self.epochs)} explicit keys; at most {_MAX_EXPLICIT_KEYS} (use a calendar)")
         seen: dict[int, str] = {}
         for key, epoch in self.epochs.items():
             try:
@@ -210,7 +210,7 @@ def _zone(name: object) -> Any:
         raise InvalidConfig(f"unknown timezone {name!r}") from None
 
 
-def calendar_from_json(data: Mapping[str, Any]) -> EpochCalendar | CronEpochCalendar:
+def _calendar_from_json(data: Mapping[str, Any]) -> EpochCalendar | CronEpochCalendar:
     """Rebuild a calendar from its ``to_json()``."""
     try:
         origin = datetime.fromisoformat(str(data["origin"]))
@@ -221,15 +221,15 @@ def calendar_from_json(data: Mapping[str, Any]) -> EpochCalendar | CronEpochCale
         raise InvalidConfig(f"calendar {dict(data)!r} cannot be read: {exc}") from None
 
 
-def keys_from_json(data: Mapping[str, Any]) -> ExplicitKeys | CalendarKeys:
+def _keys_from_json(data: Mapping[str, Any]) -> ExplicitKeys | CalendarKeys:
     if "explicit" in data and isinstance(data["explicit"], Mapping):
         return ExplicitKeys({str(k): v for k, v in data["explicit"].items()})
     if "calendar" in data and isinstance(data["calendar"], Mapping):
-        return CalendarKeys(calendar_from_json(data["calendar"]), str(data.get("timezone", "UTC")))
+        return CalendarKeys(_calendar_from_json(data["calendar"]), str(data.get("timezone", "UTC")))
     raise InvalidConfig(f"declared keys must be {{'explicit': ...}} or {{'calendar': ...}}, not {dict(data)!r}")
 
 
-def producer_from_json(name: str, data: Mapping[str, Any]) -> Producer:
+def _producer_from_json(name: str, data: Mapping[str, Any]) -> Producer:
     if isinstance(data.get("task"), Mapping):
         task = data["task"]
         return TaskProducer(str(task.get("dag_id")), str(task.get("task_id")), name=name)
@@ -331,7 +331,7 @@ class DeclaredProducers:
         for partition, named in producers.items():
             if not isinstance(named, Mapping):
                 raise InvalidConfig(f"declared producers of {partition!r} must be a mapping, not {named!r}")
-            partitions[str(partition)] = tuple(producer_from_json(str(name), spec if isinstance(spec, Mapping) else {})
+            partitions[str(partition)] = tuple(_producer_from_json(str(name), spec if isinstance(spec, Mapping) else {})
                                                for name, spec in named.items())
-        return cls(partitions, keys_from_json(keys))
+        return cls(partitions, _keys_from_json(keys))
 

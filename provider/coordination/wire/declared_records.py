@@ -40,6 +40,16 @@ class StagedVote:
     def to_bytes(self) -> bytes:
         return payloads.encode("staged_vote", self.to_json())
 
+    def vote(self) -> dict[str, Any]:
+        """The vote cast for it: the task instance and the partition key (what :meth:`voted_by` reads)."""
+        return {"task_instance": dict(self.task_instance), "partition_key": self.partition_key}
+
+    @staticmethod
+    def voted_by(vote: Any) -> Mapping[str, Any] | None:
+        """The task instance a vote cast by :meth:`vote` names (None: the vote is not a staged one)."""
+        found = vote.get("task_instance") if isinstance(vote, Mapping) else None
+        return found if isinstance(found, Mapping) else None
+
     @classmethod
     def from_bytes(cls, raw: bytes, *, path: str) -> StagedVote:
         doc = _fields("staged_vote", raw, path)

@@ -17,12 +17,12 @@ from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 
 # 2: ledger v2 (per-producer vote znodes, attempt nodes as fencing targets, request ids everywhere).
-SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 2
 # ZooKeeper refuses znodes (and whole multi-op requests) over about 1 MB; staying far below keeps a
 # transaction holding a vote, a seal and a history record well inside that limit.
 MAX_PAYLOAD_BYTES = 64 * 1024
 # A snapshot is a pointer (a path or URI and a little metadata), never the state itself.
-MAX_SNAPSHOT_BYTES = 2 * 1024
+_MAX_SNAPSHOT_BYTES = 2 * 1024
 # Upstream pipelines one vote may name in its lineage vector.
 MAX_UPSTREAM = 64
 
@@ -36,7 +36,7 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
-def json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+def _json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (bounded work: one pass)."""
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
@@ -52,7 +52,7 @@ def json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 def loads_bounded(text: str | bytes, *, limit: int = MAX_JSON_DEPTH) -> JSON:
     """``json.loads`` that refuses (:class:`ValueError`, one line) JSON nested deeper than ``limit``."""
-    if json_depth_exceeds(text, limit):
+    if _json_depth_exceeds(text, limit):
         raise ValueError(f"JSON nested deeper than {limit} levels")
     try:
         return json.loads(text)
@@ -101,7 +101,7 @@ def encode(kind: str, body: Mapping[str, JSON], *, limit: int = MAX_PAYLOAD_BYTE
     """Encode ``body`` as a ``kind`` payload; raise if it is not JSON or larger than ``limit``."""
     if kind not in _SCHEMAS:
         raise ValueError(f"unknown payload kind {kind!r}")
-    document = {"schema": SCHEMA_VERSION, "kind": kind, **body}
+    document = {"schema": _SCHEMA_VERSION, "kind": kind, **body}
     _check_fields(kind, document, error=InvalidInput)
     return _serialised(kind, document, limit)
 
@@ -112,7 +112,7 @@ def _serialised(kind: str, document: JSON, limit: int) -> bytes:
         raw = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{kind} payload is not JSON-serialisable: {_one_line(exc)}") from None
-    if json_depth_exceeds(raw):
+    if _json_depth_exceeds(raw):
         raise InvalidInput(f"{kind} payload nests deeper than {MAX_JSON_DEPTH} levels")
     if len(raw) > limit:
         raise PayloadTooLarge(f"{kind} payload is {len(raw)} bytes; the limit is {limit} bytes")
@@ -129,11 +129,11 @@ def decode(kind: str, raw: bytes | None, *, path: str = "?") -> dict[str, JSON]:
         raise CorruptPayload(f"{path}: not JSON ({exc})") from None
     if not isinstance(document, dict):
         raise CorruptPayload(f"{path}: expected a JSON object, got {type(document).__name__}")
-    if document.get("schema") != SCHEMA_VERSION:
+    if document.get("schema") != _SCHEMA_VERSION:
         hint = " (written by airflow-epochs 0.1: this version cannot read it; recreate the pipeline under a " \
             "new root or name)" if document.get("schema") == 1 else ""
         raise CorruptPayload(
-            f"{path}: schema {document.get('schema')!r} is not supported (this version reads {SCHEMA_VERSION}){hint}"
+            f"{path}: schema {document.get('schema')!r} is not supported (this version reads {_SCHEMA_VERSION}){hint}"
         )
     if document.get("kind") != kind:
         raise CorruptPayload(f"{path}: holds a {document.get('kind')!r} payload, expected {kind!r}")
@@ -148,7 +148,7 @@ def encode_row(kind: str, fields: list[JSON], *, limit: int = MAX_PAYLOAD_BYTES)
     about half the bytes of the object form. The caller's decoder checks each field's type."""
     if kind not in _SCHEMAS:
         raise ValueError(f"unknown payload kind {kind!r}")
-    return _serialised(kind, [SCHEMA_VERSION, kind, *fields], limit)
+    return _serialised(kind, [_SCHEMA_VERSION, kind, *fields], limit)
 
 
 def is_row(raw: bytes | None) -> bool:
@@ -165,9 +165,9 @@ def decode_row(kind: str, raw: bytes, *, path: str = "?") -> list[JSON]:
         raise CorruptPayload(f"{path}: not JSON ({exc})") from None
     if not isinstance(document, list) or len(document) < 2:
         raise CorruptPayload(f"{path}: expected a compact {kind} payload [schema, kind, ...]")
-    if document[0] != SCHEMA_VERSION or isinstance(document[0], bool):
+    if document[0] != _SCHEMA_VERSION or isinstance(document[0], bool):
         raise CorruptPayload(
-            f"{path}: schema {document[0]!r} is not supported (this version reads {SCHEMA_VERSION})")
+            f"{path}: schema {document[0]!r} is not supported (this version reads {_SCHEMA_VERSION})")
     if document[1] != kind:
         raise CorruptPayload(f"{path}: holds a {document[1]!r} payload, expected {kind!r}")
     return document[2:]
@@ -186,7 +186,7 @@ def check_manifest(manifest: object, *, what: str = "manifest") -> dict[str, JSO
         raw = json.dumps(dict(manifest), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable: {_one_line(exc)}") from None
-    if json_depth_exceeds(raw):
+    if _json_depth_exceeds(raw):
         raise InvalidInput(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
     if len(raw) > MAX_PAYLOAD_BYTES // 2:
         raise PayloadTooLarge(
@@ -199,18 +199,18 @@ def check_manifest(manifest: object, *, what: str = "manifest") -> dict[str, JSO
 
 def check_snapshot(snapshot: object) -> JSON:
     """Validate a snapshot pointer: any JSON value (None for no snapshot) of at most
-    :data:`MAX_SNAPSHOT_BYTES` bytes; it points at state, it never holds it."""
+    :data:`_MAX_SNAPSHOT_BYTES` bytes; it points at state, it never holds it."""
     if snapshot is None:
         return None
     try:
         raw = json.dumps(snapshot, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"snapshot pointer is not JSON-serialisable: {_one_line(exc)}") from None
-    if json_depth_exceeds(raw):
+    if _json_depth_exceeds(raw):
         raise InvalidInput(f"snapshot pointer nests deeper than {MAX_JSON_DEPTH} levels")
-    if len(raw) > MAX_SNAPSHOT_BYTES:
+    if len(raw) > _MAX_SNAPSHOT_BYTES:
         raise PayloadTooLarge(
-            f"snapshot pointer is {len(raw)} bytes; the limit is {MAX_SNAPSHOT_BYTES} (a path or URI, never state)"
+            f"snapshot pointer is {len(raw)} bytes; the limit is {_MAX_SNAPSHOT_BYTES} (a path or URI, never state)"
         )
     return json.loads(raw)
 

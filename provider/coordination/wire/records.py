@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow_epochs.coordination.base.errors import InvalidEpoch, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
+from airflow_epochs.coordination.wire.events import EventRecord, event_record
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,11 @@ class VoteResult:
 
 @dataclass(frozen=True)
 class SealRecord:
-    """A partition's seal as one read gives it (no manifests): enough for waiters and triggers."""
+    """A partition's seal as one read gives it (no manifests): enough for waiters and triggers.
+
+    The seal family (this, :class:`SealInfo`, the stored ``SealNode`` and the ``PartitionSealed``
+    event) gives ``producers`` one meaning, the producers' names, and ``producer_count`` another,
+    how many producers the seal counts."""
 
     epoch: int
     partition: str
@@ -163,7 +168,7 @@ class SealRecord:
     sealed_at: float
     zxid: int
     request: str
-    producers: int
+    producer_count: int
     upstream: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -182,6 +187,11 @@ class SealInfo:
     zxid: int
     # upstream pipeline -> newest epoch of it that any producer of this partition read
     upstream: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def producer_count(self) -> int:
+        """How many producers the seal counts (as :attr:`SealRecord.producer_count`)."""
+        return len(self.producers)
 
 
 @dataclass(frozen=True)
@@ -209,6 +219,21 @@ class SnapshotRef:
 
 
 @dataclass(frozen=True)
+class BarrierStatus:
+    """A barrier as a status page shows it (``Barrier.status()``): its straggler policy (``k`` for a
+    quorum), its deadline, whether it is decided (``closed``), and who registered, arrived and is
+    late so far, each sorted."""
+
+    policy: str
+    k: int | None
+    deadline: float
+    closed: bool
+    registered: tuple[str, ...]
+    arrived: tuple[str, ...]
+    late: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Event:
     """One recorded state change; ``seq`` orders the history (it is also ZooKeeper's commit order)."""
 
@@ -216,7 +241,13 @@ class Event:
     zxid: int
     event: str
     at: float
-    detail: Mapping[str, Any]
+    detail: Mapping[str, Any]  # as stored: for a generic display; read its fields through ``record``
+
+    @property
+    def record(self) -> EventRecord:
+        """The event's typed record (:mod:`.events`: one per kind; :class:`CorruptPayload` when a field
+        has the wrong type)."""
+        return event_record(self.event, self.detail)
 
 
 def check_upstream(upstream: Mapping[str, int] | None, *, limit: int) -> dict[str, int]:

@@ -170,7 +170,7 @@ class SealNode:
     sealed_at: float
     request: str
     config_version: int
-    producers: int
+    producer_count: int  # how many producers the seal counts (stored as ``producers``)
     snapshot_producers: tuple[int, ...]
     upstream: Mapping[str, int]
     first_vote_at: float
@@ -182,7 +182,7 @@ class SealNode:
         body: dict[str, Any] = {
             "partition": self.partition, "attempt": self.attempt, "generation": self.generation,
             "sealed_at": self.sealed_at, "request": self.request, "config_version": self.config_version,
-            "producers": self.producers, "snapshot_producers": list(self.snapshot_producers),
+            "producers": self.producer_count, "snapshot_producers": list(self.snapshot_producers),
             "first_vote_at": self.first_vote_at, "upstream": dict(self.upstream)}
         if self.votes is not None and self.sole:
             (only,) = self.votes.votes.values()
