@@ -149,6 +149,7 @@ class SparkEpochHook(BaseHook):
         sealed_inputs: Mapping[str, str] | None = None,
         lock_timeout: float = 300.0,
         lineage_run: Mapping[str, str] | None = None,
+        lineage_dataset: Mapping[str, str] | None = None,
     ) -> SubmitOutcome:
         """Run the job for ``attempt``'s epoch and vote its manifest (see :mod:`airflow_epochs.spark.submit`).
 
@@ -161,7 +162,7 @@ class SparkEpochHook(BaseHook):
             ledger = zookeeper.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
             return submit_and_seal(ledger, attempt, partition, producer, storage=storage, runner=self.run,
                                    inputs=inputs, sealed_inputs=sealed_inputs, lock_timeout=lock_timeout,
-                                   lineage_run=lineage_run)
+                                   lineage_run=lineage_run, lineage_dataset=lineage_dataset)
 
     def run(self, job_context: EpochContext) -> dict[str, Any] | None:
         """Run the job for ``job_context``: its manifest, or None when the driver wrote it to storage."""

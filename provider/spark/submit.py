@@ -25,7 +25,7 @@ from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.wire.manifests import RunManifest
-from airflow_epochs.lineage.runs import LINEAGE_RUN
+from airflow_epochs.lineage.runs import LINEAGE_DATASET, LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
@@ -101,6 +101,7 @@ def submit_and_seal(
     lock_timeout: float = 300.0,
     root: str = DEFAULT_ROOT,
     lineage_run: Mapping[str, str] | None = None,
+    lineage_dataset: Mapping[str, str] | None = None,
 ) -> SubmitOutcome:
     """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
 
@@ -110,6 +111,9 @@ def submit_and_seal(
         (resolved through the seal's manifests; e.g. a join after a barrier).
     :param lineage_run: the OpenLineage run of the task that votes (``namespace``, ``job``, ``runId``),
         recorded in the vote as ``lineage_run`` so that the seal names every producer's run.
+    :param lineage_dataset: the OpenLineage dataset (``namespace``, ``name``) the partition is known by
+        when it is published (its table), recorded in the vote as ``lineage_dataset`` so that a task
+        reading the sealed partition names it the same way.
     :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
         read from the run directory (a job submitted elsewhere writes it there).
     :raises EpochOutOfOrder: the previous epoch is not sealed (nothing ran).
@@ -160,6 +164,8 @@ def submit_and_seal(
         summary = record.vote_summary()
         if lineage_run:
             summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}
+        if lineage_dataset:
+            summary[LINEAGE_DATASET] = {k: str(lineage_dataset[k]) for k in ("namespace", "name")}
         epoch_sealed = False
         def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
             log.warning("epoch %s: vote of %s on %s: %s; trying again in %.1f s", attempt.epoch, producer,
