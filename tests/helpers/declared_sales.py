@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from airflow_epochs.coordination import EpochCalendar
-from airflow_epochs.coordination.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
+from airflow_epochs.coordination.wire.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
 
 DAY1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DECLARED = DeclaredProducers(
