@@ -11,7 +11,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
-tests=(tests/integration/test_rearm_watches.py tests/integration/test_triggers.py)
+tests=(tests/unit/test_set_watches_wire.py tests/integration/test_rearm_watches.py tests/integration/test_triggers.py)
 if [ "$#" -eq 0 ]; then
   # what the registry has, newest first (pip's own client: one look-up for the one package we test)
   available="$(pip index versions kazoo 2>/dev/null | sed -n 's/^Available versions: //p' | tr -d ' ' | tr ',' '\n')"
