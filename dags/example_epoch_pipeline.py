@@ -34,6 +34,7 @@ CONFIG = {
     "barriers": {"ingested": ["ingest_flights", "ingest_weather"]},
 }
 
+# [START example_epoch_pipeline]
 with DAG(
     dag_id="example_epoch_pipeline",
     schedule="@daily",
@@ -67,3 +68,4 @@ with DAG(
     join = VotePartitionOperator(task_id="join", partition="daily", producer="join",
                                  manifest={"inputs": ["flights", "weather"]})
     arrivals >> barrier >> join >> epoch.close
+# [END example_epoch_pipeline]

@@ -6,6 +6,7 @@ connection named ``zookeeper_default`` (the README's main command sets all of th
 
 from __future__ import annotations
 
+# [START example_epoch_smoke]
 import pendulum
 from airflow.sdk import DAG
 
@@ -37,3 +38,4 @@ with DAG(
     ]
     close_epoch = CloseEpochOperator(task_id="close_epoch", attempt_task_id="open_epoch")
     open_epoch >> votes >> close_epoch
+# [END example_epoch_smoke]

@@ -50,6 +50,7 @@ JOB_LABELS = {"clean_flights": ("CR", None), "hourly_weather": ("OR", ("epoch", 
 # `demo.sh --serve` bounds the real scheduler's catch-up to the days it landed (unset: the whole year).
 DAYS = int(os.environ.get("NYCFLIGHTS_DAYS", "365"))
 
+# [START nycflights_daily]
 with DAG(
     dag_id="nycflights_daily",
     schedule="@daily",
@@ -86,3 +87,4 @@ with DAG(
     blazes_label(join, "OR", gate=("epoch",), path="daily")
     blazes_label(join, "OW", gate=("carrier",), path="totals")
     arrivals >> barrier >> join >> epoch.close
+# [END nycflights_daily]

@@ -4,7 +4,8 @@ A spy on the kazoo client records every ``getChildren`` answer (its size on the 
 count, then 4 bytes of length and the name for each child) while a pipeline is driven past the
 counts that would make a listing large: many more history events than one probe batch covers,
 compaction pruning them, barriers with many participants, many consumers, many staged epochs. The
-largest answer is then checked against the bound the README's "Bounded answers" table states, and
+largest answer is then checked against the bound the "Bounded answers"
+table of docs/reference/zookeeper_layout.rst states, and
 every limit that keeps a listing bounded refuses the value past it, naming it, before any write.
 """
 

@@ -268,7 +268,8 @@ def test_a_compaction_killed_between_the_retirement_file_and_the_delete_is_finis
 def test_zookeeper_holds_the_live_partitions_however_many_came_and_went(zk, tmp_path, storage):
     """20 configuration versions of 4 partitions each, 3 of them new every time (61 partitions over the
     pipeline's life), 2 epochs each: with an archive the snapshots folder and the summary's lineage hold
-    the live partitions only; without one (nothing is shed, README) they hold every partition ever."""
+    the live partitions only; without one (nothing is shed,
+    docs/operations/deploying.rst) they hold every partition ever."""
     archive = str(tmp_path / "storage") if storage else None
     ledger = EpochLedger(zk, "churn", owner="o")
     ever: set[str] = set()

@@ -4,7 +4,6 @@ word-count examples, and ``airflow-epochs analyze`` run for real."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -277,20 +276,3 @@ def _bad_dag(folder: Path) -> Path:
         "    blazes_label(EmptyOperator(task_id='e'), 'XW')\n"
     )
     return path
-
-
-def test_readme_shows_what_the_command_prints(examples):
-    from airflow_epochs.analysis.report import render_dot, render_table
-
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Coordination analysis"):]
-    tables = re.findall(r"```text\n(.*?)```", section, re.S)
-    printed = render_table([examples["example_word_count"]], None) + render_table(
-        [examples["example_under_coordinated"]], None)
-    for table in tables[:2]:
-        for line in table.strip().splitlines():
-            if not line.startswith("under-coordination:"):  # that one goes to standard error
-                assert line in printed, line
-    dot = re.search(r"```dot\n(.*?)```", section, re.S)
-    assert dot is not None and dot.group(1) == render_dot([examples["example_word_count"]])
-    assert (REPO / "docs" / "analyze_word_count.png").stat().st_size > 20_000

@@ -1,7 +1,5 @@
-"""Blazes coordination analysis: the rules on the paper's cases, every example DAG, real runs of the
-word-count examples, and ``airflow-epochs analyze`` run for real.
-
-(The server-free tests of system/test_analyze.py.)"""
+"""Blazes coordination analysis, without a server: the rules on the paper's cases, label transfer
+through each kind of path, ``blazes_label`` on operators and task calls, and bad input refused."""
 
 from __future__ import annotations
 

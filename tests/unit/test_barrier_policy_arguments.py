@@ -1,7 +1,4 @@
-"""Barriers on a real ZooKeeper: many participants in threads and processes, O(1) writes per arrival,
-one release watch per waiter, and every straggler policy with a participant frozen past the timeout.
-
-(The server-free tests of integration/test_barriers.py.)"""
+"""Barrier straggler policies' arguments are checked before anything is written."""
 
 from __future__ import annotations
 

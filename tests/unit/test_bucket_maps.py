@@ -1,6 +1,5 @@
-"""Reconfiguration at epoch boundaries, backpressure and causal lineage, on a real ZooKeeper.
-
-(The server-free tests of integration/test_reconfig_backpressure_lineage.py.)"""
+"""Key-to-bucket maps of reconfiguration, without a server: a key's bucket is stable, and a migration
+plan moves all at once or fluidly."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Catalog settings from a connection's fields: allow-listed extras, the secret kept out of messages;
-and the lineage of a Spark epoch task that read sealed partitions (real ZooKeeper, no Spark needed).
-
-(The server-free tests of integration/test_tables_catalog.py.)"""
+"""Iceberg catalog settings from a connection's fields, without a catalog: allow-listed extras, empty
+form fields, and secrets kept apart from the visible properties."""
 
 from __future__ import annotations
 

@@ -1,39 +1,18 @@
-"""Declared producers: ordinary Airflow tasks (or assets) vote through the provider's listener.
-
-- the declaration: bad input is refused naming the value; it round-trips through the stored config;
-- staged votes against a real ZooKeeper: keys completed out of order seal in epoch order, a repeat
-  adds nothing, another run before the seal changes nothing, a re-run after the seal is reported and,
-  with ``reopen``, rolls the key back and seals it again;
-- plain producer DAGs run with ``dag.test()``: their votes come from the listener, an undeclared task
-  writes nothing, a re-run of the same task instance repeats its vote;
-- the gate's trigger: one event per complete key with the producers' key, the next key held until
-  the consumer acknowledged the previous one.
-
-(The server-free tests of system/test_declared_producers.py.)"""
+"""Declared producers' declarations, without a server: bad input is refused naming the value, and a
+declaration round-trips through the stored config and maps keys to epochs."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import pytest
+from declared_sales import DECLARED
 
-from airflow_epochs.coordination import EpochCalendar, InvalidConfig, InvalidInput, PipelineConfig
+from airflow_epochs.coordination import InvalidConfig, InvalidInput, PipelineConfig
 from airflow_epochs.coordination.wire.declared import (
     AssetProducer,
-    CalendarKeys,
     DeclaredProducers,
     ExplicitKeys,
     Match,
     TaskProducer,
-)
-
-DAY1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-DECLARED = DeclaredProducers(
-    {"sales": (TaskProducer("prod_eu", "load", name="eu"), TaskProducer("prod_us", "load", name="us"),
-               AssetProducer("returns", "file:///data/returns", ("prod_returns",)))},
-    CalendarKeys(EpochCalendar(DAY1, timedelta(days=1))),
 )
 
 

@@ -1,8 +1,5 @@
-"""The epoch job contract on real PySpark and a real ZooKeeper: running totals over 5 epochs give the
-same sealed result (equal to pandas on the raw inputs) with and without faults, and output is visible
-only through seals.
-
-(The server-free tests of integration/test_spark_contract.py.)"""
+"""The epoch job contract without Spark: a bad epoch context is refused by name, and the contract
+imports without Airflow."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Bounded work on hostile data, on a real ZooKeeper: records forged by whoever could write them (deep
-JSON, an attempt token of 10**9, a newest epoch of 9,999,999,999, a negative frontier), a pipeline the
-page's connection cannot read, corrupt CLI state files, a malformed token and a planted output link.
-Each is answered in one line, or shown for what it is, after a bounded number of reads.
-
-(The server-free tests of integration/test_hostile_records.py.)"""
+"""Hostile local input answered in one line, without a server: deep JSON, corrupt CLI state files and
+a malformed token through a connection id."""
 
 from __future__ import annotations
 

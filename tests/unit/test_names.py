@@ -1,7 +1,4 @@
-"""Bad input catalogue: each mistake gets its own exception naming the bad value, and ZooKeeper is
-left exactly as it was (the whole subtree is compared before and after).
-
-(The server-free tests of integration/test_bad_input.py.)"""
+"""Names that become znode paths: good ones pass, each bad one raises its own exception naming it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The package installs as one ``airflow_epochs`` tree and registers itself with Airflow.
-
-(The server-free tests of integration/test_packaging.py.)"""
+"""The package's layout, without building it: every subpackage imports under ``airflow_epochs`` with
+``py.typed``, the provider info names importable modules, the core imports nothing from Airflow,
+and the build system asks for a setuptools that reads the licence expression."""
 
 from __future__ import annotations
 

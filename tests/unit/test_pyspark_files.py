@@ -1,6 +1,4 @@
-"""The PySpark install is consistent (pyspark-client must not shadow pyspark) and a local session works.
-
-(The server-free tests of integration/test_spark_install.py.)"""
+"""The PySpark install is consistent: pyspark-client must not shadow pyspark's Python files."""
 
 from __future__ import annotations
 

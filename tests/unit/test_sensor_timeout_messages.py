@@ -1,6 +1,4 @@
-"""A sensor that runs out of time says what it was waiting for: partition, pipeline and epoch.
-
-(The server-free tests of system/test_sensor_timeouts.py.)"""
+"""A sensor that runs out of time says what it was waiting for: partition, pipeline and epoch."""
 
 from __future__ import annotations
 

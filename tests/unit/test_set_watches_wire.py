@@ -1,8 +1,5 @@
-"""Watches through a lost connection without a storm: the re-arming kazoo client (SetWatches with the
-last zxid seen) against a real server behind a proxy that cuts the connection, and a few hundred
-deferred triggers riding through a leader failover on a 3-node ensemble.
-
-(The server-free tests of integration/test_rearm_watches.py.)"""
+"""The re-arming client's SetWatches request, without a server: jute encoding, batches bounded by
+size, and a bound below one refused."""
 
 from __future__ import annotations
 

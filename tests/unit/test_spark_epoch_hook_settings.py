@@ -1,8 +1,5 @@
-"""SparkEpochHook on real PySpark and a real ZooKeeper: spark-submit on the default local master (no
-Spark connection anywhere) with and without ``spark-submit`` on PATH, the process environment left
-exactly as it was, the sealed result checked with pandas; refusals before anything runs.
-
-(The server-free tests of integration/test_spark_epoch_hook.py.)"""
+"""SparkEpochHook's settings, without running Spark: bad settings refused naming the value, the default
+master is the hook's own local connection, and the operator builds its hook on first use only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""No code execution through configuration: submit_options checked key by key, each Spark master mode
-accepted or refused up front, and the spark-submit argv for YARN and Kubernetes checked for leaks of
-this machine's environment. (Local and standalone client mode run for real in test_spark_operator.)
-
-(The server-free tests of integration/test_submit_options.py.)"""
+"""No code execution through configuration, checked without Spark: submit_options key by key, each
+Spark master mode accepted or refused up front, code files only under allowed roots."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Triggers in Airflow's style: serialisation, firing only after the seal and promptly, one shared
-kazoo session, re-reading after a reconnect, and one asset event per seal even when run twice.
-
-(The server-free tests of integration/test_triggers.py.)"""
+"""Triggers serialise to their package path and primitives only (what a triggerer can load)."""
 
 from __future__ import annotations
 

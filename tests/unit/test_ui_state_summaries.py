@@ -1,8 +1,5 @@
-"""The Epochs page's reader and JSON API on a real ZooKeeper: the grid says what the ledger says,
-filters and pages come from the epoch ranges, a page's reads do not grow with the pipeline, and the
-API answers only logged-in users, and only about pipelines of DAGs they may read.
-
-(The server-free tests of integration/test_ui_state.py.)"""
+"""The Epochs page's summaries, without a server: a manifest's Spark outputs and plain rows add up,
+and only literal pipelines of open-epoch tasks count."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The embedded ZooKeeper: a real server and a real 3-node ensemble, started and stopped here.
-
-(The server-free tests of integration/test_embedded_zookeeper.py.)"""
+"""Finding the embedded ZooKeeper's Java and jars, without starting it: missing Java or jars and a
+class path without snappy-java are clear errors; ZOOKEEPER_HOME is preferred."""
 
 from __future__ import annotations
 

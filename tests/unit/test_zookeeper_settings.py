@@ -1,6 +1,5 @@
-"""ZooKeeperHook and connection settings: mapping, secrets kept out of logs, real connections.
-
-(The server-free tests of integration/test_hook.py.)"""
+"""ZooKeeper connection settings without a server: hosts, ports and chroot mapping, digest, ACL and
+TLS options, bad connections named by value, and secrets kept out of every description."""
 
 from __future__ import annotations
 
