@@ -53,7 +53,9 @@ for version in "${versions[@]}"; do
   if PYTHONPATH="$target" pytest -q -n 0 "${tests[@]}" >"$work/pytest-$version.log" 2>&1; then
     say "kazoo $version: $(tail -n 1 "$work/pytest-$version.log") ($((SECONDS - started)) s)"
   else
-    tail -n 40 "$work/pytest-$version.log"
+    # the assertion and the summary, not the captured log lines around them
+    grep -E '^(E  |FAILED|ERROR)' "$work/pytest-$version.log" | head -n 40 || true
+    tail -n 1 "$work/pytest-$version.log"
     say "kazoo $version: FAILED ($((SECONDS - started)) s)"
     failed+=("$version")
   fi
