@@ -34,8 +34,7 @@ from openlineage.client.generated.base_subset_dataset import (
 )
 
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.wire.manifests import vote_lineage_run
-from airflow_epochs.lineage.runs import LINEAGE_DATASET
+from airflow_epochs.coordination.wire.manifests import vote_lineage_dataset, vote_lineage_run, vote_location
 
 FACET_NAME = "airflowEpochs"
 SCHEMA_FILE = "EpochsRunFacet.json"
@@ -108,13 +107,13 @@ def partition_dataset_id(ledger: EpochLedger, partition: str, epoch: int, *,
     seal = ledger.seal(epoch, partition)
     manifests: Mapping[str, Any] = seal.manifests if seal is not None else {}
     for producer in sorted(manifests):
-        declared = manifests[producer].get(LINEAGE_DATASET) if isinstance(manifests[producer], Mapping) else None
-        if isinstance(declared, Mapping) and all(isinstance(declared.get(k), str) for k in ("namespace", "name")):
-            return str(declared["namespace"]), str(declared["name"])
+        declared = vote_lineage_dataset(manifests[producer])
+        if declared is not None:
+            return declared
     marker = f"/{ledger.pipeline}/{partition}/epoch="
     for producer in sorted(manifests):
-        location = manifests[producer].get("location") if isinstance(manifests[producer], Mapping) else None
-        if isinstance(location, str) and marker in location:
+        location = vote_location(manifests[producer])
+        if location is not None and marker in location:
             return storage_dataset_id(location.rsplit(marker, 1)[0], ledger.pipeline, partition)
     return None if storage is None else storage_dataset_id(storage, ledger.pipeline, partition)
 

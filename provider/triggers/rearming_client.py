@@ -66,7 +66,7 @@ DEFAULT_MAX_INFLIGHT = 32
 DEFAULT_REARM_INFLIGHT = 2
 """SetWatches batches outstanding at a time while re-arming."""
 
-_KNOWN_KAZOO = ("2.9", "2.10", "2.11")
+_KNOWN_KAZOO = ("2.10", "2.11")  # what scripts/kazoo_matrix.sh passes with, as pyproject.toml pins
 if not kazoo.version.__version__.startswith(_KNOWN_KAZOO):  # pragma: no cover - guards an upgrade
     raise ImportError(f"RearmingKazooClient was written against kazoo {', '.join(_KNOWN_KAZOO)}; "
                       f"kazoo {kazoo.version.__version__} is installed: check its watcher seams first")

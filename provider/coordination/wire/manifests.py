@@ -20,6 +20,7 @@ from airflow_epochs.coordination.base.errors import CorruptPayload
 _SNAPSHOT_OUTPUT = "snapshot"
 # The vote's key for the voting task's OpenLineage run (as airflow_epochs.lineage.runs names it).
 _LINEAGE_RUN_KEY = "lineage_run"
+_LINEAGE_DATASET_KEY = "lineage_dataset"  # lineage/runs.LINEAGE_DATASET, which the submitter writes
 # What of a run's manifest goes into its vote (small: locations, counts, checksums).
 _VOTED = ("epoch", "attempt", "run", "location", "outputs", "config_version", "snapshot_from", "seconds")
 
@@ -146,6 +147,22 @@ class RunManifest:
 def vote_lineage_run(vote: Any) -> LineageRun | None:
     """The OpenLineage run a vote recorded (any vote, Spark's or not), or None."""
     return LineageRun.from_json(vote.get(_LINEAGE_RUN_KEY)) if isinstance(vote, Mapping) else None
+
+
+def vote_lineage_dataset(vote: Any) -> tuple[str, str] | None:
+    """(namespace, name) of the dataset a vote says its partition is known by (the table it is published
+    into, ``lineage_dataset`` in the vote), or None."""
+    declared = vote.get(_LINEAGE_DATASET_KEY) if isinstance(vote, Mapping) else None
+    if not isinstance(declared, Mapping):
+        return None
+    namespace, name = declared.get("namespace"), declared.get("name")
+    return (namespace, name) if isinstance(namespace, str) and isinstance(name, str) else None
+
+
+def vote_location(vote: Any) -> str | None:
+    """The run folder a vote names (``location`` of a Spark run's manifest), or None."""
+    location = vote.get("location") if isinstance(vote, Mapping) else None
+    return location if isinstance(location, str) else None
 
 
 def manifest_totals(votes: Iterable[Any]) -> dict[str, int | float]:
