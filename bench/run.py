@@ -149,7 +149,8 @@ def main() -> int:
         print(f"{row.id:<30} {row.measure[:62]:<62} {fmt(row.ours):>10} {fmt(row.peer):>10} "
               f"{(f'{adv:.2f}' if adv else '-'):>8}  {row.unit} / {row.peer_name} / {row.note}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"machine": machine, "seconds": took,
+    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())  # the performance page names the run by it
+    Path(args.out).write_text(json.dumps({"machine": machine, "date": finished, "seconds": took,
                                           "rows": [r.to_json() for r in ROWS]}, indent=2))
     print(f"\nwritten to {args.out}")
     return 0
