@@ -8,12 +8,15 @@ are reported as the median with the spread (min..max); client CPU is measured be
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -51,6 +54,22 @@ class Row:
 
 
 ROWS: list[Row] = []
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """Replace ``path`` with ``report`` in one step (a reader, or a run killed mid-write, sees the old
+    file or the new one, never half of one): written beside it, then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(report, out, indent=2)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def fmt(value: float | None) -> str:

@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
 from airflow_stack import AirflowStack  # noqa: E402
+from declared_sales import DECLARED  # noqa: E402
 
 PRODUCERS = ("prod_eu", "prod_us", "prod_returns")
 OURS, PEER = "sales_report", "sales_report_peer"
@@ -86,8 +87,6 @@ def measure(hosts: str, keys: int, smoke: bool) -> None:
                "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared"}
         stack = AirflowStack(Path(tmp), env=env)
         try:
-            from test_declared_producers import DECLARED
-
             EpochLedger(zk, "declared", owner="bench").create_pipeline(DECLARED.pipeline_config())
             stack.start([REPO / "tests" / "dags" / "declared_producers.py",
                          REPO / "tests" / "dags" / "declared_consumer.py", HERE / "dags" / "producers_peer.py"])

@@ -22,30 +22,36 @@ Groups (row ids in brackets):
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
              producers_missed_keys, producers_latency_s]
 
-Prints one table (ours, peer, how many times better ours is) and writes it as JSON. Every number
-comes from this run; the fairness rules are in ``bench/common.py``.
+Prints one table (ours, peer, how many times better ours is) and writes it as JSON, rewritten after
+each group (so the rows of the groups done so far are kept whatever happens later). A group that
+raises is reported as failed, with its error, under ``failed`` in the JSON; the other groups still
+run, and the exit status is 1. Every number comes from this run; the fairness rules are in
+``bench/common.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the groups' modules sit beside this script
 
-from common import ROWS, fmt
+from common import ROWS, fmt, write_json
 
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
           "producers")
+
+FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
+"""A group named here raises instead of running: how the tests check that the others' rows are kept."""
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
@@ -134,25 +140,46 @@ def main() -> int:
                "mode": "smoke" if args.smoke else "full", "groups": wanted}
     print(f"machine: {machine}", flush=True)
     took: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    out = Path(args.out)
+
+    def save() -> None:
+        # after every group: a later group that fails, or a run stopped by hand, loses no figure
+        # "date": when this save happened, so the last one says when the run finished (the performance page shows it)
+        write_json(out, {"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                         "seconds": took, "failed": failed,
+                         "done": [g for g in wanted if g in took and g not in failed],
+                         "rows": [r.to_json() for r in ROWS]})
+
+    save()  # a JSON left by an earlier run is not mistaken for this one's
+    planted = os.environ.get(FAIL_GROUP_ENV, "")  # the tests' way to make one group fail
     # No per-address connection limit: the many-waiters peer opens one session per waiter.
     with EmbeddedZooKeeper(max_client_connections=0) as server:
         groups = plan(server, args.smoke)
         for name in wanted:
             print(f"== {name}", flush=True)
             started = time.monotonic()
-            groups[name]()
+            try:
+                if name == planted:
+                    raise RuntimeError(f"group {name} made to fail by {FAIL_GROUP_ENV}")
+                groups[name]()
+            except Exception as error:  # noqa: BLE001 - any group's failure is reported, the others still run
+                traceback.print_exc()
+                failed[name] = f"{type(error).__name__}: {error}"
+                print(f"== {name} FAILED: {failed[name]}", flush=True)
             took[name] = round(time.monotonic() - started, 1)
+            save()
     print()
     print(f"{'id':<30} {'measure':<62} {'ours':>10} {'peer':>10} {'x better':>8}  unit / peer / note")
     for row in ROWS:
         adv = row.advantage
         print(f"{row.id:<30} {row.measure[:62]:<62} {fmt(row.ours):>10} {fmt(row.peer):>10} "
               f"{(f'{adv:.2f}' if adv else '-'):>8}  {row.unit} / {row.peer_name} / {row.note}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())  # the performance page names the run by it
-    Path(args.out).write_text(json.dumps({"machine": machine, "date": finished, "seconds": took,
-                                          "rows": [r.to_json() for r in ROWS]}, indent=2))
-    print(f"\nwritten to {args.out}")
+    print(f"\nwritten to {out}")
+    if failed:
+        for name, error in failed.items():
+            print(f"group {name} FAILED: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,9 +16,10 @@ from airflow.sdk import DAG, task
 
 from airflow_epochs.analysis import blazes_label
 from airflow_epochs.coordination import EpochCalendar
-from airflow_epochs.coordination.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
+from airflow_epochs.coordination.wire.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
 from airflow_epochs.operators.declared import ReceiveDeclaredKeyOperator, declared_gate_asset
 
+# [START declared_declaration]
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 SALES_DAILY = DeclaredProducers(
     {"sales": (TaskProducer("example_sales_eu", "load", name="eu"),
@@ -26,7 +27,9 @@ SALES_DAILY = DeclaredProducers(
                AssetProducer("returns", "file:///data/example/returns", dag_ids=("example_returns",)))},
     CalendarKeys(EpochCalendar(START, timedelta(days=1))),  # 2026-01-01 is epoch 1, the next day 2, ...
 )
+# [END declared_declaration]
 
+# [START declared_setup]
 with DAG(dag_id="example_declared_setup", schedule=None, start_date=START, catchup=False,
          tags=["airflow-epochs", "example", "declared-producers"]):
 
@@ -39,7 +42,9 @@ with DAG(dag_id="example_declared_setup", schedule=None, start_date=START, catch
         return version.version
 
     blazes_label(declare(), "CW")  # creating the pipeline is idempotent: a repeat changes nothing
+# [END declared_setup]
 
+# [START declared_consumer]
 with DAG(dag_id="example_sales_report", schedule=[declared_gate_asset("sales_daily", "sales", consumer="report")],
          start_date=START, catchup=False, tags=["airflow-epochs", "example", "declared-producers"]):
     day = ReceiveDeclaredKeyOperator(task_id="receive", pipeline="sales_daily", partition="sales", consumer="report")
@@ -50,3 +55,4 @@ with DAG(dag_id="example_sales_report", schedule=[declared_gate_asset("sales_dai
         return f"sales report for {received['partition_key']}"
 
     blazes_label(report(day.output), "CR")
+# [END declared_consumer]

@@ -14,6 +14,7 @@ US = Asset(name="example_sales_us", uri="file:///data/example/sales/us")
 RETURNS = Asset(name="example_returns", uri="file:///data/example/returns")
 
 
+# [START declared_plain_producers]
 def load_day(asset: Asset):
     def load(outlet_events, dag_run) -> str:
         day = (dag_run.conf or {}).get("day") or dag_run.logical_date.strftime("%Y-%m-%d")
@@ -28,3 +29,4 @@ for dag_id, asset in (("example_sales_eu", EU), ("example_sales_us", US), ("exam
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
              tags=["airflow-epochs", "example", "declared-producers"]):
         PythonOperator(task_id="load", python_callable=load_day(asset), outlets=[asset])
+# [END declared_plain_producers]

@@ -22,7 +22,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.base.calendar import EpochCalendar
 from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, VotePartitionOperator
 from airflow_epochs.sensors import BarrierSensor
 
@@ -34,6 +34,7 @@ CONFIG = {
     "barriers": {"ingested": ["ingest_flights", "ingest_weather"]},
 }
 
+# [START example_epoch_pipeline]
 with DAG(
     dag_id="example_epoch_pipeline",
     schedule="@daily",
@@ -67,3 +68,4 @@ with DAG(
     join = VotePartitionOperator(task_id="join", partition="daily", producer="join",
                                  manifest={"inputs": ["flights", "weather"]})
     arrivals >> barrier >> join >> epoch.close
+# [END example_epoch_pipeline]

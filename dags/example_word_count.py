@@ -79,7 +79,9 @@ with DAG(
         partial.replace(target)
         return str(target)
 
+    # [START blazes_labels]
     words = blazes_label(split(EPOCH), "CR")
     counts = blazes_label(count(words), "OR", gate=("epoch", "word"))
     blazes_label(commit(counts, EPOCH), "CW")
+    # [END blazes_labels]
     sealed >> words

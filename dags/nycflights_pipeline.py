@@ -29,7 +29,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_epochs.analysis import blazes_label
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.base.calendar import EpochCalendar
 from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, SparkEpochOperator
 from airflow_epochs.sensors import BarrierSensor
 
@@ -50,6 +50,7 @@ JOB_LABELS = {"clean_flights": ("CR", None), "hourly_weather": ("OR", ("epoch", 
 # `demo.sh --serve` bounds the real scheduler's catch-up to the days it landed (unset: the whole year).
 DAYS = int(os.environ.get("NYCFLIGHTS_DAYS", "365"))
 
+# [START nycflights_daily]
 with DAG(
     dag_id="nycflights_daily",
     schedule="@daily",
@@ -86,3 +87,4 @@ with DAG(
     blazes_label(join, "OR", gate=("epoch",), path="daily")
     blazes_label(join, "OW", gate=("carrier",), path="totals")
     arrivals >> barrier >> join >> epoch.close
+# [END nycflights_daily]

@@ -23,6 +23,7 @@ from airflow_epochs.sensors import SealedPartitionSensor
 DATA = Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser()
 EPOCH = "{{ dag_run.partition_key or params.epoch }}"
 
+# [START nycflights_report]
 with DAG(
     dag_id="nycflights_report",
     schedule=PartitionedAssetTimetable(assets=partition_asset("nycflights", "daily")),
@@ -51,3 +52,4 @@ with DAG(
 
     # It writes the epoch's report files from the epoch's sealed data only (for `airflow-epochs analyze`).
     blazes_label(report(sealed.output, epoch=EPOCH), "OW", gate=("epoch",))
+# [END nycflights_report]

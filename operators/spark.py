@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_epochs.coordination import DEFAULT_ROOT, InvalidInput
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.lineage.runs import task_lineage_run
 from airflow_epochs.operators.epoch import attempt_from_xcom
@@ -155,7 +156,8 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
                           "is already sealed" if outcome.action == "sealed"
                           else f"already has {self.producer}'s vote from this attempt")
         else:
-            rows = {name: out.get("rows") for name, out in (outcome.manifest or {}).get("outputs", {}).items()}
+            run = RunManifest.from_vote(outcome.manifest, where=f"the vote of {self.producer!r}")
+            rows = {} if run is None else {name: out.rows for name, out in run.outputs.items()}
             self.log.info("Epoch %s: run %s of %s voted %s with rows %s (partition sealed: %s, removed %d "
                           "superseded runs)", attempt.epoch, outcome.run, self.producer, self.partition, rows,
                           outcome.partition_sealed, len(outcome.removed))

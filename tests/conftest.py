@@ -27,6 +27,11 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The Airflow processes the tests start share this home: one Fernet key, JWT and API secret for all of
+# them (left unset, each process makes up its own and may write it into airflow.cfg first).
+from airflow_secrets import deployment_secrets  # noqa: E402
+
+os.environ.update(deployment_secrets())
 
 from built_once import built_once  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
@@ -246,10 +251,15 @@ def spark_connect(spark_connect_server: int, spark_connect_state: Path, monkeypa
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``scripts/test.sh``), hand out the long files first: the system tests, then
+    """Mark each test with its tier (its folder). Under pytest-xdist (``scripts/test.sh``), hand out
+    the long files first: the system tests, then
     files with a test marked slow, then the rest, each in collection order. Workers take whole files
     (``--dist loadfile``) in this order, so a long file does not start last and end the run alone.
     A run in one process keeps pytest's order."""
+    for item in items:  # the tier is the folder: `-m "not integration and not system"` is the unit tier
+        tier = item.path.parent.name
+        if tier in ("integration", "system") and not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
     if not hasattr(config, "workerinput"):
         return
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}

@@ -27,32 +27,36 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
-from airflow_epochs.coordination import (
+from airflow_epochs.coordination.base.call import Call
+from airflow_epochs.coordination.base.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.protocol import (
     aborts,
+    closing,
     config_store,
     delivery_scopes,
     opening,
     pipelined_votes,
-    reader,
     retention,
     rollbacks,
-    seals,
     votes,
 )
-from airflow_epochs.coordination.aborts import AbortResult
-from airflow_epochs.coordination.backpressure import Backpressure, Consumer
-from airflow_epochs.coordination.barriers import Barrier
-from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
-from airflow_epochs.coordination.leadership import LeaderLease
-from airflow_epochs.coordination.lineage import LineageItem, read_lineage
-from airflow_epochs.coordination.locks import LockMode, resource_lock
-from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.pipelined_votes import Ballot
-from airflow_epochs.coordination.reader import PipelineReader
-from airflow_epochs.coordination.records import (
+from airflow_epochs.coordination.protocol.aborts import AbortResult
+from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
+from airflow_epochs.coordination.protocol.retention import CompactionReport
+from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
+from airflow_epochs.coordination.recipes.barriers import Barrier
+from airflow_epochs.coordination.recipes.leadership import LeaderLease
+from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
+from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
+from airflow_epochs.coordination.state import snapshots
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
+from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.nodes import FrontierNode
+from airflow_epochs.coordination.wire.recipe_nodes import RetiredScope
+from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
     Event,
@@ -62,9 +66,6 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
     VoteResult,
 )
-from airflow_epochs.coordination.retention import CompactionReport
-from airflow_epochs.coordination.session import Call
-from airflow_epochs.coordination.wire import FrontierNode, RetiredScope
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]
@@ -241,7 +242,7 @@ class EpochLedger:
         Raises :class:`EpochIncomplete` naming the partitions still missing votes.
         """
         self.check_handle(attempt)
-        return seals.close_epoch(self.ctx, attempt, request_id)
+        return closing.close_epoch(self.ctx, attempt, request_id)
 
     def rollback(self, to_epoch: int, *, reason: str, request_id: str | None = None) -> list[int]:
         """Roll back every epoch after ``to_epoch`` (sealed or open) and move the frontier to it.
@@ -350,8 +351,8 @@ class EpochLedger:
         """
         if producer is not None:
             validate_name("producer", producer)
-        return reader.pick_snapshot(self.last_sealed_snapshots(partition, before_epoch=before_epoch), partition,
-                                    producer)
+        return snapshots.pick_snapshot(self.last_sealed_snapshots(partition, before_epoch=before_epoch), partition,
+                                       producer)
 
     def last_sealed_snapshots(self, partition: str, *, before_epoch: int | None = None) -> dict[str, SnapshotRef]:
         """Every producer's newest sealed snapshot pointer for ``partition`` before ``before_epoch``."""

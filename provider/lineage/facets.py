@@ -30,7 +30,7 @@ from openlineage.client.generated.base_subset_dataset import (
 )
 
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.lineage.runs import LINEAGE_RUN
+from airflow_epochs.coordination.wire.manifests import vote_lineage_run
 
 FACET_NAME = "airflowEpochs"
 SCHEMA_FILE = "EpochsRunFacet.json"
@@ -75,11 +75,9 @@ def producer_runs(manifests: Mapping[str, Any]) -> list[dict[str, str]]:
     the seal's link to the runs that made the partition."""
     runs = []
     for producer in sorted(manifests):
-        manifest = manifests[producer]
-        run = manifest.get(LINEAGE_RUN) if isinstance(manifest, Mapping) else None
-        if isinstance(run, Mapping) and all(isinstance(run.get(k), str) for k in ("namespace", "job", "runId")):
-            runs.append({"producer": producer, "namespace": run["namespace"], "job": run["job"],
-                         "runId": run["runId"]})
+        run = vote_lineage_run(manifests[producer])
+        if run is not None:
+            runs.append({"producer": producer, **run.to_json()})
     return runs
 
 

@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.errors import InvalidInput, StateError
+from airflow_epochs.coordination.base.errors import InvalidInput, StateError
+from airflow_epochs.coordination.wire.manifests import OutputFiles, RunManifest
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.storage import data_files, read_manifest, run_location, write_manifest
 
@@ -128,13 +129,14 @@ class EpochJob:
         if not self.outputs:
             raise InvalidInput(f"epoch {self.epoch}: the job wrote no output; nothing to put in a manifest")
         ctx = self.context
-        manifest = {
-            "pipeline": ctx.pipeline, "partition": ctx.partition, "producer": ctx.producer, "epoch": ctx.epoch,
-            "attempt": ctx.attempt, "run": ctx.run, "config_version": ctx.config_version,
-            "location": self.location, "outputs": self.outputs,
-            "snapshot_from": None if ctx.snapshot is None else ctx.snapshot.get("epoch"),
-            "seconds": round(time.time() - self.started_at, 3), "extra": extra,
-        }
+        manifest = RunManifest(
+            ctx.epoch, ctx.attempt, ctx.run, self.location,
+            {name: OutputFiles.from_json(out, where=f"output {name!r}") for name, out in self.outputs.items()},
+            config_version=ctx.config_version,
+            snapshot_from=None if ctx.snapshot is None else ctx.snapshot.get("epoch"),
+            seconds=round(time.time() - self.started_at, 3), pipeline=ctx.pipeline, partition=ctx.partition,
+            producer=ctx.producer, extra=extra,
+        ).to_json()
         write_manifest(self.location, manifest)
         self.finished = True
         return dict(read_manifest(self.location) or manifest)

@@ -10,10 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.names import validate_epoch
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_epoch
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.wire.manifests import RunManifest
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -53,13 +54,12 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
                 f"(frontier {ledger.frontier()}); its output is not visible"
             )
         for producer in seal.producers:
-            manifest: Any = seal.manifests.get(producer) or {}
-            item = (manifest.get("outputs") or {}).get(output) if isinstance(manifest, dict) else None
-            if item is None:
+            run = RunManifest.from_vote(seal.manifests.get(producer), where=f"the vote of {producer!r}")
+            item = None if run is None else run.outputs.get(output)
+            if run is None or item is None:
                 continue  # this producer voted without writing that output (e.g. a non-Spark vote)
-            found.append(SealedOutput(epoch, partition, producer, seal.attempt, str(manifest.get("location")),
-                                      str(item["path"]), str(item.get("format", "parquet")), int(item["rows"]),
-                                      str(item["checksum"])))
+            found.append(SealedOutput(epoch, partition, producer, seal.attempt, run.location, item.path, item.format,
+                                      item.rows, item.checksum))
     return found
 
 
@@ -68,7 +68,8 @@ def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
     seal = ledger.seal(epoch, partition)
     if seal is None:
         return []
-    return sorted({str(m["location"]) for m in seal.manifests.values() if isinstance(m, dict) and m.get("location")})
+    runs = (RunManifest.from_vote(vote, where=f"the vote of {producer!r}") for producer, vote in seal.manifests.items())
+    return sorted({run.location for run in runs if run is not None and run.location})
 
 
 def read_sealed(spark: Any, pipeline: str, partition: str, epochs: Iterable[int], *,

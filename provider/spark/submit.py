@@ -19,11 +19,12 @@ from typing import Any, Literal
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
+from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.retrying import Backoff, call_with_retries, describe
-from airflow_epochs.coordination.submission import SubmitDecision, check_submission
+from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.lineage.runs import LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
@@ -67,16 +68,14 @@ class SubmitOutcome:
 
 def vote_summary(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a run's manifest that goes into the vote (small: locations, counts, checksums)."""
-    keys = ("epoch", "attempt", "run", "location", "outputs", "config_version", "snapshot_from", "seconds")
-    return {k: manifest[k] for k in keys if k in manifest}
+    return RunManifest.from_json(manifest, where="the run's manifest").vote_summary()
 
 
-def snapshot_pointer(manifest: Mapping[str, Any], epoch: int) -> dict[str, Any] | None:
-    snapshot = (manifest.get("outputs") or {}).get("snapshot")
+def snapshot_pointer(manifest: RunManifest, epoch: int) -> dict[str, Any] | None:
+    snapshot = manifest.snapshot
     if snapshot is None:
         return None
-    return {"path": snapshot["path"], "format": snapshot.get("format", "parquet"), "epoch": epoch,
-            "checksum": snapshot.get("checksum")}
+    return {"path": snapshot.path, "format": snapshot.format, "epoch": epoch, "checksum": snapshot.checksum}
 
 
 def _settled(decision: SubmitDecision) -> SubmitOutcome | None:
@@ -150,11 +149,11 @@ def submit_and_seal(
         if manifest is None:
             raise JobWithoutManifest(f"epoch {attempt.epoch}: the job for {partition!r} ended without a manifest "
                                      f"in {redact_uri(location)}; nothing was voted")
-        if (manifest.get("epoch"), manifest.get("attempt"), manifest.get("run")) != \
-                (attempt.epoch, attempt.token, context.run):
+        record = RunManifest.from_json(manifest, where=f"the manifest in {redact_uri(location)}")
+        if (record.epoch, record.attempt, record.run) != (attempt.epoch, attempt.token, context.run):
             raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
-                                     f"{manifest.get('epoch')}/{manifest.get('attempt')}/{manifest.get('run')}")
-        summary = vote_summary(manifest)
+                                     f"{record.epoch}/{record.attempt}/{record.run}")
+        summary = record.vote_summary()
         if lineage_run:
             summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}
         epoch_sealed = False
@@ -166,7 +165,7 @@ def submit_and_seal(
             # A repeated identical vote is a no-op, so a vote whose answer was lost is simply sent again.
             result = call_with_retries(
                 lambda: ledger.vote(attempt, partition, producer, summary,
-                                    snapshot=snapshot_pointer(manifest, attempt.epoch)),
+                                    snapshot=snapshot_pointer(record, attempt.epoch)),
                 backoff=VOTE_BACKOFF, on_retry=on_retry)
             sealed, epoch_sealed = result.partition_sealed, result.epoch_sealed
         except PartitionAlreadySealed:

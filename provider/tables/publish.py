@@ -35,9 +35,11 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from airflow_epochs.coordination.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.wire.events import Rollback
+from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import data_files, filesystem, mark_published
 from airflow_epochs.tables import history as h
@@ -148,8 +150,9 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
                                  f"{item.format}; only Parquet outputs are published")
         found = [f"{item.path.rstrip('/')}/{name}" for name, _ in data_files(item.path)]
-        manifest = seal.manifests.get(item.producer) or {}
-        vouched = ((manifest.get("outputs") or {}).get(output) or {}).get("files")
+        run = RunManifest.from_vote(seal.manifests.get(item.producer), where=f"the vote of {item.producer!r}")
+        voted = None if run is None else run.outputs.get(output)
+        vouched = None if voted is None else voted.files
         if vouched is not None and int(vouched) != len(found):
             raise PublishRefused(f"epoch {epoch}: the manifest of {item.producer!r} names {vouched} file(s) under "
                                  f"{item.path}, {len(found)} are there; nothing is published")
@@ -463,8 +466,10 @@ class Publisher:
     def _rollback_request(self, to_epoch: int) -> str:
         """The request id of the ledger's newest rollback to ``to_epoch`` or before (the record we mirror)."""
         for event in reversed(self.ledger.history()):
-            if event.event == "rollback" and int(event.detail.get("to_epoch", -1)) <= to_epoch:
-                return str(event.detail.get("request") or f"rollback-seq-{event.seq}")
+            record = event.record
+            # a rollback's event does not store its request id: its sequence number names it
+            if isinstance(record, Rollback) and record.to_epoch <= to_epoch:
+                return f"rollback-seq-{event.seq}"
         return f"rollback-to-{to_epoch}"
 
     @staticmethod

@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.tables import history as h
+from airflow_epochs.views.model import EpochDetail, as_json
 
 log = logging.getLogger(__name__)
 
@@ -190,10 +191,11 @@ class PublishedIndex:
                             partition, type(exc).__name__, reason)
         return found
 
-    def annotate(self, pipeline: str, epoch: int, detail: dict[str, Any]) -> dict[str, Any]:
-        """Add ``published`` (a list of :meth:`PublishedPartition.to_dict`) to each sealed partition of an
-        epoch detail's JSON (``EpochDetail`` as the page's API gives it)."""
-        for part in detail.get("partitions", []):
-            part["published"] = [p.to_dict() for p in self.lookup(pipeline, part["partition"], epoch)] \
-                if part.get("state") == "sealed" else []
-        return detail
+    def annotate(self, pipeline: str, detail: EpochDetail) -> dict[str, Any]:
+        """The page's JSON of ``detail`` with ``published`` (a list of :meth:`PublishedPartition.to_dict`)
+        added to each partition (empty unless it is sealed)."""
+        page = cast(dict[str, Any], as_json(detail))  # a dataclass: a dict, its partitions in the same order
+        for part, shown in zip(detail.partitions, page["partitions"], strict=True):
+            shown["published"] = [p.to_dict() for p in self.lookup(pipeline, part.partition, detail.row.epoch)] \
+                if part.state == "sealed" else []
+        return page

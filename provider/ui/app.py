@@ -252,8 +252,9 @@ def create_app(
         detail = reader.pipeline(pipeline).epoch_detail(epoch)
         if detail is None:
             raise HTTPException(404, f"pipeline {pipeline!r} has no epoch {epoch}")
-        found = cast(dict[str, Any], as_json(detail))  # a dataclass: a dict
-        return tables.annotate(pipeline, epoch, found) if tables is not None else found
+        if tables is not None:
+            return tables.annotate(pipeline, detail)
+        return cast(dict[str, Any], as_json(detail))  # a dataclass: a dict
 
     @app.get("/api/pipelines/{pipeline}/epochs/{epoch}/barriers")
     def barriers(pipeline: str, epoch: Annotated[int, PathParam(ge=1)], user: GetUserDep) -> dict[str, Any]:

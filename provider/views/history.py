@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airflow_epochs.coordination import EpochLedger, Event
+from airflow_epochs.coordination.wire.events import AttemptAborted, AttemptStarted, EpochOpened, EpochSealed
 from airflow_epochs.views.model import AttemptView
 
 log = logging.getLogger(__name__)
@@ -99,27 +100,23 @@ class HistoryCache:
 
     def _apply(self, event: Event) -> None:
         self._seq = max(self._seq, event.seq)
-        detail = event.detail
-        epoch = detail.get("epoch")
-        if not isinstance(epoch, int):
+        record = event.record
+        if record.epoch is None:
             return
-        self._events.setdefault(epoch, []).append(event)
-        times = self._epochs.setdefault(epoch, EpochTimes())
-        attempt = int(detail.get("attempt") or 0)
-        owner = str(detail.get("owner") or "")
-        if event.event == "epoch_opened":
+        self._events.setdefault(record.epoch, []).append(event)
+        times = self._epochs.setdefault(record.epoch, EpochTimes())
+        if isinstance(record, EpochOpened):
             times.opened_at, times.sealed_at = event.at, None
-            times.attempts.append(AttemptView(attempt, owner, "opened", event.at,
-                                              f"generation {detail.get('generation')}"))
-        elif event.event == "attempt_started":
-            times.attempts.append(AttemptView(attempt, owner, "started", event.at,
-                                              f"superseded attempt {detail.get('superseded')} "
-                                              f"({detail.get('previous_state')})"))
-        elif event.event == "attempt_aborted":
-            times.attempts.append(AttemptView(attempt, owner, "aborted", event.at, str(detail.get("reason") or "")))
-        elif event.event == "epoch_sealed":
+            times.attempts.append(AttemptView(record.attempt, record.owner, "opened", event.at,
+                                              f"generation {record.generation}"))
+        elif isinstance(record, AttemptStarted):
+            times.attempts.append(AttemptView(record.attempt, record.owner, "started", event.at,
+                                              f"superseded attempt {record.superseded} ({record.previous_state})"))
+        elif isinstance(record, AttemptAborted):
+            times.attempts.append(AttemptView(record.attempt, record.owner, "aborted", event.at, record.reason))
+        elif isinstance(record, EpochSealed):
             times.sealed_at = event.at
-            times.attempts.append(AttemptView(attempt, owner, "sealed", event.at))
+            times.attempts.append(AttemptView(record.attempt, record.owner, "sealed", event.at))
 
     def _trim(self) -> None:
         if len(self._events) > self.keep_events:

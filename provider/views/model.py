@@ -7,9 +7,11 @@ the CLI (:mod:`airflow_epochs.views.status`) and the page (:mod:`airflow_epochs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from airflow_epochs.coordination.wire.manifests import manifest_totals
 
 #: the states an epoch (and a cell of the grid) is shown in
 STATES = ("sealed", "voting", "open", "aborted", "rolled_back")
@@ -169,20 +171,5 @@ def as_json(value: Any) -> Any:
 
 def manifest_summary(manifests: Iterable[Any]) -> dict[str, Any]:
     """Rows, bytes, files and Spark seconds added up over manifests (the keys our Spark jobs write,
-    or a top-level ``rows``); keys no manifest has are left out."""
-    total: dict[str, float] = {}
-    for manifest in manifests:
-        if not isinstance(manifest, Mapping):
-            continue
-        outputs = manifest.get("outputs")
-        items = [o for name, o in outputs.items() if name != "snapshot" and isinstance(o, Mapping)] \
-            if isinstance(outputs, Mapping) else [manifest]
-        for item in items:
-            for key in ("rows", "bytes", "files"):
-                value = item.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    total[key] = total.get(key, 0) + value
-        seconds = manifest.get("seconds")
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-            total["seconds"] = total.get("seconds", 0) + seconds
-    return {k: (int(v) if k != "seconds" else round(v, 3)) for k, v in total.items()}
+    or a top-level ``rows``); keys no manifest has are left out (:func:`manifest_totals`)."""
+    return dict(manifest_totals(manifests))

@@ -42,8 +42,8 @@ from airflow_epochs.coordination import (
     PipelineNotFound,
     SealInfo,
 )
-from airflow_epochs.coordination.names import MAX_EPOCH
-from airflow_epochs.coordination.payloads import loads_bounded
+from airflow_epochs.coordination.base.names import MAX_EPOCH
+from airflow_epochs.coordination.wire.payloads import loads_bounded
 from airflow_epochs.views.history import HistoryCache
 from airflow_epochs.views.model import (
     STATES,
@@ -279,9 +279,9 @@ class PipelineState:
                 views.append(BarrierView(epoch, name, False, None, None, expected, (), expected, None))
                 continue
             outcome = barrier.outcome()
-            late = tuple(outcome.late) if outcome else tuple(status["late"])
-            views.append(BarrierView(epoch, name, True, str(status["policy"]), float(status["deadline"]),
-                                     tuple(status["registered"]), tuple(status["arrived"]), late,
+            late = tuple(outcome.late) if outcome else status.late
+            views.append(BarrierView(epoch, name, True, status.policy, status.deadline, status.registered,
+                                     status.arrived, late,
                                      outcome.decision if outcome else None,
                                      outcome.stragglers if outcome else len(late)))
         return views

@@ -15,6 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_epochs.coordination import EpochLedger, Event
+from airflow_epochs.coordination.wire.events import (
+    BarrierDeclared,
+    BarrierReleased,
+    EpochOpened,
+    EpochSealed,
+    EventRecord,
+    PartitionSealed,
+)
 from airflow_epochs.servers.private_files import replace_file
 
 MARK = 0.05  # seconds: width of instant stages so that they stay visible
@@ -31,38 +39,37 @@ class Span:
 
 def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list[Span]:
     """The stage spans of each epoch in ``history`` (optionally only ``epochs``)."""
-    by_epoch: dict[int, list[Event]] = {}
+    by_epoch: dict[int, list[tuple[float, EventRecord]]] = {}
     for event in history:
-        epoch = event.detail.get("epoch")
-        if isinstance(epoch, int) and (epochs is None or epoch in epochs):
-            by_epoch.setdefault(epoch, []).append(event)
+        record = event.record
+        if record.epoch is not None and (epochs is None or record.epoch in epochs):
+            by_epoch.setdefault(record.epoch, []).append((event.at, record))
     found: list[Span] = []
     for epoch, events in sorted(by_epoch.items()):
-        opened = [e for e in events if e.event == "epoch_opened"]
+        opened = [(at, r) for at, r in events if isinstance(r, EpochOpened)]
         if not opened:
             continue
-        start = opened[-1].at  # a takeover reopens: the current attempt's opening counts
-        found.append(Span(epoch, "open", start, start + MARK, f"attempt {opened[-1].detail.get('attempt')}"))
+        start, opening = opened[-1]  # a takeover reopens: the current attempt's opening counts
+        found.append(Span(epoch, "open", start, start + MARK, f"attempt {opening.attempt}"))
         releases: list[tuple[float, str]] = []
-        for released in (e for e in events if e.event == "barrier_released"):
-            name = str(released.detail.get("barrier"))
-            first = min((e.at for e in events if e.event == "barrier_declared" and e.detail.get("barrier") == name),
+        for released_at, released in ((at, r) for at, r in events if isinstance(r, BarrierReleased)):
+            name = released.barrier
+            first = min((at for at, r in events if isinstance(r, BarrierDeclared) and r.barrier == name),
                         default=start)
-            late = released.detail.get("late") or []
-            more = int(released.detail.get("late_count") or len(late)) - len(late)  # only the first are named
+            late = list(released.late)
+            more = (released.late_count or len(late)) - len(late)  # only the first are named
             named = ", ".join(late) + (f" and {more} more" if more > 0 else "")
-            found.append(Span(epoch, f"barrier {name}", first, max(released.at, first + MARK),
-                              f"{released.detail.get('decision')}; late: {named or 'none'}"))
-            releases.append((released.at, name))
-        for sealed in (e for e in events if e.event == "partition_sealed" and e.at >= start):
-            partition = str(sealed.detail.get("partition"))
-            first_vote = float(sealed.detail.get("first_vote_at") or sealed.at)
+            found.append(Span(epoch, f"barrier {name}", first, max(released_at, first + MARK),
+                              f"{released.decision}; late: {named or 'none'}"))
+            releases.append((released_at, name))
+        for sealed_at, sealed in ((at, r) for at, r in events if isinstance(r, PartitionSealed) and at >= start):
+            first_vote = sealed.first_vote_at or sealed_at
             # A partition produced after a barrier starts at that barrier's release.
-            begin = max([start, *(at for at, _ in releases if at <= first_vote)])
-            found.append(Span(epoch, partition, begin, max(sealed.at, begin + MARK),
-                              f"sealed by attempt {sealed.detail.get('attempt')}"))
-        for sealed in (e for e in events if e.event == "epoch_sealed"):
-            found.append(Span(epoch, "seal", sealed.at, sealed.at + MARK, "epoch sealed"))
+            begin = max([start, *(when for when, _ in releases if when <= first_vote)])
+            found.append(Span(epoch, sealed.partition, begin, max(sealed_at, begin + MARK),
+                              f"sealed by attempt {sealed.attempt}"))
+        for when in (at for at, r in events if isinstance(r, EpochSealed)):
+            found.append(Span(epoch, "seal", when, when + MARK, "epoch sealed"))
     return found
 
 

@@ -10,7 +10,9 @@ from airflow.sdk import DAG
 from airflow_epochs.operators import AcknowledgeEpochOperator, EpochGroup, VotePartitionOperator
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
+# [START backpressure_config]
 CONFIG = {"partitions": {"out": ["job"]}, "window": 1}
+# [END backpressure_config]
 
 VARIANTS = {
     "bp_producer": {"deferrable": True},
@@ -27,6 +29,8 @@ for dag_id, open_kwargs in VARIANTS.items():
         job = VotePartitionOperator(task_id="job", partition="out", producer="job")
         group.open >> job >> group.close
 
+# [START backpressure_consumer]
 with DAG(dag_id="bp_consumer", schedule=None, start_date=START, catchup=False, params={"epoch": 1},
          tags=["airflow-epochs", "test"]):
     AcknowledgeEpochOperator(task_id="ack", pipeline="bp", consumer="report", epoch="{{ params.epoch }}")
+# [END backpressure_consumer]

@@ -17,12 +17,16 @@ with producer, EpochGroup("epoch", pipeline="maint", config=CONFIG,
                           open_kwargs={"epoch": "{{ params.epoch }}"}) as group:
     group.open >> VotePartitionOperator(task_id="job", partition="out", producer="job") >> group.close
 
+# [START reconfigure]
 with DAG(dag_id="maint_reconfigure", schedule=None, start_date=START, catchup=False, params={"from_epoch": 3},
          tags=["airflow-epochs", "test"]):
     ReconfigureOperator(task_id="reconfigure", pipeline="maint", from_epoch="{{ params.from_epoch }}",
                         config={"partitions": {"out": ["job"]}, "window": 5})
+# [END reconfigure]
 
+# [START rollback]
 with DAG(dag_id="maint_rollback", schedule=None, start_date=START, catchup=False,
          params={"to_epoch": 1, "reason": "reprocess"}, tags=["airflow-epochs", "test"]):
     RollbackOperator(task_id="rollback", pipeline="maint", to_epoch="{{ params.to_epoch }}",
                      reason="{{ params.reason }}")
+# [END rollback]

@@ -7,6 +7,10 @@ not under ``base``: another pytest session of the machine resets pytest's base f
 this server runs, and the ``postgres`` user could then no longer reach its files. The logs stay in
 ``base``.
 
+Every process of one stack gets the same Fernet key, JWT secret and API secret key, made for this stack
+(``airflow_secrets``): left unset, each Airflow process makes up its own, and a trigger runner on
+another key than the process that stored a trigger cannot read its kwargs.
+
 (The triggerer on SQLite was seen here to reuse a trigger id and never run the trigger: PostgreSQL.)
 """
 
@@ -25,6 +29,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from airflow_secrets import deployment_secrets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,6 +62,7 @@ class AirflowStack:
         (``migrated_template``); the stack's server runs on a copy of it instead of a new, empty one."""
         self.base = base
         self.extra_env = dict(env or {})
+        self.secrets = deployment_secrets()  # one set for every process of this deployment, never logged
         self.template = template
         self.pg_port = _free_port()
         self.api_port = _free_port()
@@ -141,8 +148,7 @@ class AirflowStack:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__API_AUTH__JWT_SECRET": "tests-only-secret",
-            "AIRFLOW__API__SECRET_KEY": "tests-only-secret",
+            **self.secrets,
             **self.extra_env,
         }
 
@@ -212,6 +218,27 @@ class AirflowStack:
         job_started = owner[0][0].timestamp()  # type: ignore[attr-defined]  # a timestamptz: an aware datetime
         before = [(at, name) for name, at in self.spawned_at.items() if name in names and at <= job_started]
         return max(before)[1] if before else None
+
+    def running(self, *names: str) -> None:
+        """Fail, with its log, if any component ``names`` has exited (e.g. a triggerer whose trigger
+        runner died: Airflow then ends the whole triggerer)."""
+        for name in names:
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                raise AssertionError(f"{name} is not running (exit {None if proc is None else proc.returncode}):\n"
+                                     f"{self.log_tail(name)}")
+
+    def trigger_runner(self, name: str) -> int:
+        """The pid of triggerer ``name``'s trigger runner: the child of its process that listens on no port
+        (the other child is the triggerer's log server)."""
+        import psutil
+
+        parent = psutil.Process(self.procs[name].pid)
+        runners = [child for child in parent.children()
+                   if not [c for c in child.net_connections("tcp") if c.status == psutil.CONN_LISTEN]]
+        if len(runners) != 1:
+            raise AssertionError(f"{name}: expected one trigger runner among its children, found {runners}")
+        return int(runners[0].pid)
 
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crash would."""

@@ -41,11 +41,11 @@ def assert_epochs_in_order(ledger: EpochLedger, count: int) -> None:
     opened = sealed = 0
     for event in ledger.history():
         if event.event == "epoch_opened":
-            assert event.detail["epoch"] == sealed + 1 == opened + 1, "opened before the previous seal"
-            opened = event.detail["epoch"]
+            assert event.record.epoch == sealed + 1 == opened + 1, "opened before the previous seal"
+            opened = event.record.epoch
         elif event.event == "epoch_sealed":
-            assert event.detail["epoch"] == opened, "sealed an epoch that is not the open one"
-            sealed = event.detail["epoch"]
+            assert event.record.epoch == opened, "sealed an epoch that is not the open one"
+            sealed = event.record.epoch
     assert (opened, sealed) == (count, count)
 
 

@@ -7,8 +7,11 @@ start-up between them); the harnesses they stand on are the ones the Spark and s
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +75,45 @@ def test_reconnect_bench_smoke_reports_its_rows(tmp_path):
     assert rows["reconnect_missed_seals_n50"]["ours"] == 0
     assert rows["reconnect_rearm_s_n50"]["ours"] > 0 and rows["reconnect_rearm_s_n50"]["peer"] > 0
     assert 0 < rows["reconnect_requests_n50"]["ours"] < rows["reconnect_requests_n50"]["peer"]
+
+
+@pytest.mark.integration
+def test_a_failing_group_is_reported_and_the_others_keep_their_rows(tmp_path):
+    """One group raises (made to by EPOCHS_BENCH_FAIL_GROUP): the run goes on, the groups before and
+    after it keep their rows in the JSON, the failure is recorded with its error, and the exit status is 1."""
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(BENCH), "--smoke", "--out", str(out), "--only", "open,cost,growth"],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "EPOCHS_BENCH_FAIL_GROUP": "cost"})
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "group cost FAILED: RuntimeError: group cost made to fail by EPOCHS_BENCH_FAIL_GROUP" in result.stderr
+    report = json.loads(out.read_text())
+    assert report["failed"] == {"cost": "RuntimeError: group cost made to fail by EPOCHS_BENCH_FAIL_GROUP"}
+    assert report["done"] == ["open", "growth"]
+    assert {row["group"] for row in report["rows"]} == {"open", "growth"}
+    ids = {row["id"] for row in report["rows"]}
+    assert {"open_requests", "growth_snapshot_requests", "growth_znodes"} <= ids, ids
+
+
+@pytest.mark.integration
+def test_the_rows_of_finished_groups_are_on_disk_while_the_run_goes_on(tmp_path):
+    """The JSON is rewritten after each group: a run interrupted in its second group has the first one's rows."""
+    out = tmp_path / "bench.json"
+    out.write_text('{"rows": [{"id": "left by an earlier run"}]}')
+    proc = subprocess.Popen([sys.executable, str(BENCH), "--smoke", "--out", str(out), "--only", "open,waiters"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        report: dict = {}
+        while "open" not in report.get("done", ()):
+            assert proc.poll() is None, "the run ended before the first group's rows were seen"
+            assert time.monotonic() < deadline, report
+            time.sleep(0.2)
+            report = json.loads(out.read_text())  # never half a file: it is replaced in one step
+        assert "waiters" not in report["done"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    after = json.loads(out.read_text())
+    assert {row["group"] for row in after["rows"]} >= {"open"}
+    assert "left by an earlier run" not in {row["id"] for row in after["rows"]}

@@ -4,7 +4,8 @@ A spy on the kazoo client records every ``getChildren`` answer (its size on the 
 count, then 4 bytes of length and the name for each child) while a pipeline is driven past the
 counts that would make a listing large: many more history events than one probe batch covers,
 compaction pruning them, barriers with many participants, many consumers, many staged epochs. The
-largest answer is then checked against the bound the README's "Bounded answers" table states, and
+largest answer is then checked against the bound the "Bounded answers"
+table of docs/reference/zookeeper_layout.rst states, and
 every limit that keeps a listing bounded refuses the value past it, naming it, before any write.
 """
 
@@ -17,13 +18,14 @@ import pytest
 from kazoo.client import KazooClient
 from zk_helpers import tree
 
-import airflow_epochs.coordination.backpressure as backpressure
-import airflow_epochs.coordination.barriers as barriers
-import airflow_epochs.coordination.config as config
-import airflow_epochs.coordination.config_store as config_store
-import airflow_epochs.coordination.history as history
-import airflow_epochs.coordination.names as names
-import airflow_epochs.coordination.pipeline as pipeline_module
+import airflow_epochs.coordination.base.names as names
+import airflow_epochs.coordination.protocol.config_store as config_store
+import airflow_epochs.coordination.recipes.backpressure as backpressure
+import airflow_epochs.coordination.recipes.barriers as barriers
+import airflow_epochs.coordination.services.shortcuts as shortcuts
+import airflow_epochs.coordination.state.history as history
+import airflow_epochs.coordination.state.pipeline as pipeline_module
+import airflow_epochs.coordination.wire.config as config
 from airflow_epochs.coordination import (
     BarrierFull,
     ConfigConflict,
@@ -36,9 +38,9 @@ from airflow_epochs.coordination import (
     TooManyConsumers,
     TooManyRequests,
 )
-from airflow_epochs.coordination.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
-from airflow_epochs.coordination.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
-from airflow_epochs.coordination.paths import epoch_key
+from airflow_epochs.coordination.base.paths import epoch_key
+from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
 
 pytestmark = [pytest.mark.integration]
 
@@ -186,14 +188,14 @@ def test_consumers_are_bounded_and_a_full_pipeline_refuses_the_next(spied, zk, m
     ledger = EpochLedger(client, "fans", owner="o")
     ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, window=2))
     for i in range(4):
-        backpressure.register_consumer(ledger, f"c{i}")
+        shortcuts.register_consumer(ledger, f"c{i}")
     before = tree(zk, ledger.paths.base)
     with pytest.raises(TooManyConsumers, match="has 4 consumers registered; at most 4: 'c4' was not registered"):
-        backpressure.register_consumer(ledger, "c4")
+        shortcuts.register_consumer(ledger, "c4")
     assert tree(zk, ledger.paths.base) == before  # nothing was written
-    backpressure.register_consumer(ledger, "c3")  # registered already: answered, not refused
-    backpressure.unregister_consumer(ledger, "c0")
-    backpressure.register_consumer(ledger, "c4")
+    shortcuts.register_consumer(ledger, "c3")  # registered already: answered, not refused
+    shortcuts.unregister_consumer(ledger, "c0")
+    shortcuts.register_consumer(ledger, "c4")
     ledger.open_epoch(1)
     assert spy.largest() <= listing_bytes([f"c{i}" for i in range(5)])
 
@@ -227,8 +229,8 @@ def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied
         ledger.vote(attempt, "events", "ingest", {"e": epoch})
 
     seal(1)
-    backpressure.register_consumer(ledger, "c0", request_id="r-1")
-    backpressure.unregister_consumer(ledger, "c0", request_id="r-2")
+    shortcuts.register_consumer(ledger, "c0", request_id="r-1")
+    shortcuts.unregister_consumer(ledger, "c0", request_id="r-2")
     ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, retain_epochs=1, window=5), 2)], request_id="r-3")
     seal(2)
     before = tree(zk, ledger.paths.base)
@@ -236,7 +238,7 @@ def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied
         ledger.rollback(1, reason="too many", request_id="r-4")
     assert tree(zk, ledger.paths.base) == before  # nothing was written
     # a repeat of a remembered request is still answered from its record, not refused
-    assert backpressure.unregister_consumer(ledger, "c0", request_id="r-2") is True
+    assert shortcuts.unregister_consumer(ledger, "c0", request_id="r-2") is True
     seal(3)
     ledger.compact()
     for epoch in range(4, 6):

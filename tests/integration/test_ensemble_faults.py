@@ -56,7 +56,7 @@ def test_leader_then_follower_die_mid_vote_and_quorum_loss_writes_nothing(ensemb
         assert _seal_nodes(client, 1) == [(1, "out")]
         seal = ledger.seal(1, "out")
         assert seal.manifests == {p: {"n": i} for i, p in enumerate(PRODUCERS, start=1)}
-        events = [e.event for e in ledger.history() if e.detail.get("epoch") == 1]
+        events = [e.event for e in ledger.history() if e.record.epoch == 1]
         assert events.count("partition_sealed") == 1 and events.count("epoch_sealed") == 1
         assert ledger.frontier() == 1
 

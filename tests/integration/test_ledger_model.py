@@ -415,8 +415,8 @@ def test_history_replays_the_frontier(zk):
     frontier = 0
     for event in ledger.history():
         if event.event == "epoch_sealed":
-            assert event.detail["epoch"] == frontier + 1
-            frontier = event.detail["epoch"]
+            assert event.record.epoch == frontier + 1
+            frontier = event.record.epoch
         elif event.event == "rollback":
             frontier = event.detail["to_epoch"]
     assert frontier == ledger.frontier() == 2

@@ -27,11 +27,11 @@ from airflow_epochs.coordination import (
     PartitionAlreadySealed,
     PipelineConfig,
     open_as_leader,
-    payloads,
 )
-from airflow_epochs.coordination import aborts as aborts_module
-from airflow_epochs.coordination import coordinator as coordinator_module
-from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.base.call import Call
+from airflow_epochs.coordination.protocol import aborts as aborts_module
+from airflow_epochs.coordination.services import coordinator as coordinator_module
+from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 
@@ -96,7 +96,7 @@ def test_scenario_03_close_answer_lost_then_a_rollback(zk, lossy, proxy):
     assert closed.epoch == 2 and closed.overtaken is not None and closed.overtaken.change == "rolled_back"
     assert closed.state == "rolled_back" and a.frontier() == 1
     assert a.close_epoch(attempt, request_id="close-A").overtaken == closed.overtaken
-    sealed = [e.detail["epoch"] for e in a.history() if e.event == "epoch_sealed"]
+    sealed = [e.record.epoch for e in a.history() if e.event == "epoch_sealed"]
     assert sealed == [1, 2]  # its close did seal epoch 2 before the rollback
 
 

@@ -31,7 +31,7 @@ def _ballots(prefix: str, partitions: str = "abc", snapshot: object = None) -> l
 
 
 def _sealed_events(ledger: EpochLedger, epoch: int) -> int:
-    return sum(1 for e in ledger.history() if e.event == "epoch_sealed" and e.detail.get("epoch") == epoch)
+    return sum(1 for e in ledger.history() if e.event == "epoch_sealed" and e.record.epoch == epoch)
 
 
 def test_the_epoch_seal_sent_behind_the_batch_saves_the_last_round_trip(zk: KazooClient):
@@ -183,7 +183,7 @@ def test_votes_sent_together_one_refused_the_others_are_sent_again_alone(zk: Kaz
 def test_votes_too_large_for_one_transaction_are_split(zk: KazooClient):
     """Ballots whose manifests together pass the bytes one transaction may carry go in several
     transactions, each under ZooKeeper's request limit, and every vote is answered and sealed."""
-    from airflow_epochs.coordination.pipelined_votes import MAX_BYTES_TOGETHER
+    from airflow_epochs.coordination.protocol.pipelined_votes import MAX_BYTES_TOGETHER
 
     count = 40
     shape = {f"p{i}": (f"w{i}",) for i in range(count)}

@@ -12,17 +12,14 @@ from airflow_epochs.coordination import (
     Backpressured,
     ConfigConflict,
     EpochLedger,
-    InvalidConfig,
     InvalidInput,
     LineageItem,
     PipelineConfig,
     acknowledge,
     assignment,
-    bucket_of,
     check_consistency,
     consumers,
     lineage_of,
-    plan_migration,
     register_consumer,
     schedule_migration,
     unregister_consumer,
@@ -64,21 +61,8 @@ def test_change_scheduled_three_epochs_ahead(zk):
     assert ledger.epoch_info(4).partitions == ("out",)
 
 
-def test_bucket_of_is_stable():
-    assert bucket_of("JFK", 16) == bucket_of(b"JFK", 16) == bucket_of("JFK", 16)
-    assert {bucket_of(f"k{i}", 16) for i in range(500)} == set(range(16))
-    with pytest.raises(InvalidInput):
-        bucket_of("x", 0)
 
 
-def test_plan_migration_all_at_once_and_fluid():
-    old = ("w1",) * 4 + ("w2",) * 4
-    new = ("w1", "w2") * 4
-    assert plan_migration(old, new) == [new]
-    steps = plan_migration(old, new, per_epoch=1)
-    assert len(steps) == 4 and steps[-1] == new
-    with pytest.raises(InvalidConfig):
-        plan_migration(old, new[:-1])
 
 
 def test_fluid_migration_of_16_buckets_over_4_epochs_moves_each_bucket_once(zk):
@@ -169,8 +153,8 @@ def test_a_repeated_registration_reads_its_stored_result_as_a_record(zk, forged)
     record: a result that is not a registration of this consumer (forged, or another call's) is
     answered as a corrupt record naming its znode, never a KeyError or a wrong acknowledgement."""
     from airflow_epochs.coordination import CorruptPayload
-    from airflow_epochs.coordination.paths import PipelinePaths
-    from airflow_epochs.coordination.wire import RequestNode
+    from airflow_epochs.coordination.base.paths import PipelinePaths
+    from airflow_epochs.coordination.wire.nodes import RequestNode
 
     ledger = EpochLedger(zk, "bpstored", owner="tests")
     ledger.create_pipeline(OLD)

@@ -54,7 +54,7 @@ def test_retention_compacts_old_epochs_and_keeps_what_retries_need(zk):
     assert lineage_of(ledger, 9, "events").upstream == {"raw": 9}  # the newest compacted seal's vector
     assert lineage_of(ledger, 12, "events").upstream == {"raw": 12}
     events = ledger.history()
-    assert all(e.detail.get("epoch") is None or e.detail["epoch"] >= 10 for e in events), events[:3]
+    assert all(e.record.epoch is None or e.record.epoch >= 10 for e in events), events[:3]
     with pytest.raises(RollbackRefused, match="compacted"):
         ledger.rollback(8, reason="too far back")
     with pytest.raises(EpochAlreadySealed):
@@ -99,7 +99,7 @@ def test_history_is_read_from_a_cursor(zk):
     _epoch(ledger, 2)
     newer = ledger.history(since_seq=first[-1].seq)
     assert [e.event for e in newer] == ["epoch_opened", "partition_sealed", "partition_sealed", "epoch_sealed"]
-    assert all(e.detail["epoch"] == 2 for e in newer)
+    assert all(e.record.epoch == 2 for e in newer)
     assert [e.seq for e in ledger.history()] == [e.seq for e in first + newer]
     latest = ledger.latest_event()
     assert (latest.seq, latest.event) == (newer[-1].seq, "epoch_sealed")
@@ -156,9 +156,9 @@ def test_cli_reads_history_from_a_cursor_and_compacts(zk, zk_server, zk_chroot):
 def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_old_window(zk):
     """Versions written when ``retain_epochs`` was left out at the old default (1000) must not read
     as today's default of 2: compaction would then drop epochs their owners meant to keep."""
-    from airflow_epochs.coordination import payloads
-    from airflow_epochs.coordination.config import UNARCHIVED_RETAIN_EPOCHS
-    from airflow_epochs.coordination.wire import LEGACY_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire import payloads
+    from airflow_epochs.coordination.wire.config import UNARCHIVED_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire.nodes import LEGACY_RETAIN_EPOCHS
 
     ledger = EpochLedger(zk, "legacy", owner="o")
     ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
@@ -177,7 +177,7 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     """Without an archive compaction forgets seals and manifests, so the default keeps 1000 epochs;
     with one, every read of an older epoch is answered from the archive and none is kept: a sealed
     epoch leaves ZooKeeper at the next compaction. 0 is refused without an archive."""
-    from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
 
     assert PipelineConfig({"events": ("ingest",)}).retain_epochs == UNARCHIVED_RETAIN_EPOCHS
     archived = PipelineConfig({"events": ("ingest",)}, archive=str(tmp_path))

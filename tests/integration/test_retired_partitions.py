@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_epochs.coordination import EpochLedger, PipelineConfig, retired_partitions
-from airflow_epochs.coordination.compaction_record import CompactionSummary, RetiredPartition
-from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.retired_partitions import retired_file
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.state import retired_partitions
+from airflow_epochs.coordination.state.retired_partitions import retired_file
+from airflow_epochs.coordination.wire.compaction_record import CompactionSummary, RetiredPartition
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
@@ -267,7 +268,8 @@ def test_a_compaction_killed_between_the_retirement_file_and_the_delete_is_finis
 def test_zookeeper_holds_the_live_partitions_however_many_came_and_went(zk, tmp_path, storage):
     """20 configuration versions of 4 partitions each, 3 of them new every time (61 partitions over the
     pipeline's life), 2 epochs each: with an archive the snapshots folder and the summary's lineage hold
-    the live partitions only; without one (nothing is shed, README) they hold every partition ever."""
+    the live partitions only; without one (nothing is shed,
+    docs/operations/deploying.rst) they hold every partition ever."""
     archive = str(tmp_path / "storage") if storage else None
     ledger = EpochLedger(zk, "churn", owner="o")
     ever: set[str] = set()

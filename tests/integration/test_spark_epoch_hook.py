@@ -5,7 +5,6 @@ exactly as it was, the sealed result checked with pandas; refusals before anythi
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -13,9 +12,8 @@ from pathlib import Path
 import pytest
 from spark_pipeline import JOB, PARTITION, PRODUCER, assert_matches_pandas, pipeline, sealed_result, write_inputs
 
-from airflow_epochs.coordination import InvalidInput
 from airflow_epochs.hooks.spark_epoch import LOCAL_SPARK_CONN, SparkEpochHook, spark_submit_path
-from airflow_epochs.spark import EpochContext, sealed_runs
+from airflow_epochs.spark import sealed_runs
 
 
 def _without_venv_bin(path: str) -> str:
@@ -66,53 +64,7 @@ def test_the_hook_submits_and_seals_on_the_local_master_and_leaves_the_environme
     assert again.action == "sealed" and again.run is None
 
 
-def test_the_default_master_is_the_hooks_own_local_connection(monkeypatch):
-    hook = SparkEpochHook(application=str(JOB))
-    conn = hook.get_conn()
-    assert (hook.conn_id, conn.conn_type, conn.host) == (LOCAL_SPARK_CONN, "spark", "local[*]")
-    assert hook.check_master() == "local"
-    context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
-                           run="0123456789abcdef", storage="/lake")
-    before = dict(os.environ)
-    submit, folder = hook.submit_hook(context)
-    try:
-        argv = submit._build_spark_submit_command(str(JOB))
-        assert argv[argv.index("--master") + 1] == "local[*]"
-        assert folder is not None and argv[argv.index("--epoch-context-file") + 1].startswith(folder)
-        assert oct(Path(folder, "context.json").stat().st_mode & 0o777) == "0o600"
-    finally:
-        import shutil
-
-        shutil.rmtree(folder or "", ignore_errors=True)
-    assert dict(os.environ) == before
 
 
-def test_bad_settings_are_refused_naming_the_value(tmp_path):
-    with pytest.raises(InvalidInput, match=re.escape("does-not-exist.py' does not exist")):
-        SparkEpochHook(application=str(tmp_path / "does-not-exist.py")).check_inputs(str(tmp_path), {})
-    with pytest.raises(InvalidInput, match=re.escape("events location '/raw/../etc' has a '..' segment")):
-        SparkEpochHook(application=str(JOB)).check_inputs(str(tmp_path), {"events": "/raw/../etc"})
-    with pytest.raises(InvalidInput, match="spark-submit only"):
-        SparkEpochHook(application=str(JOB), spark_connect_conn_id="connect", submit_options={"driver_memory": "1g"})
-    with pytest.raises(InvalidInput, match="'PATH' is refused"):
-        SparkEpochHook(application=str(JOB), submit_options={"env_vars": {"PATH": "/tmp/fake-bin"}})
 
 
-def test_the_operator_builds_its_hook_on_first_use_only(monkeypatch):
-    from airflow_epochs.hooks import spark_epoch
-    from airflow_epochs.operators import SparkEpochOperator
-
-    built: list[SparkEpochHook] = []
-
-    class CountingHook(SparkEpochHook):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            built.append(self)
-
-    monkeypatch.setattr(spark_epoch, "SparkEpochHook", CountingHook)
-    operator = SparkEpochOperator(task_id="t", application=str(JOB), partition="x", storage="/lake",
-                                  conn_id="spark_nowhere", attempt_task_id="open")
-    assert built == []  # DAG parse time: no hook, no connection lookup
-    hook = operator.hook
-    assert built == [hook] and operator.hook is hook
-    assert (hook.application, hook.conn_id, hook.spark_connect_conn_id) == (str(JOB), "spark_nowhere", None)

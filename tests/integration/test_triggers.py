@@ -11,9 +11,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, EpochNotOpen, PipelineConfig
-from airflow_epochs.coordination.backpressure import acknowledge, register_consumer, unregister_consumer
-from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.recipes.backpressure import acknowledge, register_consumer, unregister_consumer
+from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
@@ -23,24 +23,8 @@ from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 
 pytestmark = pytest.mark.integration
 
-TRIGGERS = [
-    FrontierReachedTrigger(pipeline="p", epoch=3, give_up_after=5.0),
-    PartitionsSealedTrigger(pipeline="p", epoch=3, partitions=["a", "b"]),
-    BarrierReleasedTrigger(pipeline="p", epoch=3, barrier="ingested"),
-    SealedPartitionEventTrigger(pipeline="p", partition="a", scope="deploy-a", from_epoch=2),
-    ConsumersCaughtUpTrigger(pipeline="p", epoch=2, deadline=1_900_000_000.0),
-]
 
 
-@pytest.mark.parametrize("trigger", TRIGGERS, ids=lambda t: type(t).__name__)
-def test_serialize_returns_package_path_and_primitives(trigger):
-    path, kwargs = trigger.serialize()
-    assert path.startswith("airflow_epochs.triggers.")
-    assert path.endswith(type(trigger).__name__)
-    assert json.loads(json.dumps(kwargs)) == kwargs
-    module, _, name = path.rpartition(".")
-    clone = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
-    assert clone.serialize() == (path, kwargs)
 
 
 @pytest.fixture

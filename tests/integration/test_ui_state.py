@@ -11,8 +11,7 @@ from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.embedded_zookeeper import four_letter_word
-from airflow_epochs.ui.dags import DagPipelines, pipelines_in
-from airflow_epochs.views.model import manifest_summary
+from airflow_epochs.ui.dags import DagPipelines
 from airflow_epochs.views.pipeline import StateReader
 
 pytestmark = pytest.mark.integration
@@ -119,23 +118,8 @@ def _packets(port: int) -> int:
     raise AssertionError("no zk_packets_received in mntr")
 
 
-def test_manifest_summary_adds_up_spark_outputs_and_plain_rows():
-    spark = {"outputs": {"data": {"rows": 5, "bytes": 10, "files": 2}, "snapshot": {"rows": 99}}, "seconds": 2}
-    assert manifest_summary([spark, {"rows": 3}, None, "x"]) == {"rows": 8, "bytes": 10, "files": 2, "seconds": 2}
 
 
-def test_only_literal_pipelines_of_open_epoch_tasks_count():
-    data = {"dag": {"tasks": [
-        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "airflow_epochs.operators.epoch",
-                   "pipeline": "sales", "task_id": "epoch.open"}},
-        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "airflow_epochs.operators.epoch",
-                   "pipeline": "{{ params.p }}", "task_id": "templated"}},
-        {"__var": {"task_type": "OpenEpochOperator", "_task_module": "elsewhere", "pipeline": "x", "task_id": "t"}},
-        {"__var": {"task_type": "SealedPartitionSensor", "_task_module": "airflow_epochs.sensors.seals",
-                   "pipeline": "consumed", "task_id": "wait"}},
-    ]}}
-    assert pipelines_in("d", data) == DagPipelines("d", frozenset({"sales"}), frozenset({"epoch.open"}))
-    assert pipelines_in("d", None).pipelines == frozenset()
 
 
 class _Index:

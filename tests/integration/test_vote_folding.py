@@ -13,8 +13,8 @@ from airflow_epochs.coordination import (
     EpochLedger,
     PartitionAlreadySealed,
     PipelineConfig,
-    payloads,
 )
+from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 
@@ -136,14 +136,14 @@ def test_closing_while_the_last_vote_folds_its_partition_is_not_refused(zk, zk_f
     """``close_epoch`` reads the sealed partitions, then the vote counters of the others. A last vote
     committing in between seals its partition and folds its counter away: the close must read again
     and seal the epoch, not refuse it as missing votes."""
-    from airflow_epochs.coordination import seals
+    from airflow_epochs.coordination.protocol import closing
 
     closer = EpochLedger(zk, "race", owner="o")
     closer.create_pipeline(PipelineConfig({"shared": ("x", "y")}))
     attempt = closer.open_epoch(1)
     closer.vote(attempt, "shared", "x", {"rows": 1})
     voter = EpochLedger(zk_factory(), "race", owner="o")
-    original = seals.incomplete_partitions
+    original = closing.incomplete_partitions
     calls = []
 
     def last_vote_lands_first(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -152,7 +152,7 @@ def test_closing_while_the_last_vote_folds_its_partition_is_not_refused(zk, zk_f
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(seals, "incomplete_partitions", last_vote_lands_first)
+    monkeypatch.setattr(closing, "incomplete_partitions", last_vote_lands_first)
     info = closer.close_epoch(attempt)
     assert info.state == "sealed" and closer.frontier() == 1 and calls  # the race did happen
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
-from test_declared_producers import DECLARED
+from declared_sales import DECLARED
 from zk_helpers import fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger
@@ -91,6 +91,7 @@ def test_one_consumer_run_per_complete_key_under_two_schedulers_and_two_triggere
 
     # the triggerer running the gate's watcher dies; keys 2 and 3 complete, out of order
     _wait_until(lambda: stack.watcher_triggerer() is not None, 120, lambda: "no triggerer owns the watcher")
+    stack.running("triggerer", "triggerer-2")  # the other one is there to take over
     stack.kill(stack.watcher_triggerer())
     for key in (COMPLETE[2], COMPLETE[1]):
         for dag_id in producers:

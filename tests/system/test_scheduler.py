@@ -10,6 +10,8 @@ and DAG processor started once for this module.
   trigger over and resumes from the delivery cursor: every seal gives exactly one asset event.
 - A triggerer killed between a seal and its stored asset event (its supervisor frozen, so the event
   never reaches the database): a new triggerer delivers the seal again, once.
+- A trigger runner that dies while its triggerer process lives: Airflow 3.3 ends that triggerer (its
+  job stops heartbeating), and the other triggerer takes the watcher over and delivers the next seal once.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -166,6 +168,8 @@ def test_watched_seals_give_one_asset_event_each_across_a_triggerer_crash(stack,
     _wait_until(lambda: _delivered_through(stack_zk[1]) == 3, 60, lambda: _delivered_through(stack_zk[1]))
     _wait_until(lambda: stack.watcher_triggerer() is not None, 60, lambda: "no triggerer owns the watcher")
     crashed = stack.watcher_triggerer()
+    # both alive before one is killed (a triggerer that already died leaves nobody to take over)
+    stack.running("triggerer", "triggerer-2")
     stack.kill(crashed)
 
     # The survivor restarts the trigger from the cursor: epochs 1-3 are not delivered again.
@@ -210,3 +214,28 @@ def test_a_triggerer_killed_between_a_seal_and_its_asset_event_delivers_it_once(
                            "watched_consumer", "consume")
     epochs = sorted(e for (value,) in consumed for e in (json.loads(value) if isinstance(value, str) else value))
     assert epochs.count(5) == 1, epochs
+
+
+def test_a_trigger_runner_that_dies_hands_the_watcher_to_the_other_triggerer(stack, stack_zk):
+    """The watcher's trigger runner (the triggerer's child process that runs the triggers) is killed -9,
+    its triggerer process left alone. Airflow 3.3's supervisor sees the runner's exit and ends the
+    triggerer: its job does not go on heartbeating with the watcher assigned to it and not running.
+    The other triggerer takes the watcher over and delivers the next seal, once."""
+    ledger = EpochLedger(stack_zk[1], "watched", owner="outside")
+    _wait_until(lambda: stack.watcher_triggerer() is not None, 60, lambda: "no triggerer owns the watcher")
+    _wait_until(lambda: _delivered_through(stack_zk[1]) == 5, 60, lambda: _delivered_through(stack_zk[1]))
+    owner = stack.watcher_triggerer()
+    other = "triggerer-2" if owner == "triggerer" else "triggerer"
+    if other not in stack.procs or stack.procs[other].poll() is not None:
+        stack.spawn(other, ["triggerer"])
+    _wait_until(lambda: len(stack.query("SELECT id FROM job WHERE job_type = 'TriggererJob' AND state = 'running'"))
+                >= 2, 120, lambda: stack.query("SELECT id, state FROM job WHERE job_type = 'TriggererJob'"))
+    os.kill(stack.trigger_runner(owner), signal.SIGKILL)
+    stack.procs[owner].wait(60)  # the triggerer ends with its runner (a timeout here fails the test)
+    assert "Trigger runner process has died" in stack.log_tail(owner, 1_000_000)
+    _seal(ledger, 6)
+    _wait_until(lambda: 6 in _watched_epochs(stack), 180,
+                lambda: (_watched_epochs(stack), stack.log_tail(other)))
+    time.sleep(8)  # room for a late duplicate
+    assert _watched_epochs(stack) == [1, 2, 3, 4, 5, 6]
+    assert stack.watcher_triggerer() == other

@@ -34,7 +34,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DOC_SCREENSHOT = REPO / "docs" / "epochs-page.png"
-# Set to 1 to refresh the README's picture of the page; otherwise the shot stays in the test's tmp dir
+# Set to 1 to refresh the docs' picture of the page (docs/epochs-page.png); otherwise the shot stays in
+# the test's tmp dir
 # (a run must not change a tracked file).
 UPDATE_SCREENSHOT_ENV = "EPOCHS_UPDATE_SCREENSHOT"
 TEAMS = ("alpha", "beta")

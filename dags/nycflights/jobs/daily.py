@@ -6,6 +6,7 @@ has released them) and the running totals the last sealed epoch left."""
 
 from __future__ import annotations
 
+# [START nycflights_daily_job]
 from pyspark.sql import functions as F
 
 from airflow_epochs.spark import EpochJob, run_job
@@ -62,3 +63,4 @@ def main(spark, job: EpochJob) -> None:
 
 if __name__ == "__main__":
     run_job(main)
+# [END nycflights_daily_job]

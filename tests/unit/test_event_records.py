@@ -1,0 +1,74 @@
+"""The history's event records: each kind written by the change and read back by attribute, a field an
+older writer did not store read as its default, an unknown kind kept as stored, a wrong type refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_epochs.coordination import CorruptPayload, Event
+from airflow_epochs.coordination.wire.events import (
+    EVENT_KINDS,
+    AttemptStarted,
+    BarrierReleased,
+    DeliveryScopeRetired,
+    EpochOpened,
+    PartitionSealed,
+    PipelineCreated,
+    Rollback,
+    UnknownEvent,
+    event_record,
+)
+
+SAMPLES = [
+    PipelineCreated(first_epoch=1, config={"partitions": {"a": ["x"]}}),
+    EpochOpened(epoch=3, attempt=7, owner="o", config_version=2, generation=1),
+    AttemptStarted(epoch=3, attempt=8, owner="p", superseded=7, previous_state="open", generation=1),
+    PartitionSealed(epoch=3, partition="a", attempt=8, producer_count=2, first_vote_at=1.5, generation=1),
+    BarrierReleased(epoch=3, barrier="join", decision="quorum", late=("b", "c"), late_count=5, arrived=3),
+    Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
+             reason="bad data", owner="o"),
+    DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
+]
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: r.kind)
+def test_a_record_reads_back_as_written_through_json(record):
+    stored = json.loads(json.dumps(record.to_detail()))
+    assert event_record(record.kind, stored) == record
+    assert Event(1, 1, record.kind, 0.0, stored).record == record
+
+
+def test_every_kind_has_one_record():
+    assert len(EVENT_KINDS) == 17 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+
+
+def test_the_seal_count_is_stored_under_the_key_the_seal_uses():
+    detail = PartitionSealed(epoch=1, partition="a", producer_count=3).to_detail()
+    assert detail["producers"] == 3 and "producer_count" not in detail
+
+
+def test_a_field_an_older_writer_did_not_store_reads_as_its_default():
+    assert event_record("epoch_opened", {"epoch": 4}) == EpochOpened(epoch=4)
+
+
+def test_an_epoch_event_without_its_epoch_is_refused():
+    with pytest.raises(CorruptPayload, match="epoch"):
+        event_record("epoch_opened", {"attempt": 1})
+
+
+def test_a_field_of_the_wrong_type_is_refused_naming_it():
+    with pytest.raises(CorruptPayload, match="'attempt'"):
+        event_record("epoch_opened", {"epoch": 4, "attempt": "seven"})
+    with pytest.raises(CorruptPayload, match="'late'"):
+        event_record("barrier_released", {"epoch": 4, "late": "b"})
+
+
+def test_a_kind_this_version_does_not_know_is_kept_as_stored():
+    record = event_record("future_thing", {"x": 1})
+    assert record == UnknownEvent("future_thing", {"x": 1}) and record.epoch is None
+
+
+def test_a_pipeline_wide_event_is_about_no_epoch():
+    assert PipelineCreated().epoch is None and EpochOpened(epoch=2).epoch == 2
