@@ -58,6 +58,15 @@ def test_a_small_bench_file_gives_a_table_per_group_with_ratios_machine_and_date
     assert "     - plain_loop: 2.27 s\n     - 0.97x\n" in text
 
 
+def test_groups_that_failed_in_the_run_are_named(tmp_path):
+    path = bench(tmp_path, [row("wake_vs_poke_5s", "wake", 3.2, 1670.0)],
+                 failed={"spark": "RuntimeError: no java"}, done=["wake"])
+    out = tmp_path / "tables.inc"
+    assert run("--bench", str(path), "--out", str(out)).returncode == 0
+    assert "**Groups that failed in this run** (their rows are missing): spark: RuntimeError: no java." \
+        in out.read_text()
+
+
 def test_check_fails_when_the_tables_were_edited_by_hand(tmp_path):
     path = bench(tmp_path, [row("wake_vs_poke_5s", "wake", 3.2, 1670.0)])
     out = tmp_path / "tables.inc"
