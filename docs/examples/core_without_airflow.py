@@ -1,6 +1,6 @@
 """The coordination core without Airflow: runs as is (it starts its own ZooKeeper).
 
-Included by docs/guides/core_without_airflow.rst and run by tests/system/test_docs_examples.py.
+Included by docs/guides/core_without_airflow.rst and run by tests/integration/test_docs_examples.py.
 """
 
 # [START core_without_airflow]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The embedded ZooKeeper from the command line (docs/guides/connections.rst); tests/system/test_docs_examples.py
+# The embedded ZooKeeper from the command line (docs/guides/connections.rst); tests/integration/test_docs_examples.py
 # runs it with AIRFLOW_EPOCHS_HOME set to a folder of its own.
 set -euo pipefail
 # [START embedded_zookeeper]

@@ -1,5 +1,5 @@
 """Reading sealed partitions published as Iceberg tables: time travel by epoch, one consistent cut
-across tables, and DuckDB offline. Included by docs/guides/iceberg.rst; tests/system/test_docs_examples.py
+across tables, and DuckDB offline. Included by docs/guides/iceberg.rst; tests/integration/test_docs_examples.py
 publishes real sealed epochs into ``lake.daily`` and ``lake.weekly`` and calls each function."""
 
 from __future__ import annotations

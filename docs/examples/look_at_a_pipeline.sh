@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Looking at a pipeline from the command line (docs/guides/cli.rst); tests/system/test_docs_examples.py runs it
+# Looking at a pipeline from the command line (docs/guides/cli.rst); tests/integration/test_docs_examples.py runs it
 # against a real ZooKeeper. Usage: bash look_at_a_pipeline.sh HOSTS PIPELINE OUT_DIR
 set -euo pipefail
 HOSTS="$1"

@@ -3,10 +3,11 @@
 A page may not type code into itself: no ``code-block``/``code``/``sourcecode`` directive, no ``::``
 literal block, no ``>>>`` doctest, no ``raw`` HTML. Directives come from an allow-list (a new one is a
 decision, made here), and ``literalinclude`` takes only files under the folders whose files the tests
-run (the example DAGs, ``docs/examples/`` run by ``tests/system/test_docs_examples.py``, the tests and
+run (the example DAGs, ``docs/examples/`` run by ``tests/integration/test_docs_examples.py``, the tests and
 their helpers, the scripts CI runs, ``README.md``); every file under ``docs/examples/`` must be named by
-that test. The README, which is not in the docs, keeps a copy of a marked ``dags/`` section, compared
-here line for line.
+that test. The one exception: ``code-block:: console`` in a page listed with the test that extracts and
+runs its commands (and names the page). The README, which is not in the docs, keeps a copy of a marked
+``dags/`` section, compared here line for line.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ ALLOWED_DIRECTIVES = {
     "toctree", "literalinclude", "image", "figure", "list-table", "table", "note", "warning", "tip",
     "important", "seealso", "admonition", "rubric", "contents", "automodule", "autoclass", "autofunction",
     "autodata", "autoexception", "argparse", "grid", "grid-item", "grid-item-card", "card", "tab-set",
-    "tab-item", "dropdown", "only", "glossary", "include",
+    "tab-item", "dropdown", "only", "glossary",
 }
+# The one exception: ``code-block:: console`` in a page whose console blocks a test extracts and runs, as
+# the quickstart into your own Airflow is followed literally by its system test. page -> that test.
+EXTRACTED_CONSOLE = {"quickstart/own_airflow.rst": "tests/system/test_docs_quickstart.py"}
 # Folders (and files) whose files a test runs or checks: the only places literalinclude reads from.
 INCLUDE_ROOTS = ("dags/", "docs/examples/", "tests/", "scripts/", "bench/", "README.md", ".ci/run")
 DIRECTIVE = re.compile(r"^\s*\.\.\s+([A-Za-z][\w:-]*)::(.*)$")
@@ -34,6 +38,12 @@ DIRECTIVE = re.compile(r"^\s*\.\.\s+([A-Za-z][\w:-]*)::(.*)$")
 
 def pages() -> list[Path]:
     return sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts)
+
+
+def console_extracted(page: Path) -> bool:
+    """Whether a test extracts and runs the console blocks of ``page``: it is listed, and its test names it."""
+    test = EXTRACTED_CONSOLE.get(page.relative_to(DOCS).as_posix()) if page.is_relative_to(DOCS) else None
+    return test is not None and (ROOT / test).is_file() and page.name in (ROOT / test).read_text()
 
 
 def offences(text: str, page: Path) -> list[str]:
@@ -45,12 +55,14 @@ def offences(text: str, page: Path) -> list[str]:
         directive = DIRECTIVE.match(line)
         if directive:
             name = directive.group(1)
+            if name in {"code-block", "code"} and directive.group(2).strip() == "console" and console_extracted(page):
+                continue
             if name not in ALLOWED_DIRECTIVES:
                 found.append(f"{where}: directive {name!r} is not in the allow-list")
-            if name in {"literalinclude", "include"}:
+            if name == "literalinclude":
                 target = (page.parent / directive.group(2).strip()).resolve()
                 relative = target.relative_to(ROOT).as_posix() if target.is_relative_to(ROOT) else str(target)
-                if name == "literalinclude" and not relative.startswith(INCLUDE_ROOTS):
+                if not relative.startswith(INCLUDE_ROOTS):
                     found.append(f"{where}: literalinclude of {relative}, outside the tested folders")
                 if not target.is_file():
                     found.append(f"{where}: {relative} does not exist")
@@ -89,10 +101,16 @@ def test_the_rule_catches_typed_code(tmp_path):
         assert offences(text, page), text
     allowed = ".. literalinclude:: ../dags/example_epoch_smoke.py\n   :language: python\n\nA colon: x.\n"
     assert offences(allowed, page) == []
+    # Console blocks only where a test extracts them: not in an unlisted page.
+    assert offences(".. code-block:: console\n\n   $ airflow-epochs status p\n", page)
+    # A listed page whose test does not exist (or does not name it) gets no exception either.
+    assert console_extracted(DOCS / "quickstart" / "own_airflow.rst") == (
+        (ROOT / EXTRACTED_CONSOLE["quickstart/own_airflow.rst"]).is_file()
+        and "own_airflow.rst" in (ROOT / EXTRACTED_CONSOLE["quickstart/own_airflow.rst"]).read_text())
 
 
 def test_every_docs_example_is_run_by_a_test():
-    runner = (ROOT / "tests" / "system" / "test_docs_examples.py").read_text()
+    runner = (ROOT / "tests" / "integration" / "test_docs_examples.py").read_text()
     examples = sorted(p for p in (DOCS / "examples").iterdir() if p.is_file())
     assert examples
     for example in examples:
