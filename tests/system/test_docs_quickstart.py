@@ -176,7 +176,8 @@ def _group(pid: int) -> set[int]:
 
 def _loopback(address: str) -> bool:
     host = address.split(":")[0]
-    return host in ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1, ::1
+    # 127.0.0.1, ::1, and 127.0.0.1 as an IPv4-mapped IPv6 address (a JVM's socket bound to 127.0.0.1)
+    return host in ("0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F")
 
 
 @pytest.fixture
