@@ -153,7 +153,9 @@ def main() -> int:
 
     def save() -> None:
         # after every group: a later group that fails, or a run stopped by hand, loses no figure
-        write_json(out, {"machine": machine, "seconds": took, "failed": failed,
+        # "date": when this save happened, so the last one says when the run finished (the performance page shows it)
+        write_json(out, {"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                         "seconds": took, "failed": failed,
                          "done": [g for g in wanted if g in took and g not in failed],
                          "rows": [r.to_json() for r in ROWS]})
 

@@ -30,10 +30,15 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
     if args.conn_id:
         if direct:
             raise CliError(f"--conn-id cannot be combined with {', '.join(direct)}: the connection says it all")
-        from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+        # Airflow's own lookup, as `airflow connections get` does it (secrets backends, environment,
+        # then the metadata database): outside a task the Task SDK's, which the hook uses, reads no
+        # database, and a connection made with `airflow connections add` would not be found.
+        from airflow.models.connection import Connection
+
+        from airflow_epochs.hooks.zookeeper import settings_of
 
         try:
-            return ZooKeeperHook(args.conn_id).settings
+            return settings_of(Connection.get_connection_from_secrets(args.conn_id))
         except InvalidConnection as exc:
             raise CliError(f"connection {args.conn_id!r}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection

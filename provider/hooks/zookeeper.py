@@ -12,6 +12,20 @@ from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSett
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
 
 
+def settings_of(conn: Any) -> ZooKeeperSettings:
+    """The client settings of a ``zookeeper`` connection (Airflow's or the Task SDK's ``Connection``).
+
+    A connection without credentials to the CLI's embedded server gets that server's (it accepts no
+    client without them), over TLS checked against its CA.
+    """
+    from airflow_epochs.cli.zookeeper import with_embedded_credentials
+
+    return with_embedded_credentials(ZooKeeperSettings.from_fields(
+        host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
+        extra=conn.extra_dejson,
+    ))
+
+
 class ZooKeeperHook(BaseHook):
     """Connect to a ZooKeeper ensemble described by an Airflow connection.
 
@@ -40,15 +54,7 @@ class ZooKeeperHook(BaseHook):
     @property
     def settings(self) -> ZooKeeperSettings:
         if self._settings is None:
-            from airflow_epochs.cli.zookeeper import with_embedded_credentials
-
-            conn = self.get_connection(self.zookeeper_conn_id)
-            # A connection without credentials to the CLI's embedded server gets that server's (it
-            # accepts no client without them), over TLS checked against its CA.
-            self._settings = with_embedded_credentials(ZooKeeperSettings.from_fields(
-                host=conn.host, port=conn.port, schema=conn.schema, login=conn.login,
-                password=conn.password, extra=conn.extra_dejson,
-            ))
+            self._settings = settings_of(self.get_connection(self.zookeeper_conn_id))
         return self._settings
 
     def get_conn(self) -> KazooClient:

@@ -44,14 +44,19 @@ __all__ = ["TRANSIENT", "Watch", "ZooKeeperWatchTrigger", "connection_settings"]
 
 
 async def connection_settings(conn_id: str) -> ZooKeeperSettings:
-    """The settings of an Airflow ZooKeeper connection, fetched the async way triggers must use."""
+    """The settings of an Airflow ZooKeeper connection, fetched the async way triggers must use; a
+    connection without credentials to the CLI's embedded server gets that server's, as in
+    :class:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook` (the server accepts no client without them)."""
+    from airflow_epochs.cli.zookeeper import with_embedded_credentials
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     conn = await ZooKeeperHook.aget_connection(conn_id)
-    return ZooKeeperSettings.from_fields(
+    settings = ZooKeeperSettings.from_fields(
         host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
         extra=conn.extra_dejson,
     )
+    # It reads the state folder and asks the server: off the triggerer's loop.
+    return await asyncio.to_thread(with_embedded_credentials, settings)
 
 
 class ZooKeeperWatchTrigger(BaseTrigger):

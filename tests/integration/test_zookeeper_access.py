@@ -218,6 +218,31 @@ def test_a_hook_or_command_given_only_the_port_uses_the_servers_credentials(stat
     assert status.returncode == 0, status.stderr
 
 
+def test_a_trigger_given_only_the_port_uses_the_servers_credentials(state, monkeypatch):
+    """The triggerer resolves the connection as the hook does: a deferred task waiting on the embedded
+    server through a host-only connection (the quickstart's) connects with its credentials over TLS."""
+    import asyncio
+
+    from airflow_epochs.triggers.base import connection_settings
+
+    recorded = read_state(state) or {}
+    monkeypatch.setenv("AIRFLOW_EPOCHS_HOME", str(state))
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_EMBEDDED", json.dumps({"conn_type": "zookeeper",
+                                                               "host": f"127.0.0.1:{recorded['port']}"}))
+    settings = asyncio.run(connection_settings("zk_embedded"))
+    assert settings.login == "airflow-epochs" and settings.use_tls and settings.use_acl
+    assert settings.hosts == (f"127.0.0.1:{recorded['secure_port']}",)
+    client = settings.start_client()
+    try:
+        assert client.exists("/") is not None
+    finally:
+        client.stop()
+        client.close()
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OWN", json.dumps({"conn_type": "zookeeper", "login": "etl", "password": "pw",
+                                                          "host": f"127.0.0.1:{recorded['secure_port']}"}))
+    assert asyncio.run(connection_settings("zk_own")).login == "etl"
+
+
 def test_nodes_planted_before_the_lock_are_taken_over_by_our_superuser(tmp_path):
     """Between the first start answering and its lock, ``/`` is ZooKeeper's default. Someone who used that
     window (here: the same data served once without auth) to re-ACL ``/`` and plant a top-level node for

@@ -109,12 +109,16 @@ def test_the_rule_catches_typed_code(tmp_path):
         and "own_airflow.rst" in (ROOT / EXTRACTED_CONSOLE["quickstart/own_airflow.rst"]).read_text())
 
 
+# The tests that run the files of docs/examples/ (the quickstart's steps and DAG are run by its system test).
+EXAMPLE_RUNNERS = ("tests/integration/test_docs_examples.py", "tests/system/test_docs_quickstart.py")
+
+
 def test_every_docs_example_is_run_by_a_test():
-    runner = (ROOT / "tests" / "integration" / "test_docs_examples.py").read_text()
+    runners = "".join((ROOT / runner).read_text() for runner in EXAMPLE_RUNNERS)
     examples = sorted(p for p in (DOCS / "examples").iterdir() if p.is_file())
     assert examples
     for example in examples:
-        assert example.name in runner, f"docs/examples/{example.name} is not run by test_docs_examples.py"
+        assert example.name in runners, f"docs/examples/{example.name} is not run by {' or '.join(EXAMPLE_RUNNERS)}"
 
 
 def marked_section(path: Path, name: str) -> str:

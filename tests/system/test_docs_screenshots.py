@@ -1,0 +1,97 @@
+"""What a reader of the documentation sees: the docs built by ``scripts/docs.sh``, opened in Debian's
+chromium (headless, driven by Playwright), the home and quickstart pages checked and photographed.
+
+The pictures go to ``.epochs/docs-shots/`` (kept out of git), for someone to look at: a test can say
+the page rendered, not that it reads well.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from built_once import built_once
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / ".epochs" / "docs-shots"
+CHROMIUM = Path("/usr/bin/chromium")
+# Flags for Debian's chromium on a machine without a display, GPU or outside network (as the Epochs
+# page's browser test launches it).
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGES = {
+    "home": ("index.html", "airflow-provider-epochs"),
+    "quickstart": ("quickstart/own_airflow.html", "Quickstart: into your own Airflow 3"),
+}
+
+
+def _build(folder: Path) -> Path:
+    """``bash scripts/docs.sh`` as CI runs it, then a copy of its output (a later build elsewhere in
+    the run cannot change the pages under this test)."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "docs.sh")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, f"scripts/docs.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    shutil.copytree(ROOT / "docs" / "_build" / "html", folder / "html")
+    return folder / "html"
+
+
+@pytest.fixture(scope="session")
+def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_once(tmp_path_factory, "docs-html", _build)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail("chromium not installed: .ci/run installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="epochs-docs-chromium-")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True,
+            viewport={"width": 1280, "height": 900})
+        try:
+            yield context
+        finally:
+            context.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_a_reader_sees_the_page_rendered(built_docs, browser, name):
+    path, heading = PAGES[name]
+    page = browser.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    failed: list[str] = []
+    page.on("requestfailed", lambda request: failed.append(request.url))
+    page.goto((built_docs / path).as_uri())
+    page.wait_for_load_state("load")
+    assert heading in page.title()
+    assert page.locator("h1").first.inner_text().rstrip("#¶ \n") == heading
+    body = page.locator("body").inner_text()
+    assert "404" not in body and "Page not found" not in body
+    # the theme's stylesheet applied (furo lays the page out in a sidebar and a content column)
+    assert page.locator(".sidebar-drawer").count() == 1
+    assert page.evaluate("getComputedStyle(document.body).fontFamily") != "\"Times New Roman\""
+    # nothing fetched from the network, nothing missing: the pages are read offline
+    assert all(url.startswith("file://") or url.startswith("data:") for url in requests), requests
+    assert not failed, failed
+    if name == "quickstart":
+        # every step of docs/examples/quickstart.sh and the DAG, included as code, not as an error
+        assert page.locator("div.highlight-bash").count() == 12
+        assert page.locator("div.highlight-python").count() == 1
+        assert "airflow-epochs zookeeper start --port" in body
+        assert "Troubleshooting" in body
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=(name == "quickstart"))
+    page.screenshot(path=str(SHOTS / f"{name}-top.png"))
+    page.close()
