@@ -7,7 +7,7 @@ commit whose snapshot summary names the pipeline, partition, epoch, attempt, gen
 request id. That makes it exactly once:
 
 - a publish holds the table's publish lock in ZooKeeper from reading the table to its last commit
-  (:mod:`airflow_epochs.tables.commit_guard`): a second publisher waits, then finds the snapshots;
+  (``airflow_epochs.tables.commit_guard``): a second publisher waits, then finds the snapshots;
 - a repeat (after a crash before the commit, or after it but before anyone learned of it) first looks
   for a snapshot with those properties, and adds nothing when it finds one;
 - pyiceberg's own commit retry is off on our tables: a commit the catalog refuses (another writer got
