@@ -2,13 +2,15 @@
 
     sealed_tweets >> split >> count >> commit
 
-A producer lands each epoch's tweets in a file and votes it as the partition ``tweets`` of pipeline
-``tweets`` (the vote's manifest names the file). ``sealed_tweets`` waits for that seal, so ``split``
-reads the epoch's tweets complete: its input is sealed on the epoch, the paper's "sealed on batch".
+A producer lands each epoch's tweets in a file under the data root's ``tweets`` folder and votes it
+as the partition ``tweets`` of pipeline ``tweets`` (the vote's manifest names the file).
+``sealed_tweets`` waits for that seal, so ``split`` reads the epoch's tweets complete: its input is
+sealed on the epoch, the paper's "sealed on batch".
 ``count`` is order-sensitive only within a (epoch, word) group, which the seal covers, and ``commit``
 replaces one file per epoch: the committed counts are the same in every run and every retry.
 Where the counts go is the deployment's choice (``$AIRFLOW_EPOCHS_DATA/word_counts``), never a run
-parameter: whoever may trigger a run must not choose a folder this worker writes to.
+parameter: whoever may trigger a run must not choose a folder this worker writes to. Likewise ``split``
+reads only files inside ``$AIRFLOW_EPOCHS_DATA/tweets`` whatever a manifest names.
 
 ``airflow-epochs analyze dags/example_word_count.py`` shows the reduction
 ``Seal[epoch] -> CR -> OR[epoch, word] -> CW = Async``; ``example_under_coordinated`` is the same
@@ -32,9 +34,19 @@ PIPELINE = "tweets"
 EPOCH = "{{ params.epoch }}"
 
 
+def data_root() -> Path:
+    """The deployment's data folder (read when the task runs)."""
+    return Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser().absolute()
+
+
 def counts_folder() -> Path:
-    """The deployment's folder for committed counts (read when the task runs)."""
-    return Path(os.environ.get("AIRFLOW_EPOCHS_DATA", "~/airflow-epochs-data")).expanduser() / "word_counts"
+    """The deployment's folder for committed counts."""
+    return data_root() / "word_counts"
+
+
+def tweets_folder() -> Path:
+    """Where the producer lands each epoch's tweets: the only folder ``split`` reads from."""
+    return data_root() / "tweets"
 
 
 with DAG(
@@ -57,9 +69,14 @@ with DAG(
             seal = hook.ledger(PIPELINE).seal(int(epoch), "tweets")
         if seal is None:
             raise ValueError(f"partition 'tweets' of epoch {epoch} is not sealed")
+        from airflow_epochs.path_trust import read_inside
+
         words: list[str] = []
         for manifest in seal.manifests.values():
-            for tweet in Path(manifest["path"]).read_text().splitlines():
+            # The manifest comes from ZooKeeper: read only a file in the landing folder, never through a
+            # link another user could have placed (OutsideRoot names the path otherwise).
+            path = manifest.get("path") if isinstance(manifest, dict) else None
+            for tweet in read_inside(str(tweets_folder()), path).decode().splitlines():
                 words.extend(tweet.lower().split())
         return words
 

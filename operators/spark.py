@@ -140,6 +140,7 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
             hook.check_inputs(self.storage, inputs)
             if not self.spark_connect_conn_id:
                 hook.check_master()
+            dataset = self._published_dataset()
         except InvalidInput as exc:  # a bad setting stays bad: retrying cannot help
             raise AirflowFailException(str(exc)) from None
 
@@ -149,7 +150,7 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         outcome = self.coordinated(
             lambda: hook.submit_and_seal(attempt, self.partition, self.producer, storage=self.storage, inputs=inputs,
                                          sealed_inputs=self.sealed_inputs, lock_timeout=self.lock_timeout,
-                                         lineage_run=lineage_run),
+                                         lineage_run=lineage_run, lineage_dataset=dataset),
             what=f"epoch {attempt.epoch}: {self.producer}'s Spark job for {self.partition}")
         if outcome.action != "ran":
             self.log.info("Epoch %s: partition %s %s; nothing was submitted", attempt.epoch, self.partition,
@@ -164,6 +165,17 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         if self.table and outcome.partition_sealed:
             self.published = self._publish(attempt.pipeline, attempt.epoch)
         return outcome.to_dict()
+
+    def _published_dataset(self) -> dict[str, str] | None:
+        """The OpenLineage dataset of ``table`` (None without one): voted with the manifest, so every
+        task that reads the sealed partition names it as this task names its output."""
+        if not self.table:
+            return None
+        from airflow_epochs.lineage.facets import table_dataset_id
+        from airflow_epochs.tables.catalog import settings_from_connection
+
+        namespace, name = table_dataset_id(settings_from_connection(self.table_conn_id).name, str(self.table))
+        return {"namespace": namespace, "name": name}
 
     def _publish(self, pipeline: str, epoch: int) -> dict[str, Any]:
         """Publish the sealed partition into ``table`` (after the seal: its commit point)."""

@@ -4,8 +4,8 @@ Two layers. Where Airflow is present, every secret the provider handles (connect
 Spark Connect token, the password part of a storage URI) is registered with Airflow's secrets masker
 (:func:`register_secret`), which masks it in every line of the task's log, whoever writes the line.
 Everywhere, and for text that reaches a log outside a task (the CLI, a plain script, kazoo's own
-DEBUG log), :func:`redact` masks what a pattern can recognise: the userinfo of URIs, credential query
-parameters, and the ``auth`` field of kazoo's Auth request, escaped quotes included.
+DEBUG log), :func:`redact` masks what a pattern can recognise: the userinfo of URIs, the values of
+query parameters not known to be plain, and the ``auth`` field of kazoo's Auth request, escaped quotes included.
 
 No Airflow import at module level: the coordination core and Spark drivers use this too.
 """
@@ -21,24 +21,46 @@ from urllib.parse import unquote, urlsplit
 
 MASK = "***"
 
-# scheme://userinfo@host: everything up to the last '@' of the token (secret keys often hold a raw '/');
-# a path holding an '@' is over-masked, which is the safe side. file:///... has no userinfo.
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#'\"<>][^\s?#'\"<>]*@)")
-# ?secret_key=... &password=... ;token=... (pyarrow's S3 URIs, Spark Connect URLs, JDBC-style strings)
-_CREDENTIAL_PARAM = re.compile(
-    r"(?P<key>[?&;](?:[A-Za-z0-9_.\-]*(?:secret|password|passwd|token|credential|session_key|access_key|"
-    r"private_key)[A-Za-z0-9_.\-]*)=)(?P<value>[^&;\s'\"#]*)",
-    re.IGNORECASE,
-)
+# scheme://userinfo@host: everything up to the last '@' on the line (within 1 KiB): a secret may hold a raw
+# '/', '#', '?', space, quote or '<' that a URI parser would not expect. A text with a later '@' on the
+# line is over-masked, which is the safe side. file:///... has no userinfo (its first character is '/').
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/@][^\n]{0,1024}@)")
+# ?name=value &name=value ;name=value (pyarrow's S3 URIs, Spark Connect URLs, presigned URLs, JDBC-style
+# strings): every value is masked up to the next '&', ';' or the line's end, unless the name is on
+# this allow-list of settings that are never secret (a deny-list of secret words missed sig=, apikey=,
+# X-Amz-Signature, X-Goog-Signature...).
+PLAIN_PARAMETERS = frozenset({
+    "region", "endpoint_override", "scheme", "format", "version", "use_ssl", "allow_bucket_creation",
+    "allow_bucket_deletion", "user.name", "replication", "buffer_size", "default_block_size", "epoch",
+    "attempt", "run", "partition", "pipeline", "x-amz-algorithm", "x-amz-date", "x-amz-expires",
+    "x-amz-signedheaders", "x-goog-algorithm", "x-goog-date", "x-goog-expires", "x-goog-signedheaders",
+    "sv", "se", "st", "sp", "sr", "spr", "srt", "ss",
+})
+_PARAMETER = re.compile(r"(?P<key>[?&;](?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=)(?P<value>[^&;\n]*)")
+_PLAIN_VALUE = re.compile(r"[^\s'\"#<>]*")
 # kazoo's DEBUG log of an Auth request: auth='user:pass', auth="user:pa'ss", auth='user:pa\'s"s', auth=b'...'.
 # A quoted value ends at the first unescaped closing quote.
 _KAZOO_AUTH = re.compile(r"""auth=b?(?P<q>['"])(?:\\.|(?!(?P=q)).)*(?:(?P=q)|$)""", re.DOTALL)
 
 
+def _parameter(match: re.Match[str]) -> str:
+    if match.group("name").lower() not in PLAIN_PARAMETERS:
+        return f"{match.group('key')}{MASK}"
+    value = match.group("value")
+    plain = _PLAIN_VALUE.match(value)
+    head = plain.group(0) if plain else ""
+    return f"{match.group('key')}{head}{_redact_parameters(value[len(head):])}"
+
+
+def _redact_parameters(text: str) -> str:
+    return _PARAMETER.sub(_parameter, text)
+
+
 def redact_uri(text: str) -> str:
-    """``text`` with the userinfo of every URI and every credential query parameter masked."""
+    """``text`` with the userinfo of every URI and the value of every parameter not known to be plain
+    (:data:`PLAIN_PARAMETERS`) masked."""
     text = _URI_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
-    return _CREDENTIAL_PARAM.sub(lambda m: f"{m.group('key')}{MASK}", text)
+    return _redact_parameters(text)
 
 
 def redact(text: str) -> str:
@@ -57,8 +79,9 @@ def uri_secrets(location: str) -> list[str]:
         _, sep, password = userinfo.partition(":")
         for value in (password if sep else userinfo, userinfo):
             found += [value, unquote(value)]
-    for match in _CREDENTIAL_PARAM.finditer(location):
-        found += [match.group("value"), unquote(match.group("value"))]
+    for match in _PARAMETER.finditer(location):
+        if match.group("name").lower() not in PLAIN_PARAMETERS:
+            found += [match.group("value"), unquote(match.group("value"))]
     with contextlib.suppress(ValueError):
         parts = urlsplit(location)
         if parts.password:

@@ -457,19 +457,19 @@ class Demo:
         say(f"reports (markdown tables and charts, sealed data only): {self.data / 'reports'}")
         say(f"timeline of the epochs' stages: {pictures[0]} and {pictures[1]}")
         say(f"status any time: airflow-epochs status {PIPELINE} --hosts {self.zookeeper.connect_string} --tls --ca "
-            f"{self.zookeeper.ca} --digest-user {self.zookeeper.login} (password: 'password' in "
+            f"{self.zookeeper.ca} --certfile {self.zookeeper.certfile} --keyfile {self.zookeeper.keyfile} "
+            f"--digest-user {self.zookeeper.login} (password: 'password' in "
             f"{self.base / 'zookeeper' / 'credentials.json'}, given in ${{AIRFLOW_EPOCHS_ZK_PASSWORD}})")
         return code
 
     def check(self, ledger: Any, days: list[Any]) -> Any:
         """Compare the sealed results with one Spark computation over the same days (on the warm server)."""
         from nycflights.check import check_sealed
-        from pyspark.sql.connect.session import SparkSession
 
-        from airflow_epochs.spark.connect import connect_mode
+        from airflow_epochs.spark.connect import connect_mode, open_session
 
         with connect_mode():
-            spark = SparkSession.builder.remote(self.connect_url).create()
+            spark = open_session(self.connect_url)  # to the checked address of our server only
             try:
                 return check_sealed(spark, ledger, self.data / "raw", days)
             finally:

@@ -41,6 +41,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.servers.private_files import write_private
     from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
+    from airflow_epochs.servers.supervision import ZooKeeperSupervisor
 
     if postgres_bin() is None:
         say("PostgreSQL is not installed: apt-get install -y postgresql (Airflow's scheduler needs it here)")
@@ -59,9 +60,11 @@ def serve(days: int, base: Path, port: int | None) -> int:
     stack_dir = Path(tempfile.mkdtemp(prefix="airflow-", dir=base / "serve"))
     stack: AirflowStack | None = None
     client = None
+    supervisor = ZooKeeperSupervisor(zk, say=say)  # restarts it if it exits or stops answering
     try:
         say("starting an embedded ZooKeeper and a warm Spark Connect server (local[2])")
         zk.start()
+        supervisor.start()
         write_private(port_file, str(zk.port))
         write_private(base / "zookeeper.tls-port", str(zk.secure_port))
         zookeeper = zk.client_settings()
@@ -120,6 +123,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
         if stack is not None:
             stack.stop()
         connect.stop()
+        supervisor.stop()
         zk.stop()
         shutil.rmtree(stack_dir, ignore_errors=True)
         say("Airflow, PostgreSQL, Spark Connect and ZooKeeper stopped (the pipeline's state stays in ZooKeeper's "

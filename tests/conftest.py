@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -235,6 +236,8 @@ def spark_connect_server(spark_connect_state: Path) -> Iterator[int]:
     stopped = subprocess.run([*cli, "spark-connect", "stop"], capture_output=True, text=True, timeout=60)
     assert "Spark Connect stopped" in stopped.stdout
     assert not pid_alive(pid) and not listening(port)
+    with socket.socket(socket.AF_INET6) as v6:  # the [::1] address the server held is free again
+        v6.bind(("::1", port))
     assert subprocess.run([*cli, "spark-connect", "status"], capture_output=True, timeout=30).returncode == 1
 
 

@@ -29,6 +29,6 @@ with EmbeddedZooKeeper() as server:
         print("refused:", refused)
     print(ledger.last_sealed_snapshot("orders", before_epoch=2))  # what a retry of epoch 2 starts from
     for event in ledger.history():
-        print(event.zxid, event.event, event.detail.get("epoch"))
+        print(event.zxid, event.event, event.record.epoch)  # one typed record per kind of event
     zk.stop()
 # [END core_without_airflow]

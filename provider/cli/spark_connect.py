@@ -17,10 +17,15 @@ NAME = "spark-connect"
 def running_connect_server(base: Path) -> dict[str, Any] | None:
     """The CLI-managed Spark Connect server's state if its process is alive and its port answers."""
     from airflow_epochs.servers.embedded_spark_connect import listening
+    from airflow_epochs.spark.loopback import UntrustedListener, check_listener
 
     state = read_state(base, NAME)
     if not state or not alive(state) or not listening(int(state["port"])):
         return None
+    try:  # the port answers: it must be our server's own socket, not one another user took
+        check_listener("127.0.0.1", int(state["port"]), server_group=int(state["pid"]))
+    except UntrustedListener as exc:
+        raise CliError(f"Spark Connect: {exc}") from None
     return state
 
 
@@ -51,7 +56,8 @@ def connect_server_health(base: Path, state: dict[str, Any], *, timeout: float =
     from airflow_epochs.servers.embedded_spark_connect import TOKEN_FILE, probe
 
     token = read_private(base / NAME / TOKEN_FILE, secret=True).strip()
-    healthy, why = probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout)
+    healthy, why = probe(f"sc://localhost:{state['port']}/;token={token}", timeout=timeout,
+                         server_group=int(state["pid"]), cwd=base / NAME)
     # the client's error line may repeat the connection string: the token never reaches the terminal
     return healthy, why.replace(token, "***") if token else why
 

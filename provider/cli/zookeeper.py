@@ -5,7 +5,8 @@ the first start (kept across stops in the 0600 file ``zookeeper/credentials.json
 that identity's ACL, and clients connect over TLS, checking the server's certificate against the CA
 kept in ``zookeeper/tls/`` (the demo's server keeps the same files), so the password never leaves this
 process before the server has proven it is ours (a process squatting the port while the server is down
-gets nothing). ``--plaintext`` serves without TLS.
+gets nothing). The server in turn requires the client certificate kept there (mutual TLS): no other
+local user completes a handshake. ``--plaintext`` serves without TLS.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def running_server(base: Path) -> dict[str, Any] | None:
         return None
     # A TLS server has no plaintext port (its port is its TLS port); one an earlier version started has.
     tls_only = state.get("ca") and state.get("port") == state.get("secure_port")
-    answer = four_letter_word(int(state["port"]), ca=str(state["ca"]) if tls_only else None, timeout=2.0)
+    answer = four_letter_word(int(state["port"]), timeout=2.0, **(_tls_files(state) if tls_only else {}))
     if "Mode:" not in answer:
         return None
     state["mode"] = next(line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:"))
@@ -76,8 +77,8 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
         server.stop()
         raise
     identity = server.identity(0)
-    ca = str(Path(server.tls.truststore).absolute()) if server.tls else None
-    state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": ca,
+    state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": None,
+             **(server.tls.client_files() if server.tls else {}),
              "directory": str(server.directory), "identity": identity.to_json() if identity else None}
     write_private(state_file(base), json.dumps(state))
     return {**state, "mode": "standalone", "already_running": False}
@@ -128,9 +129,14 @@ def client_settings(base: Path, state: dict[str, Any], *, connection_timeout: fl
     auth = recorded_auth(base, state)
     extra: dict[str, Any] = {"connection_timeout": connection_timeout}
     if state.get("ca"):
-        extra.update(use_tls=True, ca=str(state["ca"]))
+        extra.update(use_tls=True, **_tls_files(state))
     return ZooKeeperSettings.from_fields(host=str(state["hosts"]), login=auth.user if auth else None,
                                          password=auth.password if auth else None, extra=extra)
+
+
+def _tls_files(state: dict[str, Any]) -> dict[str, str]:
+    """The CA (and our client certificate and key, which the server requires) the state records."""
+    return {key: str(state[key]) for key in ("ca", "certfile", "keyfile") if state.get(key)}
 
 
 def with_embedded_credentials(settings: ZooKeeperSettings, base: Path | None = None) -> ZooKeeperSettings:

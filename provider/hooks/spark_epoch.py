@@ -27,7 +27,7 @@ from airflow_epochs.redaction import register_uri_secrets
 from airflow_epochs.servers.private_files import write_private
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
-from airflow_epochs.spark.locations import validate_location
+from airflow_epochs.spark.locations import parse_location, validate_location
 from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
 from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
 
@@ -119,7 +119,7 @@ class SparkEpochHook(BaseHook):
         if not os.path.isfile(self.application):
             raise InvalidInput(f"Spark application {self.application!r} does not exist")
         register_uri_secrets([storage, *inputs.values()])
-        validate_location("storage", storage)
+        parse_location("storage", storage)
         for name, location in inputs.items():
             validate_location(name, location)
 
@@ -149,6 +149,7 @@ class SparkEpochHook(BaseHook):
         sealed_inputs: Mapping[str, str] | None = None,
         lock_timeout: float = 300.0,
         lineage_run: Mapping[str, str] | None = None,
+        lineage_dataset: Mapping[str, str] | None = None,
     ) -> SubmitOutcome:
         """Run the job for ``attempt``'s epoch and vote its manifest (see :mod:`airflow_epochs.spark.submit`).
 
@@ -161,7 +162,7 @@ class SparkEpochHook(BaseHook):
             ledger = zookeeper.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
             return submit_and_seal(ledger, attempt, partition, producer, storage=storage, runner=self.run,
                                    inputs=inputs, sealed_inputs=sealed_inputs, lock_timeout=lock_timeout,
-                                   lineage_run=lineage_run)
+                                   lineage_run=lineage_run, lineage_dataset=lineage_dataset)
 
     def run(self, job_context: EpochContext) -> dict[str, Any] | None:
         """Run the job for ``job_context``: its manifest, or None when the driver wrote it to storage."""
@@ -182,8 +183,11 @@ class SparkEpochHook(BaseHook):
             # context from a 0600 file, so that locations (and any credentials in them) are neither in
             # the process list nor in spark-submit's logged command. On YARN or Kubernetes the driver
             # runs elsewhere: nothing of this machine's environment or files goes there.
+            # PYTHONSAFEPATH: neither the driver nor its Python workers (``-m pyspark.daemon``) put their
+            # working folder or the job's folder first on sys.path, so nothing planted there is imported.
             env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), PYTHONSAFEPATH="1")
+            options["conf"] = self.local_driver_conf(mode, options.get("conf"))
             folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
             context_file = write_private(os.path.join(folder, "context.json"), job_context.to_json())
             arguments = [CONTEXT_FILE_ARG, str(context_file)]
@@ -199,12 +203,36 @@ class SparkEpochHook(BaseHook):
         )
         return hook, folder
 
+    @staticmethod
+    def local_driver_conf(mode: str, conf: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``conf`` for a driver that runs on this machine: no Spark UI (it would answer any local user
+        on 127.0.0.1), and on the local master Spark's RPC authentication (the driver's RPC and block
+        ports then refuse whoever does not know the secret, which Spark generates in the driver's
+        memory: it is on no command line, in no file and no log). A standalone master needs the
+        cluster's own secret, which its admin configures.
+
+        :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off.
+        """
+        out = dict(conf or {})
+        if str(out.get("spark.ui.enabled", "false")).strip().lower() != "false":
+            raise InvalidInput("spark.ui.enabled: the Spark UI of an epoch job's driver on this machine would "
+                               "answer any local user; it stays off")
+        out["spark.ui.enabled"] = "false"
+        if mode == "local":
+            if str(out.get("spark.authenticate", "true")).strip().lower() != "true":
+                raise InvalidInput("spark.authenticate: a local epoch job's driver authenticates its RPC; it stays on")
+            out["spark.authenticate"] = "true"
+        return out
+
     def run_spark_submit(self, job_context: EpochContext) -> None:
         """Submit through ``SparkSubmitHook`` and wait; the driver writes the manifest into its run directory."""
         hook, folder = self.submit_hook(job_context)
         self._submit_hook = hook
         try:
-            hook.submit(self.application)
+            if folder is None:
+                hook.submit(self.application)
+            else:  # a local driver works in the private context folder, never in the worker's working folder
+                hook.submit(os.path.abspath(self.application), cwd=folder)
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)

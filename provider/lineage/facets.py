@@ -5,8 +5,12 @@
   manifest, the lineage vector, and each producer's OpenLineage run (``producerRuns``: the seal's link
   to the runs that voted, from the ``lineage_run`` each vote recorded); its JSON schema ships in the package
   (``airflow_epochs/lineage/schemas/EpochsRunFacet.json``, see :func:`run_facet_schema`).
-- The output: the partition's dataset (the Iceberg table when it is published, else its storage
-  location) with the epoch as a partition subset facet.
+- A partition's dataset is named one way whoever emits it (:func:`partition_dataset_id`): the Iceberg
+  table its producer publishes it into (the producer votes that name with its manifest,
+  ``lineage_dataset``), else its storage location. The producing task's output, a task reading the
+  sealed partition (its input) and ``PublishSealedOperator`` (its input) all name it so; a separate
+  publish task's output is its table.
+- The output: the partition's dataset with the epoch as a partition subset facet.
 - The inputs: the sealed partitions the task read, each with the epoch it read.
 """
 
@@ -31,6 +35,7 @@ from openlineage.client.generated.base_subset_dataset import (
 
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.wire.manifests import vote_lineage_run
+from airflow_epochs.lineage.runs import LINEAGE_DATASET
 
 FACET_NAME = "airflowEpochs"
 SCHEMA_FILE = "EpochsRunFacet.json"
@@ -93,6 +98,25 @@ def storage_dataset_id(storage: str, pipeline: str, partition: str) -> tuple[str
     namespace = scheme if scheme == "file" else f"{scheme}://{parsed.netloc}"
     path = parsed.path if parsed.scheme else storage
     return namespace, f"{path.rstrip('/')}/{pipeline}/{partition}"
+
+
+def partition_dataset_id(ledger: EpochLedger, partition: str, epoch: int, *,
+                         storage: str | None = None) -> tuple[str, str] | None:
+    """(namespace, name) of the sealed ``partition`` at ``epoch``: the dataset a producer voted with its
+    manifest (the table it publishes into), else the storage location its manifests name (or, with no
+    seal, ``storage``); None when neither is known."""
+    seal = ledger.seal(epoch, partition)
+    manifests: Mapping[str, Any] = seal.manifests if seal is not None else {}
+    for producer in sorted(manifests):
+        declared = manifests[producer].get(LINEAGE_DATASET) if isinstance(manifests[producer], Mapping) else None
+        if isinstance(declared, Mapping) and all(isinstance(declared.get(k), str) for k in ("namespace", "name")):
+            return str(declared["namespace"]), str(declared["name"])
+    marker = f"/{ledger.pipeline}/{partition}/epoch="
+    for producer in sorted(manifests):
+        location = manifests[producer].get("location") if isinstance(manifests[producer], Mapping) else None
+        if isinstance(location, str) and marker in location:
+            return storage_dataset_id(location.rsplit(marker, 1)[0], ledger.pipeline, partition)
+    return None if storage is None else storage_dataset_id(storage, ledger.pipeline, partition)
 
 
 def table_dataset_id(catalog_name: str, table: str) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from airflow_epochs.lineage.facets import (
     FACET_NAME,
     input_datasets,
     output_dataset,
+    partition_dataset_id,
     run_facet,
     storage_dataset_id,
     table_dataset_id,
@@ -31,20 +32,25 @@ def _output_id(operator: Any, pipeline: str, partition: str) -> tuple[str, str]:
 
 def spark_task_lineage(operator: Any, *, complete: bool) -> Any:
     """Lineage of a ``SparkEpochOperator``: the partition it seals (with the epoch), the sealed
-    partitions it read, and (once complete) the ``airflowEpochs`` run facet."""
+    partitions it read (named as their producers name them), and (once complete) the ``airflowEpochs``
+    run facet."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     attempt = getattr(operator, "epoch_attempt", None) if complete else None
     if attempt is None:  # before execute the pipeline and epoch are in the open task's XCom, not here
         return OperatorLineage()
     pipeline, epoch = attempt.pipeline, attempt.epoch
-    inputs = {name: storage_dataset_id(operator.storage, pipeline, part)
-              for name, part in (operator.sealed_inputs or {}).items()}
-    lineage: Any = OperatorLineage(inputs=input_datasets(inputs, epoch),
-                              outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
     published = getattr(operator, "published", None) or {}
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
         ledger = EpochLedger(hook.get_conn(), pipeline, root=operator.root)
+        inputs = {}
+        for name, part in (operator.sealed_inputs or {}).items():
+            found = partition_dataset_id(ledger, part, epoch, storage=operator.storage)
+            if found is not None:
+                inputs[name] = found
+        lineage: Any = OperatorLineage(
+            inputs=input_datasets(inputs, epoch),
+            outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
         lineage.run_facets[FACET_NAME] = run_facet(
             ledger, operator.partition, epoch, producer=operator.producer, attempt=attempt.token,
             table=getattr(operator, "table", None), snapshot_id=_snapshot(published, epoch))
@@ -52,16 +58,20 @@ def spark_task_lineage(operator: Any, *, complete: bool) -> Any:
 
 
 def publish_task_lineage(operator: Any, *, complete: bool) -> Any:
-    """Lineage of a ``PublishSealedOperator``: the sealed partition in, the Iceberg table out."""
+    """Lineage of a ``PublishSealedOperator``: the sealed partition in (named as its producers name
+    it), the Iceberg table out."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     published = getattr(operator, "published", None) if complete else None
     if not published:
         return OperatorLineage()
     epoch, pipeline = published["epoch"], published["pipeline"]
-    lineage: Any = OperatorLineage(outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
         ledger = EpochLedger(hook.get_conn(), pipeline, root=operator.root)
+        read = partition_dataset_id(ledger, operator.partition, epoch, storage=operator.storage)
+        lineage: Any = OperatorLineage(
+            inputs=input_datasets({} if read is None else {operator.partition: read}, epoch),
+            outputs=[output_dataset(*_output_id(operator, pipeline, operator.partition), epoch)])
         seal = ledger.seal(epoch, operator.partition)
         lineage.run_facets[FACET_NAME] = run_facet(
             ledger, operator.partition, epoch, producer="publish", attempt=seal.attempt if seal else 0,

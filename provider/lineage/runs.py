@@ -13,6 +13,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 LINEAGE_RUN = "lineage_run"  # the vote's key for the voting task's OpenLineage run
+# the vote's key for the dataset its partition is known by when published (the table), so readers agree
+LINEAGE_DATASET = "lineage_dataset"
 
 
 def task_lineage_run(task_instance: Any) -> dict[str, str] | None:

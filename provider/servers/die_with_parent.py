@@ -22,8 +22,12 @@ PR_SET_PDEATHSIG = 1
 
 
 def launcher(parent_pid: int | None = None) -> list[str]:
-    """The argv prefix that makes a command die with ``parent_pid`` (this process by default)."""
-    return [sys.executable, "-m", "airflow_epochs.servers.die_with_parent", str(parent_pid or os.getpid()), "--"]
+    """The argv prefix that makes a command die with ``parent_pid`` (this process by default).
+
+    Isolated (``-I``): ``-m`` would otherwise put the working folder first on ``sys.path``, and a
+    planted ``airflow_epochs/`` there would run in place of this module; the caller also gives the
+    process an explicit working folder of its own."""
+    return [sys.executable, "-I", "-m", "airflow_epochs.servers.die_with_parent", str(parent_pid or os.getpid()), "--"]
 
 
 def arm(sig: int = signal.SIGTERM) -> bool:

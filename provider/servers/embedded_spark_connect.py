@@ -16,17 +16,28 @@ The gRPC port is not the only one the server opens: its driver also listens for 
 and block transfers. Those are authenticated too (a SASL handshake before any message), with Spark's
 own ``spark.authenticate`` machinery; every port binds to loopback. With a local master Spark itself
 generates the secret when the driver starts and keeps it in the driver's memory (it ignores a
-configured one); other masters need a configured secret, so one is generated here for each start,
-kept in a 0600 properties file in the server's folder and passed with ``--properties-file`` (never on
-the command line). Without that, any local user could send the driver a ``StopBlockManagerMaster``
-and break its SparkContext (``test_a_forged_stop_block_manager_master_from_another_user_is_refused``).
+configured one, so none is configured: a configured secret is part of the SparkConf, which Spark
+writes into its log with a slow listener's event on a busy machine); other masters need a configured
+secret, so one is generated here for each start, kept in a 0600 properties file in the server's folder
+and passed with ``--properties-file`` (never on the command line; such a secret can still reach the
+log that way, which is the server's 0600 file). Without authentication, any local user could send the
+driver a ``StopBlockManagerMaster`` and break its SparkContext
+(``test_a_forged_stop_block_manager_master_from_another_user_is_refused``).
 :meth:`SparkConnectServer.healthy` then asks the server for a real query, because a live pid and a
 listening port do not mean the SparkContext still works.
+
+Clients name ``localhost``, which gRPC resolves to ``::1`` first, and Spark Connect binds one address
+(127.0.0.1). So that no other user can listen on ``[::1]:PORT`` and collect tokens from any
+``sc://localhost`` client, the server also holds ``[::1]:PORT``: a socket bound there (not listening,
+so a connection is refused at once and gRPC goes on to 127.0.0.1) is handed to the server's process,
+which keeps it exactly as long as it lives. Our own clients also connect to 127.0.0.1 exactly, once
+they have checked that the socket there is the server's (:func:`airflow_epochs.spark.connect.open_session`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -47,6 +58,7 @@ from airflow_epochs.servers.private_files import (
     write_private,
 )
 from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.spark.loopback import LOOPBACK_V6, UntrustedListener, check_listener
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable name
@@ -70,6 +82,27 @@ def spark_home() -> Path:
     if not (home / "bin" / "spark-submit").exists():
         raise SparkConnectStartError(f"{home} has no bin/spark-submit")
     return home
+
+
+def hold_ipv6_loopback(port: int) -> socket.socket | None:
+    """A socket bound (not listening) to ``[::1]:port``, inheritable so that the server keeps it; None
+    where this machine has no IPv6 loopback (then nobody can listen there either).
+
+    :raises SparkConnectStartError: another socket holds ``[::1]:port`` already.
+    """
+    try:
+        held = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        held.bind((LOOPBACK_V6, port))
+    except OSError as exc:
+        held.close()
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            return None
+        raise SparkConnectStartError(f"port {port} is already in use on [::1]") from None
+    held.set_inheritable(True)
+    return held
 
 
 def listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -179,13 +212,48 @@ class SparkConnectServer:
         private_dir(self.directory)
         tighten(self.directory)
         write_private(self.token_file, self.token + "\n")
-        # A new internal RPC secret for each start: only this server's driver and executors share it.
-        write_private(self.properties_file, f"spark.authenticate.secret={secrets.token_hex(32)}\n")
+        # A new internal RPC secret for each start (only this server's driver and executors share it), for
+        # masters that need one configured; a local master generates its own in the driver's memory.
+        write_private(self.properties_file, "" if self.master.startswith("local") else
+                      f"spark.authenticate.secret={secrets.token_hex(32)}\n")
         if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
+        held = hold_ipv6_loopback(self.port) if self.bind_address in ("127.0.0.1", "localhost") else None
+        try:
+            self._launch(held)
+        finally:
+            if held is not None:
+                held.close()  # the server's process holds its own copy now
+        deadline = time.monotonic() + timeout
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SparkConnectStartError(f"Spark Connect exited with {self.process.returncode}:\n{self.log_tail()}")
+            if listening(self.port, self._probe_host):
+                try:
+                    self.check_listener()
+                except UntrustedListener as exc:  # another user took the port while the JVM started
+                    self.stop()
+                    raise SparkConnectStartError(str(exc)) from None
+                return self
+            time.sleep(0.25)
+        self.stop()
+        raise SparkConnectStartError(f"Spark Connect not listening on {self.port} after {timeout:g} s:\n"
+                                     f"{self.log_tail()}")
+
+    def check_listener(self) -> None:
+        """Refuse unless the gRPC port is held by this server's own processes.
+
+        :raises UntrustedListener: another process listens there."""
+        if self.process is None:
+            raise UntrustedListener(f"the server on port {self.port} is not running")
+        check_listener(self._probe_host, self.port, server_group=self.process.pid)
+
+    def _launch(self, held: socket.socket | None) -> None:
         home = spark_home()
         env = launch_environment({  # with the nonce a later stop checks the server by
             **os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0",
+            "PYTHONSAFEPATH": "1",  # its Python workers (``-m pyspark.daemon``) import nothing from their folder
             "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent),
             TOKEN_ENV: self.token})
         argv = [*launcher(), *self.argv()] if self.die_with_parent else self.argv()
@@ -193,17 +261,8 @@ class SparkConnectServer:
             self.process = subprocess.Popen(  # argv list, no shell; the token only in the environment
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 cwd=self.directory, start_new_session=True, umask=0o077,
+                pass_fds=(held.fileno(),) if held is not None else (),
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SparkConnectStartError(f"Spark Connect exited with {self.process.returncode}:\n{self.log_tail()}")
-            if listening(self.port, self._probe_host):
-                return self
-            time.sleep(0.25)
-        self.stop()
-        raise SparkConnectStartError(f"Spark Connect not listening on {self.port} after {timeout:g} s:\n"
-                                     f"{self.log_tail()}")
 
     def stop(self) -> None:
         if self.process is None:
@@ -229,7 +288,7 @@ class SparkConnectServer:
         """Whether the server answers a real query (``spark.range(3).count()``), and what it said.
 
         See :func:`probe`."""
-        return probe(self.url, timeout=timeout)
+        return probe(self.url, timeout=timeout, server_group=self.pid, cwd=self.directory)
 
     def identity(self) -> ProcessIdentity | None:
         """The running server's process identity (recorded to stop or adopt it safely later)."""
@@ -252,10 +311,10 @@ class SparkConnectServer:
 
 _PROBE_SCRIPT = """
 import os, sys
-from airflow_epochs.spark.connect import connect_mode
-from pyspark.sql.connect.session import SparkSession
+from airflow_epochs.spark.connect import connect_mode, open_session
+group = os.environ.pop("AIRFLOW_EPOCHS_PROBE_GROUP", "")
 with connect_mode():
-    session = SparkSession.builder.remote(os.environ.pop("AIRFLOW_EPOCHS_PROBE_URL")).create()
+    session = open_session(os.environ.pop("AIRFLOW_EPOCHS_PROBE_URL"), server_group=int(group) if group else None)
     try:
         print(int(session.range(3).count()))
     finally:
@@ -263,20 +322,25 @@ with connect_mode():
 """
 
 
-def probe(url: str, *, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
+def probe(url: str, *, timeout: float = PROBE_TIMEOUT, server_group: int | None = None,
+          cwd: str | Path = "/") -> tuple[bool, str]:
     """Ask the Spark Connect server at ``url`` (token included) for a real query, in a child process
     bounded by ``timeout`` (pyspark's client retries for minutes on its own). The URL goes to the child
-    through its environment, never its command line.
+    through its environment, never its command line. The child runs isolated (``python -I``: nothing
+    from the working folder or ``PYTHONPATH`` is imported) in ``cwd``.
 
+    :param server_group: the server's process group: the port must be held by one of its processes.
+    :param cwd: the child's working folder (a folder of ours, or ``/``).
     :returns: ``(True, "answered")`` or ``(False, why)`` (the last line of the client's error).
     """
     import sys
 
-    env = {**os.environ, "AIRFLOW_EPOCHS_PROBE_URL": url, "SPARK_CONNECT_MODE": "1"}
+    env = {**os.environ, "AIRFLOW_EPOCHS_PROBE_URL": url, "SPARK_CONNECT_MODE": "1",
+           "AIRFLOW_EPOCHS_PROBE_GROUP": str(server_group or "")}
     env.pop(TOKEN_ENV, None)
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        done = subprocess.run([sys.executable, "-I", "-c", _PROBE_SCRIPT], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False, cwd=cwd)
     except subprocess.TimeoutExpired:
         return False, f"no answer to a query within {timeout:g} s"
     if done.returncode == 0 and done.stdout.strip().endswith("3"):

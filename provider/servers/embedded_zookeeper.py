@@ -36,6 +36,7 @@ from airflow_epochs.servers.private_files import open_private_log, private_dir, 
 from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
+    LOG_FILE_SIZE,
     JavaNotFound,
     ZooKeeperError,
     ZooKeeperJarsNotFound,
@@ -45,8 +46,9 @@ from airflow_epochs.servers.zookeeper_runtime import (
     find_zookeeper_jars,
     four_letter_word,
     free_port,
+    log4j_config,
 )
-from airflow_epochs.servers.zookeeper_security import ServerAuth, lock_root
+from airflow_epochs.servers.zookeeper_security import ServerAuth, ServerTls, lock_root
 
 __all__ = [  # the runtime's names too: one import for a test or a script that starts a server
     "FOUR_LETTER_WORDS",
@@ -66,27 +68,6 @@ __all__ = [  # the runtime's names too: one import for a test or a script that s
 ]
 
 
-@dataclass(frozen=True)
-class ServerTls:
-    """What the server needs to serve TLS on a ``secureClientPort``.
-
-    :param keystore: PEM file with the server's private key (PKCS#8, unencrypted) and certificate chain.
-    :param truststore: PEM file with the CA certificates the server trusts (for client certificates).
-    :param client_auth: ``none``, ``want`` or ``need`` (client certificates).
-    """
-
-    keystore: Path
-    truststore: Path
-    client_auth: str = "none"
-
-    def __post_init__(self) -> None:
-        if self.client_auth not in ("none", "want", "need"):
-            raise ValueError(f"client_auth must be none, want or need, not {self.client_auth!r}")
-        for path in (self.keystore, self.truststore):
-            if not Path(path).is_file():
-                raise ValueError(f"TLS file {path} does not exist")
-
-
 def _host(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
@@ -100,7 +81,7 @@ class _Member:
     directory: Path
     secure_port: int | None = None
     address: str = "127.0.0.1"
-    tls_only_ca: Path | None = None  # serves no plaintext port: speak TLS to it, checked against this CA
+    tls_only: ServerTls | None = None  # serves no plaintext port: speak TLS to it (our client certificate)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -113,8 +94,9 @@ class _Member:
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` while serving; None otherwise."""
-        answer = four_letter_word(self.client_port, host=self.address, ca=self.tls_only_ca,
-                                  timeout=1.0 if self.tls_only_ca is None else 2.0)
+        tls = self.tls_only
+        answer = four_letter_word(self.client_port, host=self.address, timeout=1.0 if tls is None else 2.0,
+                                  **(tls.client_files() if tls is not None else {}))
         for line in answer.splitlines():
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
@@ -146,6 +128,8 @@ class ZooKeeperEnsemble:
     :param plaintext_port: also serve the plaintext ``clientPort``; with ``False`` (``tls`` needed) only
         the TLS port is opened, and :attr:`hosts` and the client ports name it.
     """
+
+    log_file_size = LOG_FILE_SIZE  # each member's log rolls over at this size (LOG_FILES files kept)
 
     def __init__(
         self,
@@ -196,7 +180,7 @@ class ZooKeeperEnsemble:
             self.members.append(_Member(
                 myid=i + 1, client_port=client_port or 0, peer_port=free_port(), election_port=free_port(),
                 directory=self.directory / f"member-{i + 1}", secure_port=secure_port, address=address,
-                tls_only_ca=None if plaintext_port or tls is None else Path(tls.truststore).resolve()))
+                tls_only=None if plaintext_port else tls))
 
     # -- addresses ---------------------------------------------------------------------------
 
@@ -217,7 +201,7 @@ class ZooKeeperEnsemble:
         its CA) when the server serves it, with its digest credentials when it requires them."""
         extra: dict[str, object] = {}
         if self.tls is not None:
-            extra = {"use_tls": True, "ca": str(Path(self.tls.truststore).resolve())}
+            extra = {"use_tls": True, **self.tls.client_files()}
         return ZooKeeperSettings.from_fields(
             host=self.secure_hosts if self.tls else self.hosts, extra=extra,
             login=self.auth.user if self.auth else None, password=self.auth.password if self.auth else None)
@@ -344,6 +328,8 @@ class ZooKeeperEnsemble:
                 f"ssl.trustStore.location={Path(self.tls.truststore).resolve()}",
                 "ssl.trustStore.type=PEM",
                 f"ssl.clientAuth={self.tls.client_auth}",
+                # Every local user connects from 127.0.0.1: the client certificate, not the address, says who.
+                "ssl.clientHostnameVerification=false",
             ]
         if self.size > 1:
             write_private(data_dir / "myid", f"{member.myid}\n")
@@ -351,16 +337,7 @@ class ZooKeeperEnsemble:
                 f"server.{m.myid}={_host(m.address, m.peer_port)}:{m.election_port}" for m in self.members
             ]
         write_private(member.config_file, "\n".join(lines) + "\n")
-        write_private(member.directory / "log4j2.properties",
-            "status = error\n"
-            "appender.file.type = File\n"
-            "appender.file.name = F\n"
-            f"appender.file.fileName = {member.log_file}\n"
-            "appender.file.layout.type = PatternLayout\n"
-            "appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{1} - %m%n\n"
-            "rootLogger.level = info\n"
-            "rootLogger.appenderRef.f.ref = F\n"
-        )
+        write_private(member.directory / "log4j2.properties", log4j_config(member.log_file, size=self.log_file_size))
 
     def _launch(self, index: int) -> None:
         member = self.members[index]
@@ -386,6 +363,7 @@ class ZooKeeperEnsemble:
             member.process = subprocess.Popen(  # argv list, no shell; umask: the data it writes is 0600
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 umask=0o077, env=launch_environment(),  # its nonce: what a later stop checks it by
+                cwd=member.directory,  # a folder of ours, never the caller's working folder
             )
 
 

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
@@ -86,13 +88,15 @@ def check_private_dir(path: str | Path) -> os.stat_result:
 
 
 def _check_parent(folder: Path) -> None:
-    """Whoever may rename entries of a folder's parent may swap the folder itself: the parent must be
-    ours or root's, and shared only with the sticky bit (like /tmp)."""
-    st = os.stat(folder)
-    if st.st_uid not in (0, os.geteuid()):
-        raise _refuse(folder, st, "holds a state folder but is owned by another user")
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        raise _refuse(folder, st, "holds a state folder but others may rename entries in it (no sticky bit)")
+    """Whoever may rename entries of any folder above a state folder may swap it (a grandparent owned by
+    another user can move the whole branch away and put its own in place): every ancestor up to ``/``
+    must be ours or root's, and shared only with the sticky bit (like /tmp), each entry on the way
+    ours or root's; links on the way are followed only when they pass the same test."""
+    try:
+        resolve_trusted(str(folder))
+    except UntrustedPath as exc:
+        raise UnsafeState(f"{folder}: would hold a state folder, but {exc}; state must be owned by "
+                          f"{_owner(os.geteuid())} and writable by nobody else: refusing to use it") from None
 
 
 @contextlib.contextmanager
@@ -118,6 +122,7 @@ def private_dir(path: str | Path) -> Path:
     one we own that an earlier version left 0755 is tightened to 0700 through its descriptor.
     """
     folder = Path(path).absolute()
+    _check_parent(folder.parent)  # before anything is created (its missing part is created by us)
     folder.parent.mkdir(parents=True, exist_ok=True)
     _check_parent(folder.parent)
     with contextlib.suppress(FileExistsError):

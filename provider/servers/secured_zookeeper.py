@@ -1,6 +1,7 @@
 """An embedded ZooKeeper only our clients can use, kept in one private folder across restarts: digest
 credentials generated at its first start (``credentials.json``, 0600), enforced authentication, ``/``
-ours alone, and TLS with a CA generated into ``tls/`` (plaintext only when asked for).
+ours alone, and mutual TLS with a CA and our clients' certificate generated into ``tls/`` (plaintext
+only when asked for).
 
 The demo and ``airflow-epochs zookeeper start`` both start their server this way, with the same files:
 ``<folder>/credentials.json`` and ``<folder>/tls/``.
@@ -64,7 +65,10 @@ def secured_server(directory: str | Path, *, port: int | None = None, secure_por
     tls = None
     if not plaintext:
         certificates = ensure_certificates(folder / TLS_FOLDER)
-        tls = ServerTls(certificates.server_keystore, certificates.ca)
+        # Mutual TLS: a client must show the certificate kept in this 0700 folder, so no other local user
+        # completes a handshake (nor sends a request, a watch or a password guess).
+        tls = ServerTls(certificates.server_keystore, certificates.ca, client_auth="need",
+                        client_cert=certificates.client_cert, client_key=certificates.client_key)
     # With TLS it opens no plaintext port at all (``port`` is then unused): nothing to send a password to
     # in clear, and nothing for a session that skips TLS to talk to.
     if tls is not None and secure_port is None:
@@ -79,6 +83,8 @@ def airflow_connection(settings: ZooKeeperSettings) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if settings.use_tls:
         extra.update(use_tls=True, ca=settings.ca)
+        if settings.certfile and settings.keyfile:
+            extra.update(certfile=settings.certfile, keyfile=settings.keyfile)
     connection: dict[str, Any] = {"conn_type": "zookeeper", "host": settings.connect_string, "extra": extra}
     if settings.login:
         connection.update(login=settings.login, password=settings.password)

@@ -125,7 +125,9 @@ def reap_leftover(path: Path) -> str | None:
 
 
 class ZooKeeperSupervisor:
-    """Restarts an embedded ZooKeeper member that exited on its own (a crash, an OOM kill, ``kill -9``) on
+    """Restarts an embedded ZooKeeper member that exited on its own (a crash, an OOM kill, ``kill -9``), or
+    that still runs but has not answered a health probe (``srvr``, over our mutual TLS) for
+    ``unresponsive_after`` seconds (a wedged JVM: its port no longer listening, its threads stuck), on
     the same port and data, so that the run rides through: the clients' sessions resume (their timeout
     permitting) or reconnect, and the tasks' retries find it again.
 
@@ -136,15 +138,23 @@ class ZooKeeperSupervisor:
     :param on_restart: called with the member's index after each restart (to record its new identity).
     :param say: where to report a restart (one line).
     :param interval: seconds between looks.
+    :param unresponsive_after: seconds without an answer to the probe before a running member is killed
+        and restarted (long enough for a full garbage collection on a busy machine).
+    :param probe_every: seconds between health probes of a running member.
     """
 
     def __init__(self, server: ZooKeeperEnsemble, *, on_restart: Callable[[int], None] | None = None,
-                 say: Callable[[str], None] = print, interval: float = 0.5) -> None:
+                 say: Callable[[str], None] = print, interval: float = 0.5, unresponsive_after: float = 30.0,
+                 probe_every: float = 2.0) -> None:
         self.server = server
         self.on_restart = on_restart
         self.say = say
         self.interval = interval
+        self.unresponsive_after = unresponsive_after
+        self.probe_every = probe_every
         self.restarts = 0
+        self._answered: dict[int, float] = {}  # member index -> when it last answered a probe
+        self._probed: dict[int, float] = {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="zookeeper-supervisor", daemon=True)
 
@@ -162,17 +172,36 @@ class ZooKeeperSupervisor:
         while not self._stopping.wait(self.interval):
             for index, member in enumerate(self.server.members):
                 process = member.process
-                if process is None or process.poll() is None or self._stopping.is_set():
+                if process is None or self._stopping.is_set():
                     continue
-                code = process.returncode
+                if process.poll() is None:
+                    why = self._unresponsive(index)
+                    if why is None:
+                        continue
+                else:
+                    why = f"exited ({process.returncode})"
                 began = time.monotonic()
                 try:
-                    self.server.restart(index)
+                    self.server.restart(index)  # kills a live but wedged member first
                 except Exception as exc:  # noqa: BLE001 - reported; the next look tries again
-                    self.say(f"ZooKeeper member {member.myid} exited ({code}) and did not restart: {exc}")
+                    self.say(f"ZooKeeper member {member.myid} {why} and did not restart: {exc}")
                     continue
+                self._answered[index] = time.monotonic()
                 self.restarts += 1
-                self.say(f"ZooKeeper member {member.myid} exited ({code}): restarted on the same port "
+                self.say(f"ZooKeeper member {member.myid} {why}: restarted on the same port "
                          f"{member.client_port} and data in {time.monotonic() - began:.1f} s")
                 if self.on_restart is not None:
                     self.on_restart(index)
+
+    def _unresponsive(self, index: int) -> str | None:
+        """Why member ``index`` (running) is to be restarted, or None while it answers in time."""
+        now = time.monotonic()
+        self._answered.setdefault(index, now)
+        if now - self._probed.get(index, 0.0) < self.probe_every:
+            return None
+        self._probed[index] = now
+        if self.server.members[index].mode() is not None:
+            self._answered[index] = time.monotonic()
+            return None
+        silent = time.monotonic() - self._answered[index]
+        return f"has not answered for {silent:.0f} s" if silent >= self.unresponsive_after else None

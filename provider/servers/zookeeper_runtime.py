@@ -28,6 +28,7 @@ __all__ = [
     "find_zookeeper_jars",
     "four_letter_word",
     "free_port",
+    "log4j_config",
 ]
 
 # Jars the server needs, by file-name prefix. netty is for the client port's TLS option; the
@@ -146,17 +147,49 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# The server's log rotates: refused connections (another user's flood) each log a line or a stack trace,
+# which once grew an unrotated log by 90 MB a minute. At most LOG_FILES files of LOG_FILE_SIZE each.
+LOG_FILE_SIZE = "10MB"
+LOG_FILES = 3
+
+
+def log4j_config(log_file: Path, *, size: str = LOG_FILE_SIZE, files: int = LOG_FILES) -> str:
+    """The server's log4j2 configuration (the pyspark wheel carries log4j2): ``log_file``, rolled over at
+    ``size`` into ``log_file.1`` .. ``log_file.<files - 1>``, the oldest deleted."""
+    return (
+        "status = error\n"
+        "appender.file.type = RollingFile\n"
+        "appender.file.name = F\n"
+        f"appender.file.fileName = {log_file}\n"
+        f"appender.file.filePattern = {log_file}.%i\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{1} - %m%n\n"
+        "appender.file.policies.type = Policies\n"
+        "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
+        f"appender.file.policies.size.size = {size}\n"
+        "appender.file.strategy.type = DefaultRolloverStrategy\n"
+        f"appender.file.strategy.max = {files - 1}\n"
+        "appender.file.strategy.fileIndex = min\n"
+        "rootLogger.level = info\n"
+        "rootLogger.appenderRef.f.ref = F\n"
+    )
+
+
 def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0,
-                     ca: str | Path | None = None) -> str:
+                     ca: str | Path | None = None, certfile: str | Path | None = None,
+                     keyfile: str | Path | None = None) -> str:
     """Send a four-letter admin word to a server and return its answer ("" if it does not answer).
 
     :param ca: the port serves TLS only: speak TLS, checking the server's certificate against this CA.
+    :param certfile: our client certificate, for a server that requires one (with ``keyfile``).
     """
     try:
         with socket.create_connection((host, port), timeout=timeout) as raw:
             sock = raw
             if ca is not None:
                 context = ssl.create_default_context(cafile=str(ca))
+                if certfile is not None and keyfile is not None:
+                    context.load_cert_chain(str(certfile), str(keyfile))
                 sock = context.wrap_socket(raw, server_hostname=host)
             sock.sendall(word.encode())
             chunks = []

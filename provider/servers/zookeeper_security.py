@@ -20,7 +20,7 @@ from typing import Any
 from airflow_epochs.servers.dev_certificates import DevCertificates, generate_dev_certificates
 from airflow_epochs.servers.private_files import check_private_dir, read_private
 
-__all__ = ["LOCKED_NODES", "MAX_CLIENT_CONNECTIONS", "ServerAuth", "ensure_certificates", "lock_root"]
+__all__ = ["LOCKED_NODES", "MAX_CLIENT_CONNECTIONS", "ServerAuth", "ServerTls", "ensure_certificates", "lock_root"]
 
 # The nodes a fresh server lets others write (world:anyone:cdrwa): ours alone from the first start.
 LOCKED_NODES = ("/", "/zookeeper", "/zookeeper/quota")
@@ -33,6 +33,41 @@ DIGEST_USER = "airflow-epochs"
 MAX_CLIENT_CONNECTIONS = 0
 CERTIFICATE_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=2)
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """What the server needs to serve TLS on a ``secureClientPort``.
+
+    :param keystore: PEM file with the server's private key (PKCS#8, unencrypted) and certificate chain.
+    :param truststore: PEM file with the CA certificates the server trusts (for client certificates).
+    :param client_auth: ``none``, ``want`` or ``need`` (client certificates).
+    :param client_cert: our clients' certificate (signed by the CA); needed with ``need``.
+    :param client_key: its key (0600, in the server's private folder).
+    """
+
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.client_auth not in ("none", "want", "need"):
+            raise ValueError(f"client_auth must be none, want or need, not {self.client_auth!r}")
+        if self.client_auth == "need" and (self.client_cert is None or self.client_key is None):
+            raise ValueError("client_auth 'need' needs our clients' certificate and key (client_cert, client_key)")
+        for path in (self.keystore, self.truststore, *(p for p in (self.client_cert, self.client_key) if p)):
+            if not Path(path).is_file():
+                raise ValueError(f"TLS file {path} does not exist")
+
+    def client_files(self) -> dict[str, str]:
+        """``ca`` (and ``certfile``/``keyfile`` when the server asks for a client certificate), as
+        absolute paths: what a client of this server is given."""
+        files = {"ca": str(Path(self.truststore).resolve())}
+        if self.client_auth != "none" and self.client_cert is not None and self.client_key is not None:
+            files.update(certfile=str(Path(self.client_cert).resolve()), keyfile=str(Path(self.client_key).resolve()))
+        return files
 
 
 @dataclass(frozen=True)
@@ -124,7 +159,9 @@ def ensure_certificates(folder: Path) -> DevCertificates:
         check_private_dir(folder)
         try:
             if _valid_until(read_private(files.ca)) - RENEW_BEFORE > datetime.datetime.now(datetime.timezone.utc):
-                read_private(files.server_keystore, secret=True)  # there, ours and 0600
+                for secret in (files.server_keystore, files.client_key):
+                    read_private(secret, secret=True)  # there, ours and 0600
+                read_private(files.client_cert)
                 return files
         except (FileNotFoundError, ValueError):
             pass

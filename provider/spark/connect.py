@@ -4,6 +4,11 @@ Servers require a token (see :mod:`airflow_epochs.servers.embedded_spark_connect
 plain loopback gRPC only when the URL's host is literally ``localhost``: with ``127.0.0.1`` it
 switches to TLS and retries for minutes against a plaintext server. :func:`client_url` therefore
 names a loopback address ``localhost`` when the URL carries a token and does not ask for TLS.
+
+A loopback name is not yet a safe destination: gRPC resolves ``localhost`` to ``::1`` first, and any
+local user may listen on a loopback address our server does not hold. :func:`open_session` therefore
+connects to one exact address, checked first to be held by a trusted account (and, when the caller
+knows it, by the server's own processes) before any token is sent (:mod:`airflow_epochs.spark.loopback`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import register_secret
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.job import run_epoch
+from airflow_epochs.spark.loopback import is_loopback, pinned_address
 
 _MODE = "SPARK_CONNECT_MODE_ENABLED"
 
@@ -59,6 +65,47 @@ def client_url(url: str) -> str:
     return url
 
 
+def url_host_port(url: str) -> tuple[str, int | None]:
+    """The host (without IPv6 brackets) and port of a ``sc://`` URL."""
+    netloc = url[len("sc://"):].partition("/")[0]
+    if netloc.startswith("["):
+        host, _, tail = netloc[1:].partition("]")
+        port = tail.lstrip(":")
+    else:
+        host, _, port = netloc.partition(":")
+    return host, int(port) if port.isdigit() else None
+
+
+def open_session(url: str, *, server_group: int | None = None) -> Any:
+    """A Spark Connect session of the server at ``url``; on loopback, connected to the one address
+    checked to be our server's (see the module docstring) before the token goes anywhere.
+
+    :param server_group: the server's process group, when known (the CLI's state records it): the
+        listening socket must then be held by one of its processes.
+    :raises UntrustedListener: the loopback port is not held by our server; nothing was sent.
+    """
+    # The Connect session class itself: the generic builder refuses when a classic session exists.
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession
+
+    url = client_url(url)
+    host, port = url_host_port(url)
+    if not is_loopback(host) or url_params(url).get("use_ssl", "").lower() == "true":
+        return SparkSession.builder.remote(url).create()
+    port = port or DefaultChannelBuilder.default_port()
+    address = pinned_address(host, port, server_group=server_group)
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+    class Pinned(DefaultChannelBuilder):
+        """pyspark's channel, to the checked address (its host stays ``localhost``: plain local gRPC)."""
+
+        @property
+        def endpoint(self) -> str:
+            return target
+
+    return SparkSession.builder.channelBuilder(Pinned(url)).create()
+
+
 def load_main(application: str) -> Callable[[Any, Any], Any]:
     """The ``main(spark, job)`` of a job file (run as a module named ``airflow_epochs_job``)."""
     if not os.path.isfile(application):
@@ -78,15 +125,11 @@ def run_file_on_connect(url: str, application: str, context: EpochContext, *,
     :param on_session: called with the session once it exists, and with None when it is closed (an
         operator keeps it to interrupt the job on kill).
     """
-    # The Connect session class itself: the generic builder refuses when a classic session exists.
-    from pyspark.sql.connect.session import SparkSession
-
     main = load_main(application)
-    url = client_url(url)
     token = url_params(url).get("token")
     register_secret(token, unquote(token or ""))
     with connect_mode():
-        session = SparkSession.builder.remote(url).create()
+        session = open_session(url)
         if on_session is not None:
             on_session(session)
         try:

@@ -15,7 +15,7 @@ from typing import Any
 from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.redaction import redact_uri
-from airflow_epochs.spark.locations import validate_location
+from airflow_epochs.spark.locations import parse_location, validate_location
 
 CONTEXT_ARG = "--epoch-context"
 # The same JSON in a file (0600) instead of the command line, which every local user can read in the
@@ -70,7 +70,7 @@ class EpochContext:
                 raise InvalidInput(f"epoch context: {what} must be a non-negative integer, not {value!r}")
         if not isinstance(self.run, str) or not _RUN_ID.fullmatch(self.run):
             raise InvalidInput(f"epoch context: run must be 8-32 lowercase hex digits, not {self.run!r}")
-        validate_location("epoch context: storage", self.storage)
+        parse_location("epoch context: storage", self.storage)
         if not isinstance(self.inputs, Mapping) or not all(
             isinstance(k, str) and _is_location(v) for k, v in self.inputs.items()
         ):

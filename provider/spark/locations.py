@@ -5,6 +5,11 @@ libraries, a newline forges log lines) and without ``..`` segments, also once pe
 (pyarrow decodes ``%2e%2e`` into ``..``) and normalised (garbage collection deletes under the storage
 root: a root that climbs out of itself could point it anywhere). Messages never show the credentials a
 URI may carry.
+
+A *storage* location is stricter (:func:`parse_location`, from
+:mod:`airflow_epochs.coordination.base.locations`, where the archive's location is parsed the same
+way): it is parsed once into its canonical parts and refused unless the text is that canonical
+spelling.
 """
 
 from __future__ import annotations
@@ -12,9 +17,17 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from airflow_epochs.coordination.base.errors import InvalidInput
+from airflow_epochs.coordination.base.locations import (
+    MAX_LOCATION_LENGTH,
+    SCHEMES,
+    Location,
+    LocationNotCanonical,
+    parse_location,
+)
 from airflow_epochs.redaction import redact_uri
 
-MAX_LOCATION_LENGTH = 4096
+__all__ = ["MAX_LOCATION_LENGTH", "SCHEMES", "Location", "LocationNotCanonical", "parse_location", "validate_location"]
+
 
 
 def validate_location(what: str, location: object) -> str:

@@ -15,6 +15,7 @@ from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.wire.manifests import RunManifest
+from airflow_epochs.spark.run_paths import check_in_run, seal_run_folder
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -41,6 +42,8 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
     """The sealed outputs named ``output`` of ``partition`` at ``epochs``, in epoch order.
 
     :raises PartitionNotSealed: an epoch's partition is not sealed (its data is not visible yet).
+    :raises ~airflow_epochs.spark.run_paths.OutsideRunFolder: a manifest names a run folder that is not
+        the seal's, or an output path outside its run folder (nothing is read).
     """
     wanted = sorted({validate_epoch(e) for e in epochs})
     if not wanted:
@@ -58,18 +61,28 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
             item = None if run is None else run.outputs.get(output)
             if run is None or item is None:
                 continue  # this producer voted without writing that output (e.g. a non-Spark vote)
-            found.append(SealedOutput(epoch, partition, producer, seal.attempt, run.location, item.path, item.format,
+            # Checked before anything reads, publishes or deletes it: a manifest comes from ZooKeeper.
+            folder = seal_run_folder(run.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+                                     attempt=seal.attempt)
+            path = check_in_run(folder, item.path, f"output {output!r}")
+            found.append(SealedOutput(epoch, partition, producer, seal.attempt, folder.text, path.text, item.format,
                                       item.rows, item.checksum))
     return found
 
 
 def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
-    """The run directories the seal of ``partition`` at ``epoch`` names (what garbage collection keeps)."""
+    """The run directories the seal of ``partition`` at ``epoch`` names (what garbage collection keeps).
+
+    :raises ~airflow_epochs.spark.run_paths.OutsideRunFolder: a manifest names a folder that is not a run
+        folder of the seal.
+    """
     seal = ledger.seal(epoch, partition)
     if seal is None:
         return []
     runs = (RunManifest.from_vote(vote, where=f"the vote of {producer!r}") for producer, vote in seal.manifests.items())
-    return sorted({run.location for run in runs if run is not None and run.location})
+    return sorted({seal_run_folder(run.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
+                                   attempt=seal.attempt).text
+                   for run in runs if run is not None and run.location})
 
 
 def read_sealed(spark: Any, pipeline: str, partition: str, epochs: Iterable[int], *,

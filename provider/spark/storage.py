@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
+import re
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,18 +26,24 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.wire.payloads import loads_bounded
+from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
 from airflow_epochs.redaction import redact_uri
-from airflow_epochs.spark.locations import validate_location
+from airflow_epochs.spark.locations import Location, LocationNotCanonical, parse_location
 
 MANIFEST_FILE = "_MANIFEST.json"
 # In a run directory: a published Iceberg snapshot names its files, so garbage collection keeps it
 # (time travel to a snapshot a rollback superseded still finds them). Readers skip "_" names.
 PUBLISHED_MARKER = "_PUBLISHED"
 MANIFEST_VERSION = 1
+_RUN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ATTEMPT_DIR = re.compile(r"attempt=(0|[1-9][0-9]{0,18})")
+_RUN_DIR = re.compile(r"run=[A-Za-z0-9_-]{1,64}")
 
 
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
+def storage_root(storage: str) -> Location:
+    """The storage root ``storage`` parsed into its canonical parts (:class:`LocationNotCanonical` if it
+    is not spelled canonically)."""
+    return parse_location("storage", storage)
 
 
 def epoch_location(storage: str, pipeline: str, partition: str, epoch: int) -> str:
@@ -44,25 +51,37 @@ def epoch_location(storage: str, pipeline: str, partition: str, epoch: int) -> s
     validate_name("pipeline", pipeline)
     validate_name("partition", partition)
     validate_epoch(epoch)
-    return _join(storage, pipeline, partition, f"epoch={epoch}")
+    return storage_root(storage).child(pipeline, partition, f"epoch={epoch}").text
 
 
 def run_location(storage: str, pipeline: str, partition: str, epoch: int, attempt: int, run: str) -> str:
     """The attempt- and run-scoped output directory of one submission."""
-    return _join(epoch_location(storage, pipeline, partition, epoch), f"attempt={int(attempt)}", f"run={run}")
+    if not isinstance(run, str) or not _RUN.fullmatch(run):
+        raise InvalidInput(f"a run id is 1-64 letters, digits, '_' or '-', not {run!r}")
+    return parse_location("epoch", epoch_location(storage, pipeline, partition, epoch)).child(
+        f"attempt={int(attempt)}", f"run={run}").text
+
+
+def open_location(location: Location) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and in-filesystem path of a parsed location; pyarrow's own reading of the
+    text must give the same path (else it is refused: one parse, one meaning)."""
+    if location.local:
+        return pafs.LocalFileSystem(), location.path
+    try:
+        fs, path = pafs.FileSystem.from_uri(location.text)
+    except (ValueError, OSError) as exc:
+        raise InvalidInput(f"storage location {redact_uri(location.text)!r} is not usable: "
+                           f"{redact_uri(str(exc))}") from None
+    expected = location.path if location.scheme == "hdfs" else f"{location.authority}{location.path}"
+    if location.scheme in ("s3", "gs", "gcs", "hdfs") and path.rstrip("/") != expected.rstrip("/"):
+        raise LocationNotCanonical(f"storage location {redact_uri(location.text)!r}: pyarrow reads it as "
+                                   f"{redact_uri(path)!r}, not {redact_uri(expected)!r}; refused")
+    return fs, path
 
 
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and in-filesystem path of ``location`` (a path or a URI)."""
-    if not isinstance(location, str) or not location:
-        raise InvalidInput(f"storage location must be a non-empty string, not {location!r}")
-    validate_location("storage", location)  # before pyarrow percent-decodes it
-    if "://" not in location:
-        return pafs.LocalFileSystem(), posixpath.abspath(location)
-    try:
-        return pafs.FileSystem.from_uri(location)  # type: ignore[no-any-return]
-    except (ValueError, OSError) as exc:
-        raise InvalidInput(f"storage location {redact_uri(location)!r} is not usable: {redact_uri(str(exc))}") from None
+    """The pyarrow filesystem and in-filesystem path of ``location`` (a canonical path or URI)."""
+    return open_location(parse_location("storage", location))
 
 
 def write_manifest(location: str, manifest: Mapping[str, Any]) -> str:
@@ -74,7 +93,7 @@ def write_manifest(location: str, manifest: Mapping[str, Any]) -> str:
     with fs.open_output_stream(tmp) as out:
         out.write(body)
     fs.move(tmp, f"{path}/{MANIFEST_FILE}")
-    return _join(location, MANIFEST_FILE)
+    return parse_location("run folder", location).child(MANIFEST_FILE).text
 
 
 def read_manifest(location: str) -> dict[str, Any] | None:
@@ -122,49 +141,97 @@ def is_marked_published(fs: pafs.FileSystem, run_path: str) -> bool:
     return bool(fs.get_file_info(f"{run_path.rstrip('/')}/{PUBLISHED_MARKER}").type == pafs.FileType.File)
 
 
+def garbage_candidates(storage: str, pipeline: str, partition: str, epoch: int,
+                       keep: Iterable[str]) -> list[str]:
+    """The folders :func:`collect_garbage` would delete, each checked to lie inside the storage root:
+    the run folders (``attempt=<n>/run=<id>``) of ``partition`` at ``epoch`` that are not in ``keep`` and
+    not marked published, then each attempt folder left with no run. Names outside that layout are
+    never candidates; a link where a folder of the layout should be is refused."""
+    root = storage_root(storage)
+    base = parse_location("epoch", epoch_location(storage, pipeline, partition, epoch))
+    kept = {parse_location("kept run", location).path for location in keep}
+    if not kept:
+        raise InvalidInput(f"refusing to collect garbage of {partition!r} at epoch {epoch} with nothing to keep")
+    fs, base_path = open_location(base)
+    if not _is_dir(fs, root, base, base_path):
+        return []
+    found = []
+    for attempt_dir in fs.get_file_info(pafs.FileSelector(base_path)):
+        if not _ATTEMPT_DIR.fullmatch(attempt_dir.base_name):
+            continue
+        attempt = base.child(attempt_dir.base_name)
+        if not _is_dir(fs, root, attempt, attempt_dir.path):
+            continue
+        survivors = 0
+        for run_dir in fs.get_file_info(pafs.FileSelector(attempt_dir.path)):
+            if not _RUN_DIR.fullmatch(run_dir.base_name):
+                survivors += 1  # not ours to delete, and it keeps its attempt folder
+                continue
+            run = attempt.child(run_dir.base_name)
+            if not _is_dir(fs, root, run, run_dir.path):
+                survivors += 1
+                continue
+            if run.path in kept or is_marked_published(fs, run_dir.path):
+                survivors += 1
+                continue
+            found.append(run.text)
+        if survivors == 0:
+            found.append(attempt.text)
+    return found
+
+
 def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, keep: Iterable[str]) -> list[str]:
     """Delete the run directories of ``partition`` at ``epoch`` that are not in ``keep``.
 
     Call it only with the run locations a seal names (see :func:`airflow_epochs.spark.sealed_runs`):
     everything else at that epoch is a failed, killed or superseded attempt that no reader can see,
     except a run a published table snapshot names (:func:`mark_published`), which is kept for time
-    travel. Returns the deleted locations.
+    travel. Every candidate (:func:`garbage_candidates`) is checked again to lie inside the storage
+    root just before it is deleted. Returns the deleted locations.
     """
-    root = filesystem(storage)[1].rstrip("/")
-    fs, base = filesystem(epoch_location(storage, pipeline, partition, epoch))
-    kept = {filesystem(location)[1].rstrip("/") for location in keep}
-    if not kept:
-        raise InvalidInput(f"refusing to collect garbage of {partition!r} at epoch {epoch} with nothing to keep")
-    if fs.get_file_info(base).type != pafs.FileType.Directory:
-        return []
+    root = storage_root(storage)
     deleted = []
-    for attempt_dir in fs.get_file_info(pafs.FileSelector(base)):
-        if attempt_dir.type != pafs.FileType.Directory:
-            continue
-        runs = [r for r in fs.get_file_info(pafs.FileSelector(attempt_dir.path)) if r.type == pafs.FileType.Directory]
-        survivors = 0
-        for run in runs:
-            if run.path.rstrip("/") in kept or is_marked_published(fs, run.path):
-                survivors += 1
-                continue
-            _check_inside(fs, root, run.path)
-            fs.delete_dir(run.path)
-            deleted.append(run.path)
-        if survivors == 0:
-            _check_inside(fs, root, attempt_dir.path)
-            fs.delete_dir(attempt_dir.path)
+    for text in garbage_candidates(storage, pipeline, partition, epoch, keep):
+        location = parse_location("garbage", text)
+        fs, path = open_location(location)
+        real = check_inside(root, location)
+        fs.delete_dir(real if real is not None else path)
+        if _RUN_DIR.fullmatch(location.path.rsplit("/", 1)[1]):
+            deleted.append(path)
     return deleted
 
 
-def _check_inside(fs: pafs.FileSystem, root: str, path: str) -> None:
-    """Refuse (:class:`InvalidInput`) to delete ``path`` unless it lies inside the storage ``root``, checked
-    at delete time: normalised, and on a local disk with every link resolved (a run folder replaced by a
-    link to elsewhere is not followed)."""
-    normal = posixpath.normpath(path)
-    inside = normal.startswith(posixpath.normpath(root) + "/")
-    if inside and isinstance(fs, pafs.LocalFileSystem):
-        real_root = os.path.realpath(root)
-        inside = not os.path.islink(normal) and os.path.realpath(normal).startswith(real_root + os.sep)
-    if not inside:
-        raise InvalidInput(f"refusing to delete {redact_uri(path)!r}: it is not inside the storage root "
-                           f"{redact_uri(root)!r}")
+def _is_dir(fs: pafs.FileSystem, root: Location, location: Location, path: str) -> bool:
+    if location.local:
+        return check_inside(root, location, missing_ok=True) is not None
+    return bool(fs.get_file_info(path).type == pafs.FileType.Directory)
+
+
+def check_inside(root: Location, location: Location, *, missing_ok: bool = False) -> str | None:
+    """Refuse (:class:`InvalidInput`) a ``location`` that is not inside the storage ``root``: by its
+    parsed path, and on a local disk also on disk: the root resolved following only links nobody else
+    could have placed (:func:`~airflow_epochs.path_trust.resolve_trusted`), then every folder below it
+    down to ``location`` a real folder (no link) of ours or root's. Returns the real local path (None
+    for a remote location, or for a local one that does not exist when ``missing_ok``)."""
+    shown = redact_uri(location.text)
+    if not root.contains(location) or location.path == root.path:
+        raise InvalidInput(f"refusing to touch {shown!r}: it is not inside the storage root {redact_uri(root.text)!r}")
+    if not location.local:
+        return None
+    try:
+        current = resolve_trusted(root.path)
+    except UntrustedPath as exc:
+        raise InvalidInput(f"storage root {redact_uri(root.text)!r}: {exc}; nothing was touched") from None
+    for name in root.relative(location):
+        current = f"{current.rstrip('/')}/{name}"
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+            raise InvalidInput(f"refusing to touch {shown!r}: it is not inside the storage root "
+                               f"{redact_uri(root.text)!r} ({current!r} is a link, not a folder, or another "
+                               "user's)")
+    return current

@@ -25,9 +25,10 @@ from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.wire.manifests import RunManifest
-from airflow_epochs.lineage.runs import LINEAGE_RUN
+from airflow_epochs.lineage.runs import LINEAGE_DATASET, LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
+from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
 from airflow_epochs.spark.sealed import sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import collect_garbage, read_manifest, run_location
 
@@ -100,6 +101,7 @@ def submit_and_seal(
     lock_timeout: float = 300.0,
     root: str = DEFAULT_ROOT,
     lineage_run: Mapping[str, str] | None = None,
+    lineage_dataset: Mapping[str, str] | None = None,
 ) -> SubmitOutcome:
     """Run one producer's job for ``attempt``'s epoch and vote its manifest (see the module docstring).
 
@@ -109,6 +111,9 @@ def submit_and_seal(
         (resolved through the seal's manifests; e.g. a join after a barrier).
     :param lineage_run: the OpenLineage run of the task that votes (``namespace``, ``job``, ``runId``),
         recorded in the vote as ``lineage_run`` so that the seal names every producer's run.
+    :param lineage_dataset: the OpenLineage dataset (``namespace``, ``name``) the partition is known by
+        when it is published (its table), recorded in the vote as ``lineage_dataset`` so that a task
+        reading the sealed partition names it the same way.
     :param runner: runs the job for an :class:`EpochContext`; returns the manifest, or None to have it
         read from the run directory (a job submitted elsewhere writes it there).
     :raises EpochOutOfOrder: the previous epoch is not sealed (nothing ran).
@@ -134,11 +139,13 @@ def submit_and_seal(
         for name, upstream in (sealed_inputs or {}).items():
             paths = [item.path for item in sealed_outputs(ledger, upstream, [attempt.epoch])]
             resolved[name] = paths[0] if len(paths) == 1 else paths
+        snapshot = None if decision.snapshot is None else dict(decision.snapshot.pointer)
+        if snapshot is not None:  # the job would read it: it must be a sealed run's, under our storage
+            check_snapshot_pointer(storage, attempt.pipeline, partition, snapshot)
         context = EpochContext(
             pipeline=attempt.pipeline, partition=partition, producer=producer, epoch=attempt.epoch,
             attempt=attempt.token, config_version=attempt.config_version, run=uuid.uuid4().hex[:16],
-            storage=storage, inputs=resolved, buckets=buckets,
-            snapshot=None if decision.snapshot is None else dict(decision.snapshot.pointer),
+            storage=storage, inputs=resolved, buckets=buckets, snapshot=snapshot,
         )
         location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)
         log.info("epoch %s: running %s/%s (attempt %s, run %s, snapshot from epoch %s)", attempt.epoch, partition,
@@ -153,9 +160,12 @@ def submit_and_seal(
         if (record.epoch, record.attempt, record.run) != (attempt.epoch, attempt.token, context.run):
             raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
                                      f"{record.epoch}/{record.attempt}/{record.run}")
+        check_manifest_outputs(location, record)  # before it is voted: readers and publish trust the seal
         summary = record.vote_summary()
         if lineage_run:
             summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}
+        if lineage_dataset:
+            summary[LINEAGE_DATASET] = {k: str(lineage_dataset[k]) for k in ("namespace", "name")}
         epoch_sealed = False
         def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
             log.warning("epoch %s: vote of %s on %s: %s; trying again in %.1f s", attempt.epoch, producer,

@@ -9,7 +9,11 @@ deployment admin adds in Airflow's configuration (``[epochs] extra_allowed_conf`
 ``extra_allowed_env_vars``, comma-separated). Whatever the lists say, a name that loads a class, a
 library or a file, or redirects traffic (``OPENSSL_CONF``, ``AWS_CONFIG_FILE``, ``SSL_CERT_FILE``,
 ``HTTPS_PROXY``, ``spark.io.compression.codec``, ``spark.sql.cache.serializer``...) is never
-accepted (:data:`CONF_NEVER_WORDS`, :data:`ENV_NEVER_WORDS`).
+accepted (:data:`CONF_NEVER_WORDS`, :data:`ENV_NEVER_WORDS`). Values are held to a shape too: each
+listed setting to its own (:data:`CONF_SHAPES`, :data:`ENV_SHAPES`: a size, a count, a zone or locale
+name, never a path), an admin-listed one to a plain scalar (:data:`ADMIN_CONF_SHAPE`: no dotted class
+name, path or URL, so even an admin's list cannot make a setting load a class). A ``keytab`` comes only
+from a folder an admin names in ``[epochs] allowed_keytab_roots`` (none by default).
 
 Master modes: ``local``, standalone ``spark://`` in client mode, YARN (client and cluster) and
 Kubernetes (with the cncf.kubernetes provider installed) are accepted; standalone cluster mode is
@@ -34,42 +38,77 @@ SUBMIT_OPTIONS = frozenset({
     "proxy_user", "status_poll_interval", "env_vars",
 })
 
-# Spark settings a job may tune: sizes, counts, timeouts and switches, each taking a number, a size or a
-# boolean (never a class, a path or a URL that Spark would load).
-CONF_ALLOWED = frozenset({
-    "spark.driver.memory", "spark.driver.memoryOverhead", "spark.driver.cores", "spark.driver.maxResultSize",
-    "spark.executor.memory", "spark.executor.memoryOverhead", "spark.executor.cores", "spark.executor.instances",
-    "spark.executor.heartbeatInterval", "spark.cores.max", "spark.default.parallelism", "spark.task.cpus",
-    "spark.task.maxFailures", "spark.dynamicAllocation.enabled", "spark.dynamicAllocation.minExecutors",
-    "spark.dynamicAllocation.maxExecutors", "spark.dynamicAllocation.initialExecutors",
-    "spark.dynamicAllocation.executorIdleTimeout", "spark.dynamicAllocation.schedulerBacklogTimeout",
-    "spark.dynamicAllocation.shuffleTracking.enabled", "spark.memory.fraction", "spark.memory.storageFraction",
-    "spark.memory.offHeap.enabled", "spark.memory.offHeap.size", "spark.shuffle.compress",
-    "spark.shuffle.spill.compress", "spark.shuffle.file.buffer", "spark.speculation", "spark.speculation.multiplier",
-    "spark.speculation.quantile", "spark.locality.wait", "spark.network.timeout", "spark.sql.shuffle.partitions",
-    "spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
-    "spark.sql.adaptive.skewJoin.enabled", "spark.sql.autoBroadcastJoinThreshold", "spark.sql.broadcastTimeout",
-    "spark.sql.files.maxPartitionBytes", "spark.sql.files.maxRecordsPerFile", "spark.sql.session.timeZone",
-    "spark.sql.ansi.enabled", "spark.sql.sources.partitionOverwriteMode", "spark.ui.enabled",
-    "spark.ui.showConsoleProgress", "spark.eventLog.enabled", "spark.rdd.compress", "spark.broadcast.compress",
-    "spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.connection.maximum",
-    "spark.hadoop.fs.s3a.fast.upload", "spark.kubernetes.namespace", "spark.kubernetes.driver.request.cores",
-    "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores", "spark.yarn.am.memory",
-    "spark.yarn.am.cores", "spark.yarn.maxAppAttempts",
-})
+# The shape a value must have: a setting holds a number, a size, a boolean, a duration or one of a few
+# words, never a class, a path or a URL (``|``-separated words are the only ones accepted).
+_SIZE = r"-?[0-9]{1,12}[kmgtpKMGTP]?[bB]?"
+_INT = r"[0-9]{1,9}"
+_FLOAT = r"[0-9]{1,6}(\.[0-9]{1,6})?"
+_BOOL = r"true|false|TRUE|FALSE|True|False"
+_DURATION = r"[0-9]{1,9}(ms|s|m|min|h|d)?"
+_TIME_ZONE = r"UTC|GMT|Z|[+-][0-9]{2}:[0-9]{2}|[A-Z][A-Za-z_+-]{1,30}(/[A-Z][A-Za-z0-9_+-]{0,30}){1,2}"
+_K8S_CPU = r"[0-9]{1,4}(\.[0-9]{1,3}|m)?"
+_DNS_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+#: Each allowed Spark setting and the regular expression its whole value must match.
+CONF_SHAPES: dict[str, str] = {
+    **dict.fromkeys(("spark.driver.memory", "spark.driver.memoryOverhead", "spark.driver.maxResultSize",
+                     "spark.executor.memory", "spark.executor.memoryOverhead", "spark.memory.offHeap.size",
+                     "spark.shuffle.file.buffer", "spark.sql.autoBroadcastJoinThreshold",
+                     "spark.sql.files.maxPartitionBytes", "spark.yarn.am.memory"), _SIZE),
+    **dict.fromkeys(("spark.driver.cores", "spark.executor.cores", "spark.executor.instances", "spark.cores.max",
+                     "spark.default.parallelism", "spark.task.cpus", "spark.task.maxFailures",
+                     "spark.dynamicAllocation.minExecutors", "spark.dynamicAllocation.maxExecutors",
+                     "spark.dynamicAllocation.initialExecutors", "spark.sql.shuffle.partitions",
+                     "spark.sql.files.maxRecordsPerFile", "spark.hadoop.fs.s3a.connection.maximum",
+                     "spark.yarn.am.cores", "spark.yarn.maxAppAttempts"), _INT),
+    **dict.fromkeys(("spark.memory.fraction", "spark.memory.storageFraction", "spark.speculation.multiplier",
+                     "spark.speculation.quantile"), _FLOAT),
+    **dict.fromkeys(("spark.dynamicAllocation.enabled", "spark.dynamicAllocation.shuffleTracking.enabled",
+                     "spark.memory.offHeap.enabled", "spark.shuffle.compress", "spark.shuffle.spill.compress",
+                     "spark.speculation", "spark.sql.adaptive.enabled",
+                     "spark.sql.adaptive.coalescePartitions.enabled", "spark.sql.adaptive.skewJoin.enabled",
+                     "spark.sql.ansi.enabled", "spark.ui.enabled", "spark.ui.showConsoleProgress",
+                     "spark.eventLog.enabled", "spark.rdd.compress", "spark.broadcast.compress",
+                     "spark.hadoop.fs.s3a.fast.upload"), _BOOL),
+    **dict.fromkeys(("spark.executor.heartbeatInterval", "spark.dynamicAllocation.executorIdleTimeout",
+                     "spark.dynamicAllocation.schedulerBacklogTimeout", "spark.locality.wait",
+                     "spark.network.timeout", "spark.sql.broadcastTimeout"), _DURATION),
+    **dict.fromkeys(("spark.kubernetes.driver.request.cores", "spark.kubernetes.executor.request.cores",
+                     "spark.kubernetes.executor.limit.cores"), _K8S_CPU),
+    "spark.sql.session.timeZone": _TIME_ZONE,
+    "spark.sql.sources.partitionOverwriteMode": "static|dynamic|STATIC|DYNAMIC",
+    "spark.kubernetes.namespace": _DNS_LABEL,
+}
+# Spark settings a job may tune: sizes, counts, timeouts and switches (never a class, a path or a URL that
+# Spark would load or connect to: ``spark.hadoop.fs.s3a.endpoint`` redirected S3 traffic, so it left).
+CONF_ALLOWED = frozenset(CONF_SHAPES)
+#: An admin-listed setting holds a plain scalar: a number, size, duration, boolean or one word without
+#: dots, slashes or colons, so never a class name (``com.x.Registrator``), a path or a URL.
+ADMIN_CONF_SHAPE = rf"{_SIZE}|{_FLOAT}|{_DURATION}|[A-Za-z][A-Za-z0-9_-]{{0,63}}"
 # Words that, anywhere in a key, mean it loads code, a class, a library or a file, or holds an environment:
 # refused even if an admin lists the key.
 CONF_NEVER_WORDS = (
     "class", "jar", "extension", "listener", "plugin", "javaoptions", "librarypath", "python", "command",
     "script", "provider", "factory", "catalog", "metastore", "impl", "manager", "env", "filter", "redaction",
     "codec", "serializer", "signer", "loader", "agent", "keystore", "truststore", "credential", "proxy",
-    "master", "submit", "dir", "path",
+    "master", "submit", "dir", "path", "registrator", "endpoint", "url", "uri", "host", "address", "keytab",
+    "principal", "secret", "token",
 )
-# Environment variables a job may set: time zone, locale and thread counts of numeric libraries.
-ENV_ALLOWED = frozenset({
-    "TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
-    "LC_MESSAGES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-})
+# Environment variables a job may set, with the shape of their values: a time zone name (never a path
+# or ':file', which would load any file as zone data), a locale name (never a path, which glibc would
+# load locale data from), a thread count.
+_LOCALE = r"C|POSIX|[a-z]{2,3}(_[A-Z]{2})?(\.[A-Za-z0-9-]{1,16})?(@[a-z]{1,16})?|C\.(UTF-8|utf8)"
+#: Each allowed environment variable and the regular expression its whole value must match.
+ENV_SHAPES: dict[str, str] = {
+    "TZ": _TIME_ZONE + r"|[A-Z]{3,5}[+-]?[0-9]{1,2}([A-Z]{3,5})?",
+    "LANGUAGE": rf"({_LOCALE})(:({_LOCALE})){{0,15}}",
+    **dict.fromkeys(("LANG", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
+                     "LC_MESSAGES"), _LOCALE),
+    **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"),
+                    r"[1-9][0-9]{0,3}"),
+}
+ENV_ALLOWED = frozenset(ENV_SHAPES)
+#: An admin-listed environment variable holds a plain value: no path, URL or list of them.
+ADMIN_ENV_SHAPE = r"[A-Za-z0-9_.+=@-]{0,256}"
 # The job's own settings: no library reads names under this prefix.
 ENV_JOB_PREFIX = "EPOCHS_JOB_"
 # Fragments of names that load libraries, configuration, certificates or code, or redirect traffic:
@@ -98,7 +137,7 @@ def _text(what: str, value: object, *, allow_comma: bool = True) -> str:
     return value
 
 
-def _deployment_setting(option: str) -> str:
+def deployment_setting(option: str) -> str:
     """``[epochs] <option>`` from Airflow's configuration (or ``AIRFLOW__EPOCHS__<OPTION>`` without Airflow)."""
     try:
         from airflow.configuration import conf  # lazily: this module is pure logic elsewhere
@@ -107,8 +146,13 @@ def _deployment_setting(option: str) -> str:
     return str(conf.get("epochs", option, fallback="") or "")
 
 
+def listed_setting(option: str) -> frozenset[str]:
+    """The comma-separated names of ``[epochs] <option>``."""
+    return _listed(option)
+
+
 def _listed(option: str) -> frozenset[str]:
-    return frozenset(part.strip() for part in _deployment_setting(option).split(",") if part.strip())
+    return frozenset(part.strip() for part in deployment_setting(option).split(",") if part.strip())
 
 
 def check_conf_key(key: object, *, extra: Iterable[str] | None = None) -> str:
@@ -146,6 +190,41 @@ def check_env_name(name: object, *, extra: Iterable[str] | None = None) -> str:
     return name
 
 
+def _scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, (int, float, str)) else repr(value)
+
+
+def check_conf_value(key: str, value: object) -> str:
+    """``value`` as a string if it has the shape ``key`` takes (:data:`CONF_SHAPES`; an admin-listed key:
+    :data:`ADMIN_CONF_SHAPE`), else :class:`InvalidInput` naming both."""
+    text = _text(f"conf {key}", _scalar(value))
+    shape = CONF_SHAPES.get(key, ADMIN_CONF_SHAPE)
+    if not re.fullmatch(shape, text):
+        raise InvalidInput(f"submit_options conf {key} value {text!r} does not have the shape of the setting "
+                           "(a number, size, duration, boolean or plain word: never a class, a path or a URL)")
+    return text
+
+
+def check_env_value(name: str, value: object) -> str:
+    """``value`` as a string if it has the shape ``name`` takes (:data:`ENV_SHAPES`; ``EPOCHS_JOB_*``: any
+    one-line text; an admin-listed name: :data:`ADMIN_ENV_SHAPE`), else :class:`InvalidInput`."""
+    text = _scalar(value)
+    if name.startswith(ENV_JOB_PREFIX) and name not in ENV_SHAPES:
+        return _text(f"env_vars {name}", text)
+    shape = ENV_SHAPES.get(name, ADMIN_ENV_SHAPE)
+    if not re.fullmatch(shape, text):
+        raise InvalidInput(f"submit_options env_vars {name} value {text!r} does not have the shape of the "
+                           "variable (a zone or locale name, a count: never a path)")
+    return text
+
+
+def keytab_roots() -> list[str]:
+    """Folders a keytab may come from: ``[epochs] allowed_keytab_roots`` (none by default: no keytab)."""
+    return [posixpath.normpath(os.path.abspath(os.path.expanduser(r))) for r in _listed("allowed_keytab_roots")]
+
+
 def code_roots() -> list[str]:
     """Folders code files may come from: Airflow's DAGs folder and ``[epochs] extra_allowed_code_roots``."""
     roots = [posixpath.normpath(os.path.abspath(os.path.expanduser(r))) for r in _listed("extra_allowed_code_roots")]
@@ -157,7 +236,8 @@ def code_roots() -> list[str]:
     return [posixpath.normpath(os.path.abspath(os.path.expanduser(dags))), *roots] if dags else roots
 
 
-def check_code_path(what: str, path: str, roots: Sequence[str] | None = None) -> str:
+def check_code_path(what: str, path: str, roots: Sequence[str] | None = None,
+                    setting: str = "extra_allowed_code_roots") -> str:
     """``path`` if it is a local file path under an allowed root (:func:`code_roots`), else :class:`InvalidInput`."""
     if re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:", path) and not path.startswith("/"):
         raise InvalidInput(f"submit_options {what} {path!r} is a URL: code files must be local paths under an "
@@ -169,7 +249,7 @@ def check_code_path(what: str, path: str, roots: Sequence[str] | None = None) ->
     if not any(normal == root or normal.startswith(root.rstrip("/") + "/") for root in allowed):
         shown = ", ".join(allowed) or "none"
         raise InvalidInput(f"submit_options {what} {path!r} is not under an allowed root ({shown}; an admin adds "
-                           "roots in [epochs] extra_allowed_code_roots)")
+                           f"roots in [epochs] {setting})")
     return normal
 
 
@@ -199,11 +279,11 @@ def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]
         if key == "conf":
             if not isinstance(value, Mapping):
                 raise InvalidInput(f"submit_options conf must be a mapping, not {type(value).__name__}")
-            out[key] = {check_conf_key(k): _text(f"conf {k}", str(v)) for k, v in value.items()}
+            out[key] = {check_conf_key(k): check_conf_value(k, v) for k, v in value.items()}
         elif key == "env_vars":
             if not isinstance(value, Mapping):
                 raise InvalidInput(f"submit_options env_vars must be a mapping, not {type(value).__name__}")
-            out[key] = {check_env_name(k): _text(f"env_vars {k}", str(v)) for k, v in value.items()}
+            out[key] = {check_env_name(k): check_env_value(k, v) for k, v in value.items()}
         elif key in CODE_OPTIONS:
             out[key] = _file_list(key, value)
         elif key in ("driver_memory", "executor_memory"):
@@ -220,8 +300,9 @@ def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]
             if not isinstance(value, str) or not _NAME.fullmatch(value):
                 raise InvalidInput(f"submit_options {key} {value!r} is not a plain name")
             out[key] = value
-        else:  # keytab: a path
-            out[key] = _text(key, value, allow_comma=False)
+        else:  # keytab: a credential file, only from a folder an admin names for keytabs
+            keytab = _text(key, value, allow_comma=False)
+            out[key] = check_code_path(key, keytab, roots=keytab_roots(), setting="allowed_keytab_roots")
     return out
 
 

@@ -4,6 +4,7 @@
 
     airflow-epochs table read epochs.daily --as-of-epoch 40 --conn-id iceberg_default [--format csv|json]
     airflow-epochs table epochs epochs.daily --sqlite catalog.db --warehouse file:///data/warehouse
+    airflow-epochs table check epochs.daily --conn-id iceberg_default   # whole? (exit 1, with what to do, if not)
     airflow-epochs table cut epochs.daily --with epochs.weekly --as-of-epoch 40 --conn-id iceberg_default \
         --zk-hosts zk1:2181/chroot        # several tables at an aligned epoch: one consistent cut, or refused
 
@@ -21,8 +22,8 @@ from typing import Any
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_from_connection
-from airflow_epochs.tables.publish import check_identifier
 from airflow_epochs.tables.read import epochs_in, snapshot_id_of_epoch, table_as_of_epoch
+from airflow_epochs.tables.seal_files import check_identifier
 
 
 def _epoch(text: str) -> int:
@@ -34,7 +35,7 @@ def _epoch(text: str) -> int:
 def add_table_command(sub: Any) -> None:
     """Register ``table`` on the CLI's subparsers."""
     table = sub.add_parser("table", help="read a published Iceberg table as of an epoch, or list its epochs")
-    table.add_argument("action", choices=["read", "epochs", "cut"])
+    table.add_argument("action", choices=["read", "epochs", "cut", "check"])
     table.add_argument("table", metavar="NAMESPACE.TABLE", help="the Iceberg table")
     table.add_argument("--as-of-epoch", type=_epoch, help="read the table as of this epoch (read: required)")
     table.add_argument("--conn-id", help="Airflow connection of the Iceberg catalog")
@@ -81,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
                   f"{record.snapshot_id}\t{record.action}\tepoch {record.epoch}\tattempt {record.attempt}\t"
                   f"generation {record.generation}\trequest {record.request}")
         return 0
+    if args.action == "check":
+        return _check(args.table, catalog)
     if args.as_of_epoch is None:
         raise InvalidInput(f"table {args.action} needs --as-of-epoch N")
     if args.action == "cut":
@@ -100,6 +103,21 @@ def _run(args: argparse.Namespace) -> int:
         for record in records:
             writer.writerow([record[c] for c in rows.column_names])
     return 0
+
+
+def _check(identifier: str, catalog: Any) -> int:
+    """Print whether the table is whole (each live epoch once, in order, no file twice, a name mapping
+    naming every column), and what to do when it is not; 1 when it is not."""
+    from airflow_epochs.tables.integrity import table_problems, what_to_do
+
+    problems = table_problems(catalog.load_table(identifier), files=True)
+    if not problems:
+        print(f"{identifier}: ok (each live epoch once and in order, no data file twice, name mapping complete)")
+        return 0
+    for problem in problems:
+        print(f"{identifier}: BROKEN: {problem.what}")
+    print(f"what to do: {what_to_do(identifier, problems)}")
+    return 1
 
 
 def _cut(args: argparse.Namespace, catalog: Any) -> int:

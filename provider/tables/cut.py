@@ -20,7 +20,7 @@ from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
 from airflow_epochs.coordination.services.shortcuts import lineage_of
 from airflow_epochs.tables import history as h
-from airflow_epochs.tables.publish import check_identifier, still_sealed
+from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]

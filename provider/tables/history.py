@@ -109,8 +109,9 @@ def last_published_epoch(table: Any) -> int | None:
 
 def find_publish(table: Any, pipeline: str, partition: str, epoch: int, attempt: int, generation: int,
                  request: str) -> PublishedSnapshot | None:
-    """The snapshot that published exactly this seal, if one exists anywhere in the table's history."""
-    for snapshot in table.snapshots():
+    """The snapshot that published exactly this seal, if the current snapshot descends from it (a
+    snapshot left off the current line, e.g. by making an older snapshot current, does not count)."""
+    for snapshot in ancestry(table):
         record = published(snapshot)
         if (record is not None and record.action == PUBLISH
                 and (record.pipeline, record.partition, record.epoch, record.attempt, record.generation,

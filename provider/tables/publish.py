@@ -6,17 +6,23 @@ where the files cannot be registered as they are, writes their rows through pyic
 commit whose snapshot summary names the pipeline, partition, epoch, attempt, generation and the seal's
 request id. That makes it exactly once:
 
+- a publish holds the table's publish lock in ZooKeeper from reading the table to its last commit
+  (:mod:`airflow_epochs.tables.commit_guard`): a second publisher waits, then finds the snapshots;
 - a repeat (after a crash before the commit, or after it but before anyone learned of it) first looks
   for a snapshot with those properties, and adds nothing when it finds one;
-- two publishers racing both check, but the catalog's commit compares the table's current snapshot
-  (optimistic concurrency): the loser's commit fails, it reloads, finds the winner's snapshot;
+- pyiceberg's own commit retry is off on our tables: a commit the catalog refuses (another writer got
+  in, e.g. after our lock's session expired) reaches us; we read the table again and, when the winner's
+  snapshot is this seal's, answer with it as if we had made it;
 - only what the ledger says is sealed now is published: an unsealed, superseded or rolled-back
-  attempt has no current seal, so no snapshot is ever made for it;
+  attempt has no current seal, so no snapshot is made for it; a rollback that lands between the seal
+  check and the commit is found by checking the seals again after the commits, still under the lock,
+  and undone there by a rollback snapshot (:class:`RolledBackWhilePublishing`);
 - epochs go in order: a publish of epoch e first publishes every sealed epoch after the table's
   newest one, up to e;
 - a ledger rollback is mirrored before anything else: live epochs whose seal is no longer current are
   removed in one snapshot (``epochs.action=rollback``), and the table is as it was at the epoch rolled
   back to;
+- a table broken by an earlier double commit is refused (:class:`TableBroken`, with what to do);
 - schema: a column the files add evolves the table by name; a column whose type changed
   incompatibly stops the publish with :class:`IncompatibleSchema` naming it, before any commit.
 
@@ -28,22 +34,39 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.wire.events import Rollback
-from airflow_epochs.coordination.wire.manifests import RunManifest
-from airflow_epochs.spark.sealed import sealed_outputs
-from airflow_epochs.spark.storage import data_files, filesystem, mark_published
+from airflow_epochs.spark.storage import mark_published
 from airflow_epochs.tables import history as h
+from airflow_epochs.tables.columns import (
+    arrow_for_iceberg,
+    check_compatible,
+    files_schema,
+    readable,
+    registrable,
+)
+from airflow_epochs.tables.commit_guard import (
+    LOCK_TIMEOUT_S,
+    NO_RETRIES,
+    commit_failed,
+    publish_lock,
+    without_client_retries,
+)
+from airflow_epochs.tables.integrity import raise_if_broken
 from airflow_epochs.tables.run_folders import RunOutsideStorage, check_run_folder, run_folder_of
+from airflow_epochs.tables.seal_files import (
+    PublishRefused,
+    SealToPublish,
+    check_identifier,
+    seal_to_publish,
+    still_sealed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +75,11 @@ COMMIT_RETRIES = 5
 # A table property: every run folder the table's snapshots name carries the published marker (set on a
 # new table; an older table gets its markers written by the next publish, then this property).
 RUN_MARKERS = "epochs.run-markers"
-# Lossless type widenings Iceberg allows in place (schema evolution by name).
-_PROMOTIONS = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64())}
 
 
-class IncompatibleSchema(EpochsError):
-    """A sealed output's column does not fit the table's column of that name; nothing was committed."""
-
-
-class PublishRefused(EpochsError):
-    """The publish cannot go on as asked (e.g. files the manifest does not vouch for); nothing was committed."""
+class RolledBackWhilePublishing(PartitionNotSealed):
+    """The ledger rolled back an epoch while this publish committed it: the table was set back (a
+    rollback snapshot, under the same lock hold) and the epoch is not published."""
 
 
 @dataclass(frozen=True)
@@ -89,161 +107,10 @@ class PublishOutcome:
                 "metadata_location": self.metadata_location, "modes": {str(k): v for k, v in self.modes.items()}}
 
 
-@dataclass(frozen=True)
-class SealToPublish:
-    """A current seal and the Parquet files its manifests name."""
-
-    epoch: int
-    attempt: int
-    generation: int
-    request: str
-    files: tuple[str, ...]
-    runs: tuple[str, ...] = ()  # the run directories holding the files
-
-
-def check_identifier(identifier: str) -> tuple[str, str]:
-    """``namespace.table`` -> (namespace, table), each a plain name."""
-    parts = identifier.split(".") if isinstance(identifier, str) else []
-    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
-        raise InvalidInput(f"an Iceberg table is named 'namespace.table' (letters, digits, _), not {identifier!r}")
-    return parts[0], parts[1]
-
-
-def still_sealed(ledger: EpochLedger, partition: str, record: h.PublishedSnapshot) -> bool:
-    """Whether the table's publish ``record`` of ``partition`` is still what the ledger has sealed: the
-    partition's current seal at that epoch is the one published (attempt, generation and request).
-
-    False when the epoch was rolled back or the partition has no seal at it now (e.g. it left the
-    configuration when the epoch was sealed again); true for an epoch retention compacted (its seal
-    stood and is gone from ZooKeeper) or that the ledger never recorded.
-    """
-    info = ledger.epoch_info(record.epoch)
-    if info is None or info.attempt_state == "compacted":  # retention dropped its seal, which stood
-        return True
-    if info.state == "rolled_back":
-        return False
-    seal = ledger.seal_record(record.epoch, partition)
-    return seal is not None and (seal.attempt, seal.generation, seal.request) == \
-        (record.attempt, record.generation, record.request)
-
-
-def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: str = "data",
-                    storage: str | None = None) -> SealToPublish:
-    """The current seal of ``partition`` at ``epoch`` and its files, checked against the manifests.
-
-    :param storage: the pipeline's storage root: every run folder must be inside it (when given).
-    :raises PartitionNotSealed: no current seal (unsealed, superseded or rolled back): nothing to publish.
-    :raises RunOutsideStorage: a manifest names a folder that is not the seal's run folder (by the layout,
-        under ``storage``); nothing is written.
-    """
-    seal = ledger.seal(epoch, partition)
-    record = ledger.seal_record(epoch, partition)
-    if seal is None or record is None:
-        raise PartitionNotSealed(f"pipeline {ledger.pipeline!r}: partition {partition!r} is not sealed at epoch "
-                                 f"{epoch}; nothing is published")
-    files: list[str] = []
-    runs: list[str] = []
-    for item in sealed_outputs(ledger, partition, [epoch], output=output):
-        check_run_folder(item.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
-                         attempt=item.attempt, storage=storage)
-        if item.format != "parquet":
-            raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
-                                 f"{item.format}; only Parquet outputs are published")
-        found = [f"{item.path.rstrip('/')}/{name}" for name, _ in data_files(item.path)]
-        run = RunManifest.from_vote(seal.manifests.get(item.producer), where=f"the vote of {item.producer!r}")
-        voted = None if run is None else run.outputs.get(output)
-        vouched = None if voted is None else voted.files
-        if vouched is not None and int(vouched) != len(found):
-            raise PublishRefused(f"epoch {epoch}: the manifest of {item.producer!r} names {vouched} file(s) under "
-                                 f"{item.path}, {len(found)} are there; nothing is published")
-        files += found
-        runs.append(item.location)
-    return SealToPublish(epoch, seal.attempt, seal.generation, record.request, tuple(files), tuple(runs))
-
-
-def files_schema(files: Iterable[str]) -> pa.Schema:
-    """The union (by name) of the Parquet files' schemas, field order of first appearance."""
-    fields: dict[str, pa.Field] = {}
-    for path in files:
-        fs, local = filesystem(path)
-        with fs.open_input_file(local) as stream:
-            schema = pq.read_schema(stream)
-        for f in schema:
-            fields.setdefault(f.name, f)
-    return pa.schema(list(fields.values()))
-
-
-def check_compatible(table_schema: pa.Schema, new: pa.Schema, where: str) -> list[str]:
-    """The columns ``new`` adds; raises :class:`IncompatibleSchema` naming a column whose type changed."""
-    added = []
-    for f in new:
-        idx = table_schema.get_field_index(f.name)
-        if idx < 0:
-            added.append(f.name)
-            continue
-        have = table_schema.field(idx).type
-        if _same_type(have, f.type) or (have, f.type) in _PROMOTIONS or (f.type, have) in _PROMOTIONS:
-            continue
-        raise IncompatibleSchema(f"{where}: column {f.name!r} is {f.type} in the sealed files but {have} in the "
-                                 f"table; nothing was committed")
-    return added
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    if a == b:
-        return True
-    strings = (pa.string(), pa.large_string())
-    binaries = (pa.binary(), pa.large_binary())
-    if (a in strings and b in strings) or (a in binaries and b in binaries):
-        return True
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
-        return bool(a.tz) == bool(b.tz)
-    return False
-
-
-def _registrable(schema: pa.Schema) -> bool:
-    """Whether ``add_files`` can take files of this schema as they are: no Iceberg field ids in them
-    (ours come from the table's name mapping) and no nanosecond timestamps (Spark's INT96)."""
-    for f in schema:
-        if f.metadata and b"PARQUET:field_id" in f.metadata:
-            return False
-        if pa.types.is_timestamp(f.type) and f.type.unit == "ns":
-            return False
-    return True
-
-
-def _readable(files: Iterable[str], target: pa.Schema) -> pa.Table:
-    """The files' rows as one Arrow table in the table's column order (timestamps to microseconds)."""
-    parts = []
-    for path in files:
-        fs, local = filesystem(path)
-        with fs.open_input_file(local) as stream:
-            part = pq.read_table(stream)
-        columns = []
-        for f in target:
-            if f.name in part.column_names:
-                col = part.column(f.name)
-                columns.append(col.cast(f.type) if col.type != f.type else col)
-            else:
-                columns.append(pa.nulls(part.num_rows, f.type))
-        parts.append(pa.table(columns, schema=target))
-    return pa.concat_tables(parts) if parts else target.empty_table()
-
-
-def _arrow_for_iceberg(schema: pa.Schema) -> pa.Schema:
-    fields = []
-    for f in schema:
-        kind = f.type
-        if pa.types.is_timestamp(kind) and kind.unit == "ns":
-            kind = pa.timestamp("us", tz=kind.tz)
-        fields.append(pa.field(f.name, kind, nullable=True))
-    return pa.schema(fields)
-
-
 class Publisher:
     """Publishes ``partition`` of ``ledger``'s pipeline into the Iceberg table ``identifier``.
 
-    :param ledger: the pipeline's ledger (what is sealed is read from it, never written).
+    :param ledger: the pipeline's ledger (what is sealed is read from it; its publish lock is taken).
     :param catalog: a pyiceberg catalog (see :func:`airflow_epochs.tables.catalog.load_catalog`).
     :param identifier: ``namespace.table``; created on the first publish.
     :param partition: the partition it holds (one table holds one partition of one pipeline).
@@ -251,10 +118,12 @@ class Publisher:
     :param on_step: called with each step's name just after it (crash tests).
     :param storage: the pipeline's storage root; when given, the run folders the manifests name must be
         inside it (they must follow the storage layout either way) before a marker is written.
+    :param lock_timeout: seconds to wait for the table's publish lock (:class:`LockTimeout` after).
     """
 
     def __init__(self, ledger: EpochLedger, catalog: Any, identifier: str, partition: str, *, output: str = "data",
-                 on_step: StepHook | None = None, storage: str | None = None) -> None:
+                 on_step: StepHook | None = None, storage: str | None = None,
+                 lock_timeout: float = LOCK_TIMEOUT_S) -> None:
         self.namespace, self.name = check_identifier(identifier)
         validate_name("partition", partition)
         self.identifier = identifier
@@ -264,6 +133,7 @@ class Publisher:
         self.output = output
         self.on_step = on_step or (lambda _step: None)
         self.storage = storage
+        self.lock_timeout = lock_timeout
 
     # -- the table -------------------------------------------------------------------------------
 
@@ -275,17 +145,27 @@ class Publisher:
         except NoSuchTableError:
             return None
 
-    def _create(self, schema: pa.Schema) -> Any:
+    def _reload(self) -> Any:
+        return self.catalog.load_table(self.identifier)
+
+    def _create(self, schema: Any) -> Any:
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 
         with contextlib.suppress(NamespaceAlreadyExistsError):
             self.catalog.create_namespace(self.namespace)
         try:
-            return self.catalog.create_table(self.identifier, schema=_arrow_for_iceberg(schema),
+            return self.catalog.create_table(self.identifier, schema=arrow_for_iceberg(schema),
                                              properties={"epochs.pipeline": self.ledger.pipeline,
-                                                         "epochs.partition": self.partition, RUN_MARKERS: "1"})
-        except TableAlreadyExistsError:  # another publisher created it first
-            return self.catalog.load_table(self.identifier)
+                                                         "epochs.partition": self.partition, RUN_MARKERS: "1",
+                                                         **NO_RETRIES})
+        except TableAlreadyExistsError:  # created by a writer that does not take our lock
+            return without_client_retries(self._reload(), self._reload, f"table {self.identifier}")
+
+    def _checked(self, table: Any) -> Any:
+        """The table after the checks every locked step starts with: ours, whole, no client retries."""
+        h.check_owner(table, self.ledger.pipeline, self.partition)
+        raise_if_broken(table, self.identifier)
+        return without_client_retries(table, self._reload, f"table {self.identifier}")
 
     # -- publishing ------------------------------------------------------------------------------
 
@@ -295,17 +175,24 @@ class Publisher:
 
         :raises PartitionNotSealed: ``through_epoch`` (or an epoch before it) has no current seal;
             the epochs before it were published.
+        :raises RolledBackWhilePublishing: the ledger rolled back an epoch of this publish before its
+            commit; the table was set back to the epoch rolled back to.
+        :raises TableBroken: the table holds an epoch twice (or another damage); nothing was written.
+        :raises LockTimeout: another publisher of the table held its lock for ``lock_timeout`` seconds.
         """
         validate_epoch(through_epoch)
+        with publish_lock(self.ledger, self.catalog, self.identifier, timeout=self.lock_timeout):
+            return self._publish_locked(through_epoch)
+
+    def _publish_locked(self, through_epoch: int) -> PublishOutcome:
         table = self.load()
         rolled_back = None
         if table is not None:
-            h.check_owner(table, self.ledger.pipeline, self.partition)
+            table = self._checked(table)
             if table.properties.get(RUN_MARKERS) != "1":
-                self.mark_earlier_runs(table)
-                table = self.load()  # the property's commit made a new metadata version
-        if table is not None:
-            rolled_back = self.mirror_rollback(table)
+                self._mark_earlier_runs(table)
+                table = self._reload()  # the property's commit made a new metadata version
+            rolled_back = self._mirror_rollback(table)
             table = self.load()
         newest = None if table is None else h.last_published_epoch(table)
         start = self._first_epoch() if newest is None else newest + 1
@@ -319,25 +206,39 @@ class Publisher:
             if found is None:  # defensive: a live epoch that is not this seal is mirrored away above
                 raise PublishRefused(f"table {self.identifier}: epoch {through_epoch} is live but from another seal")
             already.append(found)
-        for epoch in range(start, through_epoch + 1):
-            record, made, mode = self.publish_epoch(epoch)
-            (published if made else already).append(record)
-            if made:
-                modes[epoch] = mode
+        try:
+            for epoch in range(start, through_epoch + 1):
+                record, made, mode = self._publish_epoch(epoch)
+                (published if made else already).append(record)
+                if made:
+                    modes[epoch] = mode
+        finally:
+            self._fence(published)
         table = self.load()
         return PublishOutcome(self.identifier, self.partition, tuple(published), tuple(already), rolled_back,
                               "" if table is None else str(table.metadata_location), modes)
 
-    def publish_epoch(self, epoch: int) -> tuple[h.PublishedSnapshot, bool, str]:
-        """Publish the current seal of ``epoch`` (the previous epoch must be the table's newest).
+    def _fence(self, published: list[h.PublishedSnapshot]) -> None:
+        """After the commits, still under the lock: an epoch committed here whose seal a rollback took
+        away between our check and our commit is undone now, before anyone is told it was published."""
+        stale = [r.epoch for r in published if not still_sealed(self.ledger, self.partition, r)]
+        if not stale:
+            return
+        table = self._reload()
+        undone = self._mirror_rollback(table)
+        raise RolledBackWhilePublishing(
+            f"table {self.identifier}: epoch(s) {stale} of {self.partition!r} were rolled back in the ledger while "
+            f"this publish committed them; the table was set back to epoch "
+            f"{None if undone is None else undone.epoch} (snapshot {None if undone is None else undone.snapshot_id})")
 
-        Returns the snapshot record, whether this call made it, and how (``add_files`` or ``write``).
-        """
+    def _publish_epoch(self, epoch: int) -> tuple[h.PublishedSnapshot, bool, str]:
+        """Publish the current seal of ``epoch`` (the previous epoch must be the table's newest); under
+        the lock. Returns the snapshot record, whether this call made it (or found it made by a writer
+        that beat our commit), and how (``add_files`` or ``write``)."""
         seal = seal_to_publish(self.ledger, self.partition, epoch, output=self.output, storage=self.storage)
         where = f"table {self.identifier}, epoch {epoch}"
+        refused = commit_failed()
         for _ in range(COMMIT_RETRIES):
-            from pyiceberg.exceptions import CommitFailedException
-
             table = self.load()
             if table is not None:
                 found = self._find(table, seal)
@@ -348,41 +249,21 @@ class Publisher:
                 if newest is not None and newest != epoch - 1:
                     raise PublishRefused(f"{where}: the table's newest epoch is {newest}; epochs are published in "
                                          f"order, so {epoch} waits for {epoch - 1}")
-            schema = files_schema(seal.files) if seal.files else None
-            if table is None and schema is None:
-                raise PublishRefused(f"{where}: the first epoch to publish has no files to take a schema from")
-            if table is None:
-                assert schema is not None
-                table = self._create(schema)
-            mode = "add_files"
-            if schema is not None:
-                current = table.schema().as_arrow()
-                added = check_compatible(current, schema, where)
-                mode = "add_files" if _registrable(schema) else "write"
-                self.on_step("planned")
-                if added:
-                    # Its own catalog commit, but no snapshot: a repeat finds the columns there.
-                    with table.update_schema() as update:
-                        update.union_by_name(_arrow_for_iceberg(schema))
-                    log.info("%s: the table gains column(s) %s", where, added)
-                    table = self.load()
-                self.on_step("schema")
-            else:
-                self.on_step("planned")
-                self.on_step("schema")
-            properties = self._properties(seal, mode)
-            assert table is not None  # loaded or created above
-            if mode == "add_files":  # the snapshot will name these runs' files: keep them past a rollback
-                for run in seal.runs:
-                    mark_published(run, {"table": self.identifier, "epoch": seal.epoch, "attempt": seal.attempt,
-                                         "generation": seal.generation})
             try:
-                if mode == "add_files":
-                    table.add_files(list(seal.files), snapshot_properties=properties, check_duplicate_files=True)
-                else:
-                    rows = _readable(seal.files, table.schema().as_arrow())
-                    table.append(rows, snapshot_properties=properties)
-            except CommitFailedException as exc:
+                table, mode = self._prepare(table, seal, where)
+                self._commit(table, seal, mode)
+            except (refused, ValueError) as exc:
+                # ValueError: add_files saw the files registered already (a writer got in after our look)
+                if isinstance(exc, ValueError) and "already referenced" not in str(exc):
+                    raise
+                # Another writer got in (our lock's session may have expired under us): nothing of ours
+                # landed. If the winner committed this very seal, that is our answer.
+                winner = self.load()
+                found = None if winner is None else self._find(winner, seal)
+                if winner is not None and found is not None:
+                    log.info("%s: the catalog refused our commit; snapshot %s of another publisher has this seal",
+                             where, found.snapshot_id)
+                    return found, True, h.summary_properties(winner.snapshot_by_id(found.snapshot_id)).get(h.MODE, "")
                 log.info("%s: the catalog refused the commit (%s); looking again", where, exc)
                 continue
             self.on_step("committed")
@@ -395,7 +276,49 @@ class Publisher:
             return found, True, mode
         raise PublishRefused(f"{where}: the catalog refused {COMMIT_RETRIES} commits in a row; try again")
 
-    def mirror_rollback(self, table: Any) -> h.PublishedSnapshot | None:
+    def _prepare(self, table: Any | None, seal: SealToPublish, where: str) -> tuple[Any, str]:
+        """The table (created, its schema evolved) ready for ``seal``'s commit, and the commit's mode."""
+        schema = files_schema(seal.files) if seal.files else None
+        if table is None and schema is None:
+            raise PublishRefused(f"{where}: the first epoch to publish has no files to take a schema from")
+        if table is None:
+            assert schema is not None
+            table = self._create(schema)
+        mode = "add_files"
+        if schema is not None:
+            added = check_compatible(table.schema().as_arrow(), schema, where)
+            mode = "add_files" if registrable(schema) else "write"
+            self.on_step("planned")
+            if added:
+                # Its own catalog commit, but no snapshot: a repeat finds the columns there.
+                with table.update_schema() as update:
+                    update.union_by_name(arrow_for_iceberg(schema))
+                log.info("%s: the table gains column(s) %s", where, added)
+                table = self._reload()
+            self.on_step("schema")
+        else:
+            self.on_step("planned")
+            self.on_step("schema")
+        return table, mode
+
+    def _commit(self, table: Any, seal: SealToPublish, mode: str) -> None:
+        properties = self._properties(seal, mode)
+        if mode == "add_files":  # the snapshot will name these runs' files: keep them past a rollback
+            for run in seal.runs:
+                mark_published(run, {"table": self.identifier, "epoch": seal.epoch, "attempt": seal.attempt,
+                                     "generation": seal.generation})
+            table.add_files(list(seal.files), snapshot_properties=properties, check_duplicate_files=True)
+        else:
+            table.append(readable(seal.files, table.schema().as_arrow()), snapshot_properties=properties)
+
+    def mirror_rollback(self) -> h.PublishedSnapshot | None:
+        """Mirror a ledger rollback into the table now, under its publish lock (a publish does this
+        first anyway); None if there is no table or nothing to do."""
+        with publish_lock(self.ledger, self.catalog, self.identifier, timeout=self.lock_timeout):
+            table = self.load()
+            return None if table is None else self._mirror_rollback(self._checked(table))
+
+    def _mirror_rollback(self, table: Any) -> h.PublishedSnapshot | None:
         """Remove, in one snapshot, the live epochs whose seal is no longer current (the ledger rolled
         them back), so the table is as it was at the epoch rolled back to. None if nothing to do."""
         live = h.live_epochs(table)
@@ -421,7 +344,7 @@ class Publisher:
                  self.identifier, to_epoch, removed, len(files), None if record is None else record.snapshot_id)
         return record
 
-    def mark_earlier_runs(self, table: Any) -> list[str]:
+    def _mark_earlier_runs(self, table: Any) -> list[str]:
         """Mark the run folders named by the table's snapshots published before the marker existed
         (garbage collection would take them), once per table; returns the folders marked now."""
         if table.properties.get(RUN_MARKERS) == "1":
@@ -514,6 +437,4 @@ def publish_sealed(ledger: EpochLedger, catalog: Any, identifier: str, partition
 
 def mirror_rollback(ledger: EpochLedger, catalog: Any, identifier: str, partition: str) -> h.PublishedSnapshot | None:
     """Mirror a ledger rollback into the table now (a publish does this first anyway)."""
-    publisher = Publisher(ledger, catalog, identifier, partition)
-    table = publisher.load()
-    return None if table is None else publisher.mirror_rollback(table)
+    return Publisher(ledger, catalog, identifier, partition).mirror_rollback()

@@ -7,6 +7,10 @@ not under ``base``: another pytest session of the machine resets pytest's base f
 this server runs, and the ``postgres`` user could then no longer reach its files. The logs stay in
 ``base``.
 
+PostgreSQL opens no TCP port: it listens only on a Unix socket in its own folder (0700, the server's
+account), and asks for a password generated for the stack (SCRAM), kept beside a template as a 0600
+file so that copies of the template open with it. No other local user reaches it.
+
 Every process of one stack gets the same Fernet key, JWT secret and API secret key, made for this stack
 (``airflow_secrets``): left unset, each Airflow process makes up its own, and a trigger runner on
 another key than the process that stored a trigger cannot read its kwargs.
@@ -20,6 +24,7 @@ import contextlib
 import glob
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -69,6 +74,9 @@ class AirflowStack:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.spawned_at: dict[str, float] = {}  # the latest start of each component (wall clock)
         self.pg_folder: Path | None = None  # made by start_postgres(), removed by stop()
+        # a template's server asks for the password it was made with (kept beside it, 0600)
+        self.pg_password = (template_password(template).read_text().strip() if template is not None
+                            else secrets.token_urlsafe(24))
         self.home = base / "airflow"
         self.dags = self.home / "dags"
 
@@ -90,23 +98,30 @@ class AirflowStack:
             # -a keeps the postgres user's ownership and the folder's 0700 mode, which the server checks.
             subprocess.run(["cp", "-a", str(self.template), str(data)], check=True, capture_output=True, timeout=120)
         sock = self.pg_folder / "pgsock"
-        sock.mkdir()
+        sock.mkdir(mode=0o700)  # its Unix socket is the only way in: the server's account alone
         if os.geteuid() == 0:
             shutil.chown(data, "postgres", "postgres")
             shutil.chown(sock, "postgres", "postgres")
             # mkdtemp's folder is 0700: let postgres traverse it (only traverse: it lists nothing here)
             os.chmod(self.pg_folder, 0o711)
         if self.template is None:
-            initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]
+            pwfile = self.pg_folder / "pwfile"
+            pwfile.write_text(self.pg_password + "\n")
+            if os.geteuid() == 0:
+                shutil.chown(pwfile, "postgres", "postgres")
+            initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "scram-sha-256", "-U", "postgres",
+                      "--pwfile", str(pwfile)]
             subprocess.run(self._as_postgres(initdb), check=True, capture_output=True, timeout=120)
+            pwfile.unlink()
         log = open(self.base / "postgres.log", "ab")  # noqa: SIM115 - kept open with the process
-        self.procs["postgres"] = subprocess.Popen(
-            self._as_postgres([str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(self.pg_port),
-                               "-k", str(sock), "-c", "max_connections=200", "-c", "fsync=off"]),
+        self.procs["postgres"] = subprocess.Popen(  # -h '': no TCP at all; the socket folder is 0700
+            self._as_postgres([str(bindir / "postgres"), "-D", str(data), "-h", "", "-p", str(self.pg_port),
+                               "-k", str(sock), "-c", "unix_socket_permissions=0700", "-c", "max_connections=200",
+                               "-c", "fsync=off"]),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
         while True:
-            ready = subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.pg_port)],
+            ready = subprocess.run([str(bindir / "pg_isready"), "-h", str(sock), "-p", str(self.pg_port)],
                                    capture_output=True)
             if ready.returncode == 0:
                 break
@@ -114,8 +129,16 @@ class AirflowStack:
                 raise RuntimeError((self.base / "postgres.log").read_text()[-2000:])
             time.sleep(0.3)
         if self.template is None:
-            subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres",
-                            "airflow"], check=True, capture_output=True, timeout=60)
+            subprocess.run([str(bindir / "createdb"), "-h", str(sock), "-p", str(self.pg_port), "-U", "postgres",
+                            "airflow"], check=True, capture_output=True, timeout=60,
+                           env={**os.environ, "PGPASSWORD": self.pg_password})
+
+    @property
+    def pg_socket(self) -> Path:
+        """The folder of the server's Unix socket (its only way in)."""
+        if self.pg_folder is None:
+            raise RuntimeError("PostgreSQL has not been started")
+        return self.pg_folder / "pgsock"
 
     @property
     def pg_data(self) -> Path:
@@ -136,8 +159,8 @@ class AirflowStack:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "8",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
-                f"postgresql+psycopg2://postgres@127.0.0.1:{self.pg_port}/airflow",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":  # the Unix socket only (the server opens no TCP port)
+                f"postgresql+psycopg2://postgres:{self.pg_password}@/airflow?host={self.pg_socket}&port={self.pg_port}",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.api_port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.api_port}/execution/",
@@ -145,7 +168,7 @@ class AirflowStack:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not served (see spawn)
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             **self.secrets,
@@ -200,6 +223,10 @@ class AirflowStack:
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """Start ``airflow <argv>`` as component ``name`` (e.g. a second triggerer), logging to ``<name>.log``."""
+        if argv[:1] in (["scheduler"], ["triggerer"]) and "--skip-serve-logs" not in argv:
+            # Airflow's log servers bind every interface (no setting moves them); on one machine the API
+            # server reads the log files directly, so none is started.
+            argv = [*argv, "--skip-serve-logs"]
         log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
         self.spawned_at[name] = time.time()
         self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
@@ -269,7 +296,8 @@ class AirflowStack:
         """Rows from the metadata database (for what the CLI does not print, e.g. partition keys)."""
         import psycopg2
 
-        with psycopg2.connect(host="127.0.0.1", port=self.pg_port, user="postgres", dbname="airflow") as conn, \
+        with psycopg2.connect(host=str(self.pg_socket), port=self.pg_port, user="postgres", dbname="airflow",
+                              password=self.pg_password) as conn, \
                 conn.cursor() as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
@@ -314,6 +342,14 @@ def migrated_template(base: Path) -> Path:
         # kept in base (a stopped server's files are only copied, as root, so base's mode does not matter)
         subprocess.run(["cp", "-a", str(builder.pg_data), str(base / "pgdata")], check=True, capture_output=True,
                        timeout=120)
+        fd = os.open(template_password(base / "pgdata"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(builder.pg_password + "\n")
     finally:
         builder.stop()
     return base / "pgdata"
+
+
+def template_password(template: Path) -> Path:
+    """The 0600 file beside a template data folder holding its server's password."""
+    return template.parent / f"{template.name}.password"

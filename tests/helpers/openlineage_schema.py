@@ -1,11 +1,14 @@
-"""Validating OpenLineage events with ``jsonschema``.
+"""Validating OpenLineage events with ``jsonschema`` against OpenLineage's **published** JSON schemas.
 
-The event itself against the run event of ``openlineage_event_schema`` (our schema of the 2-0-2 spec and
-its standard facets; no installed package ships the spec's own files), then every facet against the schema
-its ``_schemaURL`` names: a facet kind of the core spec (the Airflow provider's own run facets name
-``#/$defs/RunFacet``), a standard facet that schema describes, the JSON files the installed Airflow
-provider and openlineage-integration-common ship, or our ``airflowEpochs`` facet (the schema our package
-ships). A facet whose schema is none of these is an error: nothing goes unchecked.
+The files under ``openlineage_spec/`` are copied unchanged from the OpenLineage repository (``spec/
+OpenLineage.json`` and ``spec/facets/*.json``, Apache-2.0, its ``LICENSE`` beside them; see
+``openlineage_spec/SOURCE``). The event is validated against the spec's ``RunEvent``, then every facet
+against the schema its ``_schemaURL`` names, every ``$ref`` resolved locally (nothing is downloaded): a
+facet kind of the core spec (the Airflow provider's own run facets name ``#/$defs/RunFacet``), a standard
+facet by its file in ``openlineage_spec/facets`` (the file of the published version we vendored: the
+version in the URL may be older), the JSON files the installed Airflow provider and
+openlineage-integration-common ship, or our ``airflowEpochs`` facet (the schema our package ships). A
+facet whose schema is none of these is an error: nothing goes unchecked.
 """
 
 from __future__ import annotations
@@ -16,14 +19,35 @@ from collections.abc import Iterator
 from datetime import datetime
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
-from openlineage_event_schema import CORE_FACETS, SPEC_ID, STANDARD_FACET_FILES, STANDARD_FACETS_BASE, event_schema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from airflow_epochs.lineage.facets import SCHEMA_URL, run_facet_schema
+
+SPEC_DIR = Path(__file__).resolve().parent / "openlineage_spec"
+STANDARD_FACETS_BASE = "https://openlineage.io/spec/facets/"
+CORE_FACETS = ("BaseFacet", "RunFacet", "JobFacet", "DatasetFacet", "InputDatasetFacet", "OutputDatasetFacet")
+
+
+@cache
+def event_schema() -> dict[str, Any]:
+    """The published spec (``OpenLineage.json``, 2-0-2)."""
+    schema: dict[str, Any] = json.loads((SPEC_DIR / "OpenLineage.json").read_text())
+    return schema
+
+
+SPEC_ID = str(event_schema()["$id"])
+
+
+@cache
+def standard_facets() -> dict[str, dict[str, Any]]:
+    """File name -> the published schema of each standard facet."""
+    return {path.name: json.loads(path.read_text()) for path in sorted((SPEC_DIR / "facets").glob("*.json"))}
+
 
 # ``jsonschema`` checks ``date-time`` and ``uri`` only with optional packages we do not install, and would
 # otherwise let any string pass: these two checkers make the spec's formats count.
@@ -76,6 +100,8 @@ def _resource(schema: dict[str, Any]) -> Resource:
 @cache
 def registry() -> Registry:
     resources_ = [(SPEC_ID, _resource(event_schema()))]
+    for schema in standard_facets().values():
+        resources_.append((schema["$id"], _resource(schema)))
     for name, schema in schemas_by_file().items():
         resources_.append((schema.get("$id") or f"urn:file:{name}", _resource(schema)))
     ours = run_facet_schema()
@@ -110,11 +136,14 @@ def facet_schema(schema_url: str) -> dict[str, Any]:
         if fragment.removeprefix("/$defs/") not in CORE_FACETS:
             raise jsonschema.ValidationError(f"no facet of the core spec at {schema_url!r}")
         return {"$ref": schema_url}
-    if base.startswith(STANDARD_FACETS_BASE) and file in STANDARD_FACET_FILES:
+    if base.startswith(STANDARD_FACETS_BASE):
+        standard = standard_facets().get(file)
+        if standard is None:
+            raise jsonschema.ValidationError(f"no published schema for facet schema URL {schema_url!r}")
         definition = fragment.removeprefix("/$defs/") if fragment else file.removesuffix(".json")
-        if definition not in STANDARD_FACET_FILES[file]:
-            raise jsonschema.ValidationError(f"no known schema for facet schema URL {schema_url!r}")
-        return {"$ref": f"{SPEC_ID}#/$defs/{definition}"}
+        if definition not in standard.get("$defs", {}):
+            raise jsonschema.ValidationError(f"no definition {definition!r} in {file} for {schema_url!r}")
+        return {"$ref": f"{standard['$id']}#/$defs/{definition}"}
     schema = schemas_by_file().get(file)
     if schema is None:
         raise jsonschema.ValidationError(f"no known schema for facet schema URL {schema_url!r}")

@@ -7,8 +7,9 @@ Both are source text, run by the intruder with the system's ``python3``: ``pytho
 
 from __future__ import annotations
 
-# Usage: CLIENT HOST PORT tls|plain SCHEME:CREDENTIAL|- OP:PATH[:SIZE] ...; prints one JSON object,
-# each op -> the server's error code (0 = done), "closed" (the server hung up) or "refused".
+# Usage: CLIENT HOST PORT tls|tls:CERT:KEY|plain SCHEME:CREDENTIAL|- OP:PATH[:SIZE] ...; prints one JSON
+# object, each op -> the server's error code (0 = done), "closed" (the server hung up) or "refused";
+# "connection": "refused: ..." when no session was had at all. tls:CERT:KEY shows that client certificate.
 CLIENT = r'''
 import json, socket, ssl, struct, sys
 
@@ -44,10 +45,12 @@ def read_frame(sock):
 results = {}
 try:
     raw = socket.create_connection((host, port), timeout=10)
-    if mode == "tls":
+    if mode.startswith("tls"):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+        if mode.count(":") == 2:
+            context.load_cert_chain(*mode.split(":")[1:])
         raw = context.wrap_socket(raw)
     sock = raw
     sock.sendall(frame(struct.pack(">iqiq", 0, 0, 10000, 0) + buffer(b"\0" * 16) + b"\0"))

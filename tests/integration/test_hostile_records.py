@@ -60,6 +60,40 @@ def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot
         ledger.frontier()
 
 
+@pytest.mark.parametrize("until", ["1e300", "NaN", "Infinity", "-1", "1" + "0" * 5000])
+def test_a_forged_lease_number_is_a_corrupt_record_in_status_and_on_the_page(zk, zk_server, zk_chroot, capsys,
+                                                                           until):
+    """Issue 35: a lease "until" of 1e300 or NaN gave a traceback in ``status`` and a 500 on the Epochs page.
+    A number no record holds is refused as a record: one line in the CLI, a 422 naming it on the page."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from airflow_epochs.ui.app import create_app
+    from airflow_epochs.ui.dags import DagPipelines
+
+    ledger = build_probe(zk)  # led by its deployment: a lease to forge
+    raw = zk.get(ledger.paths.leader)[0].decode()
+    forged = raw.replace(f'"until":{json.loads(raw)["until"]}', f'"until":{until}')
+    assert forged != raw
+    zk.set(ledger.paths.leader, forged.encode())
+    _one_line(capsys, ["status", PROBE, "--hosts", zk_server.hosts + zk_chroot], "/leader: ")
+
+    class Index:
+        def of(self, dag_ids):
+            return {"d": DagPipelines("d", frozenset({PROBE}), frozenset({"epoch.open"}))}
+
+        def epoch_of_run(self, dag_id, run_id):
+            return None
+
+    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"d"},
+                     dag_index=Index())  # type: ignore[arg-type]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        app.dependency_overrides[get_user] = lambda: "alice"
+        answer = client.get(f"/api/pipelines/{PROBE}")  # the page's overview shows the lease
+        assert answer.status_code == 422 and "/leader: " in answer.json()["detail"], answer.text
+        assert client.get(f"/api/pipelines/{PROBE}/epochs").status_code == 200  # the grid does not need it
+
+
 def test_a_forged_attempt_token_does_not_drive_a_loop(zk):
     ledger = EpochLedger(zk, "forged", owner="w")
     ledger.create_pipeline(PipelineConfig({"p": ("a", "b")}))

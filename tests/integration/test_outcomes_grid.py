@@ -405,3 +405,71 @@ def test_every_lost_answer_against_every_interleaved_call(zk_server, admin, prox
     assert points >= 1, f"{family.name}: no committed write to lose"
     for skip in range(points):
         run_case(zk_server, admin, proxy, family, interleave, skip)
+
+
+# -- a race inside one call: a rollback between the reads of close_epoch's "already sealed" path -------
+
+
+def test_close_of_an_epoch_its_attempt_sealed_racing_a_rollback_answers_from_one_read(zk_server, admin):
+    """A's attempt sealed epoch 2 (a ``vote_many`` ballot); A then closes it as a new request while B
+    rolls the epoch back, landing right after A's close read the epoch record (after the request id's
+    look-up, which finds nothing: a rollback before it is refused truthfully, "no longer current"). The answer is the
+    sealed epoch (what A read) or the same marked ``overtaken=rolled_back``, never a ``rolled_back``
+    epoch that says nothing of being overtaken (what a second read of the record gave)."""
+    from airflow_epochs.coordination import Ballot
+
+    chroot = f"/grid/close-race-{uuid.uuid4().hex[:6]}"
+    admin.ensure_path(chroot)
+    clients = [KazooClient(hosts=zk_server.hosts + chroot) for _ in range(2)]
+    for client in clients:
+        client.start(timeout=15)
+    try:
+        a, b = EpochLedger(clients[0], P, owner="A"), EpochLedger(clients[1], P, owner="B")
+        a.create_pipeline(CONFIG)
+        seal(a, 1)
+        attempt = a.open_epoch(2)
+        assert all(not isinstance(r, BaseException) for r in
+                   a.vote_many(attempt, [Ballot(partition, producer) for partition, producer in VOTES]))
+        assert a.epoch_info(2).state == "sealed"
+        epoch_path = a.paths.epoch(2)  # kazoo's calls take paths inside the chroot
+        original = clients[0].get_async
+        rolled: list[Any] = []
+        reads: list[str] = []
+
+        class AfterRead:
+            """The read's result; B's rollback runs as soon as A has it (once)."""
+
+            def __init__(self, pending: Any) -> None:
+                self.pending = pending
+
+            def get(self, timeout: float | None = None) -> Any:
+                value = self.pending.get(timeout=timeout)
+                if not rolled:
+                    rolled.append(b.rollback(1, reason="B rolls epoch 2 back mid-close"))
+                return value
+
+        def get_async(path: str, watch: Any = None) -> Any:
+            pending = original(path, watch=watch)
+            if path != epoch_path or rolled:
+                return pending
+            reads.append(path)
+            # the first read is the request id's look-up (nothing found), the second the close's own
+            return AfterRead(pending) if len(reads) == 2 else pending
+
+        clients[0].get_async = get_async  # type: ignore[method-assign]
+        try:
+            got = outcome(lambda: a.close_epoch(attempt, request_id="a-new-close"))
+        finally:
+            clients[0].get_async = original  # type: ignore[method-assign]
+        assert rolled == [[2]], "the rollback did not land inside the close"
+        assert b.epoch_info(2).state == "rolled_back"
+        assert not isinstance(got, BaseException), got
+        assert (got.epoch, got.attempt, got.generation) == (2, attempt.token, attempt.generation)
+        if got.overtaken is None:
+            assert got.state == "sealed", got  # what A read: the epoch its attempt sealed
+        else:
+            assert got.overtaken == "rolled_back", got
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()

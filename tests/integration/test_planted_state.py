@@ -125,6 +125,22 @@ def test_a_symlinked_state_folder_is_refused_and_its_target_untouched(tmp_path, 
     assert list(target.iterdir()) == []
 
 
+def test_a_state_folder_under_another_users_grandparent_is_refused(intruder, shared):
+    """Issue 35: only the state folder's direct parent was checked; a grandparent another user owns can
+    move the branch away and put its own in place. Every ancestor up to / is checked, before anything
+    is created."""
+    intruder.run(["mkdir", "-m", "0755", str(shared / "theirs")])
+    os.mkdir(shared / "theirs" / "ours", 0o755)  # ours (root's), 0755: the direct parent passes alone
+    home = shared / "theirs" / "ours" / "state"
+    with pytest.raises(UnsafeState, match=rf"theirs'.*owned by another user.*{intruder.name}"):
+        private_dir(home)
+    with pytest.raises(UnsafeState, match="owned by another user"):
+        private_dir(shared / "theirs" / "ours" / "new" / "deeper" / "state")
+    assert sorted(p.name for p in (shared / "theirs" / "ours").iterdir()) == []  # nothing was created
+    _one_line_refusal(_cli(home, "zookeeper", "start"), "owned by another user", intruder.name)
+    assert not home.exists()
+
+
 def _victim_group() -> subprocess.Popen[bytes]:
     """A root process group (a shell leading it and a sleep in it), with no nonce of ours."""
     return subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)

@@ -106,6 +106,8 @@ def test_the_cli_and_the_demo_keep_credentials_and_ca_in_the_same_files(tmp_path
         assert state is not None and "credentials" not in state
         assert state["ca"] == str(folder / "tls" / "ca.pem")
         settings = client_settings(base, state)
+        assert (settings.certfile, settings.keyfile) == (str(folder / "tls" / "client-cert.pem"),
+                                                         str(folder / "tls" / "client-key.pem"))
         assert (settings.login, settings.password) == (credentials["user"], credentials["password"])
         assert not (base / "zookeeper-tls").exists()
     finally:
@@ -130,7 +132,11 @@ def test_tls_by_default_opens_no_plaintext_port(tmp_path):
         assert state is not None and state["port"] == state["secure_port"]
         assert _listening_ports(state["pid"]) == {state["secure_port"]}
         assert four_letter_word(state["port"]) == ""  # plaintext on the TLS port: no answer
-        assert "Mode: standalone" in four_letter_word(state["port"], ca=state["ca"], timeout=5)
+        # mutual TLS: without our client certificate the server answers nothing, with it it does
+        assert four_letter_word(state["port"], ca=state["ca"], timeout=5) == ""
+        assert state["certfile"] == str(base / "zookeeper" / "tls" / "client-cert.pem")
+        assert "Mode: standalone" in four_letter_word(state["port"], ca=state["ca"], certfile=state["certfile"],
+                                                      keyfile=state["keyfile"], timeout=5)
         status = _cli(base, "zookeeper", "status")
         assert status.returncode == 0 and "mode standalone" in status.stdout, status
     finally:

@@ -79,14 +79,15 @@ def test_every_port_of_the_server_is_authenticated_and_on_loopback(spark_connect
     folder = spark_connect_state / "spark-connect"
     properties = folder / "spark-auth.properties"
     assert os.stat(properties).st_mode & 0o777 == 0o600
-    secret = properties.read_text().split("spark.authenticate.secret=", 1)[1].strip()
-    assert len(secret) == 64
+    # A local master generates its secret in the driver's memory: none is configured, so none can reach
+    # the log (Spark writes the whole SparkConf there with a slow listener's event on a busy machine).
+    assert "spark.authenticate.secret" not in properties.read_text()
     state = json.loads((spark_connect_state / "spark-connect.json").read_text())
     group = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid(p) == state["pid"]]
     cmdlines = b" ".join(Path(f"/proc/{pid}/cmdline").read_bytes() for pid in group)
-    assert b"spark.authenticate=true" in cmdlines and secret.encode() not in cmdlines
+    assert b"spark.authenticate=true" in cmdlines and b"spark.authenticate.secret" not in cmdlines
     log = (folder / "spark-connect.log").read_text(errors="replace")
-    assert "authentication enabled" in log and secret not in log
+    assert "authentication enabled" in log and "spark.authenticate.secret" not in log
     ports = listening_addresses(group)
     assert len(ports) >= 3, ports  # gRPC, the driver's RPC and its block manager
     loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # v4, v6, v4-mapped

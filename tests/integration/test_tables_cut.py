@@ -122,7 +122,7 @@ def test_a_table_whose_partition_has_no_seal_at_the_epoch_is_refused(zk, spark, 
     """Rolled back to 1, the pipeline drops ``weekly`` from epoch 2 on and seals 2 again with ``daily``
     only: epoch 2 is sealed, but ``weekly`` has no seal at 2, so the weekly table's snapshot of 2 (the
     rolled-back one, not mirrored yet) is not part of any cut, as the publisher would also say."""
-    from airflow_epochs.tables.publish import still_sealed
+    from airflow_epochs.tables.seal_files import still_sealed
 
     catalog = load_catalog(pg_catalog(pg, tmp_path / "warehouse"))
     ledger = EpochLedger(zk, "cutdrop", owner="tests")

@@ -4,6 +4,7 @@ word-count examples, and ``airflow-epochs analyze`` run for real."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -123,7 +124,8 @@ def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag
 
     monkeypatch.setenv("AIRFLOW_EPOCHS_DATA", str(tmp_path / "data"))
 
-    tweets = tmp_path / "tweets-1.txt"
+    tweets = tmp_path / "data" / "tweets" / "tweets-1.txt"
+    tweets.parent.mkdir(parents=True)
     tweets.write_text("The cat sat\nthe dog sat\n")
     ledger = EpochLedger(zk, "tweets", owner="producer")
     ledger.create_pipeline(PipelineConfig({"tweets": ("landing",)}))
@@ -145,6 +147,39 @@ def test_sealed_word_count_runs_after_the_seal_and_counts_the_whole_epoch(dagbag
     committed = tmp_path / "data" / "word_counts" / "epoch=1.json"
     assert json.loads(committed.read_text()) == {"the": 2, "cat": 1, "dog": 1, "sat": 2}
     assert not (tmp_path / "chosen").exists()
+
+
+@pytest.mark.integration
+def test_word_count_reads_nothing_outside_its_data_root_whatever_a_manifest_names(dagbag, zk_connection, zk,
+                                                                                 tmp_path, monkeypatch):
+    """Issue 35, item 9: a sealed manifest naming a root-only file had its words end in a 0644 output.
+    Forged seals name such a file directly, by a climb, and through a link another local user planted
+    in a shared landing folder: each run fails naming the path, and commits nothing."""
+    from intruder import second_user, shared_folder
+
+    from airflow_epochs.coordination import EpochLedger, PipelineConfig
+
+    secret = tmp_path / "root-only.txt"
+    secret.write_text("hunter2 swordfish\n")
+    secret.chmod(0o600)
+    ledger = EpochLedger(zk, "tweets", owner="producer")
+    ledger.create_pipeline(PipelineConfig({"tweets": ("landing",)}))
+    with second_user() as intruder, shared_folder() as shared:
+        data = shared / "data"
+        monkeypatch.setenv("AIRFLOW_EPOCHS_DATA", str(data))
+        landing = data / "tweets"
+        landing.mkdir(parents=True)
+        os.chmod(landing, 0o1777)  # a shared landing folder, sticky like /tmp
+        intruder.run(["ln", "-s", str(secret), str(landing / "planted.txt")])
+        forged = {1: str(secret), 2: f"{landing}/../../root-only.txt", 3: str(landing / "planted.txt")}
+        for epoch, path in forged.items():
+            ledger.vote(ledger.open_epoch(epoch), "tweets", "landing", {"path": path})
+            run = dagbag.get_dag("example_word_count").test(run_conf={"epoch": epoch})
+            assert "failed" in str(run.state), (epoch, path)
+            states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+            assert "success" in states["sealed_tweets"] and "failed" in states["split"], states
+            assert not (data / "word_counts" / f"epoch={epoch}.json").exists()
+    assert secret.read_text() == "hunter2 swordfish\n"
 
 
 @pytest.mark.integration

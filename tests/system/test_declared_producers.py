@@ -19,8 +19,8 @@ import pytest
 from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput
-from airflow_epochs.coordination.recipes.backpressure import acknowledge, register_consumer
 from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer
 from airflow_epochs.coordination.wire.declared import (
     Match,
 )

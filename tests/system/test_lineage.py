@@ -1,8 +1,8 @@
 """OpenLineage events of a real DAG run (``airflow dags test`` with the OpenLineage provider's file
 transport): the Spark epoch task's output is the published Iceberg table with the epoch as a partition
 subset, its run carries our ``airflowEpochs`` facet, which names the producers' runs; every event is
-validated with ``jsonschema`` against our schema of the OpenLineage 2-0-2 run event
-(``openlineage_event_schema``) and each facet against its own schema (ours: the one the package ships)."""
+validated with ``jsonschema`` against OpenLineage's published schemas (vendored in ``openlineage_spec``)
+and each facet against its own schema (ours: the one the package ships)."""
 
 from __future__ import annotations
 
@@ -101,3 +101,57 @@ def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagba
         assert completes[("publish", epoch)][1]["snapshotId"] == facet["snapshotId"]
         # ...and its facet links the same producer run: the picture does not depend on who reports it.
         assert completes[("publish", epoch)][1]["producerRuns"] == facet["producerRuns"]
+
+
+READER = JOB.parent / "sealed_reader.py"
+
+
+def test_a_partition_is_one_dataset_whichever_task_names_it(dagbag, airflow_home, zk_connection, zk, tmp_path):
+    """``totals`` sealed and published by its producer, read by ``report`` (``sealed_inputs``), published
+    again by a PublishSealedOperator: the producer's output, the reader's input and the publish task's
+    input and output are one dataset (namespace and name), and every event is valid against
+    OpenLineage's published schemas."""
+    assert "lineage_connected" in dagbag.dags
+    inputs = write_inputs(tmp_path / "in", 1)
+    events_file = tmp_path / "openlineage.jsonl"
+    catalog_extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"),
+                     "warehouse": (tmp_path / "warehouse").as_uri(), "name": "lineage_test"}
+    env = {
+        **os.environ, **private_airflow_db(airflow_home, tmp_path / "home"),
+        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_ICEBERG_TEST": json.dumps({"conn_type": "iceberg", "extra": catalog_extra}),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
+                                                       "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "epochs-tests",
+        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
+    }
+    storage = tmp_path / "out"
+    conf = {"epoch": 1, "job": str(JOB), "reader": str(READER), "storage": str(storage),
+            "inputs": str(Path(inputs[1]).parent)}
+    done = subprocess.run([str(Path(sys.executable).parent / "airflow"), "dags", "test", "lineage_connected", "-c",
+                           json.dumps(conf)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    for event in events:
+        validate_event(event)
+    completes = {event["job"]["name"].rsplit(".", 1)[-1]: event for event in events
+                 if event["eventType"] == "COMPLETE" and event["job"]["name"].endswith(("totals", "report", "publish"))}
+    assert set(completes) == {"totals", "report", "publish"}
+
+    def ids(event, kind):
+        return [(d["namespace"], d["name"]) for d in event.get(kind) or []]
+
+    table = ("iceberg://lineage_test", TABLE)
+    assert ids(completes["totals"], "outputs") == [table]
+    assert ids(completes["report"], "inputs") == [table]  # the reader names the partition as its producer does
+    assert ids(completes["publish"], "inputs") == [table] and ids(completes["publish"], "outputs") == [table]
+    assert ids(completes["report"], "outputs") == [("file", f"{storage}/lineage_connected/report")]
+    for kind, facet in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+        for name in ("report", "publish"):
+            for dataset in completes[name][kind]:
+                condition = dataset[facet]["subset"]["inputCondition" if kind == "inputs" else "outputCondition"]
+                assert condition["partitions"] == [{"dimensions": {"epoch": "1"}, "identifier": "1"}]
+    # the name comes from the seal: the producer voted it with its manifest
+    seal = EpochLedger(zk, "lineage_connected").seal(1, "totals")
+    assert seal.manifests["job"]["lineage_dataset"] == {"namespace": table[0], "name": table[1]}

@@ -56,3 +56,40 @@ def test_empty_form_fields_count_as_not_given():
     assert (settings.kind, settings.name, settings.properties["uri"]) == ("sql", "epochs", "sqlite:////tmp/c.db")
 
 
+@pytest.mark.parametrize(("extra", "message"), [
+    # issue 35: the extras named any warehouse or SQLite path; now canonical locations only
+    ({"catalog": "sql", "warehouse": "file:///wh#", "sqlite": "/tmp/c.db"}, "not canonical"),
+    ({"catalog": "sql", "warehouse": "/data/../etc", "sqlite": "/tmp/c.db"}, "not canonical"),
+    ({"catalog": "sql", "warehouse": "relative/wh", "sqlite": "/tmp/c.db"}, "absolute"),
+    ({"catalog": "sql", "warehouse": "file:///wh", "sqlite": "/etc/passwd"}, ".db/.sqlite"),
+    ({"catalog": "sql", "warehouse": "file:///wh", "sqlite": "s3://bucket/c.db"}, ".db/.sqlite"),
+    ({"catalog": "sql", "warehouse": "file:///wh", "sqlite": "/tmp/c.db?mode=rw"}, "not canonical"),
+    ({"catalog": "sql", "warehouse": "file:///wh", "sqlite": "/tmp/c.db", "name": "a b"}, "not a plain name"),
+    # REST: only listed names, each value of its shape (no endpoint, proxy, signer or class of one's own)
+    ({"catalog": "rest", "s3.endpoint": "http://attacker:9000"}, "'s3.endpoint' is not a REST catalog setting"),
+    ({"catalog": "rest", "s3.proxy-uri": "http://proxy"}, "'s3.proxy-uri' is not a REST catalog setting"),
+    ({"catalog": "rest", "header.X-Forwarded-Host": "x"}, "not a REST catalog setting"),
+    ({"catalog": "rest", "oauth2-server-uri": "http://attacker/token"}, "does not have the shape"),
+    ({"catalog": "rest", "s3.region": "eu-west-1/../x"}, "does not have the shape"),
+    ({"catalog": "rest", "token-refresh-enabled": "maybe"}, "does not have the shape"),
+    ({"catalog": "rest", "credential": "a\nb"}, "value *** does not have the shape"),
+])
+def test_catalog_extras_are_an_allow_list_with_value_shapes(extra, message):
+    with pytest.raises(InvalidInput) as refused:
+        catalog_settings(host="h", extra=extra)
+    assert message in str(refused.value), str(refused.value)
+
+
+def test_an_admin_can_hold_catalogs_to_table_roots(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS", f"{tmp_path}/tables,s3://lake/tables")
+    inside = {"catalog": "sql", "warehouse": (tmp_path / "tables" / "wh").as_uri(),
+              "sqlite": str(tmp_path / "tables" / "c.db")}
+    assert catalog_settings(extra=inside).properties["uri"] == f"sqlite:///{tmp_path}/tables/c.db"
+    assert catalog_settings(extra={**inside, "warehouse": "s3://lake/tables/wh"}).properties["warehouse"] == \
+        "s3://lake/tables/wh"
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "out").symlink_to(tmp_path)  # a link of ours out of the root: resolved, refused
+    for bad in ({"sqlite": str(tmp_path / "c.db")}, {"warehouse": "s3://lake/other"},
+                {"sqlite": str(tmp_path / "tables" / "out" / "c.db")}):
+        with pytest.raises(InvalidInput, match="not inside an allowed table root"):
+            catalog_settings(extra={**inside, **bad})

@@ -20,6 +20,7 @@ from airflow_epochs.coordination.state.reader import (
     attempt_record,
     epoch_info,
     epoch_record,
+    info_of_record,
 )
 from airflow_epochs.coordination.wire.nodes import (
     EpochSealNode,
@@ -54,7 +55,9 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc.attempt} of "
                     f"{doc.owner!r}, not by attempt {attempt.token}; nothing was written"
                 )
-            return _info(call, ctx, attempt.epoch)
+            # From this read: a second read could find a rollback that landed since, and answer
+            # "rolled_back" without saying it was overtaken (the outcome table allows neither).
+            return info_of_record(call, ctx, attempt.epoch, doc)
         check_current(call, ctx, attempt, doc)
         version = ctx.config(call, attempt.config_version)
         partitions = version.config.partitions
@@ -111,14 +114,18 @@ def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo
     found = epoch_record(call, ctx, attempt.epoch)
     if found is None:
         return None
+
+    def info() -> EpochInfo:  # the answer from this one read of the record (a second could differ)
+        return info_of_record(call, ctx, attempt.epoch, found[0])
+
     paths = ctx.paths
     seal_raw = call.get(paths.epoch_seal(attempt.epoch))
     if seal_raw is not None and \
             EpochSealNode.from_bytes(seal_raw[0], path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
-        return _info(call, ctx, attempt.epoch)
+        return info()
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
     if att is not None and att[0].sealed_by_request == call.request_id:
-        return replace(_info(call, ctx, attempt.epoch), overtaken=Overtaken("rolled_back"))
+        return replace(info(), overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
     seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
     if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
@@ -128,8 +135,8 @@ def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo
     if overtaken is None:
         return None
     if overtaken.change == "sealed" and overtaken.current == attempt.token:
-        return _info(call, ctx, attempt.epoch)
-    return replace(_info(call, ctx, attempt.epoch), overtaken=overtaken)
+        return info()
+    return replace(info(), overtaken=overtaken)
 
 
 def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:

@@ -119,7 +119,12 @@ def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None
         if record.first_epoch <= epoch <= record.compacted_through:
             return EpochInfo(epoch, "sealed", 0, "compacted", "", -1, 0, (), ())
         return None
-    node, _ = found
+    return info_of_record(call, ctx, epoch, found[0])
+
+
+def info_of_record(call: Call, ctx: PipelineContext, epoch: int, node: EpochNode) -> EpochInfo:
+    """The :class:`EpochInfo` of ``epoch`` from its record ``node`` as already read (a sealed epoch
+    needs nothing more; an open one, its attempt and seals): an answer from one read of the record."""
     config = ctx.config(call, node.config_version).config
     partitions = tuple(sorted(config.partitions))
     attempt_node: AttemptNode | None = None

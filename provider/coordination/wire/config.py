@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_epochs.coordination.base.errors import InvalidConfig, InvalidName
+from airflow_epochs.coordination.base.errors import InvalidConfig, InvalidInput, InvalidName
+from airflow_epochs.coordination.base.locations import parse_location
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.wire.declared import DeclaredProducers
 
@@ -175,32 +176,20 @@ class PipelineConfig:
 
 
 # Storage an archive may live in (an allow-list: pyarrow's filesystems for these schemes).
-_ARCHIVE_SCHEMES = frozenset({"file", "s3", "gs", "gcs", "hdfs", "abfs", "abfss"})
 _MAX_ARCHIVE_LOCATION = 1024
 
 
 def _validate_archive_location(value: object) -> str:
-    """An archive location, checked: an absolute local path, or a URI of an allowed scheme with no
-    credentials, query or fragment (the location is stored in ZooKeeper and shown in the UI)."""
+    """An archive location, checked: canonical (:func:`~airflow_epochs.coordination.base.locations.parse_location`:
+    an absolute local path or a URI of an allowed scheme, with no credentials, query, fragment, escapes or
+    ``..``; the location is stored in ZooKeeper and shown in the UI, and every archive file is derived
+    from it)."""
     if not isinstance(value, str) or not value or len(value) > _MAX_ARCHIVE_LOCATION:
         raise InvalidConfig(f"archive must be a path or URI of 1 to {_MAX_ARCHIVE_LOCATION} characters, not {value!r}")
-    if any(ch in value for ch in "\x00\n\r"):
-        raise InvalidConfig(f"archive {value!r} contains a control character")
-    scheme, sep, rest = value.partition("://")
-    if not sep:
-        if not value.startswith("/"):
-            raise InvalidConfig(f"archive {value!r} must be an absolute path or a URI")
-        rest = value
-    else:
-        if scheme.lower() not in _ARCHIVE_SCHEMES:
-            raise InvalidConfig(f"archive {value!r}: scheme {scheme!r} is not one of {sorted(_ARCHIVE_SCHEMES)}")
-        authority = rest.split("/", 1)[0]
-        if "@" in authority or "?" in rest or "#" in rest:
-            raise InvalidConfig(f"archive {scheme}://...: credentials, queries and fragments are not allowed in "
-                                "the location (configure the filesystem's credentials outside the pipeline)")
-    if ".." in rest.split("/"):
-        raise InvalidConfig(f"archive {value!r} must not contain '..'")
-    return value.rstrip("/") or "/"
+    try:
+        return parse_location("archive", value).text
+    except InvalidInput as exc:
+        raise InvalidConfig(str(exc)) from None
 
 
 def _name_lists(value: object, kind: str, members: str) -> dict[str, tuple[str, ...]]:

@@ -9,6 +9,7 @@ misread.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -50,12 +51,39 @@ def _json_depth_exceeds(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+# The largest integer a record holds (ZooKeeper's zxids and sequence numbers are 64-bit): a longer
+# literal is forged, and converting one of thousands of digits costs quadratic time.
+MAX_INT_DIGITS = 19
+# The latest time a record may name (9999-12-31T23:59:59Z): a lease "until" 1e300 or NaN is forged, and
+# every reader that turns it into a date or a duration would fail on it.
+MAX_TIMESTAMP = 253402300799.0
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a record holds")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits is not a number a record holds")
+    return int(text)
+
+
 def loads_bounded(text: str | bytes, *, limit: int = MAX_JSON_DEPTH) -> JSON:
-    """``json.loads`` that refuses (:class:`ValueError`, one line) JSON nested deeper than ``limit``."""
+    """``json.loads`` that refuses (:class:`ValueError`, one line) JSON nested deeper than ``limit``, and
+    numbers no record holds: ``NaN``, ``Infinity``, a float that overflows, an integer longer than
+    :data:`MAX_INT_DIGITS` digits."""
     if _json_depth_exceeds(text, limit):
         raise ValueError(f"JSON nested deeper than {limit} levels")
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ValueError(f"JSON nested deeper than {limit} levels") from None
 
@@ -227,6 +255,9 @@ def _check_fields(kind: str, document: Mapping[str, JSON], *, error: type[Except
         value = document.get(field)
         if value is None or isinstance(value, bool) or not isinstance(value, types):
             raise error(f"{where}{kind} payload field {field!r} is {value!r}, expected {types[0].__name__}")
+        # A time or a duration in seconds: never negative, never past the year 9999.
+        if types == _NUMBER and isinstance(value, (int, float)) and not 0 <= value <= MAX_TIMESTAMP:
+            raise error(f"{where}{kind} payload field {field!r} is {value!r}, outside 0..{MAX_TIMESTAMP:.0f}")
         bounds = _RANGES.get(kind, {}).get(field)
         if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
             low, high = bounds

@@ -157,7 +157,7 @@ class VoteResult:
 class SealRecord:
     """A partition's seal as one read gives it (no manifests): enough for waiters and triggers.
 
-    The seal family (this, :class:`SealInfo`, the stored ``SealNode`` and the ``PartitionSealed``
+    The seal family (this, ``SealInfo``, the stored ``SealNode`` and the ``PartitionSealed``
     event) gives ``producers`` one meaning, the producers' names, and ``producer_count`` another,
     how many producers the seal counts."""
 
@@ -190,7 +190,7 @@ class SealInfo:
 
     @property
     def producer_count(self) -> int:
-        """How many producers the seal counts (as :attr:`SealRecord.producer_count`)."""
+        """How many producers the seal counts (as ``SealRecord.producer_count``)."""
         return len(self.producers)
 
 
@@ -245,8 +245,8 @@ class Event:
 
     @property
     def record(self) -> EventRecord:
-        """The event's typed record (:mod:`.events`: one per kind; :class:`CorruptPayload` when a field
-        has the wrong type)."""
+        """The event's typed record (one per kind, from ``coordination/wire/events.py``;
+        :class:`~airflow_epochs.coordination.CorruptPayload` when a field has the wrong type)."""
         return event_record(self.event, self.detail)
 
 
