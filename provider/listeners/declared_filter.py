@@ -8,6 +8,8 @@ host, ``<cache dir>/declared-producers.json`` (``[epochs] declared_cache_dir``, 
 
 - **fresh** (younger than ``[epochs] declared_cache_ttl`` seconds, default 60, and written for the same
   connection, root and pipelines): trusted; a task it does not name never contacts ZooKeeper;
+  so a declaration added or changed takes effect on a host within one TTL (declare a producer at
+  least that long before it first runs);
 - **stale**: the declarations are read again from ZooKeeper and the file rewritten; if ZooKeeper cannot
   be reached, the stale filter decides (a declaration added since is in force on this host once
   ZooKeeper answers again: at most one TTL after it was written while ZooKeeper is up);
