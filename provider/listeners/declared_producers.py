@@ -14,7 +14,8 @@ reported, and the asset listeners of the API server after it is committed) is lo
 process is killed -9 in between, and Airflow never runs the task again. Voting first, a kill -9 after
 the vote leaves the task not successful: Airflow retries it and the retry repeats the vote (its request
 id is the task instance), which adds nothing. A vote that cannot be cast (ZooKeeper unreachable past
-the retry budget) fails the task, so that success always means the vote is in.
+the retry budget) fails the task, naming the declaration (pipeline, partition, producer, key), so
+that success always means the vote is in.
 
 Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 
@@ -24,18 +25,28 @@ Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 - ``declared_root``: the pipelines' root znode (default ``/airflow-epochs``);
 - ``reopen_on_rerun``: ``true`` to roll a sealed key back when a producer runs again for it (the
   consumer then gets the key again); default ``false``: the re-run is logged and changes nothing.
+- ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_cache_ttl`` (seconds,
+  default 60): the host's cached filter of declared producers. Only a task it names contacts
+  ZooKeeper; a task no declaration names runs as if the provider were not installed, ZooKeeper up or
+  down (:mod:`airflow_epochs.listeners.declared_filter`);
+- ``declared_vote_budget``: seconds a vote is retried while ZooKeeper cannot be reached before the
+  task fails (default 60).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from airflow.listeners import hookimpl
 
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.listeners.declared_filter import FilterCacheError, ProducerFilter, load, store
+from airflow_epochs.listeners.declared_filter import describe as describe_source
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +90,115 @@ def outlet_events(task: Any, context: Any) -> list[tuple[str, str]]:
     return events
 
 
+class DeclaredVoteNotCast(Exception):
+    """A declared producer's vote could not be cast (or it could not be told whether the task is one):
+    the task fails, so that its success always means its vote is in. The message names the declaration."""
+
+
+def deployment_source() -> tuple[str, str, tuple[str, ...]]:
+    """What the filter is read for: the connection (its id and where it points: hosts and chroot, from
+    Airflow's connection, not from ZooKeeper), the root, the pipelines. A cached filter of other
+    settings is not used."""
+    conn_id = _setting("declared_zookeeper_conn_id", "zookeeper_default")
+    try:
+        from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+        where = ZooKeeperHook(conn_id).settings.connect_string
+    except Exception as exc:  # noqa: BLE001 - unresolvable: no cached filter matches it, said out loud
+        log.warning("Declared producers: cannot resolve connection %s (%s: %s)", conn_id, type(exc).__name__, exc)
+        where = "?"
+    return (f"{conn_id}={where}", _setting("declared_root", DEFAULT_ROOT), tuple(declared_pipelines()))
+
+
+def cache_dir() -> Path:
+    """Where this host keeps the filter of declared producers (``[epochs] declared_cache_dir``)."""
+    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
+    return Path(_setting("declared_cache_dir", str(Path(home) / "epochs")))
+
+
+def _seconds(key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"[epochs] {key} must be a number of seconds, not {raw!r}") from None
+    if not 0 <= value <= 86400:
+        raise ValueError(f"[epochs] {key} must be 0..86400 seconds, not {raw!r}")
+    return value
+
+
+def _ttl() -> float:
+    return _seconds("declared_cache_ttl", _setting("declared_cache_ttl", "60"))
+
+
+def _cached(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter | None:
+    try:
+        cached = load(cache_dir())
+    except FilterCacheError as exc:
+        log.warning("Declared producers: the cached filter is not used: %s", exc)
+        return None
+    return cached if cached is not None and cached.source == source else None
+
+
+def _refresh(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter:
+    """Read every configured pipeline's declaration from ZooKeeper (one try) and cache the filter."""
+    from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
+    from airflow_epochs.coordination.services.declared_votes import declaration
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    conn_id, root, pipelines = source
+    conn_id = conn_id.split("=", 1)[0]
+    declarations: dict[str, Any] = {}
+    with ZooKeeperHook(conn_id) as hook:
+        for pipeline in pipelines:
+            try:
+                declarations[pipeline] = declaration(hook.ledger(pipeline, owner=OWNER, root=root))
+            except (PipelineNotFound, InvalidConfig) as exc:
+                log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s", pipeline, exc)
+                declarations[pipeline] = None
+    fresh = ProducerFilter(source, declarations, time.time())
+    try:
+        store(cache_dir(), fresh)
+    except (OSError, FilterCacheError) as exc:  # the filter still decides for this task; later ones read again
+        log.warning("Declared producers: cannot cache the filter in %s: %s", cache_dir(), exc)
+    return fresh
+
+
+def _producer_filter(source: tuple[str, str, tuple[str, ...]], what: str) -> ProducerFilter:
+    """The filter to decide with: the cached one while fresh, else read again; stale if ZooKeeper is down."""
+    cached = _cached(source)
+    if cached is not None and cached.fresh(_ttl()):
+        return cached
+    from kazoo.exceptions import KazooException
+
+    from airflow_epochs.coordination import CoordinationUnavailable
+
+    try:
+        return _refresh(source)
+    except (CoordinationUnavailable, KazooException) as exc:
+        if cached is None:
+            raise DeclaredVoteNotCast(
+                f"cannot tell whether {what} is a declared producer of {describe_source(source)}: no filter "
+                f"cached in {cache_dir()} and ZooKeeper unreachable ({type(exc).__name__}: {exc}); a declared "
+                "producer never succeeds without its vote") from exc
+        log.warning("Declared producers: ZooKeeper unreachable (%s); deciding with the filter read %.0f s ago",
+                    exc, time.time() - cached.fetched_at)
+        return cached
+
+
 def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
-    """Stage and cast the votes the task's outlet events stand for; returns the stage outcomes."""
+    """Stage and cast the votes the task's outlet events stand for; returns the stage outcomes.
+
+    Only a task that the local filter (:mod:`airflow_epochs.listeners.declared_filter`) names as a
+    declared producer contacts ZooKeeper; see there for a stale or missing filter.
+    """
     pipelines = declared_pipelines()
     events = outlet_events(task_instance.task, context)
     if not pipelines or not events:
+        return []
+    source = deployment_source()
+    what = f"task {task_instance.dag_id}.{task_instance.task_id} (run {task_instance.run_id})"
+    named = _producer_filter(source, what).matches(task_instance.dag_id, task_instance.task_id, events)
+    if not named:
         return []
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
     from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
@@ -93,38 +208,46 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
     reopen = _setting("reopen_on_rerun", "false").strip().lower() in ("1", "true", "yes", "on")
-    root = _setting("declared_root", DEFAULT_ROOT)
+    conn_id, root = source[0].split("=", 1)[0], source[1]
+    budget = _seconds("declared_vote_budget", _setting("declared_vote_budget", "60"))
     outcomes: list[Any] = []
 
     def on_retry(exc: BaseException, retry: int, pause: float, left: float) -> None:
         log.warning("Declared producer vote: %s; trying again in %.1f s (%.0f s left)", describe(exc), pause, left)
 
-    with ZooKeeperHook(_setting("declared_zookeeper_conn_id", "zookeeper_default")) as hook:
-        for pipeline in pipelines:
+    try:
+        with ZooKeeperHook(conn_id) as hook:
+            for pipeline in named:
 
-            def step(pipeline: str = pipeline) -> list[Any]:
-                ledger = hook.ledger(pipeline, owner=OWNER, root=root)
-                try:
-                    declared = declaration(ledger)
-                except (PipelineNotFound, InvalidConfig) as exc:
-                    # nothing declares this task there: it is not a producer, and must not fail for it
-                    log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s",
-                                pipeline, exc)
-                    return []
-                matches = declared.matches(ti.dag_id, ti.task_id, events)
-                done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
-                if done:
-                    drained = drain(ledger)
-                    if drained.sealed:
-                        log.info("Pipeline %s: sealed epoch(s) %s", pipeline, list(drained.sealed))
-                    if drained.waiting is not None:
-                        log.info("Pipeline %s: epoch %s waits for more declared producers", pipeline,
-                                 drained.waiting)
-                return done
+                def step(pipeline: str = pipeline) -> list[Any]:
+                    ledger = hook.ledger(pipeline, owner=OWNER, root=root)
+                    try:
+                        declared = declaration(ledger)
+                    except (PipelineNotFound, InvalidConfig) as exc:
+                        # no longer declared there (the cached filter was older): not a producer of it
+                        log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s",
+                                    pipeline, exc)
+                        return []
+                    matches = declared.matches(ti.dag_id, ti.task_id, events)
+                    done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
+                    if done:
+                        drained = drain(ledger)
+                        if drained.sealed:
+                            log.info("Pipeline %s: sealed epoch(s) %s", pipeline, list(drained.sealed))
+                        if drained.waiting is not None:
+                            log.info("Pipeline %s: epoch %s waits for more declared producers", pipeline,
+                                     drained.waiting)
+                    return done
 
-            for outcome in call_with_retries(step, backoff=Backoff(budget=60), on_retry=on_retry):
-                _report(outcome)
-                outcomes.append(outcome)
+                for outcome in call_with_retries(step, backoff=Backoff(budget=budget), on_retry=on_retry):
+                    _report(outcome)
+                    outcomes.append(outcome)
+    except Exception as exc:
+        cast = {(o.pipeline, o.partition, o.producer, o.key) for o in outcomes}
+        missing = [f"pipeline {p!r} partition {m.partition!r} producer {m.producer!r} key {m.key!r}"
+                   for p, matched in named.items() for m in matched if (p, m.partition, m.producer, m.key) not in cast]
+        raise DeclaredVoteNotCast(f"the vote of {what} as declared producer ({'; '.join(missing) or 'see cause'}) "
+                                  f"was not cast: {type(exc).__name__}: {exc}") from exc
     return outcomes
 
 

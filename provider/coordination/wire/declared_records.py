@@ -7,12 +7,17 @@ the same fields) still read, so an upgrade finds what an older provider staged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.wire import payloads
+from airflow_epochs.coordination.wire.declared import DeclaredProducers, Match
+
+# A host's filter holds every configured pipeline's declaration (each at most 48 KB as JSON).
+_MAX_FILTER_BYTES = 4 * 1024 * 1024
 
 
 def _fields(kind: str, raw: bytes, path: str) -> Mapping[str, Any]:
@@ -95,3 +100,57 @@ class StagedPruned:
         if not isinstance(through, int):
             raise CorruptPayload(f"{path}: a staged-pruning cursor needs an integer 'through', not {through!r}")
         return cls(through)
+
+
+@dataclass(frozen=True)
+class ProducerFilter:
+    """The declarations of the deployment's pipelines (None: the pipeline declares none or is absent).
+
+    :param source: what the filter was read for (connection id, root, pipelines): a file written for
+        other settings is not used.
+    :param declarations: pipeline -> its declared producers, or None.
+    :param fetched_at: when the declarations were read from ZooKeeper (seconds since the epoch).
+    """
+
+    source: tuple[str, str, tuple[str, ...]]
+    declarations: Mapping[str, DeclaredProducers | None]
+    fetched_at: float
+
+    def matches(self, dag_id: str, task_id: str, events: Iterable[tuple[str, str]]) -> dict[str, list[Match]]:
+        """pipeline -> the declared producers the task's outlet events stand for (only non-empty ones)."""
+        listed = list(events)
+        found: dict[str, list[Match]] = {}
+        for pipeline, declared in self.declarations.items():
+            if declared is not None and dag_id in declared.names_dags():
+                matched = declared.matches(dag_id, task_id, listed)
+                if matched:
+                    found[pipeline] = matched
+        return found
+
+    def fresh(self, ttl: float, *, now: float | None = None) -> bool:
+        """Whether the filter was read from ZooKeeper less than ``ttl`` seconds ago."""
+        age = (time.time() if now is None else now) - self.fetched_at
+        return 0 <= age < ttl
+
+    def to_bytes(self) -> bytes:
+        conn, root, pipelines = self.source
+        return payloads.encode("declared_filter", {
+            "conn": conn, "root": root, "pipelines": list(pipelines), "fetched_at": self.fetched_at,
+            "declarations": {p: None if d is None else d.to_json() for p, d in self.declarations.items()}},
+            limit=_MAX_FILTER_BYTES)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> ProducerFilter:
+        doc = payloads.decode("declared_filter", raw, path=path)
+        pipelines, declarations = doc["pipelines"], doc["declarations"]
+        if not isinstance(pipelines, list) or not all(isinstance(p, str) for p in pipelines) \
+                or not isinstance(declarations, dict) or set(declarations) != set(pipelines):
+            raise CorruptPayload(f"{path}: a filter needs one declaration (or null) per pipeline, not {doc!r}"[:400])
+        found: dict[str, DeclaredProducers | None] = {}
+        for pipeline, declared in declarations.items():
+            if declared is not None and not isinstance(declared, dict):
+                raise CorruptPayload(f"{path}: the declaration of {pipeline!r} is not an object")
+            found[pipeline] = None if declared is None else DeclaredProducers.from_json(declared)
+        fetched = doc["fetched_at"]
+        assert isinstance(fetched, (int, float))  # the payload's schema checked it
+        return cls((str(doc["conn"]), str(doc["root"]), tuple(pipelines)), found, float(fetched))

@@ -114,6 +114,8 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "staged_vote": {"ti": (dict,), "partition_key": (str,), "request": (str,)},
     "staged_key": {"partition_key": (str,)},
     "staged_pruned": {"through": (int,)},
+    "declared_filter": {"conn": (str,), "root": (str,), "pipelines": (list,), "fetched_at": _NUMBER,
+                        "declarations": (dict,)},
 }
 
 
