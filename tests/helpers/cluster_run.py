@@ -1,0 +1,414 @@
+"""Driving the main job on a running :mod:`cluster_topology` deployment: ``run`` (catch-up over the
+days under the real schedulers, then the demo's check and the exactly-once counts) and the faults
+(kill -9 of a Celery worker mid-Spark-task, a scheduler, the triggerer holding the asset watcher, the
+ZooKeeper leader, a Spark worker mid-job), each with its recovery time.
+
+It works from the deployment's state (:meth:`cluster_topology.Cluster.state`): ports, pids and the
+Airflow environment, so ``scripts/cluster.py run`` and ``faults`` drive a cluster another process
+supervises, and the system test drives one it started itself.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_stack import REPO
+
+sys.path.insert(0, str(REPO / "dags"))
+
+from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.servers.zookeeper_runtime import four_letter_word
+
+PIPELINE, DAG_ID, REPORT_DAG = "nycflights", "nycflights_daily", "nycflights_report"
+SPARK_TASKS = {"clean_flights": "flights", "hourly_weather": "weather", "join": "daily"}
+ORIGIN = datetime.datetime(2013, 1, 1, tzinfo=datetime.timezone.utc)
+ALL_FAULTS = ("celery-worker", "zookeeper-leader", "scheduler", "watcher-triggerer", "spark-worker")
+
+
+def say(message: str) -> None:
+    print(f"[cluster] {message}", flush=True)
+
+
+@dataclass
+class Fault:
+    name: str
+    killed: str = ""  # the component killed
+    at: float = 0.0  # wall clock of the kill
+    detail: str = ""
+    recovered_s: float | None = None  # the recovery's measure (see each fault)
+    restarted: str = ""  # what a supervisor restarted
+
+
+@dataclass
+class Outcome:
+    deployment: str
+    days: int
+    days_exact: float = 0.0
+    duplicate_seals: int = 0
+    missing_seals: int = 0
+    report_runs: dict[int, int] = field(default_factory=dict)
+    epoch_s: dict[int, float] = field(default_factory=dict)
+    seal_to_downstream_s: dict[int, float] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    check: str = ""
+    seconds: float = 0.0
+
+    @property
+    def report_runs_per_day(self) -> float:
+        return sum(self.report_runs.values()) / self.days if self.days else 0.0
+
+    @property
+    def one_report_run_per_day(self) -> bool:
+        return all(self.report_runs.get(epoch) == 1 for epoch in range(1, self.days + 1)) and \
+            len(self.report_runs) == self.days
+
+    def p50(self, values: dict[int, float]) -> float | None:
+        return statistics.median(values.values()) if values else None
+
+    def markdown(self) -> str:
+        lines = [f"# The main job on the cluster ({self.deployment}, {self.days} days)", "",
+                 f"- check, row for row against one Spark computation: {self.check}",
+                 f"- days exact: {self.days_exact:.2f}; duplicate seals: {self.duplicate_seals}; missing seals: "
+                 f"{self.missing_seals}; report runs per day: {self.report_runs_per_day:.2f} "
+                 f"({dict(sorted(self.report_runs.items()))})",
+                 f"- seconds per epoch (open to seal), p50: {_fmt(self.p50(self.epoch_s))}; each: "
+                 f"{ {e: round(s, 1) for e, s in sorted(self.epoch_s.items())} }",
+                 "- seal of `daily` to the report run's first task, p50: "
+                 f"{_fmt(self.p50(self.seal_to_downstream_s))} s",
+                 f"- whole run: {self.seconds:.0f} s", ""]
+        if self.faults:
+            lines += ["| fault | killed | detail | recovered after (s) | restarted by the supervisor |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {f.name} | {f.killed} | {f.detail} | {_fmt(f.recovered_s)} | {f.restarted or '-'} |"
+                      for f in self.faults]
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+class Driver:
+    """Runs the days on the deployment described by ``state`` (see the module docstring).
+
+    :param refresh: the deployment's state read afresh (a supervisor restarts components: new pids).
+    """
+
+    def __init__(self, refresh: Callable[[], dict[str, Any]]) -> None:
+        self.refresh = refresh
+        self.state = state = refresh()
+        self.days = int(state["days"])
+        connection = json.loads(state["zookeeper_connection"])
+        self.settings = ZooKeeperSettings.from_fields(host=connection["host"], login=connection.get("login"),
+                                                      password=connection.get("password"),
+                                                      extra=connection.get("extra") or {})
+        self.client = self.settings.start_client(timeout=30)
+        from airflow_epochs.coordination import EpochLedger
+
+        self.ledger = EpochLedger(self.client, PIPELINE, owner="cluster-watch")
+        self.faults: list[Fault] = []
+        self.fault_errors: list[str] = []
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    # -- Airflow ---------------------------------------------------------------------------------
+
+    def airflow(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}, **self.state["airflow_env"]}
+        return subprocess.run([str(Path(sys.executable).parent / "airflow"), *args], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        import psycopg2
+
+        pg = self.state["pg"]
+        with psycopg2.connect(host="127.0.0.1", port=pg["port"], user=pg["user"], password=pg["password"],
+                              dbname="airflow") as conn, conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def history(self) -> list[Any]:
+        from airflow_epochs.coordination import PipelineNotFound
+        from airflow_epochs.retries import Backoff, call_with_retries
+
+        try:
+            return list(call_with_retries(self.ledger.history, backoff=Backoff(budget=60)))
+        except PipelineNotFound:
+            return []
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def run(self, faults: tuple[str, ...] = (), timeout: float = 900) -> Outcome:
+        from nycflights.data import day_of_epoch, land_days
+
+        started = time.monotonic()
+        data = Path(self.state["data"])
+        land_days(data / "raw", [day_of_epoch(e) for e in range(1, self.days + 1)])
+        for dag_id in (REPORT_DAG, DAG_ID):
+            done = self.airflow("dags", "unpause", dag_id)
+            if done.returncode:
+                raise RuntimeError(f"airflow dags unpause {dag_id}: {done.stderr[-2000:]}")
+        say(f"{DAG_ID} unpaused: the schedulers run days 1..{self.days} (catch-up), {REPORT_DAG} follows each seal")
+        injector = threading.Thread(target=self.inject, args=(faults,), name="faults", daemon=True)
+        if faults:
+            injector.start()
+        self.wait_done(started + timeout)
+        if faults:
+            injector.join(max(1.0, started + timeout - time.monotonic()))
+        outcome = self.measure()
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def frontier(self) -> int:
+        from airflow_epochs.coordination import PipelineNotFound
+
+        try:
+            return int(self.ledger.frontier())
+        except PipelineNotFound:
+            return 0
+        except Exception:  # noqa: BLE001 - a ZooKeeper election in progress: asked again
+            return -1
+
+    def report_runs(self) -> dict[int, int]:
+        rows = self.query("SELECT partition_key, count(*) FROM dag_run WHERE dag_id = %s AND state = 'success' "
+                          "GROUP BY partition_key", REPORT_DAG)
+        return {int(key): int(n) for key, n in rows if key is not None and str(key).isdigit()}
+
+    def wait_done(self, deadline: float) -> None:
+        last = (-2, -1)
+        while True:
+            frontier, reports = self.frontier(), sum(self.report_runs().values())
+            if (frontier, reports) != last:
+                say(f"  frontier {frontier}/{self.days}, report runs {reports}/{self.days}")
+                last = (frontier, reports)
+            if frontier >= self.days and reports >= self.days:
+                return
+            failed = self.query("SELECT run_id FROM dag_run WHERE dag_id IN (%s, %s) AND state = 'failed'",
+                                DAG_ID, REPORT_DAG)
+            if failed:
+                raise RuntimeError(f"DAG runs failed: {failed}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"frontier {frontier}/{self.days}, report runs {reports}/{self.days}")
+            time.sleep(2)
+
+    # -- figures ---------------------------------------------------------------------------------
+
+    def measure(self) -> Outcome:
+        outcome = Outcome(self.state["deployment"], self.days, faults=self.faults)
+        events = self.history()
+        seals = Counter((e.detail.get("epoch"), e.detail.get("partition")) for e in events
+                        if e.event == "partition_sealed")
+        wanted = {(epoch, partition) for epoch in range(1, self.days + 1) for partition in SPARK_TASKS.values()}
+        outcome.duplicate_seals = sum(n - 1 for n in seals.values() if n > 1)
+        outcome.duplicate_seals += sum(n - 1 for n in Counter(e.detail.get("epoch") for e in events
+                                                              if e.event == "epoch_sealed").values() if n > 1)
+        outcome.missing_seals = len(wanted - set(seals))
+        opened = {e.detail["epoch"]: e.at for e in events if e.event == "epoch_opened"}
+        sealed = {e.detail["epoch"]: e.at for e in events if e.event == "epoch_sealed"}
+        outcome.epoch_s = {e: sealed[e] - opened[e] for e in opened if e in sealed}
+        daily = {e.detail["epoch"]: e.at for e in events if e.event == "partition_sealed"
+                 and e.detail.get("partition") == "daily"}
+        starts = self.query("SELECT r.partition_key, min(extract(epoch FROM ti.start_date)) FROM task_instance ti "
+                            "JOIN dag_run r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s "
+                            "AND ti.task_id = 'sealed' GROUP BY r.partition_key", REPORT_DAG)
+        outcome.seal_to_downstream_s = {int(k): float(at) - daily[int(k)] for k, at in starts
+                                        if k is not None and str(k).isdigit() and int(k) in daily and at is not None}
+        outcome.report_runs = self.report_runs()
+        result = self.check()
+        per_day: dict[int, bool] = {}
+        for row in result.rows:
+            per_day[int(row["epoch"])] = per_day.get(int(row["epoch"]), True) and bool(row["equal"])
+        exact = [e for e in range(1, self.days + 1) if per_day.get(e)]
+        outcome.days_exact = len(exact) / self.days if result.totals and all(t["equal"] for t in result.totals) \
+            else 0.0
+        outcome.check = result.summary()
+        return outcome
+
+    def check(self) -> Any:
+        """The demo's check: the sealed figures against one Spark computation over the same days."""
+        from nycflights.check import check_sealed
+        from nycflights.data import day_of_epoch
+        from pyspark.sql.connect.session import SparkSession
+
+        from airflow_epochs.spark.connect import client_url, connect_mode
+
+        with connect_mode():
+            spark = SparkSession.builder.remote(client_url(self.state["spark_connect"])).create()
+            try:
+                return check_sealed(spark, self.ledger, Path(self.state["data"]) / "raw",
+                                    [day_of_epoch(e) for e in range(1, self.days + 1)])
+            finally:
+                spark.stop()
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    def inject(self, faults: tuple[str, ...]) -> None:
+        for name in faults:
+            try:
+                getattr(self, "fault_" + name.replace("-", "_"))()
+            except Exception as exc:  # noqa: BLE001 - reported with the run's figures, never silent
+                self.fault_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                say(f"fault {name} could not be injected: {exc}")
+
+    def kill(self, name: str) -> int:
+        pid = self.components()[name]  # each component leads its own process group
+        os.killpg(pid, signal.SIGKILL)
+        return pid
+
+    def components(self) -> dict[str, int]:
+        return dict(self.refresh()["components"])
+
+    def running_spark_task(self, min_seconds: float = 3.0, timeout: float = 600) -> tuple[int, str, int]:
+        """(epoch, task id, pid) of a Spark epoch task running for ``min_seconds`` at least."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = self.query("SELECT r.logical_date, ti.task_id, ti.pid FROM task_instance ti JOIN dag_run r ON "
+                              "r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s AND ti.state = "
+                              "'running' AND ti.task_id = ANY(%s) AND ti.pid IS NOT NULL AND ti.start_date < "
+                              "now() - make_interval(secs => %s)", DAG_ID, list(SPARK_TASKS), min_seconds)
+            for logical, task, pid in rows:
+                return (logical - ORIGIN).days + 1, str(task), int(pid)
+            time.sleep(0.5)
+        raise TimeoutError("no Spark epoch task ran")
+
+    def wait_sealed(self, epoch: int, partition: str, since: float, timeout: float = 600) -> float:
+        """Seconds from ``since`` (wall clock) to the seal of (epoch, partition)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.history():
+                if event.event == "partition_sealed" and event.detail.get("epoch") == epoch and \
+                        event.detail.get("partition") == partition:
+                    return max(0.0, event.at - since)
+            time.sleep(1)
+        raise TimeoutError(f"({epoch}, {partition}) not sealed")
+
+    def supervisor_note(self, name: str, since: float) -> str:
+        return f"{name} (a supervisor restarts it: scripts/cluster.py up does)"
+
+    def fault_celery_worker(self) -> None:
+        """kill -9 the Celery worker running a Spark epoch task; recovered: that partition sealed."""
+        epoch, task, pid = self.running_spark_task()
+        group = os.getpgid(pid)
+        worker = next((n for n, p in self.components().items() if p == group and n.startswith("celery-worker")), None)
+        if worker is None:
+            raise RuntimeError(f"task {task} (pid {pid}) runs in no Celery worker's process group")
+        fault = Fault("celery worker killed mid-Spark-task", worker, time.time(), f"epoch {epoch} {task}")
+        self.kill(worker)
+        say(f"fault: kill -9 {worker} while it runs {task} of epoch {epoch}")
+        self.faults.append(fault)
+        fault.restarted = self.supervisor_note(worker, fault.at)
+        fault.recovered_s = self.wait_sealed(epoch, SPARK_TASKS[task], fault.at)
+        say(f"fault: ({epoch}, {SPARK_TASKS[task]}) sealed {fault.recovered_s:.1f} s after the kill")
+
+    def zookeeper_leader(self) -> int | None:
+        ca = self.state["zookeeper"]["ca"]
+        for member in self.state["zookeeper"]["members"]:
+            if "Mode: leader" in four_letter_word(member["port"], ca=ca, timeout=2.0):
+                return int(member["myid"])
+        return None
+
+    def fault_zookeeper_leader(self) -> None:
+        """kill -9 the ensemble's leader during a Spark task; recovered: a write commits again."""
+        epoch, task, _ = self.running_spark_task(min_seconds=1.0)
+        leader = self.zookeeper_leader()
+        if leader is None:
+            raise RuntimeError("no ZooKeeper leader")
+        fault = Fault("ZooKeeper leader killed", f"zookeeper-{leader}", time.time(), f"during epoch {epoch} {task}")
+        self.kill(f"zookeeper-{leader}")
+        say(f"fault: kill -9 the ZooKeeper leader (member {leader}) during {task} of epoch {epoch}")
+        self.faults.append(fault)
+        fault.restarted = self.supervisor_note(f"zookeeper-{leader}", fault.at)
+        probe = "/cluster-probe"
+        while True:
+            try:
+                self.client.ensure_path(probe)
+                self.client.set(probe, str(time.time()).encode())
+                break
+            except Exception:  # noqa: BLE001 - the election: asked again
+                time.sleep(0.2)
+        fault.recovered_s = time.time() - fault.at
+        say(f"fault: the ensemble commits again {fault.recovered_s:.1f} s after the leader's kill")
+
+    def fault_scheduler(self) -> None:
+        """kill -9 one scheduler; recovered: another task instance starts."""
+        self.running_spark_task(min_seconds=0.0)
+        fault = Fault("scheduler killed", "scheduler", time.time())
+        self.kill("scheduler")
+        say("fault: kill -9 scheduler (scheduler-2 keeps scheduling)")
+        self.faults.append(fault)
+        fault.restarted = self.supervisor_note("scheduler", fault.at)
+        fault.recovered_s = self._until(lambda: self.query(
+            "SELECT 1 FROM task_instance WHERE start_date > to_timestamp(%s)", fault.at), 600) - fault.at
+
+    def fault_watcher_triggerer(self) -> None:
+        """kill -9 the triggerer running the asset watcher; recovered: another triggerer runs it."""
+        def owner() -> tuple[str | None, int | None]:
+            spawned = self.refresh()["spawned_at"]
+            rows = self.query("SELECT j.start_date, j.state, j.id FROM trigger t JOIN asset_watcher w ON "
+                              "w.trigger_id = t.id JOIN job j ON j.id = t.triggerer_id")
+            if not rows or rows[0][1] != "running":
+                return None, None
+            started = rows[0][0].timestamp()
+            before = [(at, n) for n, at in spawned.items() if n.startswith("triggerer") and at <= started]
+            return (max(before)[1] if before else None), int(rows[0][2])
+
+        name, job = owner()
+        self._until(lambda: owner()[0] is not None, 300)
+        name, job = owner()
+        assert name is not None
+        fault = Fault("triggerer with the asset watcher killed", name, time.time(), f"job {job}")
+        self.kill(name)
+        say(f"fault: kill -9 {name}, which runs the asset watcher (trigger job {job})")
+        self.faults.append(fault)
+        fault.restarted = self.supervisor_note(name, fault.at)
+        fault.recovered_s = self._until(lambda: owner()[1] not in (None, job), 600) - fault.at
+
+    def fault_spark_worker(self) -> None:
+        """kill -9 a Spark worker (and its executor) mid-job; recovered: that partition sealed."""
+        epoch, task, _ = self.running_spark_task(min_seconds=1.0)
+        fault = Fault("Spark worker killed mid-job", "spark-worker-1", time.time(), f"epoch {epoch} {task}")
+        self.kill("spark-worker-1")
+        say(f"fault: kill -9 spark-worker-1 during {task} of epoch {epoch}")
+        self.faults.append(fault)
+        fault.restarted = self.supervisor_note("spark-worker-1", fault.at)
+        fault.recovered_s = self.wait_sealed(epoch, SPARK_TASKS[task], fault.at)
+
+    def _until(self, predicate: Callable[[], Any], timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return time.time()
+            time.sleep(0.5)
+        raise TimeoutError("not recovered")
+
+
+def run_local(base: Path, shared: dict[str, Any], timeout: float) -> Outcome:
+    """The same days on a LocalExecutor deployment (one scheduler and triggerer) on ``shared``'s
+    ensemble and Spark, with its own ZooKeeper chroot, metadata database and data folder in ``base``."""
+    from cluster_topology import Cluster
+
+    local = Cluster(base, days=int(shared["days"]), executor="local", deployment="local", shared=shared)
+    try:
+        local.start()
+        driver = Driver(local.state)
+        try:
+            return driver.run(timeout=timeout)
+        finally:
+            driver.close()
+    finally:
+        local.stop()
