@@ -33,7 +33,8 @@ from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_runtime import four_letter_word
 
 PIPELINE, DAG_ID, REPORT_DAG = "nycflights", "nycflights_daily", "nycflights_report"
-SPARK_TASKS = {"clean_flights": "flights", "hourly_weather": "weather", "join": "daily"}
+# the Spark epoch tasks (in the DAG's EpochGroup "epoch") and the partition each one seals
+SPARK_TASKS = {"epoch.clean_flights": "flights", "epoch.hourly_weather": "weather", "epoch.join": "daily"}
 ORIGIN = datetime.datetime(2013, 1, 1, tzinfo=datetime.timezone.utc)
 ALL_FAULTS = ("celery-worker", "zookeeper-leader", "scheduler", "watcher-triggerer", "spark-worker")
 

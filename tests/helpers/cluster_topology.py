@@ -90,7 +90,7 @@ class CeleryStack(AirflowStack):
                 "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
                 "AIRFLOW__CELERY__BROKER_URL": self.broker,
                 "AIRFLOW__CELERY__RESULT_BACKEND":
-                    f"db+postgresql://{user}:{self.db_password}@127.0.0.1:{self.pg_port}/airflow",
+                    f"db+postgresql+psycopg2://{user}:{self.db_password}@127.0.0.1:{self.pg_port}/airflow",
                 "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
             })
         return env
@@ -278,6 +278,10 @@ class Cluster:
             self.stack.spawn("triggerer-2", ["triggerer"])
             for index in (1, 2):
                 self.start_worker(index)
+            for index in (1, 2):  # Celery says "ready" once connected to the broker
+                name = f"celery-worker-{index}"
+                _wait(lambda name=name: b" ready." in (self.stack.base / f"{name}.log").read_bytes(), 180,
+                      f"Celery worker {index}", self, name)
         self.stack.wait_for_dags(["nycflights_daily", "nycflights_report"], timeout=300)
 
     def worker_env(self, index: int) -> tuple[dict[str, str], Path]:
@@ -412,9 +416,10 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
-        proc = cluster.procs.get(name)
+        proc = cluster.procs.get(name) or (cluster.stack.procs.get(name) if cluster.stack else None)
         if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-            log = cluster.launches[name][2] / f"{name}.log"
+            folder = cluster.launches[name][2] if name in cluster.launches else cluster.base / "airflow"
+            log = folder / f"{name}.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise RuntimeError(f"{what} did not start:\n{tail}")
         time.sleep(0.3)
