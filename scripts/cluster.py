@@ -139,7 +139,8 @@ def status(base: Path) -> int:
 def down(base: Path) -> int:
     state = read_state(base)
     supervisor = int(state["supervisor"])
-    if ours(supervisor):
+    supervised = ours(supervisor)
+    if supervised:
         os.kill(supervisor, signal.SIGTERM)
         deadline = time.monotonic() + 120
         while ours(supervisor) and time.monotonic() < deadline:
@@ -147,11 +148,15 @@ def down(base: Path) -> int:
     if ours(supervisor):
         say(f"the supervisor (pid {supervisor}) did not stop")
         return 1
-    # A supervisor killed -9 left its components: their process groups go too.
-    for name, pid in state["components"].items():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-            say(f"stopped {name} (left by a supervisor that died)")
+    if not supervised:  # a supervisor killed -9 left its components: each checked, then its group stopped
+        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity, stop_verified
+
+        for name, recorded in state["identities"].items():
+            try:
+                if stop_verified(ProcessIdentity.from_json(recorded), group=True):
+                    say(f"stopped {name} (left by a supervisor that died)")
+            except NotOurProcess as exc:
+                say(f"{name}: {exc}")
     with contextlib.suppress(FileNotFoundError):
         (base / "state-celery.json").unlink()
     say("down")

@@ -10,6 +10,7 @@ supervises, and the system test drives one it started itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -36,7 +37,7 @@ PIPELINE, DAG_ID, REPORT_DAG = "nycflights", "nycflights_daily", "nycflights_rep
 # the Spark epoch tasks (in the DAG's EpochGroup "epoch") and the partition each one seals
 SPARK_TASKS = {"epoch.clean_flights": "flights", "epoch.hourly_weather": "weather", "epoch.join": "daily"}
 ORIGIN = datetime.datetime(2013, 1, 1, tzinfo=datetime.timezone.utc)
-ALL_FAULTS = ("celery-worker", "zookeeper-leader", "scheduler", "watcher-triggerer", "spark-worker")
+ALL_FAULTS = ("celery-worker", "zookeeper-leader", "scheduler", "triggerer", "spark-worker")
 
 
 def say(message: str) -> None:
@@ -122,6 +123,7 @@ class Driver:
         self.ledger = EpochLedger(self.client, PIPELINE, owner="cluster-watch")
         self.faults: list[Fault] = []
         self.fault_errors: list[str] = []
+        self.finished = threading.Event()  # the days are done: a fault still waiting for its moment gives up
 
     def close(self) -> None:
         self.client.stop()
@@ -168,7 +170,10 @@ class Driver:
         injector = threading.Thread(target=self.inject, args=(faults,), name="faults", daemon=True)
         if faults:
             injector.start()
-        self.wait_done(started + timeout)
+        try:
+            self.wait_done(started + timeout)
+        finally:
+            self.finished.set()
         if faults:
             injector.join(max(1.0, started + timeout - time.monotonic()))
         outcome = self.measure()
@@ -267,8 +272,19 @@ class Driver:
                 say(f"fault {name} could not be injected: {exc}")
 
     def kill(self, name: str) -> int:
-        pid = self.components()[name]  # each component leads its own process group
-        os.killpg(pid, signal.SIGKILL)
+        """kill -9 every process of component ``name``'s session (each component leads its own; a Celery
+        worker's task processes have process groups of their own in it): its host crashed. Done once its
+        pid is checked to be the process that was started (a pid read from the state may have been reused)."""
+        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity
+
+        state = self.refresh()
+        pid = int(state["components"][name])
+        recorded = state["identities"].get(name)
+        if recorded is None or not ProcessIdentity.from_json(recorded).alive():
+            raise NotOurProcess(f"{name} (pid {pid}) is not the process the cluster started; not killing it")
+        for member in _session(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
         return pid
 
     def components(self) -> dict[str, int]:
@@ -277,7 +293,7 @@ class Driver:
     def running_spark_task(self, min_seconds: float = 3.0, timeout: float = 600) -> tuple[int, str, int]:
         """(epoch, task id, pid) of a Spark epoch task running for ``min_seconds`` at least."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.finished.is_set():
             rows = self.query("SELECT r.logical_date, ti.task_id, ti.pid FROM task_instance ti JOIN dag_run r ON "
                               "r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s AND ti.state = "
                               "'running' AND ti.task_id = ANY(%s) AND ti.pid IS NOT NULL AND ti.start_date < "
@@ -285,7 +301,7 @@ class Driver:
             for logical, task, pid in rows:
                 return (logical - ORIGIN).days + 1, str(task), int(pid)
             time.sleep(0.5)
-        raise TimeoutError("no Spark epoch task ran")
+        raise TimeoutError("no Spark epoch task ran while the fault waited (too few days for every fault?)")
 
     def wait_sealed(self, epoch: int, partition: str, since: float, timeout: float = 600) -> float:
         """Seconds from ``since`` (wall clock) to the seal of (epoch, partition)."""
@@ -304,8 +320,9 @@ class Driver:
     def fault_celery_worker(self) -> None:
         """kill -9 the Celery worker running a Spark epoch task; recovered: that partition sealed."""
         epoch, task, pid = self.running_spark_task()
-        group = os.getpgid(pid)
-        worker = next((n for n, p in self.components().items() if p == group and n.startswith("celery-worker")), None)
+        lineage = _ancestors(pid)  # the task process runs in a session of its own, under the worker's tree
+        worker = next((n for n, p in self.components().items() if p in lineage and n.startswith("celery-worker")),
+                      None)
         if worker is None:
             raise RuntimeError(f"task {task} (pid {pid}) runs in no Celery worker's process group")
         fault = Fault("celery worker killed mid-Spark-task", worker, time.time(), f"epoch {epoch} {task}")
@@ -346,38 +363,48 @@ class Driver:
         say(f"fault: the ensemble commits again {fault.recovered_s:.1f} s after the leader's kill")
 
     def fault_scheduler(self) -> None:
-        """kill -9 one scheduler; recovered: another task instance starts."""
-        self.running_spark_task(min_seconds=0.0)
-        fault = Fault("scheduler killed", "scheduler", time.time())
+        """kill -9 one scheduler the moment a Spark task ends; recovered: the next task of that run is queued
+        (by the other scheduler, or by the restarted one)."""
+        epoch, task, _ = self.running_spark_task(min_seconds=0.0)
+        run = self.query("SELECT run_id FROM dag_run WHERE dag_id = %s AND logical_date = %s", DAG_ID,
+                         ORIGIN + datetime.timedelta(days=epoch - 1))[0][0]
+        self._until(lambda: self.query("SELECT 1 FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = "
+                                       "%s AND state <> 'running'", DAG_ID, run, task), 900)
+        fault = Fault("scheduler killed", "scheduler", time.time(), f"as {task} of epoch {epoch} ended")
         self.kill("scheduler")
-        say("fault: kill -9 scheduler (scheduler-2 keeps scheduling)")
+        say(f"fault: kill -9 scheduler as {task} of epoch {epoch} ends (scheduler-2 keeps scheduling)")
         self.faults.append(fault)
         fault.restarted = self.supervisor_note("scheduler", fault.at)
         fault.recovered_s = self._until(lambda: self.query(
-            "SELECT 1 FROM task_instance WHERE start_date > to_timestamp(%s)", fault.at), 600) - fault.at
+            "SELECT 1 FROM task_instance WHERE dag_id = %s AND run_id = %s AND queued_dttm > to_timestamp(%s)",
+            DAG_ID, run, fault.at), 600) - fault.at
+        say(f"fault: the next task of epoch {epoch} queued {fault.recovered_s:.1f} s after the scheduler's kill")
 
-    def fault_watcher_triggerer(self) -> None:
-        """kill -9 the triggerer running the asset watcher; recovered: another triggerer runs it."""
-        def owner() -> tuple[str | None, int | None]:
-            spawned = self.refresh()["spawned_at"]
-            rows = self.query("SELECT j.start_date, j.state, j.id FROM trigger t JOIN asset_watcher w ON "
-                              "w.trigger_id = t.id JOIN job j ON j.id = t.triggerer_id")
-            if not rows or rows[0][1] != "running":
-                return None, None
-            started = rows[0][0].timestamp()
-            before = [(at, n) for n, at in spawned.items() if n.startswith("triggerer") and at <= started]
-            return (max(before)[1] if before else None), int(rows[0][2])
+    def trigger_owner(self) -> tuple[str | None, int | None]:
+        """(component, job id) of the triggerer running most of the deferred tasks' triggers: a job is the
+        process of the name whose latest start came last before the job started."""
+        rows = self.query("SELECT j.id, j.start_date FROM trigger t JOIN job j ON j.id = t.triggerer_id WHERE "
+                          "j.state = 'running' GROUP BY j.id, j.start_date ORDER BY count(*) DESC LIMIT 1")
+        if not rows:
+            return None, None
+        spawned = self.refresh()["spawned_at"]
+        before = [(at, n) for n, at in spawned.items() if n.startswith("triggerer") and at <= rows[0][1].timestamp()]
+        return (max(before)[1] if before else None), int(rows[0][0])
 
-        name, job = owner()
-        self._until(lambda: owner()[0] is not None, 300)
-        name, job = owner()
+    def fault_triggerer(self) -> None:
+        """kill -9 the triggerer running the deferred tasks' triggers (epoch opening, barrier, sealed
+        sensor); recovered: none of them is left on the dead triggerer's job."""
+        self._until(lambda: self.trigger_owner()[0] is not None, 900)
+        name, job = self.trigger_owner()
         assert name is not None
-        fault = Fault("triggerer with the asset watcher killed", name, time.time(), f"job {job}")
+        fault = Fault("triggerer with the deferred triggers killed", name, time.time(), f"trigger job {job}")
         self.kill(name)
-        say(f"fault: kill -9 {name}, which runs the asset watcher (trigger job {job})")
+        say(f"fault: kill -9 {name}, which runs the deferred tasks' triggers (job {job})")
         self.faults.append(fault)
         fault.restarted = self.supervisor_note(name, fault.at)
-        fault.recovered_s = self._until(lambda: owner()[1] not in (None, job), 600) - fault.at
+        fault.recovered_s = self._until(lambda: not self.query(
+            "SELECT 1 FROM trigger WHERE triggerer_id = %s", job), 600) - fault.at
+        say(f"fault: the triggers left {name}'s job {fault.recovered_s:.1f} s after the kill")
 
     def fault_spark_worker(self) -> None:
         """kill -9 a Spark worker (and its executor) mid-job; recovered: that partition sealed."""
@@ -396,6 +423,33 @@ class Driver:
                 return time.time()
             time.sleep(0.5)
         raise TimeoutError("not recovered")
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:  # state, ppid, pgrp, session
+                found.append(int(entry.name))
+    return found
+
+
+def _ancestors(pid: int) -> set[int]:
+    """``pid`` and its parents, up to init."""
+    found = set()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: the parent's pid
+    return found
 
 
 def run_local(base: Path, shared: dict[str, Any], timeout: float) -> Outcome:

@@ -37,6 +37,7 @@ from postgres_server import PostgresServer
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, listening, spark_home
 from airflow_epochs.servers.embedded_zookeeper import ServerTls, ZooKeeperEnsemble, find_java
 from airflow_epochs.servers.private_files import open_private_log, private_dir, read_private, write_private
+from airflow_epochs.servers.process_identity import NONCE_ENV, identify, launch_environment
 from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, load_or_create_auth
 from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_security import ensure_certificates
@@ -81,7 +82,8 @@ class CeleryStack(AirflowStack):
 
     @property
     def env(self) -> dict[str, str]:
-        env = super().env
+        # a launch nonce in each process's environment: what `down` and the faults check a pid by
+        env = launch_environment(super().env)
         user = PostgresServer.user
         env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = \
             f"postgresql+psycopg2://{user}:{self.db_password}@127.0.0.1:{self.pg_port}/airflow"
@@ -188,7 +190,8 @@ class Cluster:
         self.launches[name] = (argv, env, cwd)
         with open(open_private_log(cwd / f"{name}.log"), "ab") as out:
             self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                env=env, cwd=cwd, start_new_session=True, umask=0o077)
+                                                env=launch_environment(env), cwd=cwd, start_new_session=True,
+                                                umask=0o077)
 
     def _spark_env(self) -> dict[str, str]:
         home = spark_home()
@@ -253,6 +256,8 @@ class Cluster:
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+            # a dead triggerer's triggers move to a live one after this many seconds without its heartbeat
+            "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(airflow_connection(settings)),
@@ -363,10 +368,13 @@ class Cluster:
         assert self.stack is not None
         members = self.ensemble.members if self.ensemble is not None else []
         tls = self.ensemble.tls if self.ensemble is not None else None
+        components = self.components()
         whole = self.ensemble.client_settings() if self.ensemble is not None else None
         return {
             "deployment": self.deployment, "executor": self.executor, "days": self.days,
-            "supervisor": os.getpid(), "components": self.components(),
+            "supervisor": os.getpid(), "components": components,
+            "identities": {name: identity.to_json() for name, pid in components.items()
+                           if (identity := identify(pid)) is not None},
             "zookeeper": {"members": [{"myid": m.myid, "port": m.client_port} for m in members],
                           "ca": str(Path(tls.truststore).resolve()) if tls else None},
             "zookeeper_admin": json.dumps({"host": whole.connect_string, "login": whole.login,
@@ -378,7 +386,8 @@ class Cluster:
             "spark_connect": self.spark[0] if self.spark else None,
             "api": f"http://127.0.0.1:{self.stack.api_port}",
             "pg": {"port": self.stack.pg_port, "user": PostgresServer.user, "password": self.stack.db_password},
-            "airflow_env": {k: v for k, v in self.stack.env.items() if k.startswith(("AIRFLOW", "NYCFLIGHTS"))},
+            "airflow_env": {k: v for k, v in self.stack.env.items()
+                            if k.startswith(("AIRFLOW", "NYCFLIGHTS")) and k != NONCE_ENV},
             "data": str(self.data), "base": str(self.base), "logs": str(self.stack.base),
             "restarts": self.restarts,
         }
@@ -405,12 +414,12 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    # the leader gone, what it started in its group goes too (a Spark worker's executors)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) -> None:
