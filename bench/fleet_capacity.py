@@ -37,7 +37,7 @@ from kazoo.client import KazooClient
 from state_growth import ZK_WRITES_PER_S, fit_shapes, seal_epoch
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS
+from airflow_epochs.coordination.wire.config import DEFAULT_RETAIN_EPOCHS
 from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble
 
 RETAIN = DEFAULT_RETAIN_EPOCHS

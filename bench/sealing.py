@@ -29,7 +29,7 @@ from typing import Any
 from common import REPEATS, alternate, client, compare, figure, process_cpu_seconds
 
 from airflow_epochs.coordination import Attempt, EpochLedger, PipelineConfig
-from airflow_epochs.coordination.pipelined_votes import Ballot
+from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 
 PROCESSES = 8
 SIDES = ("ours", "peer", "limit", "limit-batch")

@@ -24,7 +24,7 @@ from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, spark_home
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal

@@ -16,7 +16,7 @@ from airflow.sdk import DAG, task
 
 from airflow_epochs.analysis import blazes_label
 from airflow_epochs.coordination import EpochCalendar
-from airflow_epochs.coordination.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
+from airflow_epochs.coordination.wire.declared import AssetProducer, CalendarKeys, DeclaredProducers, TaskProducer
 from airflow_epochs.operators.declared import ReceiveDeclaredKeyOperator, declared_gate_asset
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")

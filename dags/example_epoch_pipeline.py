@@ -22,7 +22,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.base.calendar import EpochCalendar
 from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, VotePartitionOperator
 from airflow_epochs.sensors import BarrierSensor
 

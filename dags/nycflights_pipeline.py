@@ -29,7 +29,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_epochs.analysis import blazes_label
-from airflow_epochs.coordination.calendar import EpochCalendar
+from airflow_epochs.coordination.base.calendar import EpochCalendar
 from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, SparkEpochOperator
 from airflow_epochs.sensors import BarrierSensor
 

@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelineConfig
-from airflow_epochs.coordination.config import ConfigVersion
+from airflow_epochs.coordination.wire.config import ConfigVersion
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.epoch import default_owner, task_request_id
 from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults

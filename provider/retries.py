@@ -40,8 +40,8 @@ from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_epochs.coordination import validate_epoch
-from airflow_epochs.coordination.errors import EpochsError
-from airflow_epochs.coordination.retrying import (  # the Airflow-free half, re-exported for tasks
+from airflow_epochs.coordination.base.errors import EpochsError
+from airflow_epochs.coordination.base.retrying import (  # the Airflow-free half, re-exported for tasks
     TRANSIENT_KAZOO_ERRORS,
     Backoff,
     Disposition,

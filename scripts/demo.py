@@ -247,7 +247,7 @@ class Progress:
 
     def _read(self, call: Callable[[], Any]) -> tuple[bool, Any]:
         from airflow_epochs.coordination import PipelineNotFound
-        from airflow_epochs.coordination.retrying import disposition
+        from airflow_epochs.coordination.base.retrying import disposition
 
         asked = time.monotonic()
         try:
@@ -412,7 +412,7 @@ class Demo:
             client.close()
 
     def _frontier(self, ledger: Any) -> int:
-        from airflow_epochs.coordination.retrying import Backoff, call_with_retries
+        from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries
 
         return int(call_with_retries(ledger.frontier, backoff=Backoff(budget=120)))
 

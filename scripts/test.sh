@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The test suite, with lint and type checks, on a real ZooKeeper, Spark and Airflow started by the tests.
-# Usage: bash scripts/test.sh [pytest arguments]
+# Usage: bash scripts/test.sh [--unit] [pytest arguments]
+#   --unit   ruff, mypy and the unit tier only (tests/unit: no server of any kind; about a minute)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
-# PostgreSQL and chromium for the scheduler-driven and browser tests (apt, only what is missing).
-bash "$ROOT/scripts/system_deps.sh"
+unit=0
+if [ "${1:-}" = "--unit" ]; then unit=1; shift; fi
+if [ "$unit" = 0 ]; then
+  # PostgreSQL and chromium for the scheduler-driven and browser tests (apt, only what is missing).
+  bash "$ROOT/scripts/system_deps.sh"
+fi
 say "ruff check"
 ruff check provider operators sensors dags tests scripts bench
 say "mypy --strict on the whole airflow_epochs package"
@@ -16,5 +21,9 @@ python "$ROOT/scripts/typecheck.py"
 # gain even on two cores. EPOCHS_TEST_WORKERS=0 runs everything in this process; a "-n" among the
 # arguments wins over this one.
 workers="${EPOCHS_TEST_WORKERS:-2}"
+if [ "$unit" = 1 ]; then
+  say "pytest: the unit tier on $workers workers"
+  exec pytest -n "$workers" tests/unit "$@"
+fi
 say "pytest on $workers workers"
 exec pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"

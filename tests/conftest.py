@@ -246,10 +246,15 @@ def spark_connect(spark_connect_server: int, spark_connect_state: Path, monkeypa
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``scripts/test.sh``), hand out the long files first: the system tests, then
+    """Mark each test with its tier (its folder). Under pytest-xdist (``scripts/test.sh``), hand out
+    the long files first: the system tests, then
     files with a test marked slow, then the rest, each in collection order. Workers take whole files
     (``--dist loadfile``) in this order, so a long file does not start last and end the run alone.
     A run in one process keeps pytest's order."""
+    for item in items:  # the tier is the folder: `-m "not integration and not system"` is the unit tier
+        tier = item.path.parent.name
+        if tier in ("integration", "system") and not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
     if not hasattr(config, "workerinput"):
         return
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}

@@ -62,7 +62,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 
 PathKind = Literal["CR", "CW", "OR", "OW"]
 Severity = Literal["Async", "NDRead", "Taint"]

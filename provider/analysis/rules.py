@@ -26,7 +26,7 @@ from airflow_epochs.analysis.labels import (
     key_text,
     transfer,
 )
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 
 Need = Literal["none", "seal", "order"]
 Status = Literal["not needed", "present", "missing"]

@@ -38,10 +38,10 @@ __all__ = ["CliError", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     from kazoo.exceptions import KazooException, NoAuthError
 
+    from airflow_epochs.connection.zookeeper import InvalidConnection
     from airflow_epochs.coordination import AccessDenied, EpochsError
     from airflow_epochs.redaction import redact
     from airflow_epochs.servers.private_files import UnsafeState
-    from airflow_epochs.servers.zk_settings import InvalidConnection
 
     args = build_parser().parse_args(argv)
     # kazoo's reconnect chatter would bury the one line that says what is wrong.

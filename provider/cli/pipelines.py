@@ -23,7 +23,7 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
     """The connection settings of a pipeline command, built exactly as the ZooKeeperHook builds them:
     from the Airflow connection ``--conn-id``, or from ``--hosts`` (else the CLI's embedded server),
     ``--digest-user`` with ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, and the TLS options."""
-    from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
+    from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 
     direct = [flag for flag, value in (("--hosts", args.hosts), ("--digest-user", args.digest_user),
                                        ("--tls", args.tls), ("--ca", args.ca)) if value]
@@ -188,7 +188,7 @@ def cmd_acl(args: argparse.Namespace) -> int:
         validate_root,
         verify_pipeline_acls,
     )
-    from airflow_epochs.coordination.acl import audit_pipeline_acls, protects_what_it_creates
+    from airflow_epochs.coordination.base.acl import audit_pipeline_acls, protects_what_it_creates
 
     validate_name("pipeline", args.pipeline)
     paths = PipelinePaths(args.pipeline, validate_root(args.root or DEFAULT_ROOT))

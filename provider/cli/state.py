@@ -52,7 +52,7 @@ def read_state(base: Path, server: str = "zookeeper") -> dict[str, Any] | None:
 
 def decode_state(text: str) -> dict[str, Any]:
     """A state file's object, its port (if any) checked to be a TCP port; :class:`ValueError` otherwise."""
-    from airflow_epochs.coordination.payloads import loads_bounded
+    from airflow_epochs.coordination.wire.payloads import loads_bounded
 
     data = loads_bounded(text)
     if not isinstance(data, dict):

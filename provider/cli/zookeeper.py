@@ -19,10 +19,10 @@ from typing import Any
 
 from airflow_epochs.cli.servers import ManagedServer, verb
 from airflow_epochs.cli.state import CliError, alive, read_state, state_dir, state_file
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings, split_host
 from airflow_epochs.servers.embedded_zookeeper import ZooKeeperError, four_letter_word
 from airflow_epochs.servers.private_files import UnsafeState, check_private_dir, private_dir, write_private
 from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, read_auth, secured_server
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings, split_host
 from airflow_epochs.servers.zookeeper_security import ServerAuth
 
 NAME = "zookeeper"

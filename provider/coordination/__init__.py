@@ -13,40 +13,9 @@ Typical use::
     assert ledger.frontier() == 1
 """
 
-from airflow_epochs.coordination.aborts import AbortResult
-from airflow_epochs.coordination.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
-from airflow_epochs.coordination.backpressure import (
-    ConsumerState,
-    TooManyConsumers,
-    UnknownConsumer,
-    acknowledge,
-    consumers,
-    register_consumer,
-    unregister_consumer,
-)
-from airflow_epochs.coordination.barriers import (
-    Arrival,
-    Barrier,
-    BarrierClosed,
-    BarrierConflict,
-    BarrierError,
-    BarrierFailed,
-    BarrierFull,
-    BarrierNotDeclared,
-    BarrierOutcome,
-    StragglerPolicy,
-    UnknownParticipant,
-)
-from airflow_epochs.coordination.calendar import Calendar, CronEpochCalendar, EpochCalendar
-from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
-from airflow_epochs.coordination.delivery_scopes import (
-    DeliveryScopeHeld,
-    RetiredScope,
-    UnknownDeliveryScope,
-    retire_delivery_scope,
-)
-from airflow_epochs.coordination.errors import (
+from airflow_epochs.coordination.base.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
+from airflow_epochs.coordination.base.calendar import Calendar, CronEpochCalendar, EpochCalendar
+from airflow_epochs.coordination.base.errors import (
     AccessDenied,
     AttemptSuperseded,
     Backpressured,
@@ -84,22 +53,56 @@ from airflow_epochs.coordination.errors import (
     UnknownPartition,
     UnknownProducer,
 )
-from airflow_epochs.coordination.leadership import LeaderLease, LeaseHolder
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.session import Session, new_request_id
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.lineage import LineageItem, LineageReport, check_consistency, lineage_of
-from airflow_epochs.coordination.locks import resource_lock
-from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
-from airflow_epochs.coordination.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.pipelined_votes import Ballot
-from airflow_epochs.coordination.reader import PipelineReader
-from airflow_epochs.coordination.reconfig import (
+from airflow_epochs.coordination.protocol.aborts import AbortResult
+from airflow_epochs.coordination.protocol.delivery_scopes import (
+    DeliveryScopeHeld,
+    RetiredScope,
+    UnknownDeliveryScope,
+    retire_delivery_scope,
+)
+from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
+from airflow_epochs.coordination.protocol.retention import CompactionReport
+from airflow_epochs.coordination.recipes.backpressure import (
+    ConsumerState,
+    TooManyConsumers,
+    UnknownConsumer,
+    acknowledge,
+    consumers,
+    register_consumer,
+    unregister_consumer,
+)
+from airflow_epochs.coordination.recipes.barriers import (
+    Arrival,
+    Barrier,
+    BarrierClosed,
+    BarrierConflict,
+    BarrierError,
+    BarrierFailed,
+    BarrierFull,
+    BarrierNotDeclared,
+    BarrierOutcome,
+    StragglerPolicy,
+    UnknownParticipant,
+)
+from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
+from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency, lineage_of
+from airflow_epochs.coordination.recipes.locks import resource_lock
+from airflow_epochs.coordination.services.coordinator import OpenDecision, open_as_leader
+from airflow_epochs.coordination.services.reconfig import (
     BucketAssignment,
     assignment,
     bucket_of,
     plan_migration,
     schedule_migration,
 )
-from airflow_epochs.coordination.records import (
+from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
+from airflow_epochs.coordination.state.reader import PipelineReader
+from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
     Event,
@@ -110,9 +113,6 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
     VoteResult,
 )
-from airflow_epochs.coordination.retention import CompactionReport
-from airflow_epochs.coordination.session import Session, new_request_id
-from airflow_epochs.coordination.submission import SubmitDecision, check_submission
 
 __all__ = [
     "DEFAULT_ROOT",

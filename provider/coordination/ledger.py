@@ -27,32 +27,35 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
-from airflow_epochs.coordination import (
+from airflow_epochs.coordination.base.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.base.session import Call
+from airflow_epochs.coordination.protocol import (
     aborts,
     config_store,
     delivery_scopes,
     opening,
     pipelined_votes,
-    reader,
     retention,
     rollbacks,
     seals,
     votes,
 )
-from airflow_epochs.coordination.aborts import AbortResult
-from airflow_epochs.coordination.backpressure import Backpressure, Consumer
-from airflow_epochs.coordination.barriers import Barrier
-from airflow_epochs.coordination.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
-from airflow_epochs.coordination.leadership import LeaderLease
-from airflow_epochs.coordination.lineage import LineageItem, read_lineage
-from airflow_epochs.coordination.locks import LockMode, resource_lock
-from airflow_epochs.coordination.names import validate_epoch, validate_name, validate_root
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.pipeline import PipelineContext
-from airflow_epochs.coordination.pipelined_votes import Ballot
-from airflow_epochs.coordination.reader import PipelineReader
-from airflow_epochs.coordination.records import (
+from airflow_epochs.coordination.protocol.aborts import AbortResult
+from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
+from airflow_epochs.coordination.protocol.retention import CompactionReport
+from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
+from airflow_epochs.coordination.recipes.barriers import Barrier
+from airflow_epochs.coordination.recipes.leadership import LeaderLease
+from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
+from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
+from airflow_epochs.coordination.state import reader
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import PipelineReader
+from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.nodes import FrontierNode, RetiredScope
+from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
     Event,
@@ -62,9 +65,6 @@ from airflow_epochs.coordination.records import (
     VoteRecord,
     VoteResult,
 )
-from airflow_epochs.coordination.retention import CompactionReport
-from airflow_epochs.coordination.session import Call
-from airflow_epochs.coordination.wire import FrontierNode, RetiredScope
 
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]

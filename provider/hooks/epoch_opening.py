@@ -2,7 +2,7 @@
 does not defer (no Airflow import: the caller turns the final decision into a result, a skip or a
 deferral).
 
-The decision is :func:`~airflow_epochs.coordination.coordinator.open_as_leader`'s; the waits are the
+The decision is :func:`~airflow_epochs.coordination.services.coordinator.open_as_leader`'s; the waits are the
 ledger's own, on watches: :meth:`EpochLedger.wait_for_frontier` for the previous epoch or the leader's
 lease, and the ledger's backpressure wait for slow consumers, a bounded slice at a time so that the
 lease is renewed and the deadline honoured.
@@ -15,7 +15,7 @@ import logging
 import time
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.coordinator import OpenDecision, open_as_leader
+from airflow_epochs.coordination.services.coordinator import OpenDecision, open_as_leader
 
 _log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 from airflow.sdk import BaseHook
 from kazoo.client import KazooClient
 
+from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
-from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
 
 
 class ZooKeeperHook(BaseHook):

@@ -6,7 +6,7 @@ process), it arms the task's post-execute step; after ``execute`` returned, and 
 reports success, that step reads the task's outlet events and their partition keys (``add_partitions``
 or the run's partition key), and for each event that a declared producer of a configured pipeline
 stands for, stages the vote and casts every staged vote in epoch order
-(:mod:`airflow_epochs.coordination.declared_votes`). A task with no outlets, or whose events no
+(:mod:`airflow_epochs.coordination.services.declared_votes`). A task with no outlets, or whose events no
 declaration names, writes nothing.
 
 Why before success: a vote cast after success (``on_task_instance_success`` runs after the success is
@@ -35,7 +35,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
     if not pipelines or not events:
         return []
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
-    from airflow_epochs.coordination.declared_votes import TaskInstanceId, declaration, drain, stage_vote
-    from airflow_epochs.coordination.retrying import Backoff, call_with_retries, describe
+    from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
+    from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, declaration, drain, stage_vote
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,

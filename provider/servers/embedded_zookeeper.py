@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.servers.die_with_parent import launcher
 from airflow_epochs.servers.private_files import open_private_log, private_dir, tighten, write_private
 from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
     JavaNotFound,

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls
 from airflow_epochs.servers.private_files import private_dir, read_private, write_private
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
 
 __all__ = ["CREDENTIALS_FILE", "TLS_FOLDER", "airflow_connection", "load_or_create_auth", "read_auth",
@@ -27,7 +27,7 @@ TLS_FOLDER = "tls"
 def read_auth(path: Path) -> ServerAuth | None:
     """The credentials in ``path`` (a 0600 file of ours: :class:`UnsafeState` if not), None if there is
     none; a one-line :class:`ValueError` naming the file if it is corrupt."""
-    from airflow_epochs.coordination.payloads import loads_bounded
+    from airflow_epochs.coordination.wire.payloads import loads_bounded
 
     try:
         text = read_private(path, secret=True)

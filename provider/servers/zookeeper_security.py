@@ -88,7 +88,7 @@ def lock_root(settings: Any) -> None:
     (open to any authenticated session, and any made-up digest authenticates): a node another local
     user created in that window is taken over here, which our superuser identity may always do.
 
-    :param settings: a :class:`~airflow_epochs.servers.zk_settings.ZooKeeperSettings` with the server's
+    :param settings: a :class:`~airflow_epochs.connection.zookeeper.ZooKeeperSettings` with the server's
         digest credentials.
     :raises PermissionError: the data was locked by other credentials (a state file lost or replaced).
     """

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import register_secret
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.job import run_epoch

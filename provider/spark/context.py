@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_epochs.coordination.errors import InvalidInput
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.base.errors import InvalidInput
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import validate_location
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.errors import InvalidInput, StateError
+from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.storage import data_files, read_manifest, run_location, write_manifest
 

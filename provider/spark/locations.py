@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import redact_uri
 
 MAX_LOCATION_LENGTH = 4096

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.names import validate_epoch
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_epoch
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient

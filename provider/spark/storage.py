@@ -22,9 +22,9 @@ from typing import Any
 
 from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
-from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput
-from airflow_epochs.coordination.names import validate_epoch, validate_name
-from airflow_epochs.coordination.payloads import loads_bounded
+from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
+from airflow_epochs.coordination.wire.payloads import loads_bounded
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import validate_location
 

@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
+from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, PartitionAlreadySealed
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
-from airflow_epochs.coordination.retrying import Backoff, call_with_retries, describe
-from airflow_epochs.coordination.submission import SubmitDecision, check_submission
+from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.lineage.runs import LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 
 SUBMIT_OPTIONS = frozenset({
     "conf", "py_files", "files", "archives", "jars", "driver_memory", "executor_memory", "executor_cores",

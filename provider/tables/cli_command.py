@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from airflow_epochs.coordination.errors import EpochsError, InvalidInput
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_from_connection
 from airflow_epochs.tables.publish import check_identifier
 from airflow_epochs.tables.read import epochs_in, snapshot_id_of_epoch, table_as_of_epoch
@@ -117,7 +117,7 @@ def _cut(args: argparse.Namespace, catalog: Any) -> int:
         settings = ZooKeeperHook(args.zookeeper_conn_id).settings
     else:
         from airflow_epochs.cli.zookeeper import with_embedded_credentials
-        from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+        from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 
         # the embedded server's own port: its credentials and CA, as every other command uses them
         settings = with_embedded_credentials(ZooKeeperSettings.from_fields(host=args.zk_hosts))

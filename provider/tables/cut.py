@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.errors import EpochsError, InvalidInput
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
+from airflow_epochs.coordination.base.names import validate_epoch
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.lineage import LineageItem, check_consistency, lineage_of
-from airflow_epochs.coordination.names import validate_epoch
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency, lineage_of
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.publish import check_identifier, still_sealed
 

@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from airflow_epochs.coordination.errors import EpochsError
+from airflow_epochs.coordination.base.errors import EpochsError
 
 EXTENSIONS = ("avro", "iceberg")  # avro first: iceberg reads its manifests through it
 

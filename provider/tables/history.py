@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_epochs.coordination.errors import EpochsError
+from airflow_epochs.coordination.base.errors import EpochsError
 
 PREFIX = "epochs."
 PIPELINE = PREFIX + "pipeline"

@@ -35,9 +35,9 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from airflow_epochs.coordination.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.names import validate_epoch, validate_name
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import data_files, filesystem, mark_published
 from airflow_epochs.tables import history as h

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_epochs.coordination.names import validate_epoch, validate_name
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.tables import history as h
 
 log = logging.getLogger(__name__)

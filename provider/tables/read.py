@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.coordination.names import validate_epoch
+from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.tables import history as h
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import os
 import posixpath
 from urllib.parse import unquote, urlsplit
 
-from airflow_epochs.coordination.errors import InvalidInput
+from airflow_epochs.coordination.base.errors import InvalidInput
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import validate_location
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.paths import DEFAULT_ROOT
 from airflow_epochs.tables.catalog import load_catalog, settings_from_connection
 from airflow_epochs.tables.publish import PublishOutcome, StepHook, publish_sealed
 

@@ -25,7 +25,7 @@ from kazoo.client import KazooState
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.asset_delivery import Delivery, SealToDeliver
+from airflow_epochs.coordination.recipes.asset_delivery import Delivery, SealToDeliver
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS

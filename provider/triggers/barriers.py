@@ -10,9 +10,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.barrier_values import late_text
-from airflow_epochs.coordination.barriers import Barrier, BarrierOutcome
-from airflow_epochs.coordination.wire import BarrierNode
+from airflow_epochs.coordination.recipes.barrier_values import late_text
+from airflow_epochs.coordination.recipes.barriers import Barrier, BarrierOutcome
+from airflow_epochs.coordination.wire.nodes import BarrierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.seals import epoch_generation

@@ -29,7 +29,7 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTim
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings, ZooKeeperUnreachable
+from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings, ZooKeeperUnreachable
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS

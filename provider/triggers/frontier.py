@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.wire import FrontierNode
+from airflow_epochs.coordination.wire.nodes import FrontierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 

@@ -8,7 +8,7 @@ from typing import Any
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.wire import EpochNode, PipelineRecord
+from airflow_epochs.coordination.wire.nodes import EpochNode, PipelineRecord
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 

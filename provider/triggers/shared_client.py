@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 
 

@@ -42,8 +42,8 @@ from airflow_epochs.coordination import (
     PipelineNotFound,
     SealInfo,
 )
-from airflow_epochs.coordination.names import MAX_EPOCH
-from airflow_epochs.coordination.payloads import loads_bounded
+from airflow_epochs.coordination.base.names import MAX_EPOCH
+from airflow_epochs.coordination.wire.payloads import loads_bounded
 from airflow_epochs.views.history import HistoryCache
 from airflow_epochs.views.model import (
     STATES,

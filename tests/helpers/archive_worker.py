@@ -15,7 +15,9 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination import EpochLedger, retention, retired_partitions
+from airflow_epochs.coordination import EpochLedger
+from airflow_epochs.coordination.protocol import retention
+from airflow_epochs.coordination.state import retired_partitions
 
 
 def main(hosts: str, pipeline: str, step: str = "epochs") -> None:

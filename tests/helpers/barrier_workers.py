@@ -8,7 +8,7 @@ import time
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.coordination.barriers import Barrier
+from airflow_epochs.coordination.recipes.barriers import Barrier
 
 
 def arrive_and_wait(hosts: str, pipeline: str, epoch: int, name: str, participant: str, seed: int) -> dict:

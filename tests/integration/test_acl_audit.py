@@ -8,10 +8,10 @@ import pytest
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from airflow_epochs.cli import main
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger, InsecureAcl, PipelineConfig
-from airflow_epochs.coordination.acl import audit_pipeline_acls
-from airflow_epochs.coordination.paths import PipelinePaths
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.coordination.base.acl import audit_pipeline_acls
+from airflow_epochs.coordination.base.paths import PipelinePaths
 
 pytestmark = pytest.mark.integration
 

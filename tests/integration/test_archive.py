@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from airflow_epochs.coordination import EpochLedger, InvalidConfig, PipelineConfig
-from airflow_epochs.coordination.archive import decode, epoch_file
+from airflow_epochs.coordination.state.archive import decode, epoch_file
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
@@ -185,7 +185,7 @@ def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory
 def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory, tmp_path):
     """Whoever can write the archive can rewrite the past: a linked or world-writable folder, or a file
     replaced by a link, is refused (``UnsafeArchive``) before anything is written or read through it."""
-    from airflow_epochs.coordination.archive import UnsafeArchive
+    from airflow_epochs.coordination.state.archive import UnsafeArchive
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "linked" / "_epochs").mkdir(parents=True)

@@ -12,9 +12,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
-from airflow_epochs.coordination.asset_delivery import MAX_CURSOR_ROUNDS, Delivery, SealToDeliver
-from airflow_epochs.coordination.errors import ContentionExhausted, CorruptPayload
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
+from airflow_epochs.coordination.recipes.asset_delivery import MAX_CURSOR_ROUNDS, Delivery, SealToDeliver
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor
 
 
 class KazooStore:
@@ -217,7 +217,7 @@ def test_a_claim_taken_between_the_check_and_the_commit_refuses_the_retirement(z
     deliverer's claim taken after the check (here: just before the commit) fails the whole transaction,
     and the check, run again, refuses. Nothing was deleted."""
     from airflow_epochs.coordination import DeliveryScopeHeld
-    from airflow_epochs.coordination.session import Call
+    from airflow_epochs.coordination.base.session import Call
 
     ledger = EpochLedger(zk, "p", owner="A")
     ledger.create_pipeline(PipelineConfig({"a": ("x",)}))

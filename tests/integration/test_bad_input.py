@@ -25,37 +25,14 @@ from airflow_epochs.coordination import (
     RollbackRefused,
     UnknownPartition,
     UnknownProducer,
-    validate_name,
 )
-from airflow_epochs.coordination.payloads import MAX_PAYLOAD_BYTES
+from airflow_epochs.coordination.wire.payloads import MAX_PAYLOAD_BYTES
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        ("", "must not be empty"),
-        ("a/b", "must not contain '/'"),
-        (".", "reserved"),
-        ("..", "reserved"),
-        ("tab\there", "control, whitespace or non-printable"),
-        ("bell\x07", "control, whitespace or non-printable"),
-        ("x" * 129, "longer than 128"),
-        ("naïve", "not allowed"),
-        ("semi;colon", "not allowed"),
-        (42, "must be a string"),
-    ],
-)
-def test_invalid_names(value, reason):
-    with pytest.raises(InvalidName, match=reason) as caught:
-        validate_name("partition", value)
-    assert caught.value.value == value
 
 
-def test_good_names_pass():
-    for name in ("flights", "region=eu", "date:2013-01-01", "a.b", "user@host", "x" * 128):
-        assert validate_name("partition", name) == name
 
 
 @pytest.fixture

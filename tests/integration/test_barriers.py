@@ -18,8 +18,9 @@ from pathlib import Path
 import barrier_workers
 import pytest
 
-from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths, payloads
-from airflow_epochs.coordination.barriers import (
+from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
+from airflow_epochs.coordination.base.errors import InvalidInput
+from airflow_epochs.coordination.recipes.barriers import (
     MAX_LATE_NAMED,
     Barrier,
     BarrierClosed,
@@ -28,8 +29,8 @@ from airflow_epochs.coordination.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
-from airflow_epochs.coordination.errors import InvalidInput
-from airflow_epochs.coordination.payloads import MAX_PAYLOAD_BYTES
+from airflow_epochs.coordination.wire import payloads
+from airflow_epochs.coordination.wire.payloads import MAX_PAYLOAD_BYTES
 
 pytestmark = [pytest.mark.integration]
 

@@ -17,13 +17,13 @@ import pytest
 from kazoo.client import KazooClient
 from zk_helpers import tree
 
-import airflow_epochs.coordination.backpressure as backpressure
-import airflow_epochs.coordination.barriers as barriers
-import airflow_epochs.coordination.config as config
-import airflow_epochs.coordination.config_store as config_store
-import airflow_epochs.coordination.history as history
-import airflow_epochs.coordination.names as names
-import airflow_epochs.coordination.pipeline as pipeline_module
+import airflow_epochs.coordination.base.names as names
+import airflow_epochs.coordination.protocol.config_store as config_store
+import airflow_epochs.coordination.recipes.backpressure as backpressure
+import airflow_epochs.coordination.recipes.barriers as barriers
+import airflow_epochs.coordination.state.history as history
+import airflow_epochs.coordination.state.pipeline as pipeline_module
+import airflow_epochs.coordination.wire.config as config
 from airflow_epochs.coordination import (
     BarrierFull,
     ConfigConflict,
@@ -36,9 +36,9 @@ from airflow_epochs.coordination import (
     TooManyConsumers,
     TooManyRequests,
 )
-from airflow_epochs.coordination.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
-from airflow_epochs.coordination.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
-from airflow_epochs.coordination.paths import epoch_key
+from airflow_epochs.coordination.base.paths import epoch_key
+from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
 
 pytestmark = [pytest.mark.integration]
 

@@ -85,7 +85,7 @@ def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch):
 
 
 def test_a_protected_pipeline_without_credentials_is_one_line(capsys, zk_server, zk_chroot):
-    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 
     owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",
                                           password="pw-protected").start_client()

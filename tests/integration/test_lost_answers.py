@@ -29,7 +29,7 @@ from airflow_epochs.coordination import (
     register_consumer,
     unregister_consumer,
 )
-from airflow_epochs.coordination import session as session_module
+from airflow_epochs.coordination.base import session as session_module
 
 pytestmark = [pytest.mark.integration]
 

@@ -27,11 +27,11 @@ from airflow_epochs.coordination import (
     PartitionAlreadySealed,
     PipelineConfig,
     open_as_leader,
-    payloads,
 )
-from airflow_epochs.coordination import aborts as aborts_module
-from airflow_epochs.coordination import coordinator as coordinator_module
-from airflow_epochs.coordination.session import Call
+from airflow_epochs.coordination.base.session import Call
+from airflow_epochs.coordination.protocol import aborts as aborts_module
+from airflow_epochs.coordination.services import coordinator as coordinator_module
+from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 

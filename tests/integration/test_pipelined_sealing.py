@@ -183,7 +183,7 @@ def test_votes_sent_together_one_refused_the_others_are_sent_again_alone(zk: Kaz
 def test_votes_too_large_for_one_transaction_are_split(zk: KazooClient):
     """Ballots whose manifests together pass the bytes one transaction may carry go in several
     transactions, each under ZooKeeper's request limit, and every vote is answered and sealed."""
-    from airflow_epochs.coordination.pipelined_votes import MAX_BYTES_TOGETHER
+    from airflow_epochs.coordination.protocol.pipelined_votes import MAX_BYTES_TOGETHER
 
     count = 40
     shape = {f"p{i}": (f"w{i}",) for i in range(count)}

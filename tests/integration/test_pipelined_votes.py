@@ -119,8 +119,8 @@ def test_a_transaction_sent_ahead_is_never_reported_as_nothing_written(proxy, lo
     import time
 
     from airflow_epochs.coordination import CoordinationUnavailable, OutcomeUnknown
-    from airflow_epochs.coordination.session import Session
-    from airflow_epochs.coordination.steps import Create
+    from airflow_epochs.coordination.base.session import Session
+    from airflow_epochs.coordination.base.steps import Create
 
     lossy.ensure_path("/ahead")
     session = Session.of(lossy)
@@ -143,8 +143,8 @@ def test_an_answer_already_here_is_read_even_after_the_deadline(zk):
     not turned into an unknown outcome because settling the earlier ones took the rest of the deadline."""
     import time
 
-    from airflow_epochs.coordination.session import Session
-    from airflow_epochs.coordination.steps import Create
+    from airflow_epochs.coordination.base.session import Session
+    from airflow_epochs.coordination.base.steps import Create
 
     zk.ensure_path("/late")
     call = Session.of(zk).begin("late-read", timeout=0.5)

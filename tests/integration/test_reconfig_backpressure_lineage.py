@@ -169,8 +169,8 @@ def test_a_repeated_registration_reads_its_stored_result_as_a_record(zk, forged)
     record: a result that is not a registration of this consumer (forged, or another call's) is
     answered as a corrupt record naming its znode, never a KeyError or a wrong acknowledgement."""
     from airflow_epochs.coordination import CorruptPayload
-    from airflow_epochs.coordination.paths import PipelinePaths
-    from airflow_epochs.coordination.wire import RequestNode
+    from airflow_epochs.coordination.base.paths import PipelinePaths
+    from airflow_epochs.coordination.wire.nodes import RequestNode
 
     ledger = EpochLedger(zk, "bpstored", owner="tests")
     ledger.create_pipeline(OLD)

@@ -156,9 +156,9 @@ def test_cli_reads_history_from_a_cursor_and_compacts(zk, zk_server, zk_chroot):
 def test_a_configuration_stored_before_the_window_was_always_written_keeps_its_old_window(zk):
     """Versions written when ``retain_epochs`` was left out at the old default (1000) must not read
     as today's default of 2: compaction would then drop epochs their owners meant to keep."""
-    from airflow_epochs.coordination import payloads
-    from airflow_epochs.coordination.config import UNARCHIVED_RETAIN_EPOCHS
-    from airflow_epochs.coordination.wire import LEGACY_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire import payloads
+    from airflow_epochs.coordination.wire.config import UNARCHIVED_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire.nodes import LEGACY_RETAIN_EPOCHS
 
     ledger = EpochLedger(zk, "legacy", owner="o")
     ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}))
@@ -177,7 +177,7 @@ def test_the_default_window_is_short_only_for_pipelines_with_an_archive(zk, tmp_
     """Without an archive compaction forgets seals and manifests, so the default keeps 1000 epochs;
     with one, every read of an older epoch is answered from the archive and none is kept: a sealed
     epoch leaves ZooKeeper at the next compaction. 0 is refused without an archive."""
-    from airflow_epochs.coordination.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
+    from airflow_epochs.coordination.wire.config import DEFAULT_RETAIN_EPOCHS, UNARCHIVED_RETAIN_EPOCHS
 
     assert PipelineConfig({"events": ("ingest",)}).retain_epochs == UNARCHIVED_RETAIN_EPOCHS
     archived = PipelineConfig({"events": ("ingest",)}, archive=str(tmp_path))

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_epochs.coordination import EpochLedger, PipelineConfig, retired_partitions
-from airflow_epochs.coordination.compaction_record import CompactionSummary, RetiredPartition
-from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.retired_partitions import retired_file
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.state import retired_partitions
+from airflow_epochs.coordination.state.retired_partitions import retired_file
+from airflow_epochs.coordination.wire.compaction_record import CompactionSummary, RetiredPartition
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 

@@ -16,9 +16,9 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from zk_helpers import tree
 
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger, InsecureAcl, InvalidInput, PipelineConfig
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
 pytestmark = pytest.mark.integration
 

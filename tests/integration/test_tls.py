@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from kazoo.exceptions import NoAuthError
 
+from airflow_epochs.connection.zookeeper import ConnectionsRefused, TlsHandshakeFailed, ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.dev_certificates import generate_dev_certificates
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls, ZooKeeperEnsemble
-from airflow_epochs.servers.zk_settings import ConnectionsRefused, TlsHandshakeFailed, ZooKeeperSettings
 
 pytestmark = pytest.mark.integration
 CLI = str(Path(sys.executable).parent / "airflow-epochs")

@@ -11,9 +11,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, EpochNotOpen, PipelineConfig
-from airflow_epochs.coordination.backpressure import acknowledge, register_consumer, unregister_consumer
-from airflow_epochs.coordination.barriers import Barrier, StragglerPolicy
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.recipes.backpressure import acknowledge, register_consumer, unregister_consumer
+from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger

@@ -13,8 +13,8 @@ from airflow_epochs.coordination import (
     EpochLedger,
     PartitionAlreadySealed,
     PipelineConfig,
-    payloads,
 )
+from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 
@@ -136,7 +136,7 @@ def test_closing_while_the_last_vote_folds_its_partition_is_not_refused(zk, zk_f
     """``close_epoch`` reads the sealed partitions, then the vote counters of the others. A last vote
     committing in between seals its partition and folds its counter away: the close must read again
     and seal the epoch, not refuse it as missing votes."""
-    from airflow_epochs.coordination import seals
+    from airflow_epochs.coordination.protocol import seals
 
     closer = EpochLedger(zk, "race", owner="o")
     closer.create_pipeline(PipelineConfig({"shared": ("x", "y")}))

@@ -27,10 +27,10 @@ from zk_wire import CLIENT, FLOODER, SQUATTER
 
 from airflow_epochs.cli.state import read_state
 from airflow_epochs.cli.zookeeper import client_settings
+from airflow_epochs.connection.zookeeper import ConnectionsRefused, TlsHandshakeFailed
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.dev_certificates import generate_dev_certificates
 from airflow_epochs.servers.secured_zookeeper import secured_server
-from airflow_epochs.servers.zk_settings import ConnectionsRefused, TlsHandshakeFailed
 
 pytestmark = pytest.mark.integration
 
@@ -217,8 +217,8 @@ def test_nodes_planted_before_the_lock_are_taken_over_by_our_superuser(tmp_path)
     themselves does not keep them: our identity is the server's superuser, and the lock adopts both."""
     from kazoo.security import make_digest_acl
 
+    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
     from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
-    from airflow_epochs.servers.zk_settings import ZooKeeperSettings
     from airflow_epochs.servers.zookeeper_security import ServerAuth
 
     folder = tmp_path / "zk"

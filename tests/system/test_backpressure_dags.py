@@ -10,7 +10,7 @@ import time
 import pytest
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.backpressure import acknowledge, consumers
+from airflow_epochs.coordination.recipes.backpressure import acknowledge, consumers
 
 pytestmark = pytest.mark.integration
 

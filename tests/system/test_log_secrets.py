@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from spark_pipeline import JOB, write_inputs
 
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.redaction import redact
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
-from airflow_epochs.coordination.wire import DeliveryCursor
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

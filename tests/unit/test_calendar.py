@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_epochs.coordination import CronEpochCalendar, EpochCalendar, InvalidEpoch, InvalidInput
-from airflow_epochs.coordination import calendar as calendar_module
+from airflow_epochs.coordination.base import calendar as calendar_module
 
 ORIGIN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from airflow_epochs.coordination.compaction_record import CompactionSummary
-from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.wire import SnapshotPlace
+from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.wire.compaction_record import CompactionSummary
+from airflow_epochs.coordination.wire.nodes import SnapshotPlace
 
 
 def test_the_newest_compacted_snapshots_round_trip_in_a_short_form():

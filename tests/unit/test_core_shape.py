@@ -14,9 +14,9 @@ PACKAGE = [ROOT / "provider", ROOT / "operators", ROOT / "sensors"]
 
 MAX_FUNCTION_LINES = 80
 # Where payloads are decoded: the records module and the envelope it uses.
-RECORD_MODULES = {"provider/coordination/wire.py", "provider/coordination/payloads.py",
-                  "provider/coordination/vote_records.py", "provider/coordination/compaction_record.py",
-                  "provider/coordination/declared_records.py", "provider/coordination/consumer_records.py"}
+RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/payloads.py",
+                  "provider/coordination/wire/vote_records.py", "provider/coordination/wire/compaction_record.py",
+                  "provider/coordination/wire/declared_records.py", "provider/coordination/wire/consumer_records.py"}
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.
 PENDING: set[str] = set()
 # The names a decoded document goes by: a payload (``doc``) or a request's stored result (``stored``).
@@ -88,7 +88,7 @@ def test_payloads_are_decoded_only_in_the_records_module():
     raw = [f"{module}:{line} in {function}" for module, source in _modules(PACKAGE) if module not in RECORD_MODULES
            for function, line in raw_payload_reads(source)
            if module not in PENDING and f"{module}:{function}" not in PENDING]
-    assert not raw, "read these through a record of coordination/wire.py: " + "; ".join(raw)
+    assert not raw, "read these through a record of coordination/wire/: " + "; ".join(raw)
 
 
 def test_every_pending_exception_still_exists():
@@ -106,7 +106,7 @@ def test_every_pending_exception_still_exists():
 @pytest.mark.parametrize(("source", "expected"), [
     ("from airflow_epochs.coordination import payloads\ndef f(raw):\n    return payloads.decode('x', raw)['a']\n",
      [("f", 3)]),
-    ("from airflow_epochs.coordination.payloads import decode\ndef g(raw):\n    return decode('x', raw)\n",
+    ("from airflow_epochs.coordination.wire.payloads import decode\ndef g(raw):\n    return decode('x', raw)\n",
      [("g", 3)]),
     ("def h(doc):\n    return doc['state'], doc.get('owner')\n", [("h", 2), ("h", 2)]),
     ("def k(node):\n    return node.state\n", []),
@@ -131,7 +131,7 @@ def test_the_command_line_the_spark_driver_and_the_core_do_not_load_airflow():
 
     code = ("import sys\n"
             "import airflow_epochs.cli, airflow_epochs.cli.parser, airflow_epochs.coordination, airflow_epochs.spark\n"
-            "import airflow_epochs.tables, airflow_epochs.coordination.retrying\n"
+            "import airflow_epochs.tables, airflow_epochs.coordination.base.retrying\n"
             "airflow_epochs.cli.parser.build_parser()\n"
             "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

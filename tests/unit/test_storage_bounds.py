@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.coordination import InvalidInput
-from airflow_epochs.servers.zk_settings import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.spark.locations import validate_location
 from airflow_epochs.spark.storage import collect_garbage, filesystem, run_location
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_epochs.coordination import payloads
-from airflow_epochs.coordination.errors import CorruptPayload
-from airflow_epochs.coordination.vote_records import CastVote
+from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.wire import payloads
+from airflow_epochs.coordination.wire.vote_records import CastVote
 
 PATH = "/airflow-epochs/p/epochs/0000000001/a-0000000001/part0/prod0"
 

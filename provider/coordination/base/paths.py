@@ -1,0 +1,227 @@
+"""The ZooKeeper layout of one pipeline, in one place: every znode path the package uses is built here.
+
+::
+
+    <root>/<pipeline>                       pipeline record: first and newest epoch, the config index,
+                                            compacted-through, the request that created it
+        config/v-<version:010d>             config versions (immutable), each naming its first epoch;
+                                            numbered by the pipeline record's config index, in the
+                                            transaction that extends it (not a ZooKeeper sequence)
+        leader                              leadership lease: owner, expiry, request
+        frontier                            highest epoch with it and every earlier one sealed
+        snapshots/<partition>               the newest two seals of the partition that left snapshots
+                                            (with an archive, removed partitions move there)
+        requests/<request id>               outcome of a pipeline-level request (rollback, config, ...)
+        history                             data: the latest event; children h-<seq>: every state change
+        consumers/<id>                      acknowledged epoch of each consumer (backpressure)
+        locks/<resource>                    kazoo Lock / ReadLock / WriteLock
+        archive                             summary of compacted epochs
+        asset-events/<scope>/next-<partition>   next seal to deliver as an asset event (committed once
+                                            Airflow stored the event); <epoch>-<gen>-<partition>:
+                                            ephemeral claim of the triggerer delivering that seal
+        epochs/<epoch:010d>                 epoch record: state, current attempt, owner, config version,
+                                            generation
+            sealed                          the epoch's seal (create-only: sealed once per generation)
+            a-<token:010d>                  one attempt; every vote checks its version (fencing)
+                <partition>                 vote counter: its data version counts the votes cast
+                    <producer>              one vote (create-only) with its manifest and request id
+            g-<generation>                  seal counter: its data version counts sealed partitions
+                <partition>                 the partition's seal (create-only)
+            b-<generation>/<barrier>        barriers of one opening of the epoch
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
+
+DEFAULT_ROOT = "/airflow-epochs"
+# A delivery scope's children: ``next-<partition>`` cursors, and the claims of seals being delivered.
+CURSOR_PREFIX = "next-"
+
+
+def cursor_partition(name: str) -> str | None:
+    """The partition a delivery scope's child ``name`` is the cursor of, or None (a claim)."""
+    return name[len(CURSOR_PREFIX):] if name.startswith(CURSOR_PREFIX) else None
+
+__all__ = ["DEFAULT_ROOT", "PipelinePaths", "attempt_key", "child_path", "epoch_key", "parse_attempt_key",
+           "validate_root"]
+
+
+def epoch_key(epoch: int) -> str:
+    """Znode name of an epoch: zero-padded so that lexical order is numeric order."""
+    return f"{epoch:010d}"
+
+
+def attempt_key(token: int) -> str:
+    """Znode name of an attempt."""
+    return f"a-{token:010d}"
+
+
+def parse_attempt_key(name: str) -> int | None:
+    """The token of an attempt znode name, or None if ``name`` is not one."""
+    if name.startswith("a-") and name[2:].isdigit():
+        return int(name[2:])
+    return None
+
+
+def child_path(parent: str, child: str) -> str:
+    """The path of ``child`` (a name read from ZooKeeper) under ``parent``: for walking a subtree."""
+    return f"{parent.rstrip('/')}/{child}"
+
+
+@dataclass(frozen=True)
+class PipelinePaths:
+    """Paths of one pipeline's subtree; every name is validated on construction."""
+
+    pipeline: str
+    root: str = DEFAULT_ROOT
+
+    def __post_init__(self) -> None:
+        validate_name("pipeline", self.pipeline)
+        validate_root(self.root)
+
+    @property
+    def base(self) -> str:
+        return f"{self.root}/{self.pipeline}"
+
+    @property
+    def config_dir(self) -> str:
+        return f"{self.base}/config"
+
+    def config(self, version: int) -> str:
+        return f"{self.config_dir}/v-{version:010d}"
+
+    @property
+    def leader(self) -> str:
+        return f"{self.base}/leader"
+
+    @property
+    def frontier(self) -> str:
+        return f"{self.base}/frontier"
+
+    @property
+    def snapshots(self) -> str:
+        return f"{self.base}/snapshots"
+
+    def snapshot_pointer(self, partition: str) -> str:
+        return f"{self.snapshots}/{validate_name('partition', partition)}"
+
+    @property
+    def requests(self) -> str:
+        return f"{self.base}/requests"
+
+    def request(self, request_id: str) -> str:
+        return f"{self.requests}/{request_id}"
+
+    @property
+    def history(self) -> str:
+        return f"{self.base}/history"
+
+    def history_prefix(self) -> str:
+        """Prefix of a new sequential history event node."""
+        return f"{self.history}/h-"
+
+    def event(self, seq: int) -> str:
+        return f"{self.history}/h-{seq:010d}"
+
+    @property
+    def consumers(self) -> str:
+        return f"{self.base}/consumers"
+
+    def consumer(self, consumer: str) -> str:
+        return f"{self.consumers}/{validate_name('consumer', consumer)}"
+
+    @property
+    def locks(self) -> str:
+        return f"{self.base}/locks"
+
+    def lock(self, resource: str) -> str:
+        return f"{self.locks}/{validate_name('resource', resource)}"
+
+    @property
+    def archive(self) -> str:
+        return f"{self.base}/archive"
+
+    @property
+    def asset_events(self) -> str:
+        return f"{self.base}/asset-events"
+
+    def asset_event_scope(self, scope: str) -> str:
+        return f"{self.asset_events}/{validate_name('owner', scope)}"
+
+    def asset_event(self, scope: str, epoch: int, generation: int, partition: str) -> str:
+        """Claim on emitting one seal's asset event: one per (epoch, generation, partition) and scope."""
+        return (f"{self.asset_event_scope(scope)}/{epoch_key(validate_epoch(epoch))}-{generation}-"
+                f"{validate_name('partition', partition)}")
+
+    def asset_event_cursor(self, scope: str, partition: str) -> str:
+        """The next epoch of ``partition`` whose seal has not been persisted as an asset event yet."""
+        return f"{self.asset_event_scope(scope)}/{CURSOR_PREFIX}{validate_name('partition', partition)}"
+
+    @property
+    def epochs(self) -> str:
+        return f"{self.base}/epochs"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def epoch(self, epoch: int) -> str:
+        return f"{self.epochs}/{epoch_key(validate_epoch(epoch))}"
+
+    def epoch_seal(self, epoch: int) -> str:
+        """The epoch's seal: exists exactly while the epoch is sealed (a rollback deletes it)."""
+        return f"{self.epoch(epoch)}/sealed"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def attempt(self, epoch: int, token: int) -> str:
+        return f"{self.epoch(epoch)}/{attempt_key(token)}"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def vote_counter(self, epoch: int, token: int, partition: str) -> str:
+        return f"{self.attempt(epoch, token)}/{validate_name('partition', partition)}"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def vote(self, epoch: int, token: int, partition: str, producer: str) -> str:
+        return f"{self.vote_counter(epoch, token, partition)}/{validate_name('producer', producer)}"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def seals(self, epoch: int, generation: int) -> str:
+        """The seal counter of one opening of the epoch; its children are the partitions' seals."""
+        return f"{self.epoch(epoch)}/g-{generation}"
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
+    def seal(self, epoch: int, generation: int, partition: str) -> str:
+        return f"{self.seals(epoch, generation)}/{validate_name('partition', partition)}"
+
+    def barriers(self, epoch: int, generation: int) -> str:
+        return f"{self.epoch(epoch)}/b-{generation}"
+
+    def barrier(self, epoch: int, generation: int, name: str) -> str:
+        """A barrier's record: policy, deadline, how many are registered, whether it is decided."""
+        return f"{self.barriers(epoch, generation)}/{validate_name('barrier', name)}"
+
+    def barrier_participants(self, epoch: int, generation: int, name: str) -> str:
+        return f"{self.barrier(epoch, generation, name)}/p"
+
+    def barrier_participant(self, epoch: int, generation: int, name: str, participant: str) -> str:
+        return f"{self.barrier_participants(epoch, generation, name)}/{validate_name('producer', participant)}"
+
+    def barrier_arrivals(self, epoch: int, generation: int, name: str) -> str:
+        """The arrivals folder; its data version counts the arrivals."""
+        return f"{self.barrier(epoch, generation, name)}/a"
+
+    def barrier_arrival(self, epoch: int, generation: int, name: str, participant: str) -> str:
+        return f"{self.barrier_arrivals(epoch, generation, name)}/{validate_name('producer', participant)}"
+
+    def barrier_release(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the barrier lets its participants pass (all arrived, or a quorum)."""
+        return f"{self.barrier(epoch, generation, name)}/release"
+
+    def barrier_failed(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the ``fail`` policy fires."""
+        return f"{self.barrier(epoch, generation, name)}/failed"
+
+    def barrier_report(self, epoch: int, generation: int, name: str) -> str:
+        """Created once, when the ``rerun`` policy reports the stragglers."""
+        return f"{self.barrier(epoch, generation, name)}/report"

@@ -1,0 +1,110 @@
+"""Retiring an asset-delivery scope that nobody delivers any more.
+
+Compaction stops below the lowest delivery cursor (:func:`.retention.delivery_floor`): a deliverer
+reads each seal from ZooKeeper, so a scope whose triggerer is gone for good would hold every later
+compaction back. :func:`retire_delivery_scope` removes such a scope (``asset-events/<scope>`` with
+its cursors) in one transaction, after which compaction proceeds past it.
+
+A scope is refused while a deliverer holds it: a claim under it (an ephemeral node of a deliverer's
+live session) means a seal is being delivered right now. The transaction deletes the scope node
+itself, which ZooKeeper refuses while any child is left, so a claim taken between the check and the
+commit makes the whole transaction fail (nothing deleted) and the check runs again. Retire a scope
+only once its watchers are gone: a deliverer started under it afterwards begins again at its
+``from_epoch``.
+"""
+
+from __future__ import annotations
+
+from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
+
+from airflow_epochs.coordination.base.errors import StateError
+from airflow_epochs.coordination.base.names import validate_name
+from airflow_epochs.coordination.base.paths import child_path, cursor_partition
+from airflow_epochs.coordination.base.session import Call, Conflict
+from airflow_epochs.coordination.base.steps import Delete, Step
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor, RetiredScope
+
+__all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
+
+# Scopes an error names at most (a pipeline has one a deployment: a handful).
+_SCOPES_SHOWN = 20
+
+
+class UnknownDeliveryScope(StateError):
+    """The pipeline has no delivery scope of that name; nothing was written."""
+
+
+class DeliveryScopeHeld(StateError):
+    """A deliverer holds a claim in the scope (it is delivering a seal now); nothing was written."""
+
+
+def delivery_scopes(ctx: PipelineContext) -> list[str]:
+    """The pipeline's delivery scopes, sorted."""
+    return ctx.call(lambda call: _scopes(call, ctx), what="list delivery scopes")
+
+
+def _scopes(call: Call, ctx: PipelineContext) -> list[str]:
+    return sorted(call.children(ctx.paths.asset_events) or [])
+
+
+def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str | None = None) -> RetiredScope:
+    """Remove delivery scope ``scope`` and its cursors, so that compaction is no longer held back by it.
+
+    :param scope: the scope's name (as the watchers were given it); validated before anything is read.
+    :param request_id: repeat a call whose answer was lost with its id: it is not applied twice.
+    :raises UnknownDeliveryScope: the pipeline has no such scope (the error names it and the scopes
+        there are); nothing was written.
+    :raises DeliveryScopeHeld: a deliverer holds a claim in it now; nothing was written.
+    """
+    path = ctx.paths.asset_event_scope(validate_name("owner", scope))
+
+    def body(call: Call) -> RetiredScope:
+        ctx.record(call)  # PipelineNotFound before anything else
+        stat = call.exists(path)
+        if stat is None:
+            known = _scopes(call, ctx)
+            listed = ", ".join(repr(s) for s in known[:_SCOPES_SHOWN]) + (" ..." if len(known) > _SCOPES_SHOWN else "")
+            raise UnknownDeliveryScope(
+                f"pipeline {ctx.pipeline!r} has no delivery scope {scope!r} (its scopes: {listed or 'none'}); "
+                "nothing was written")
+        children = call.children(path) or []
+        claims = sorted(name for name in children if cursor_partition(name) is None)
+        if claims:
+            stats = call.exists_many([child_path(path, name) for name in claims])
+            if any(found is None for found in stats):
+                raise Conflict()  # a claim went meanwhile: look again
+            owners = sorted({f"session 0x{int(found.ephemeralOwner):x}" if found.ephemeralOwner else "no session"
+                             for found in stats})
+            raise DeliveryScopeHeld(
+                f"delivery scope {scope!r} of pipeline {ctx.pipeline!r} is held: {len(claims)} claim(s) "
+                f"(first {claims[0]!r}) by {', '.join(owners)}; a deliverer is delivering it now. Stop its "
+                "watchers (the triggerer of that deployment) and retire it again; nothing was written")
+        cursors = sorted(children)
+        raws = call.get_many([child_path(path, name) for name in cursors])
+        if any(raw is None for raw in raws):
+            raise Conflict()
+        following = {str(cursor_partition(name)): DeliveryCursor.from_bytes(raw[0], path=child_path(path, name))
+                     .following for name, raw in zip(cursors, raws, strict=True) if raw is not None}
+        retired = RetiredScope(scope, following)
+        steps: list[Step] = [
+            *[Delete(child_path(path, name), int(raw[1].version))
+              for name, raw in zip(cursors, raws, strict=True) if raw is not None],
+            Delete(path, int(stat.version)),  # refused while any child is left: a claim taken meanwhile
+            *ctx.request_op(call, "retire_delivery_scope", retired.to_result()),
+            *ctx.event("delivery_scope_retired", scope=scope, cursors=following),
+        ]
+        failure = call.try_commit(steps)
+        if failure is not None:
+            if isinstance(failure.error, (BadVersionError, NoNodeError, NotEmptyError)):
+                raise Conflict()  # a cursor moved, a claim came or went, or it was retired meanwhile
+            raise failure.error
+        return retired
+
+    def find(call: Call) -> RetiredScope | None:
+        stored = ctx.stored_result(call)
+        if stored is None:
+            return None
+        return RetiredScope.from_result(stored, scope=scope, path=ctx.paths.request(call.request_id))
+
+    return ctx.call(body, what=f"retire delivery scope {scope!r}", request_id=request_id, find=find)

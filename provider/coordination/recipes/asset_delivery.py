@@ -1,0 +1,151 @@
+"""Asset delivery: handing a partition's seals to a consumer (Airflow's triggerer) in epoch order,
+at least once, with a cursor in ZooKeeper that moves only once a seal was stored.
+
+Per delivery scope and partition the cursor (:class:`~.wire.DeliveryCursor`) names the next epoch to
+deliver. :func:`next_seal` decides what to do about one epoch: wait (nothing to deliver yet, or
+another deliverer holds it), look elsewhere (the cursor moved past it, or a rollback moved the
+frontier back), or deliver it, holding an *ephemeral* claim so that a second deliverer of the same
+scope waits instead of delivering it twice (the claim goes with its holder's session). A claim
+found existing is the deliverer's own when its ``ephemeralOwner`` is the deliverer's session and it
+holds the deliverer's token (an earlier create committed, its answer lost): it goes on delivering;
+any other claim is waited for (deliverers in one triggerer share a session: the token tells them
+apart). Once the
+consumer has stored the event, :func:`move_cursor` moves the cursor past it (compare-and-set,
+bounded) and :func:`drop_claims` lets the claims go.
+
+The functions run on any asynchronous node store with kazoo's semantics (:class:`NodeStore`), so the
+core stays free of the triggerer's event loop and of Airflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from airflow_epochs.coordination.base.errors import ContentionExhausted
+from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.state.reader import decode_seal
+from airflow_epochs.coordination.wire.nodes import DeliveryCursor, EpochNode, FrontierNode
+
+Watch = Callable[[Any], Any]
+
+# Compare-and-set rounds a cursor move may lose to other deliverers of the same scope before it gives
+# up (each lost round means another deliverer moved the cursor: a handful is already unusual).
+MAX_CURSOR_ROUNDS = 50
+
+
+class NodeStore(Protocol):
+    """The asynchronous ZooKeeper operations delivery needs (kazoo's semantics and exceptions)."""
+
+    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Any] | None: ...
+
+    async def exists(self, path: str, watch: Watch | None = None) -> Any: ...
+
+    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str: ...
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> Any: ...
+
+    async def delete(self, path: str, version: int = -1) -> None: ...
+
+    def session_id(self) -> int | None:
+        """The id of the store's current ZooKeeper session (None while it has none)."""
+
+
+@dataclass(frozen=True)
+class SealToDeliver:
+    """A seal this deliverer holds the claim of: deliver it, then move the cursor and drop the claim."""
+
+    epoch: int
+    generation: int
+    attempt: int
+    zxid: int
+    claim: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery scope's view of one partition's seals."""
+
+    paths: PipelinePaths
+    scope: str
+    partition: str
+    from_epoch: int
+    #: written into this deliverer's claims: deliverers in one process share a session, so the session
+    #: alone does not say whose a claim is
+    holder: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def cursor(self) -> str:
+        return self.paths.asset_event_cursor(self.scope, self.partition)
+
+    async def committed(self, store: NodeStore) -> int:
+        """The next epoch to deliver, as the cursor records it (never before ``from_epoch``)."""
+        node = await store.get(self.cursor)
+        if node is None or not node[0]:
+            return self.from_epoch
+        return max(self.from_epoch, DeliveryCursor.from_bytes(node[0], path=self.cursor).following)
+
+    async def next_seal(self, store: NodeStore, epoch: int, wake: Watch) -> SealToDeliver | int | None:
+        """The seal of ``epoch`` with its claim taken, or the epoch to look at instead, or None (wait:
+        ``wake`` is left on whatever must change first)."""
+        committed = await self.committed(store)
+        if committed > epoch:
+            return committed  # another deliverer delivered it and the consumer stored it
+        frontier_node = await store.get(self.paths.frontier, wake)
+        if frontier_node is None:
+            return None
+        frontier = FrontierNode.from_bytes(frontier_node[0], path=self.paths.frontier).epoch
+        if frontier < epoch - 1 and epoch > committed:
+            return max(self.from_epoch, frontier + 1)  # rolled back: deliver the new seals again
+        record = await store.get(self.paths.epoch(epoch), wake)
+        if record is None:
+            return None
+        node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+        if node.state == "rolled_back":
+            return None
+        seal_path = self.paths.seal(epoch, node.generation, self.partition)
+        seal = await store.get(seal_path, wake)
+        if seal is None:
+            return None
+        claim = self.paths.asset_event(self.scope, epoch, node.generation, self.partition)
+        try:
+            await store.create(claim, self.holder.encode(), ephemeral=True)
+        except NodeExistsError:
+            held = await store.get(claim, wake)
+            if held is None:
+                return epoch  # its holder's session ended meanwhile: look again
+            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+                return None  # another deliverer holds it: wait for its claim to go
+            # Our own claim: an earlier create committed but its answer was lost. We hold it.
+        sealed = decode_seal(seal, epoch, self.partition, seal_path)
+        return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
+
+    async def move_cursor(self, store: NodeStore, following: int) -> None:
+        """Set the cursor to ``following`` (compare-and-set: concurrent deliverers never lose a move);
+        :class:`ContentionExhausted` after :data:`MAX_CURSOR_ROUNDS` lost rounds."""
+        data = DeliveryCursor(following).to_bytes()
+        for _ in range(MAX_CURSOR_ROUNDS):
+            node = await store.get(self.cursor)
+            try:
+                if node is None:
+                    await store.create(self.cursor, data)
+                else:
+                    await store.set(self.cursor, data, version=node[1].version)
+                return
+            except (BadVersionError, NodeExistsError):
+                continue
+        raise ContentionExhausted(
+            f"{self.cursor}: lost {MAX_CURSOR_ROUNDS} compare-and-set rounds moving the delivery cursor to "
+            f"{following}; the cursor stays where another deliverer left it (the seals are delivered again)"
+        )
+
+    async def drop_claims(self, store: NodeStore, claims: Sequence[str]) -> None:
+        """Let the claims of delivered seals go (one already gone went with its session)."""
+        for claim in claims:
+            with contextlib.suppress(NoNodeError):
+                await store.delete(claim)

@@ -1,0 +1,64 @@
+"""Named resource locks (e.g. a partition's output path) over kazoo's Lock, ReadLock and WriteLock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout as KazooLockTimeout
+
+from airflow_epochs.coordination.base.errors import InvalidInput, LockTimeout
+from airflow_epochs.coordination.base.names import validate_name
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.session import Call, Session
+
+LockMode = Literal["exclusive", "read", "write"]
+
+
+@contextmanager
+def resource_lock(
+    client: KazooClient,
+    pipeline: str,
+    resource: str,
+    *,
+    mode: LockMode = "exclusive",
+    timeout: float = 30.0,
+    identifier: str = "",
+    root: str = DEFAULT_ROOT,
+) -> Iterator[None]:
+    """Hold a lock on ``resource`` of ``pipeline`` for the ``with`` block.
+
+    :param mode: ``exclusive`` (kazoo Lock), or ``read``/``write`` (kazoo ReadLock/WriteLock: many
+        readers or one writer).
+    :param timeout: seconds to wait; :class:`LockTimeout` names the resource when it runs out.
+    :param identifier: recorded in the lock's contender node (who is waiting or holding).
+    """
+    path = PipelinePaths(pipeline, root).lock(resource)
+    if mode not in ("exclusive", "read", "write"):
+        raise InvalidInput(f"lock mode must be 'exclusive', 'read' or 'write', not {mode!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise InvalidInput(f"lock timeout must be a positive number of seconds, not {timeout!r}")
+    if identifier:
+        validate_name("owner", identifier)
+    factory = {"exclusive": client.Lock, "read": client.ReadLock, "write": client.WriteLock}[mode]
+    lock = factory(path, identifier)
+    session = Session.of(client)
+
+    def take(_call: Call) -> bool:
+        # kazoo's recipe finds its own contender node again after a lost answer (uuid prefix).
+        try:
+            return bool(lock.acquire(timeout=timeout))
+        except KazooLockTimeout:
+            return False
+
+    if not session.call(take, what=f"lock {resource!r}", timeout=timeout + session.op_timeout):
+        holders = session.call(lambda _call: lock.contenders()[:3], what=f"read the holders of {resource!r}")
+        raise LockTimeout(
+            f"pipeline {pipeline!r}: no {mode} lock on {resource!r} within {timeout:g} s (held by {holders!r})"
+        )
+    try:
+        yield
+    finally:
+        session.call(lambda _call: lock.release(), what=f"unlock {resource!r}")

@@ -1,0 +1,384 @@
+"""Votes of declared producers: staged in ZooKeeper, then cast in epoch order.
+
+A declared producer (an ordinary Airflow task) may finish key k while the epoch of an earlier key is
+still incomplete; the ledger opens epoch e only after e-1 is sealed. So a producer's vote is first
+*staged*, durably, under the pipeline's ``declared/<epoch>/<partition>/<producer>`` (create-only, with
+the task instance that produced it), and then every staged vote is *drained*: from the epoch after
+the frontier on, each epoch with staged votes is opened (idempotently, see :func:`open_for_votes`)
+and its staged votes cast, until an epoch stays incomplete. Whoever stages a vote drains, so the
+producer that completes key k also casts the staged votes of later keys that were waiting for it.
+
+Each staged vote carries its task instance (dag_id, run_id, task_id, map_index) and is cast with a
+request id derived from it: a retried or re-run task instance repeats its vote; nothing is added.
+Another run of the producer for a key it already staged is reported (:class:`StageOutcome`):
+before the seal the first run's vote stands; after the seal, ``reopen=True`` rolls the key back
+(the ledger's recorded rollback) so that every producer's staged vote is cast again under a new
+generation, and the seal is delivered again.
+
+Every request goes through the ledger's session (:meth:`PipelineContext.call`): counted, retried within
+one deadline, and a create whose answer was lost is found, not reported as another run's. The
+``declared`` folder itself is never listed (its children grow with the epochs staged): its data is a
+pruning cursor (:class:`StagedPruned`), and the epochs after it are probed by number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError
+
+from airflow_epochs.coordination.base.errors import (
+    DuplicateVote,
+    EpochAlreadyOpen,
+    EpochAlreadySealed,
+    EpochOutOfOrder,
+    InvalidConfig,
+    InvalidInput,
+    PartitionAlreadySealed,
+)
+from airflow_epochs.coordination.base.names import validate_name
+from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
+from airflow_epochs.coordination.base.session import Call, Conflict
+from airflow_epochs.coordination.base.steps import Create, SetData
+from airflow_epochs.coordination.ledger import EpochLedger
+from airflow_epochs.coordination.protocol.config_store import ensure_path
+from airflow_epochs.coordination.protocol.retention import delete_tree
+from airflow_epochs.coordination.wire.config import PipelineConfig
+from airflow_epochs.coordination.wire.declared import DeclaredProducers, Match
+from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedPruned, StagedVote
+from airflow_epochs.coordination.wire.records import Attempt
+
+# How many epochs one drain opens and votes at most (the rest: the next drain).
+MAX_DRAIN_EPOCHS = 1000
+# Staged epochs probed (one stat each) per round trip when pruning: the ``declared`` folder is never
+# listed, since its children grow with the epochs staged.
+PRUNE_PROBE = 500
+
+
+@dataclass(frozen=True)
+class TaskInstanceId:
+    """The task instance a staged vote comes from: its request id, so repeats never add a vote."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+
+    def request_id(self, key: str) -> str:
+        """A znode-safe request id for this task instance's vote on ``key`` (a digest: ids may be long)."""
+        text = json.dumps([self.dag_id, self.run_id, self.task_id, self.map_index, key], separators=(",", ":"))
+        return "ti-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """What staging one declared producer's vote found.
+
+    ``status``: ``staged`` (new), ``repeat`` (this task instance had staged it: a retry or re-run),
+    ``other_run`` (another task instance staged this producer's vote for the key first; before the
+    seal: that vote stands), ``rerun_after_seal`` (another run after the key was sealed; nothing
+    changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again).
+    """
+
+    pipeline: str
+    partition: str
+    producer: str
+    key: str
+    epoch: int
+    status: str
+    staged_by: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DrainOutcome:
+    """Epochs the drain sealed, and the first epoch still waiting for votes (or None)."""
+
+    sealed: tuple[int, ...]
+    waiting: int | None
+
+
+def staged_epoch_path(paths: PipelinePaths, epoch: int) -> str:
+    """``<pipeline>/declared/<epoch>``: the key staged for the epoch (data) and its staged votes."""
+    return f"{paths.base}/declared/{epoch_key(epoch)}"
+
+
+def staged_epoch(ledger: EpochLedger, epoch: int) -> str:
+    return staged_epoch_path(ledger.paths, epoch)
+
+
+def decode_staged_key(raw: bytes | None) -> str | None:
+    """The partition key in a staged epoch node's data."""
+    return StagedKey.from_bytes(raw, path="staged epoch").partition_key if raw else None
+
+
+def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredProducers:
+    """The declared producers in force at ``epoch`` (None: the newest configuration)."""
+    version = ledger.config_for(epoch) if epoch is not None else ledger.config_versions()[-1]
+    declared = version.config.declared
+    if declared is None:
+        raise InvalidConfig(f"pipeline {ledger.pipeline!r} declares no producers (configuration v{version.version})")
+    return declared
+
+
+def stage_vote(
+    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False
+) -> StageOutcome:
+    """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module."""
+    validate_name("partition", match.partition)
+    validate_name("producer", match.producer)
+    epoch = declaration(ledger).keys.epoch_of(match.key)
+    config = ledger.config_for(epoch).config
+    _check_declared_at(config, match, epoch)
+    doc = StagedVote(task_instance.to_json(), match.key, task_instance.request_id(match.key))
+    epoch_path = staged_epoch(ledger, epoch)
+    path = f"{epoch_path}/{match.partition}/{match.producer}"
+    if not _exists(ledger, path) and _sealed(ledger, epoch):
+        # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
+        return _outcome(ledger, match, epoch, "rerun_after_seal", None)
+    staged = _stage(ledger, epoch_path, path, match, epoch, doc)
+    if staged is None:
+        return _outcome(ledger, match, epoch, "staged", doc)
+    existing, version = staged
+    if existing.task_instance == doc.task_instance:
+        if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
+            # this re-run replaced the staged vote, then stopped before its rollback: finish it
+            _reopen(ledger, match, task_instance, epoch, doc)
+            return _outcome(ledger, match, epoch, "reopened", doc)
+        return _outcome(ledger, match, epoch, "repeat", existing)
+    if not _sealed(ledger, epoch):
+        return _outcome(ledger, match, epoch, "other_run", existing)
+    if not reopen:
+        return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
+    if not _replace(ledger, path, doc, version):  # another re-run replaced it first: that one reopens
+        return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
+    _reopen(ledger, match, task_instance, epoch, doc)
+    return _outcome(ledger, match, epoch, "reopened", doc)
+
+
+def _exists(ledger: EpochLedger, path: str) -> bool:
+    return bool(ledger.ctx.call(lambda call: call.exists(path) is not None, what=f"look for {path}"))
+
+
+def _stage(ledger: EpochLedger, epoch_path: str, path: str, match: Match, epoch: int,
+           doc: StagedVote) -> tuple[StagedVote, int] | None:
+    """Create the staged vote (and its epoch's node); None if this call created it, else the staged
+    vote already there and its version."""
+
+    def body(call: Call) -> tuple[StagedVote, int] | None:
+        _ensure_epoch_node(call, epoch_path, match.key, epoch)
+        ensure_path(call, f"{epoch_path}/{match.partition}")
+        failure = call.try_commit([Create(path, doc.to_bytes())])
+        if failure is None:
+            return None
+        if not isinstance(failure.error, NodeExistsError):
+            raise failure.error
+        raw = call.get(path)
+        if raw is None:
+            raise Conflict()  # pruned meanwhile: decide again
+        existing = StagedVote.from_bytes(raw[0], path=path)
+        if (call.sent or call.wrote) and int(raw[1].version) == 0 and existing == doc:
+            return None  # this call's own create, whose answer was lost
+        return existing, int(raw[1].version)
+
+    return ledger.ctx.call(body, what=f"stage the vote of {match.producer!r} for {match.partition!r} at epoch {epoch}")
+
+
+def _replace(ledger: EpochLedger, path: str, doc: StagedVote, version: int) -> bool:
+    """Replace the staged vote at ``version`` with ``doc``; False if another writer changed it first."""
+
+    def body(call: Call) -> bool:
+        failure = call.try_commit([SetData(path, doc.to_bytes(), version)])
+        if failure is None:
+            return True
+        if isinstance(failure.error, BadVersionError):
+            return False
+        raise failure.error
+
+    def find(call: Call) -> bool | None:  # after a lost answer: did this replacement commit?
+        raw = call.get(path)
+        return True if raw is not None and int(raw[1].version) == version + 1 and raw[0] == doc.to_bytes() else None
+
+    return bool(ledger.ctx.call(body, what=f"replace the staged vote {path}", find=find))
+
+
+def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
+            doc: StagedVote) -> None:
+    """Roll the key's epoch (and every later one) back; the drain seals them again from the staged votes."""
+    ledger.rollback(epoch - 1, reason=f"declared producer {match.producer!r} of {match.partition!r} ran again for "
+                                      f"key {match.key!r} ({task_instance.dag_id}/{task_instance.run_id})",
+                    request_id=f"rb-{doc.request}")
+
+
+def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
+    """Whether the epoch's seal holds another task instance's vote for this producer than ``doc``'s."""
+    seal = ledger.seal(epoch, match.partition)
+    if seal is None:
+        return False
+    manifest = seal.manifests.get(match.producer)
+    return not isinstance(manifest, Mapping) or manifest.get("task_instance") != doc.task_instance
+
+
+def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOutcome:
+    """Cast staged votes in epoch order from the epoch after the frontier, until one stays incomplete."""
+    sealed: list[int] = []
+    epoch = ledger.frontier() + 1
+    for _ in range(max_epochs):
+        votes = staged_votes(ledger, epoch)
+        if not votes:
+            return DrainOutcome(tuple(sealed), None)
+        attempt = open_for_votes(ledger, epoch)
+        if attempt is not None:
+            for partition, producer, staged in votes:
+                try:
+                    ledger.vote(attempt, partition, producer, {"task_instance": dict(staged.task_instance),
+                                                                "partition_key": staged.partition_key},
+                                request_id=staged.request)
+                except (PartitionAlreadySealed, EpochAlreadySealed):
+                    break
+                except DuplicateVote:
+                    continue  # an earlier staging of this producer was cast: it stands
+        info = ledger.epoch_info(epoch)
+        if info is None or info.state != "sealed":
+            return DrainOutcome(tuple(sealed), epoch)
+        sealed.append(epoch)
+        epoch += 1
+        if len(sealed) == 1:
+            prune_staged(ledger)
+    return DrainOutcome(tuple(sealed), epoch)
+
+
+def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
+    """Delete the staged votes of at most ``max_epochs`` epochs more than the configuration's
+    ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either).
+
+    The ``declared`` folder is never listed: its data is a cursor (every staged epoch through it is
+    pruned), and the epochs after it are probed, :data:`PRUNE_PROBE` stats per round trip.
+    """
+    frontier = ledger.frontier()
+    if frontier < 1:
+        return []
+    retain = ledger.config_for(frontier).config.retain_epochs
+    if retain is None:
+        return []
+    root = staged_epoch_path(ledger.paths, 1).rsplit("/", 1)[0]
+    below = frontier - retain  # staged epochs before this one are pruned
+
+    def body(call: Call) -> list[int]:
+        raw = call.get(root)
+        if raw is None:
+            return []
+        cursor = StagedPruned.from_bytes(raw[0], path=root)
+        through = cursor.through if cursor is not None else ledger.ctx.record(call).first_epoch - 1
+        last = min(below - 1, through + PRUNE_PROBE)
+        candidates = list(range(through + 1, last + 1))
+        stats = call.exists_many([staged_epoch_path(ledger.paths, e) for e in candidates])
+        pruned: list[int] = []
+        for epoch, stat in zip(candidates, stats, strict=True):
+            if stat is not None:
+                if len(pruned) == max_epochs:
+                    last = epoch - 1
+                    break
+                delete_tree(call, staged_epoch_path(ledger.paths, epoch))
+                pruned.append(epoch)
+        if last > through:  # a lost race to another pruner only means it moved the cursor first
+            call.try_commit([SetData(root, StagedPruned(last).to_bytes(), int(raw[1].version))])
+        return pruned
+
+    return list(ledger.ctx.call(body, what=f"prune the staged votes of {ledger.pipeline!r}"))
+
+
+def open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
+    """The running attempt of ``epoch``, opened if needed (None: sealed meanwhile, or not next yet).
+
+    Every drainer opens with the same request id for the same opening (epoch, generation and the
+    attempt it replaces), so drainers racing on the same owner get the same attempt, not a new one
+    that would fence off votes cast under the first.
+    """
+    info = ledger.epoch_info(epoch)
+    if info is not None and info.state == "sealed":
+        return None
+    if info is not None and info.state == "open" and info.attempt_state == "running":
+        return ledger.current_attempt(epoch)
+    if info is None:
+        request = f"declared-open-{epoch}-g1"
+    elif info.state == "rolled_back":
+        request = f"declared-open-{epoch}-g{info.generation + 1}"
+    else:
+        request = f"declared-open-{epoch}-g{info.generation}-after-{info.attempt}"
+    try:
+        return ledger.open_epoch(epoch, request_id=request)
+    except EpochAlreadyOpen:
+        return ledger.current_attempt(epoch)
+    except (EpochOutOfOrder, EpochAlreadySealed):
+        return None
+
+
+def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, StagedVote]]:
+    """``(partition, producer, staged record)`` of every vote staged for ``epoch``.
+
+    Both listings are bounded by the configuration in force at the epoch: only its partitions and
+    their producers can be staged (:func:`stage_vote` checks), and it is at most 48 KB as JSON.
+    """
+    epoch_path = staged_epoch(ledger, epoch)
+
+    def body(call: Call) -> list[tuple[str, str, StagedVote]]:
+        partitions = sorted(call.children(epoch_path) or [])
+        listings = [call.children(f"{epoch_path}/{partition}") for partition in partitions]
+        pairs = [(partition, producer) for partition, producers in zip(partitions, listings, strict=True)
+                 for producer in sorted(producers or [])]
+        paths = [f"{epoch_path}/{partition}/{producer}" for partition, producer in pairs]
+        return [(partition, producer, StagedVote.from_bytes(raw[0], path=path))
+                for (partition, producer), path, raw in zip(pairs, paths, call.get_many(paths), strict=True)
+                if raw is not None]
+
+    return list(ledger.ctx.call(body, what=f"read the staged votes of epoch {epoch}"))
+
+
+def staged_key(ledger: EpochLedger, epoch: int) -> str | None:
+    """The partition key staged for ``epoch``, or None."""
+    path = staged_epoch(ledger, epoch)
+
+    def body(call: Call) -> str | None:
+        raw = call.get(path)
+        return None if raw is None else decode_staged_key(raw[0])
+
+    return ledger.ctx.call(body, what=f"read the key staged for epoch {epoch}")
+
+
+def _ensure_epoch_node(call: Call, path: str, key: str, epoch: int) -> None:
+    ensure_path(call, path.rsplit("/", 1)[0])
+    failure = call.try_commit([Create(path, StagedKey(key).to_bytes())])
+    if failure is None:
+        return
+    if not isinstance(failure.error, NodeExistsError):
+        raise failure.error
+    raw = call.get(path)
+    if raw is None:
+        raise Conflict()  # pruned meanwhile: decide again
+    there = StagedKey.from_bytes(raw[0], path=path).partition_key if raw[0] else None
+    if there != key:
+        raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
+                           "the key map must give every key its own epoch")
+
+
+def _check_declared_at(config: PipelineConfig, match: Match, epoch: int) -> None:
+    if match.producer not in config.partitions.get(match.partition, ()):
+        raise InvalidInput(f"producer {match.producer!r} of partition {match.partition!r} is not in the "
+                           f"configuration in force at epoch {epoch} (key {match.key!r})")
+
+
+def _sealed(ledger: EpochLedger, epoch: int) -> bool:
+    info = ledger.epoch_info(epoch)
+    return info is not None and info.state == "sealed"
+
+
+def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: StagedVote | None) -> StageOutcome:
+    return StageOutcome(ledger.pipeline, match.partition, match.producer, match.key, epoch, status,
+                        {} if doc is None else doc.to_json())
