@@ -30,7 +30,7 @@ from airflow_stack import REPO
 
 sys.path.insert(0, str(REPO / "dags"))
 
-from airflow_epochs.servers.zk_settings import ZooKeeperSettings
+from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.servers.zookeeper_runtime import four_letter_word
 
 PIPELINE, DAG_ID, REPORT_DAG = "nycflights", "nycflights_daily", "nycflights_report"
