@@ -29,7 +29,8 @@ from common import compare, figure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
-from cluster_run import ALL_FAULTS, Driver, Outcome, run_local  # noqa: E402
+from cluster_outcome import Outcome  # noqa: E402
+from cluster_run import ALL_FAULTS, Driver, run_local  # noqa: E402
 from cluster_topology import Cluster, Supervisor  # noqa: E402
 
 GROUP = "cluster"

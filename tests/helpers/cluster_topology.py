@@ -25,13 +25,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from airflow_stack import REPO, AirflowStack, _free_port
+from airflow_stack import REPO, _free_port
+from celery_stack import CeleryStack
 from postgres_server import PostgresServer
 
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
@@ -52,58 +52,6 @@ SUPERVISED = ("zookeeper-", "spark-master", "spark-worker-", "spark-connect", "s
 
 def say(message: str) -> None:
     print(f"[cluster] {message}", flush=True)
-
-
-class CeleryStack(AirflowStack):
-    """:class:`AirflowStack` on a password-protected PostgreSQL, with the CeleryExecutor on ``broker``
-    (or the LocalExecutor when ``broker`` is None)."""
-
-    def __init__(self, base: Path, *, env: dict[str, str], broker: str | None) -> None:
-        super().__init__(base, env=env)
-        self.broker = broker
-        self.pg: PostgresServer | None = None
-
-    def start_postgres(self) -> None:
-        self.base.mkdir(parents=True, exist_ok=True)
-        # Not under base: PostgreSQL runs as the postgres user (see AirflowStack).
-        self.pg_folder = Path(tempfile.mkdtemp(prefix="airflow-epochs-cluster-pg-"))
-        self.pg = PostgresServer(self.pg_folder)
-        self.pg.port = self.pg_port
-        self.pg.start()
-        self.pg.database("airflow")
-        assert self.pg.proc is not None
-        self.procs["postgres"] = self.pg.proc
-
-    @property
-    def db_password(self) -> str:
-        if self.pg is None:
-            raise RuntimeError("PostgreSQL has not been started")
-        return self.pg.password
-
-    @property
-    def env(self) -> dict[str, str]:
-        # a launch nonce in each process's environment: what `down` and the faults check a pid by
-        env = launch_environment(super().env)
-        user = PostgresServer.user
-        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = \
-            f"postgresql+psycopg2://{user}:{self.db_password}@127.0.0.1:{self.pg_port}/airflow"
-        if self.broker is not None:
-            env.update({
-                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-                "AIRFLOW__CELERY__BROKER_URL": self.broker,
-                "AIRFLOW__CELERY__RESULT_BACKEND":
-                    f"db+postgresql+psycopg2://{user}:{self.db_password}@127.0.0.1:{self.pg_port}/airflow",
-                "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
-            })
-        return env
-
-    def query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
-        import psycopg2
-
-        with psycopg2.connect(host="127.0.0.1", port=self.pg_port, user=PostgresServer.user,
-                              password=self.db_password, dbname="airflow") as conn, conn.cursor() as cursor:
-            cursor.execute(sql, params)
-            return list(cursor.fetchall())
 
 
 class Cluster:
@@ -199,20 +147,32 @@ class Cluster:
                 "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1",
                 "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(find_java()).resolve().parent.parent)}
 
-    def start_spark(self, workers: int = 2) -> None:
+    def prepare_spark(self, workers: int = 2) -> None:
+        """Choose the Spark cluster's ports and its Connect server (whose URL the Airflow settings name)."""
+        self.workers = workers
+        self.master_port, self.master_ui = _free_port(), _free_port()
+        self.connect = SparkConnectServer(self.folder("spark-connect"), master=f"spark://127.0.0.1:{self.master_port}",
+                                          auth_secret=self.secrets["spark"], conf={
+                                              "spark.executor.memory": "768m", "spark.executor.cores": "1",
+                                              "spark.cores.max": str(workers),
+                                              "spark.executorEnv.PYSPARK_PYTHON": sys.executable})
+        self.spark = (self.connect.url, f"spark://127.0.0.1:{self.master_port}")
+
+    def start_spark(self) -> None:
+        """Start what :meth:`prepare_spark` chose: the master, the workers, then the Connect server."""
+        assert self.connect is not None
         master_dir = self.folder("spark-master")
         # Master, workers and the Connect server's driver share this secret (a SASL handshake on every
         # RPC connection); it is in 0600 properties files, never on a command line.
         props = write_private(master_dir / "spark-auth.properties",
                               f"spark.authenticate=true\nspark.authenticate.secret={self.secrets['spark']}\n"
                               "spark.master.rest.enabled=false\n")
-        self.master_port, self.master_ui = _free_port(), _free_port()
         spark_class = str(spark_home() / "bin" / "spark-class")
         self._launch("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                       "--port", str(self.master_port), "--webui-port", str(self.master_ui),
                                       "--properties-file", str(props)], self._spark_env(), master_dir)
         _wait(lambda: listening(self.master_port), 120, "the Spark master", self, "spark-master")
-        for index in range(1, workers + 1):
+        for index in range(1, self.workers + 1):
             folder = self.folder(f"spark-worker-{index}")
             worker_props = write_private(folder / "spark-auth.properties", Path(props).read_text())
             env = {**self._spark_env(), "SPARK_LOCAL_DIRS": str(self.folder(f"spark-worker-{index}/local"))}
@@ -221,13 +181,7 @@ class Cluster:
                 "--host", "127.0.0.1", "--port", str(_free_port()), "--webui-port", str(_free_port()),
                 "--cores", "1", "--memory", "1g", "--work-dir", str(self.folder(f"spark-worker-{index}/work")),
                 "--properties-file", str(worker_props)], env, folder)
-        self.connect = SparkConnectServer(self.folder("spark-connect"), master=f"spark://127.0.0.1:{self.master_port}",
-                                          auth_secret=self.secrets["spark"], conf={
-                                              "spark.executor.memory": "768m", "spark.executor.cores": "1",
-                                              "spark.cores.max": str(workers),
-                                              "spark.executorEnv.PYSPARK_PYTHON": sys.executable})
         self.connect.start()
-        self.spark = (self.connect.url, f"spark://127.0.0.1:{self.master_port}")
 
     def start_redis(self) -> str:
         folder = self.folder("redis")
@@ -311,16 +265,31 @@ class Cluster:
             say("starting a 3-node ZooKeeper ensemble (TLS only, digest authentication)")
             self.start_zookeeper()
         settings = self.zookeeper_settings()
+        spark: threading.Thread | None = None
+        failed: list[BaseException] = []
         if self.spark is None:
             say("starting Spark: a standalone master, two workers (1 core, 1 GB each) and a Spark Connect server "
-                "on that master (spark.authenticate)")
-            self.start_spark()
+                "on that master (spark.authenticate), beside Airflow's start")
+            self.prepare_spark()
+
+            def start_spark() -> None:
+                try:
+                    self.start_spark()
+                except BaseException as exc:  # noqa: BLE001 - raised again below, in the caller's thread
+                    failed.append(exc)
+
+            spark = threading.Thread(target=start_spark, name="spark-start", daemon=True)
+            spark.start()
         broker = None
         if self.executor == "celery":
             say("starting Redis (password, 127.0.0.1) as the Celery broker")
             broker = self.start_redis()
         say(f"starting PostgreSQL and Airflow ({self.executor}) in {self.base / 'airflow'}")
         self.start_airflow(settings, broker)
+        if spark is not None:
+            spark.join()
+            if failed:
+                raise failed[0]
         say(f"up after {time.monotonic() - started:.0f} s")
         return self
 
