@@ -365,6 +365,13 @@ class Cluster:
         return write_private(self.base / f"state-{self.deployment}.json", json.dumps(self.state()))
 
     def stop(self) -> None:
+        """Stop everything: every process is told at once, then each is waited for (one by one took minutes)."""
+        with self.lock:
+            airflow = [p for n, p in (self.stack.procs.items() if self.stack else ()) if n != "postgres"]
+            told = [*((p, signal.SIGINT) for p in airflow), *((p, signal.SIGTERM) for p in self.procs.values())]
+            for proc, sig in told:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
         if self.stack is not None:
             self.stack.stop()
         for name, proc in reversed(list(self.procs.items())):
