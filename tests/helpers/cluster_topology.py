@@ -209,6 +209,11 @@ class Cluster:
             # a dead worker's task is noticed after this many seconds without its heartbeat (default 300)
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+            # A task whose Celery message a killed worker had reserved (not started) stays queued: Redis gives
+            # it back only after the visibility timeout (6 h in Airflow's settings). The scheduler re-queues a
+            # task queued this long (seconds), up to this many times, instead.
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
+            "AIRFLOW__SCHEDULER__NUM_STUCK_IN_QUEUED_RETRIES": "10",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
             # a dead triggerer's triggers move to a live one after this many seconds without its heartbeat
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
