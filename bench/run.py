@@ -21,6 +21,8 @@ Groups (row ids in brackets):
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
              producers_missed_keys, producers_latency_s]
+  cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
+             ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
 Prints one table (ours, peer, how many times better ours is) and writes it as JSON, rewritten after
 each group (so the rows of the groups done so far are kept whatever happens later). A group that
@@ -48,7 +50,7 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
-          "producers")
+          "producers", "cluster")
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
@@ -103,6 +105,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         measure_producers(hosts, 2 if smoke else 3, smoke)
 
+    def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
+        from cluster import run_all as run_cluster
+
+        run_cluster(smoke)
+
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
         "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
@@ -120,6 +127,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "scheduler": scheduler,
         "publish": publish,
         "producers": producers,
+        "cluster": cluster,
     }
 
 

@@ -2,7 +2,8 @@
 # The system packages the tests need beyond Python and Java, from Debian's archive: PostgreSQL (the
 # scheduler-driven tests and the Epochs page's browser test run Airflow on a real PostgreSQL server,
 # started by the tests), chromium (the browser test drives it through Playwright, never a
-# downloaded browser) and a JDK's javac (the Spark RPC attack test builds its attacker). Installs only what is missing, through sudo when not root; does nothing when
+# downloaded browser), a JDK's javac (the Spark RPC attack test builds its attacker) and Redis (the Celery
+# broker of scripts/cluster.sh and its system test). Installs only what is missing, through sudo when not root; does nothing when
 # both are there. Run by .ci/run and scripts/test.sh.
 set -euo pipefail
 
@@ -10,6 +11,8 @@ epochs_system_deps() {
   local missing=()
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
   [ -x /usr/bin/chromium ] || missing+=(chromium)
+  # the Celery broker of scripts/cluster.sh and its system test
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   # javac builds the Spark RPC attacker of the security tests (a JRE alone has none)
   command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
   [ "${#missing[@]}" -eq 0 ] && return 0

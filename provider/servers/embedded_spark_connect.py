@@ -127,11 +127,15 @@ class SparkConnectServer:
         send their token over TLS, which needs a TLS-terminating proxy in front of this server).
     :param die_with_parent: the server stops when this process exits, even by ``kill -9`` (Linux;
         start it from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
+    :param auth_secret: the internal RPC secret (``spark.authenticate.secret``) to use; by default a
+        new one for each start. A standalone master and its workers started with ``spark.authenticate``
+        admit only a driver holding their secret: give it here to attach the server to them.
     """
 
     def __init__(self, directory: str | Path, *, port: int | None = None, master: str = "local[2]",
                  driver_memory: str = "1g", conf: dict[str, str] | None = None, token: str | None = None,
-                 bind_address: str = "127.0.0.1", die_with_parent: bool = False) -> None:
+                 bind_address: str = "127.0.0.1", die_with_parent: bool = False,
+                 auth_secret: str | None = None) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
         self.master = master
@@ -143,6 +147,9 @@ class SparkConnectServer:
             raise ValueError("a Spark Connect token needs at least 16 printable characters, without ';', '/' or "
                              "spaces")
         self.token = token or self._stored_token() or secrets.token_urlsafe(32)
+        if auth_secret is not None and (len(auth_secret) < 16 or not auth_secret.isalnum()):
+            raise ValueError("a Spark RPC secret needs at least 16 letters or digits")
+        self.auth_secret = auth_secret
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -213,9 +220,11 @@ class SparkConnectServer:
         tighten(self.directory)
         write_private(self.token_file, self.token + "\n")
         # A new internal RPC secret for each start (only this server's driver and executors share it), for
-        # masters that need one configured; a local master generates its own in the driver's memory.
+        # masters that need one configured, unless the cluster it attaches to has one; a local master
+        # generates its own in the driver's memory.
+        secret = self.auth_secret or secrets.token_hex(32)
         write_private(self.properties_file, "" if self.master.startswith("local") else
-                      f"spark.authenticate.secret={secrets.token_hex(32)}\n")
+                      f"spark.authenticate.secret={secret}\n")
         if listening(self.port, self._probe_host):
             raise SparkConnectStartError(f"port {self.port} is already in use")
         held = hold_ipv6_loopback(self.port) if self.bind_address in ("127.0.0.1", "localhost") else None

@@ -64,6 +64,7 @@ class AirflowStack:
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.spawned_at: dict[str, float] = {}  # the latest start of each component (wall clock)
+        self.launches: dict[str, tuple[list[str], dict[str, str], Path | None]] = {}  # how each was started
         self.pg_folder: Path | None = None  # made by start_postgres(), removed by stop()
         # a template's server asks for the password it was made with (kept beside it, 0600)
         self.pg_password = (template_password(template).read_text().strip() if template is not None
@@ -212,17 +213,26 @@ class AirflowStack:
         if migrated.returncode:
             raise RuntimeError(migrated.stderr[-3000:])
 
-    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        """Start ``airflow <argv>`` as component ``name`` (e.g. a second triggerer), logging to ``<name>.log``."""
+    def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.Popen[bytes]:
+        """Start ``airflow <argv>`` as component ``name`` (e.g. a second triggerer), logging to ``<name>.log``;
+        ``env`` (default :attr:`env`) and ``cwd`` for a process that keeps its own (a Celery worker)."""
         if argv[:1] in (["scheduler"], ["triggerer"]) and "--skip-serve-logs" not in argv:
             # Airflow's log servers bind every interface (no setting moves them); on one machine the API
             # server reads the log files directly, so none is started.
             argv = [*argv, "--skip-serve-logs"]
+        env = self.env if env is None else env
+        self.launches[name] = (argv, env, cwd)
         log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - kept open with the process
         self.spawned_at[name] = time.time()
-        self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *argv], env=env,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         return self.procs[name]
+
+    def respawn(self, name: str) -> subprocess.Popen[bytes]:
+        """Start component ``name`` again as it was last started (as a process supervisor would)."""
+        argv, env, cwd = self.launches[name]
+        return self.spawn(name, argv, env=env, cwd=cwd)
 
     def watcher_triggerer(self, names: tuple[str, ...] = ("triggerer", "triggerer-2")) -> str | None:
         """Which of the triggerers ``names`` runs the asset watcher's trigger, or None while no running

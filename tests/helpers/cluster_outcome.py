@@ -1,0 +1,65 @@
+"""What a run on the cluster found (:mod:`cluster_run`): its figures, its faults and their report."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Fault:
+    name: str
+    killed: str = ""  # the component killed
+    at: float = 0.0  # wall clock of the kill
+    detail: str = ""
+    recovered_s: float | None = None  # the recovery's measure (see each fault)
+    restarted: str = ""  # what a supervisor restarted
+
+
+@dataclass
+class Outcome:
+    deployment: str
+    days: int
+    days_exact: float = 0.0
+    duplicate_seals: int = 0
+    missing_seals: int = 0
+    report_runs: dict[int, int] = field(default_factory=dict)
+    epoch_s: dict[int, float] = field(default_factory=dict)
+    seal_to_downstream_s: dict[int, float] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    check: str = ""
+    seconds: float = 0.0
+
+    @property
+    def report_runs_per_day(self) -> float:
+        return sum(self.report_runs.values()) / self.days if self.days else 0.0
+
+    @property
+    def one_report_run_per_day(self) -> bool:
+        return all(self.report_runs.get(epoch) == 1 for epoch in range(1, self.days + 1)) and \
+            len(self.report_runs) == self.days
+
+    def p50(self, values: dict[int, float]) -> float | None:
+        return statistics.median(values.values()) if values else None
+
+    def markdown(self) -> str:
+        lines = [f"# The main job on the cluster ({self.deployment}, {self.days} days)", "",
+                 f"- check, row for row against one Spark computation: {self.check}",
+                 f"- days exact: {self.days_exact:.2f}; duplicate seals: {self.duplicate_seals}; missing seals: "
+                 f"{self.missing_seals}; report runs per day: {self.report_runs_per_day:.2f} "
+                 f"({dict(sorted(self.report_runs.items()))})",
+                 f"- seconds per epoch (open to seal), p50: {_fmt(self.p50(self.epoch_s))}; each: "
+                 f"{ {e: round(s, 1) for e, s in sorted(self.epoch_s.items())} }",
+                 "- seal of `daily` to the report run's first task, p50: "
+                 f"{_fmt(self.p50(self.seal_to_downstream_s))} s",
+                 f"- whole run: {self.seconds:.0f} s", ""]
+        if self.faults:
+            lines += ["| fault | killed | detail | recovered after (s) | restarted by the supervisor |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {f.name} | {f.killed} | {f.detail} | {_fmt(f.recovered_s)} | {f.restarted or '-'} |"
+                      for f in self.faults]
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

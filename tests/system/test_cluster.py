@@ -1,0 +1,57 @@
+"""The main job on the production topology (issue 36), short: 3 days of ``nycflights_daily`` and
+``nycflights_report``, unchanged, under two schedulers, two triggerers and two Celery workers, on a
+3-node ZooKeeper ensemble (TLS, digest) and a Spark standalone cluster behind a Spark Connect server;
+a Celery worker is killed -9 while it runs a Spark epoch task, then the ZooKeeper leader during
+another one. Every component is started by :mod:`cluster_topology` (as ``scripts/cluster.sh up``
+does) and supervised the way a process supervisor would.
+
+Checked: the sealed figures equal one Spark computation over the same days, row for row; one seal per
+(epoch, partition); one report run per day; each fault recovered, the killed worker's task retried
+and sealed once; seal-to-downstream and seconds per epoch measured for each day.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from airflow_stack import postgres_bin
+from cluster_run import Driver
+from cluster_topology import Cluster, Supervisor
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble, pytest.mark.timeout(900)]
+
+DAYS = 3
+
+
+def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(tmp_path):
+    if postgres_bin() is None or shutil.which("redis-server") is None:
+        pytest.fail("PostgreSQL and Redis server binaries are needed: scripts/system_deps.sh installs them")
+    cluster = Cluster(tmp_path / "cluster", days=DAYS)
+    try:
+        cluster.start()
+        with Supervisor(cluster) as supervisor:
+            driver = Driver(cluster.state)
+            try:
+                outcome = driver.run(("celery-worker", "zookeeper-leader"), timeout=600)
+                retried = driver.query("SELECT task_id, try_number FROM task_instance WHERE dag_id = "
+                                       "'nycflights_daily' AND try_number > 1")
+            finally:
+                driver.close()
+        print(outcome.markdown())
+    finally:
+        cluster.stop()
+
+    assert driver.fault_errors == []
+    assert outcome.check.endswith("all equal"), outcome.check
+    assert outcome.days_exact == 1.0
+    assert (outcome.duplicate_seals, outcome.missing_seals) == (0, 0)
+    assert outcome.one_report_run_per_day, outcome.report_runs
+    worker, leader = outcome.faults
+    assert worker.killed.startswith("celery-worker-") and worker.recovered_s is not None
+    assert leader.killed.startswith("zookeeper-") and leader.recovered_s is not None
+    # the killed worker's Spark task ran again (on a worker alive then) and its partition sealed once
+    assert any(task == worker.detail.split()[-1] for task, _ in retried), retried
+    assert worker.killed in supervisor.restarted and leader.killed in supervisor.restarted
+    assert sorted(outcome.epoch_s) == sorted(outcome.seal_to_downstream_s) == list(range(1, DAYS + 1))
+    assert all(0 < s < 600 for s in [*outcome.epoch_s.values(), *outcome.seal_to_downstream_s.values()])
