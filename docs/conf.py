@@ -64,7 +64,8 @@ nitpick_ignore_regex = [
     # Named by their defining module in a sub-package and not exported by airflow_epochs.coordination (an
     # exported name resolves through its canonical alias and never reaches this list).
     (r"py:class", r"airflow_epochs\.coordination\.(base|wire|state|protocol|recipes|services)\.\w+\.\w+"),
-    (r"py:class", r"airflow_epochs\.coordination\.(\w+\.)?(session|retrying|backpressure|barrier_values|pipeline|manifests)\..*"),
+    (r"py:class",
+     r"airflow_epochs\.coordination\.(\w+\.)?(session|retrying|backpressure|barrier_values|pipeline|manifests)\..*"),
     (r"py:class", r"(Call|Conflict)"),
     (r"py:meth", r"Call\.send"),
     (r"py:attr", r"op_timeout"),
