@@ -37,11 +37,13 @@ airflow connections add zookeeper_default --conn-type zookeeper \
 # [END connection]
 
 # [START connection_ensemble]
-# An ensemble of your own: its hosts, digest credentials and TLS
-# (ZK_HOSTS, ZK_USER, ZK_PASSWORD and ZK_CA are yours to set)
+# An ensemble of your own: its hosts, digest credentials and TLS, with a client
+# certificate where the servers ask for one (ZK_HOSTS, ZK_USER, ZK_PASSWORD, ZK_CA,
+# ZK_CERT and ZK_KEY are yours to set)
 airflow connections add zookeeper_ensemble --conn-type zookeeper \
     --conn-host "$ZK_HOSTS" --conn-login "$ZK_USER" --conn-password "$ZK_PASSWORD" \
-    --conn-extra "{\"use_tls\": true, \"ca\": \"$ZK_CA\"}"
+    --conn-extra "{\"use_tls\": true, \"ca\": \"$ZK_CA\",
+                   \"certfile\": \"$ZK_CERT\", \"keyfile\": \"$ZK_KEY\"}"
 # [END connection_ensemble]
 
 # [START dag]

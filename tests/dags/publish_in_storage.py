@@ -17,7 +17,8 @@ with DAG(dag_id="test_publish_in_storage", schedule=None, start_date=pendulum.da
                    open_kwargs={"epoch": "{{ params.epoch }}"}) as epoch:
     vote = VotePartitionOperator(
         task_id="vote", partition="daily", producer="job",
-        manifest={"location": "{{ params.location }}",
+        # the run the test's folder names: epoch 1, the epoch's first attempt, run r1
+        manifest={"epoch": 1, "attempt": 1, "run": "r1", "location": "{{ params.location }}",
                   "outputs": {"data": {"path": "{{ params.location }}/data", "format": "parquet", "rows": 2,
                                        "checksum": "c", "files": 1}}},
     )

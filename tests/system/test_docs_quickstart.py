@@ -229,7 +229,9 @@ def test_the_quickstart_seals_its_first_epochs_under_the_scheduler_and_triggerer
     epochs_home = folder / "epochs"
     auth = json.loads((epochs_home / "zookeeper" / "credentials.json").read_text())
     state = json.loads((epochs_home / "zookeeper.json").read_text())
-    terminal.env.update(ZK_HOSTS=state["hosts"], ZK_USER=auth["user"], ZK_PASSWORD=auth["password"], ZK_CA=state["ca"])
+    # the embedded server asks for a client certificate (mutual TLS): the ensemble form names ours
+    terminal.env.update(ZK_HOSTS=state["hosts"], ZK_USER=auth["user"], ZK_PASSWORD=auth["password"], ZK_CA=state["ca"],
+                        ZK_CERT=state["certfile"], ZK_KEY=state["keyfile"])
     terminal.run("connection_ensemble")
     got = subprocess.run([str(folder / "venv" / "bin" / "airflow"), "connections", "get", "zookeeper_default", "-o",
                           "json"], env={**terminal.env, "AIRFLOW_HOME": str(folder / "airflow")}, cwd=folder,
