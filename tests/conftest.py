@@ -44,15 +44,35 @@ from zk_test_server import SharedZooKeeper  # noqa: E402
 from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def allowed_table_roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``[epochs] allowed_table_roots`` (closed when unset) for the test run: its temporary folder, where every
+    test's warehouse and SQLite catalog live; Airflow processes the tests start inherit it."""
+    root = str(tmp_path_factory.getbasetemp().resolve())
+    previous = os.environ.get("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS")
+    os.environ["AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS"] = root
+    yield root
+    if previous is None:
+        os.environ.pop("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS", None)
+    else:
+        os.environ["AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS"] = previous
+
+
 @pytest.fixture(scope="session")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedZooKeeper]:
+def zk_server() -> Iterator[SharedZooKeeper]:
     """One real standalone ZooKeeper for the whole session, secured as the product's (mutual TLS, digest
     credentials, ``/`` ours alone): connect through ``zk_server.client(chroot)`` and its siblings (see
     tests/helpers/zk_test_server.py); ``zk_server.hosts`` is gone."""
-    server = SharedZooKeeper(tmp_path_factory.mktemp("shared-zookeeper"))
-    server.start()
-    yield server
-    server.stop()
+    # Not under pytest's temporary folder: another pytest session of this account removes all but the newest
+    # three of those, and this server's state and data must live as long as this session.
+    base = Path(tempfile.mkdtemp(prefix="airflow-epochs-tests-zk-"))
+    server = SharedZooKeeper(base)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _chroot_name(request: pytest.FixtureRequest) -> str:
