@@ -48,12 +48,13 @@ def test_table_and_spark_connect_commands_read_connections_from_the_metadata_dat
         airflow_home, zk_server, zk_chroot, tmp_path):
     """``table ... --conn-id`` (the catalog), ``table cut --zookeeper-conn-id`` and ``spark-connect start
     --conn-id`` find connections that only the metadata database holds."""
-    env = {**private_airflow_db(airflow_home, tmp_path / "db"), "AIRFLOW_EPOCHS_HOME": str(tmp_path / "epochs")}
+    # A connection that names only the host: the CLI finds the server's credentials in its state folder.
+    env = {**private_airflow_db(airflow_home, tmp_path / "db"), "AIRFLOW_EPOCHS_HOME": str(zk_server.base)}
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}, **env}
     extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"), "warehouse": (tmp_path / "wh").as_uri()}
     connections = {
         "ice_in_db": {"conn_type": "iceberg", "extra": json.dumps(extra)},
-        "zk_in_db": {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": zk_chroot},
+        "zk_in_db": {"conn_type": "zookeeper", "host": zk_server.address, "schema": zk_chroot},
         # a token too short to use: refused by the command before any server starts, once it is found
         "sc_in_db": {"conn_type": "spark_connect", "host": "localhost", "password": "short;tok"},
     }
