@@ -83,6 +83,7 @@ class VersionView:
     snapshots: dict[str, Any]
     upstream: dict[str, int]
     sealed_at: float
+    attempt: int = 0  # the attempt that sealed version 1 (re-produced versions write under its run folders)
     correction: str = ""  # the correction this version belongs to ("" for version 1)
     stale_by: str = ""  # the correction of the next version, when there is one (open or sealed)
     resealed_at: float | None = None
@@ -103,16 +104,17 @@ def version_view(call: Call, ctx: PipelineContext, epoch: int, partition: str,
         if info is None:
             return None
         view = VersionView(epoch, partition, 1, node.latest, {k: dict(v) for k, v in info.manifests.items()},
-                           dict(info.snapshots), dict(info.upstream), info.sealed_at)
+                           dict(info.snapshots), dict(info.upstream), info.sealed_at, info.attempt)
     else:
         entry = node.entry(wanted)
         doc = sealed_version(call, ctx, epoch, partition, wanted) if entry is not None else None
-        if doc is None:
+        first = seal_record(call, ctx, epoch, partition) if doc is not None else None
+        if doc is None or first is None:
             return None
         view = VersionView(epoch, partition, wanted, node.latest,
                            {name: dict(v.manifest) for name, v in doc.votes.items()},
                            {name: v.snapshot for name, v in doc.votes.items() if v.snapshot is not None},
-                           doc.upstream, doc.sealed_at, doc.correction)
+                           doc.upstream, doc.sealed_at, first.attempt, doc.correction)
     newer = node.entry(wanted + 1)
     if newer is not None:
         view = replace(view, stale_by=newer.correction, resealed_at=newer.sealed_at)
