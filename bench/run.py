@@ -21,6 +21,7 @@ Groups (row ids in brackets):
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
              producers_missed_keys, producers_latency_s]
+  reseal     correct one input at epoch 8 of 20: re-seal vs rollback    [reseal_rerun_seals, reseal_seconds]
   cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
              ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
@@ -50,12 +51,12 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
-          "producers", "cluster")
+          "producers", "reseal", "cluster")
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
 GROUP_MODULES = ("wake", "state_growth", "barrier", "sealing", "fleet_capacity", "many_waiters", "reconnect",
-                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers")
+                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "reseal")
 
 FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 """A group named here raises instead of running: how the tests check that the others' rows are kept."""
@@ -105,6 +106,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         measure_producers(hosts, 2 if smoke else 3, smoke)
 
+    def reseal() -> None:
+        from reseal import run as run_reseal
+
+        run_reseal(hosts, 20, 2 if smoke else 5)
+
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
 
@@ -127,6 +133,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "scheduler": scheduler,
         "publish": publish,
         "producers": producers,
+        "reseal": reseal,
         "cluster": cluster,
     }
 
