@@ -33,15 +33,18 @@ from airflow_epochs.coordination.base.steps import SetData, Step
 from airflow_epochs.coordination.protocol.reseal import open_derived
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record
-from airflow_epochs.coordination.state.versions import correction, latest_lineage, sealed_version, versions_node
+from airflow_epochs.coordination.state.versions import correction, lineages_at, sealed_version, versions_node
 from airflow_epochs.coordination.wire.events import CorrectionDone, CorrectionPlanned
 from airflow_epochs.coordination.wire.versions import (
     MAX_PLAN,
     CorrectionNode,
     Reseal,
+    VersionEntry,
+    VersionsNode,
     correction_path,
     corrections_dir,
     partition_read,
+    versions_path,
 )
 
 _NOT_YET = 1 << 62  # an input not re-sealed yet: whatever read it read the stale one
@@ -76,6 +79,20 @@ def _resealed_at(call: Call, ctx: PipelineContext, node: CorrectionNode, item: t
     return _NOT_YET if doc is None else doc.zxid
 
 
+def entries(call: Call, ctx: PipelineContext, node: CorrectionNode) -> list[VersionEntry | None]:
+    """Per planned seal, its version of this correction (None: not opened yet), in one pipelined read."""
+    paths = [versions_path(ctx.paths, epoch, partition) for epoch, partition in node.plan]
+    out: list[VersionEntry | None] = []
+    for path, raw in zip(paths, call.get_many(paths), strict=True):
+        found = None if raw is None else VersionsNode.from_bytes(raw[0], path=path)
+        out.append(None if found is None else next((e for e in found.entries if e.correction == node.id), None))
+    return out
+
+
+def _progress(ctx: PipelineContext, node: CorrectionNode) -> list[VersionEntry | None]:
+    return ctx.call(lambda call: entries(call, ctx, node), what=f"read the progress of correction {node.id}")
+
+
 def _resealed(ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> int:
     return ctx.call(lambda call: _resealed_at(call, ctx, node, item), what=f"read the re-seal of {item[1]!r}@{item[0]}")
 
@@ -98,7 +115,7 @@ def scan(ctx: PipelineContext, node: CorrectionNode) -> Scan:
     for epoch in range(o_epoch, newest + 1):
         def run(call: Call, epoch: int = epoch) -> tuple[list[tuple[int, str]], bool]:
             config = ctx.config_for(call, epoch)
-            lineages = {p: latest_lineage(call, ctx, epoch, p) for p in sorted(config.config.partitions)}
+            lineages = lineages_at(call, ctx, epoch, sorted(config.config.partitions))
             added: list[tuple[int, str]] = []
             open_before = False
             changed = True
@@ -161,17 +178,18 @@ def advance(ctx: PipelineContext, cid: str, *, max_steps: int | None = None) -> 
                                                plan=tuple(f"{e}:{p}" for e, p in plan))))
             steps += 1
             continue
+        now = _progress(ctx, node)
         opened = False
-        for item in node.plan:
-            if _open(ctx, node, item):
+        for item, entry in zip(node.plan, now, strict=True):
+            if entry is None and _open(ctx, node, item):
                 steps += 1
                 opened = True
                 if max_steps is not None and steps >= max_steps:
                     return node
         if opened:
             continue
-        if any(_resealed(ctx, node, item) == _NOT_YET for item in node.plan):
-            return node  # waiting for producers
+        if any(entry is None or entry.state != "sealed" for entry in now):
+            return node  # waiting for producers (or for another re-seal of a planned seal to finish)
         found = scan(ctx, node)
         if found.stale:
             _write(ctx, node, version, replace(node, plan=(*node.plan, *found.stale)),
@@ -214,10 +232,7 @@ def pending(ctx: PipelineContext) -> list[Reseal]:
             continue
 
         def run(call: Call, node: CorrectionNode = node) -> Reseal | None:
-            for epoch, partition in node.plan:
-                found = versions_node(call, ctx, epoch, partition)
-                entry = None if found is None else next((e for e in found[0].entries if e.correction == node.id),
-                                                        None)
+            for (epoch, partition), entry in zip(node.plan, entries(call, ctx, node), strict=True):
                 if entry is None:
                     return None  # not opened yet: advance() opens it
                 if entry.state == "open":

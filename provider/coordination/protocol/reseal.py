@@ -246,7 +246,9 @@ def _check_inputs_resealed(call: Call, ctx: PipelineContext, correction_id_: str
     plan = found[0].plan
     if (epoch, partition) not in plan:
         return
-    for item in plan[:plan.index((epoch, partition))]:
+    # Planned seals are re-sealed one after the other (each vote checks the one before), so the one
+    # just before is the only one to check.
+    for item in plan[max(0, plan.index((epoch, partition)) - 1):plan.index((epoch, partition))]:
         node = versions_node(call, ctx, *item)
         entry = None if node is None else next((e for e in node[0].entries if e.correction == correction_id_), None)
         if entry is None or entry.state != "sealed":
