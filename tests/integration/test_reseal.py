@@ -47,6 +47,7 @@ def value(ledger: EpochLedger, epoch: int, partition: str) -> int:
     return int(next(iter(view.manifests.values()))["value"])
 
 
+# [START producers]
 def joined(ledger: EpochLedger, epoch: int) -> tuple[dict[str, int], dict[str, int]]:
     """The ``joined`` producer: reads the newest versions of weather and flights at ``epoch``."""
     got = value(ledger, epoch, "weather") * value(ledger, epoch, "flights")
@@ -62,6 +63,9 @@ def totals(ledger: EpochLedger, epoch: int) -> tuple[dict[str, int], dict[str, i
     if prev is not None:
         up[read_key(ledger.pipeline, "totals")] = prev.epoch
     return {"value": total}, {"total": total}, up
+
+
+# [END producers]
 
 
 def run_epoch(ledger: EpochLedger, epoch: int, weather: dict[int, int]) -> None:
@@ -82,6 +86,7 @@ def pipeline(zk, name: str, weather: dict[int, int], epochs: int = EPOCHS, **con
     return ledger
 
 
+# [START reproduce]
 def reproduce(ledger: EpochLedger, weather: dict[int, int]) -> list[tuple[int, str]]:
     """What a correction's producers do: re-produce each pending re-seal, in the order it is asked for."""
     done: list[tuple[int, str]] = []
@@ -104,6 +109,7 @@ def correct_weather(ledger: EpochLedger, request_id: str = "fix-8") -> str:
     assert (asked.version, asked.state) == (2, "open")
     assert ledger.vote_version(8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
     return asked.correction
+# [END reproduce]
 
 
 def events(ledger: EpochLedger, kind: str) -> list[dict]:
