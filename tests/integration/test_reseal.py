@@ -273,3 +273,31 @@ def test_a_kill_9_mid_invalidation_resumes_and_finishes_once(zk, zk_server, zk_c
     assert len(events(ledger, "correction_done")) == 1
     clean = pipeline(zk, "clean-k", CORRECTED)
     assert value(ledger, EPOCHS, "totals") == value(clean, EPOCHS, "totals")
+
+
+def test_versions_of_a_rolled_back_opening_are_history(zk):
+    """A rollback re-opens the epoch as a new generation: its new seal is version 1 again, readers never
+    serve the old opening's re-seal, a vote under it is refused, and a new re-seal numbers on after it."""
+    ledger = pipeline(zk, "undo", WEATHER, epochs=6)
+    asked = ledger.reseal(5, "weather", reason="late")
+    ledger.vote_version(5, "weather", asked.version, "w", {"value": 555})
+    ledger.advance_correction(asked.correction)
+    assert value(ledger, 5, "weather") == 555
+    opened = ledger.pending_reseals()
+    assert [(p.epoch, p.partition) for p in opened] == [(5, "joined")]
+
+    assert ledger.rollback(4, reason="redo 5 and 6") == [5, 6]
+    with pytest.raises(VersionNotOpen, match="rolled back"):
+        ledger.vote_version(5, "joined", opened[0].version, "j", {"value": 1})
+    assert ledger.pending_reseals() == []
+    assert [c.state for c in ledger.resume_corrections()] == ["rolled_back"]
+    for epoch in (5, 6):
+        run_epoch(ledger, epoch, WEATHER)
+    fresh = ledger.sealed_version(5, "weather")
+    assert fresh is not None and fresh.version == 1 and not fresh.stale and fresh.manifests["w"]["value"] == 50
+    assert value(ledger, 6, "totals") == value(pipeline(zk, "undo-clean", WEATHER, epochs=6), 6, "totals")
+    again = ledger.reseal(5, "weather", reason="late again")
+    assert again.version == 3  # version 2 stays the rolled-back opening's
+    ledger.vote_version(5, "weather", 3, "w", {"value": 57})
+    assert ledger.sealed_version(5, "weather").version == 3
+    assert ledger.sealed_version(5, "weather", 1).stale_by == again.correction

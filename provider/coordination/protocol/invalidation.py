@@ -20,6 +20,9 @@ killed at any point leaves a state the next :func:`advance` finishes, and never 
    correction and may read a stale snapshot: they proceed, and are appended to the plan); when none
    is left, and no epoch still open started before the last re-seal, ``correction_done`` is recorded.
 
+A rollback that re-opens the corrected epoch ends the correction (``rolled_back``): its versions version an
+opening that is history, and the epochs after it are re-run anyway.
+
 The frontier never moves: a correction writes no epoch, no seal and no snapshot pointer.
 """
 
@@ -32,7 +35,7 @@ from airflow_epochs.coordination.base.reseal_errors import ResealRefused
 from airflow_epochs.coordination.base.steps import SetData, Step
 from airflow_epochs.coordination.protocol.reseal import open_derived
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record
+from airflow_epochs.coordination.state.reader import epoch_record, seal_record
 from airflow_epochs.coordination.state.versions import correction, lineages_at, sealed_version, versions_node
 from airflow_epochs.coordination.wire.events import CorrectionDone, CorrectionPlanned
 from airflow_epochs.coordination.wire.versions import (
@@ -87,6 +90,18 @@ def entries(call: Call, ctx: PipelineContext, node: CorrectionNode) -> list[Vers
         found = None if raw is None else VersionsNode.from_bytes(raw[0], path=path)
         out.append(None if found is None else next((e for e in found.entries if e.correction == node.id), None))
     return out
+
+
+def origin_current(call: Call, ctx: PipelineContext, node: CorrectionNode) -> bool:
+    """Whether the version ``node`` corrects is of the epoch's current opening (not rolled back since)."""
+    epoch, partition, _ = node.origin
+    seal = seal_record(call, ctx, epoch, partition)
+    found = versions_node(call, ctx, epoch, partition)
+    return seal is not None and found is not None and found[0].generation == seal.generation
+
+
+def _origin_current(ctx: PipelineContext, node: CorrectionNode) -> bool:
+    return ctx.call(lambda call: origin_current(call, ctx, node), what=f"read the origin of {node.id}")
 
 
 def _progress(ctx: PipelineContext, node: CorrectionNode) -> list[VersionEntry | None]:
@@ -167,8 +182,12 @@ def advance(ctx: PipelineContext, cid: str, *, max_steps: int | None = None) -> 
     steps = 0
     while True:
         node, version = _read(ctx, cid)
-        if node.state == "done" or (max_steps is not None and steps >= max_steps):
+        if node.state in ("done", "rolled_back") or (max_steps is not None and steps >= max_steps):
             return node
+        if not _origin_current(ctx, node):
+            _write(ctx, node, version, replace(node, state="rolled_back", done_at=ctx.clock()),
+                   ctx.event(CorrectionDone(epoch=node.origin[0], correction=cid, resealed=0)))
+            continue
         if node.state == "planning":
             plan = scan(ctx, node).stale
             if len(plan) > MAX_PLAN:
@@ -220,7 +239,7 @@ def corrections(ctx: PipelineContext) -> list[CorrectionNode]:
 
 def resume(ctx: PipelineContext) -> list[CorrectionNode]:
     """Advance every correction not done (after a crash, or from a periodic task); returns them as they are now."""
-    return [advance(ctx, node.id) for node in corrections(ctx) if node.state != "done"]
+    return [advance(ctx, node.id) for node in corrections(ctx) if node.state not in ("done", "rolled_back")]
 
 
 def pending(ctx: PipelineContext) -> list[Reseal]:
@@ -232,6 +251,8 @@ def pending(ctx: PipelineContext) -> list[Reseal]:
             continue
 
         def run(call: Call, node: CorrectionNode = node) -> Reseal | None:
+            if not origin_current(call, ctx, node):
+                return None  # rolled back: advance() closes it
             for (epoch, partition), entry in zip(node.plan, entries(call, ctx, node), strict=True):
                 if entry is None:
                     return None  # not opened yet: advance() opens it

@@ -36,7 +36,7 @@ from airflow_epochs.coordination.base.reseal_errors import (
 )
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import frontier_with_stat
+from airflow_epochs.coordination.state.reader import frontier_with_stat, seal_record
 from airflow_epochs.coordination.state.versions import correction, sealed_version, versions_node
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.events import ResealOpened, VersionSealed
@@ -117,8 +117,13 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
             raise ResealNotSealed(
                 f"pipeline {ctx.pipeline!r}: epoch {epoch} is not sealed yet (the frontier is {frontier}); only a "
                 "sealed epoch's partition can be re-sealed; nothing was written")
+        seal = seal_record(call, ctx, epoch, partition)
+        if seal is None:
+            raise ResealNotSealed(f"pipeline {ctx.pipeline!r}: {partition!r} is not sealed at epoch {epoch}; nothing "
+                                  "was written")
         found = versions_node(call, ctx, epoch, partition)
-        node = found[0] if found is not None else VersionsNode(epoch, partition)
+        node = found[0].of_generation(seal.generation) if found is not None else \
+            VersionsNode(epoch, partition, generation=seal.generation)
         running = node.open
         if running is not None:
             raise ResealInFlight(
@@ -143,8 +148,12 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
 def open_derived(call: Call, ctx: PipelineContext, epoch: int, partition: str, origin: CorrectionNode) -> bool:
     """Open the next version of a seal ``origin`` made stale (once: False if it is opened already, or
     another re-seal of it is in flight, to be tried again later)."""
+    seal = seal_record(call, ctx, epoch, partition)
+    if seal is None:  # rolled back since the plan was made: nothing of it to re-produce
+        return False
     found = versions_node(call, ctx, epoch, partition)
-    node = found[0] if found is not None else VersionsNode(epoch, partition)
+    node = found[0].of_generation(seal.generation) if found is not None else \
+        VersionsNode(epoch, partition, generation=seal.generation)
     if any(e.correction == origin.id for e in node.entries):
         return False
     if node.open is not None or len(node.entries) >= MAX_VERSIONS - 1:
@@ -197,9 +206,13 @@ def vote_version(
             raise UnknownProducer(f"pipeline {ctx.pipeline!r}: producer {producer!r} is not registered for "
                                   f"{partition!r} at epoch {epoch} (registered: {list(producers)})")
         found = versions_node(call, ctx, epoch, partition)
-        entry = None if found is None else found[0].entry(version)
+        seal = seal_record(call, ctx, epoch, partition)
+        current = found is not None and seal is not None and found[0].generation == seal.generation
+        entry = found[0].entry(version) if found is not None and current else None
         if found is None or entry is None or entry.state != "open":
             state = "never opened" if entry is None else "sealed already"
+            if found is not None and not current:
+                state = "of an opening of the epoch that was rolled back"
             raise VersionNotOpen(f"pipeline {ctx.pipeline!r}: version {version} of {partition!r} at epoch {epoch} "
                                  f"is {state}; the vote of {producer!r} is refused; nothing was written")
         node, stat = found

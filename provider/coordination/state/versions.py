@@ -32,6 +32,13 @@ def versions_node(call: Call, ctx: PipelineContext, epoch: int, partition: str) 
     return None if raw is None else (VersionsNode.from_bytes(raw[0], path=path), raw[1])
 
 
+def current_versions(call: Call, ctx: PipelineContext, epoch: int, partition: str,
+                     generation: int) -> VersionsNode | None:
+    """The versions of the seal of ``generation`` (None if that seal was never re-sealed)."""
+    found = versions_node(call, ctx, epoch, partition)
+    return None if found is None or found[0].generation != generation else found[0]
+
+
 def sealed_version(call: Call, ctx: PipelineContext, epoch: int, partition: str, version: int) -> SealedVersion | None:
     """Sealed version ``version`` (>= 2) of (epoch, partition), or None."""
     path = version_path(ctx.paths, epoch, partition, version)
@@ -58,14 +65,14 @@ class LatestLineage:
 
 def latest_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> LatestLineage | None:
     """The lineage of the newest sealed version of (epoch, partition); None if it is not sealed."""
-    found = versions_node(call, ctx, epoch, partition)
-    if found is not None and found[0].latest > 1:
-        doc = sealed_version(call, ctx, epoch, partition, found[0].latest)
-        if doc is not None:
-            return LatestLineage(doc.version, doc.upstream, doc.zxid)
     seal = seal_record(call, ctx, epoch, partition)
     if seal is None:
         return None
+    node = current_versions(call, ctx, epoch, partition, seal.generation)
+    if node is not None and node.latest > 1:
+        doc = sealed_version(call, ctx, epoch, partition, node.latest)
+        if doc is not None:
+            return LatestLineage(doc.version, doc.upstream, doc.zxid)
     attempt = call.exists(ctx.paths.attempt(epoch, seal.attempt))
     return LatestLineage(1, dict(seal.upstream), int(attempt.czxid) if attempt is not None else seal.zxid)
 
@@ -78,7 +85,8 @@ def lineages_at(call: Call, ctx: PipelineContext, epoch: int,
     if raws[0] is None:  # compacted or never opened: one by one (the archive answers for compacted epochs)
         return {p: latest_lineage(call, ctx, epoch, p) for p in partitions}
     generation = EpochNode.from_bytes(raws[0][0], path=ctx.paths.epoch(epoch)).generation
-    nodes = {p: None if raw is None else VersionsNode.from_bytes(raw[0], path=versions_path(ctx.paths, epoch, p))
+    nodes = {p: None if raw is None else
+             VersionsNode.from_bytes(raw[0], path=versions_path(ctx.paths, epoch, p)).of_generation(generation)
              for p, raw in zip(partitions, raws[1:], strict=True)}
     wanted = [(p, version_path(ctx.paths, epoch, p, node.latest)) if node is not None and node.latest > 1
               else (p, ctx.paths.seal(epoch, generation, p)) for p, node in nodes.items()]
@@ -126,26 +134,24 @@ class VersionView:
 def version_view(call: Call, ctx: PipelineContext, epoch: int, partition: str,
                  version: int | None = None) -> VersionView | None:
     """``version`` of (epoch, partition) (None: the newest sealed), or None if there is no such sealed version."""
-    found = versions_node(call, ctx, epoch, partition)
-    node = found[0] if found is not None else VersionsNode(epoch, partition)
+    info = seal_info(call, ctx, epoch, partition)
+    if info is None:
+        return None
+    node = current_versions(call, ctx, epoch, partition, info.generation) or VersionsNode(epoch, partition)
     wanted = node.latest if version is None else version
     if wanted == 1:
-        info = seal_info(call, ctx, epoch, partition)
-        if info is None:
-            return None
         view = VersionView(epoch, partition, 1, node.latest, {k: dict(v) for k, v in info.manifests.items()},
                            dict(info.snapshots), dict(info.upstream), info.sealed_at, info.attempt)
     else:
         entry = node.entry(wanted)
         doc = sealed_version(call, ctx, epoch, partition, wanted) if entry is not None else None
-        first = seal_record(call, ctx, epoch, partition) if doc is not None else None
-        if doc is None or first is None:
+        if doc is None or entry is None or entry.state != "sealed":
             return None
         view = VersionView(epoch, partition, wanted, node.latest,
                            {name: dict(v.manifest) for name, v in doc.votes.items()},
                            {name: v.snapshot for name, v in doc.votes.items() if v.snapshot is not None},
-                           doc.upstream, doc.sealed_at, first.attempt, doc.correction)
-    newer = node.entry(wanted + 1)
+                           doc.upstream, doc.sealed_at, info.attempt, doc.correction)
+    newer = min((e for e in node.entries if e.version > wanted), key=lambda e: e.version, default=None)
     if newer is not None:
         view = replace(view, stale_by=newer.correction, resealed_at=newer.sealed_at)
     return view
@@ -160,6 +166,9 @@ def newest_snapshots(call: Call, ctx: PipelineContext, refs: dict[str, SnapshotR
         found = versions_node(call, ctx, epoch, partition)
         if found is None or found[0].latest <= 1:
             continue
+        seal = seal_record(call, ctx, epoch, partition)
+        if seal is None or seal.generation != found[0].generation:
+            continue  # versions of a rolled-back opening: history
         doc = sealed_version(call, ctx, epoch, partition, found[0].latest)
         if doc is None:
             continue

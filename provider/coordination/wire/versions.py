@@ -125,12 +125,16 @@ class VersionEntry:
 
 @dataclass(frozen=True)
 class VersionsNode:
-    """The versions of one (epoch, partition) after the first, and the open one's votes."""
+    """The versions of one (epoch, partition) after the first, and the open one's votes. ``generation`` is
+    the opening of the epoch whose seal they version: after a rollback re-opens the epoch, versions of an
+    older generation are history, never read as the newest."""
 
     epoch: int
     partition: str
     entries: tuple[VersionEntry, ...] = ()
     votes: Mapping[str, VersionVote] = field(default_factory=dict)
+    generation: int = 1
+    floor: int = 1  # numbers up to here were taken by older generations' versions (their documents stay)
 
     @property
     def open(self) -> VersionEntry | None:
@@ -143,14 +147,15 @@ class VersionsNode:
 
     @property
     def next_version(self) -> int:
-        return max((e.version for e in self.entries), default=1) + 1
+        return max((e.version for e in self.entries), default=self.floor) + 1
 
     def entry(self, version: int) -> VersionEntry | None:
         return next((e for e in self.entries if e.version == version), None)
 
     def to_bytes(self) -> bytes:
         return payloads.encode("versions", {
-            "epoch": self.epoch, "partition": self.partition, "latest": self.latest,
+            "epoch": self.epoch, "partition": self.partition, "latest": self.latest, "generation": self.generation,
+            "floor": self.floor,
             "versions": [e.to_json() for e in self.entries],
             "votes": {name: vote.to_json() for name, vote in sorted(self.votes.items())}})
 
@@ -162,7 +167,14 @@ class VersionsNode:
             raise CorruptPayload(f"{path}: votes is not an object")
         return cls(int(doc["epoch"]), str(doc["partition"]),
                    tuple(VersionEntry.from_json(row, path) for row in doc["versions"]),
-                   {name: VersionVote.from_json(name, body, path) for name, body in votes.items()})
+                   {name: VersionVote.from_json(name, body, path) for name, body in votes.items()},
+                   int(doc.get("generation", 1)), int(doc.get("floor", 1)))
+
+    def of_generation(self, generation: int) -> VersionsNode:
+        """These versions if they version ``generation``'s seal, else none (a fresh node of that generation)."""
+        if self.generation == generation:
+            return self
+        return VersionsNode(self.epoch, self.partition, generation=generation, floor=self.next_version - 1)
 
 
 @dataclass(frozen=True)
@@ -210,8 +222,9 @@ class CorrectionNode:
     """A correction: the re-sealed origin, and the stale seals it re-produces (``plan``, in order).
 
     ``state``: ``planning`` (origin sealed, plan not computed yet), ``marking`` (plan written; the
-    stale seals get their new version opened, then re-produced) or ``done`` (every planned seal has
-    its new version sealed and nothing sealed since read a stale one)."""
+    stale seals get their new version opened, then re-produced), ``done`` (every planned seal has
+    its new version sealed and nothing sealed since read a stale one) or ``rolled_back`` (a rollback
+    re-opened the corrected epoch)."""
 
     id: str
     origin: tuple[int, str, int]
@@ -232,7 +245,7 @@ class CorrectionNode:
     def from_bytes(cls, raw: bytes, *, path: str) -> CorrectionNode:
         doc = payloads.decode("correction", raw, path=path)
         origin = doc["origin"]
-        if len(origin) != 3 or doc["state"] not in ("planning", "marking", "done"):
+        if len(origin) != 3 or doc["state"] not in ("planning", "marking", "done", "rolled_back"):
             raise CorruptPayload(f"{path}: malformed correction")
         plan = tuple((int(item[0]), str(item[1])) for item in doc["plan"])
         return cls(str(doc["id"]), (int(origin[0]), str(origin[1]), int(origin[2])), str(doc["request"]),
