@@ -29,6 +29,7 @@ from airflow_epochs.coordination.base.reseal_errors import (
 )
 from airflow_epochs.coordination.protocol import reseal as reseal_protocol
 from airflow_epochs.coordination.wire.versions import read_key
+from airflow_epochs.views.status import pipeline_status, render
 
 pytestmark = [pytest.mark.integration]
 
@@ -129,8 +130,15 @@ def test_a_correction_reseals_exactly_what_read_it(zk):
     stale = ledger.sealed_version(12, "totals")
     assert stale is not None and stale.version == 1 and stale.stale_by == cid and stale.resealed_at is None
 
+    shown = render(pipeline_status(ledger, recent=EPOCHS))
+    assert "weather at epoch 8 v2: marking, 14 stale seal(s); waiting for joined at epoch 8 v2" in shown
+    sealed_at_8 = {line.split()[4]: line.split()[-2] for line in shown.splitlines() if line.split()[:1] == ["8"]}
+    assert sealed_at_8 == {"weather": "v2", "flights": "yes", "joined": "yes", "totals": "yes"}
+
     redone = reproduce(ledger, CORRECTED)
     assert redone == EXPECTED  # each once, in epoch order
+    shown = render(pipeline_status(ledger, recent=EPOCHS))
+    assert "corrections" not in shown and shown.count(" yes v2 ") == 1 + len(EXPECTED)
     (correction,) = ledger.corrections()
     assert correction.state == "done"
     assert ledger.frontier() == EPOCHS
