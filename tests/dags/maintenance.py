@@ -13,6 +13,7 @@ from airflow_epochs.operators import (
     RollbackOperator,
     VotePartitionOperator,
 )
+from airflow_epochs.sensors import SealedPartitionSensor
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 CONFIG = {"partitions": {"out": ["job"]}}
@@ -43,3 +44,8 @@ with DAG(dag_id="maint_reseal", schedule=None, start_date=START, catchup=False,
     ResealOperator(task_id="reseal", pipeline="maint", epoch="{{ params.epoch }}", partition="{{ params.partition }}",
                    reason="{{ params.reason }}")
 # [END reseal]
+
+with DAG(dag_id="maint_sealed", schedule=None, start_date=START, catchup=False, params={"epoch": 1},
+         tags=["airflow-epochs", "test"]):
+    SealedPartitionSensor(task_id="sealed", pipeline="maint", partitions="out", epoch="{{ params.epoch }}",
+                          timeout=60)

@@ -4,6 +4,9 @@ version in flight, bad requests fail and write nothing, and the producers' votes
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import pytest
 from zk_helpers import tree
 
@@ -22,7 +25,7 @@ def _reseal(dagbag, **conf: object) -> str:
     return _run(dagbag, "maint_reseal", **{"epoch": 1, "partition": "out", "reason": "late input", **conf})
 
 
-def test_reseal_through_a_dag_run(dagbag, zk_connection, zk, capfd):
+def test_reseal_through_a_dag_run(dagbag, airflow_home, zk_connection, zk, capfd):
     ledger = EpochLedger(zk, "maint")
     for epoch in (1, 2):
         assert "success" in _run(dagbag, "maint_producer", epoch=epoch)
@@ -44,9 +47,16 @@ def test_reseal_through_a_dag_run(dagbag, zk_connection, zk, capfd):
     assert "failed" in _reseal(dagbag)  # another run, another request: one at a time
     out = capfd.readouterr()
     assert "version 2 of 'out' at epoch 1 is being re-sealed" in out.out + out.err
+    assert "success" in _run(dagbag, "maint_sealed", epoch=1)
     assert ledger.vote_version(1, "out", 2, "job", {"rows": 3}).sealed
     assert ledger.sealed_version(1, "out").version == 2
     assert ledger.frontier() == 2
+    # the sensor names the version it found sealed: 1 before the re-seal landed, 2 after
+    assert "success" in _run(dagbag, "maint_sealed", epoch=1)
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        found = [json.loads(v)["out"]["version"] for (v,) in db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'maint_sealed' AND task_id = 'sealed' ORDER BY timestamp")]
+    assert found == [1, 2]
 
 
 def test_reseal_from_the_command_line(zk, zk_server, zk_chroot, capsys):
