@@ -43,6 +43,7 @@ from airflow_epochs.coordination.wire.events import ResealOpened, VersionSealed
 from airflow_epochs.coordination.wire.records import check_upstream
 from airflow_epochs.coordination.wire.versions import (
     MAX_REASON,
+    MAX_VERSION_NUMBER,
     MAX_VERSIONS,
     CorrectionNode,
     Reseal,
@@ -178,8 +179,8 @@ def vote_version(
     validate_epoch(epoch)
     validate_name("partition", partition)
     validate_name("producer", producer)
-    if isinstance(version, bool) or not isinstance(version, int) or not 2 <= version <= MAX_VERSIONS:
-        raise InvalidInput(f"version must be an integer in 2..{MAX_VERSIONS}, not {version!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or not 2 <= version <= MAX_VERSION_NUMBER:
+        raise InvalidInput(f"version must be an integer in 2..{MAX_VERSION_NUMBER}, not {version!r}")
     body_manifest = payloads.check_manifest({} if manifest is None else manifest)
     body_snapshot = payloads.check_snapshot(snapshot)
     lineage = check_upstream(upstream, limit=payloads.MAX_UPSTREAM)

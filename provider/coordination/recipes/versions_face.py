@@ -15,7 +15,7 @@ from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.versions import VersionView, newest_snapshots, version_view, versions_node
 from airflow_epochs.coordination.wire.records import SnapshotRef
 from airflow_epochs.coordination.wire.versions import (
-    MAX_VERSIONS,
+    MAX_VERSION_NUMBER,
     CorrectionNode,
     Reseal,
     VersionEntry,
@@ -83,8 +83,8 @@ class VersionedLedger:
         validate_epoch(epoch)
         validate_name("partition", partition)
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                    or not 1 <= version <= MAX_VERSIONS):
-            raise InvalidInput(f"version must be an integer in 1..{MAX_VERSIONS} or None, not {version!r}")
+                                    or not 1 <= version <= MAX_VERSION_NUMBER):
+            raise InvalidInput(f"version must be an integer in 1..{MAX_VERSION_NUMBER} or None, not {version!r}")
         return self.ctx.call(lambda call: version_view(call, self.ctx, epoch, partition, version),
                              what=f"read {partition!r} at epoch {epoch} version {version or 'latest'}")
 

@@ -30,8 +30,10 @@ from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
 from airflow_epochs.coordination.wire import payloads
 
-# Versions one (epoch, partition) may have: its node stays a few KB.
+# Versions one opening of an (epoch, partition) may have: its node stays a few KB.
 MAX_VERSIONS = 64
+# The largest version number (numbering goes on across the epoch's openings, see VersionsNode.floor).
+MAX_VERSION_NUMBER = 1_000_000
 # Seals one correction may make stale (its plan is one znode).
 MAX_PLAN = 1500
 MAX_REASON = 500
