@@ -32,7 +32,7 @@ def get_provider_info() -> dict[str, Any]:
                                                                       "airflow_epochs.hooks.iceberg"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "changes", "group", "consumer", "spark",
-                                                            "publish", "declared")]}],
+                                                            "publish", "declared", "corrections")]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier")]}],
         "triggers": [{"integration-name": "Epochs", "python-modules": [

@@ -206,17 +206,7 @@ def vote_version(
         if producer not in producers:
             raise UnknownProducer(f"pipeline {ctx.pipeline!r}: producer {producer!r} is not registered for "
                                   f"{partition!r} at epoch {epoch} (registered: {list(producers)})")
-        found = versions_node(call, ctx, epoch, partition)
-        seal = seal_record(call, ctx, epoch, partition)
-        current = found is not None and seal is not None and found[0].generation == seal.generation
-        entry = found[0].entry(version) if found is not None and current else None
-        if found is None or entry is None or entry.state != "open":
-            state = "never opened" if entry is None else "sealed already"
-            if found is not None and not current:
-                state = "of an opening of the epoch that was rolled back"
-            raise VersionNotOpen(f"pipeline {ctx.pipeline!r}: version {version} of {partition!r} at epoch {epoch} "
-                                 f"is {state}; the vote of {producer!r} is refused; nothing was written")
-        node, stat = found
+        node, stat, entry = _open_entry(call, ctx, epoch, partition, version, producer)
         if entry.correction != correction_id(epoch, partition, version):
             _check_inputs_resealed(call, ctx, entry.correction, epoch, partition)
         mine = VersionVote(producer, body_manifest, body_snapshot, lineage, call.request_id, ctx.clock())
@@ -232,24 +222,49 @@ def vote_version(
         if set(votes) != set(producers):
             commit_or_conflict(call, [SetData(path, replace(node, votes=votes).to_bytes(), int(stat.version))])
             return result(False)
-        now = ctx.clock()
-        sealed = replace(entry, state="sealed", sealed_at=now)
-        entries = tuple(sealed if e.version == version else e for e in node.entries)
-        doc = SealedVersion(epoch, partition, version, entry.request, entry.reason, entry.correction,
-                            entry.opened_at, now, votes)
-        ops: list[Step] = [SetData(path, replace(node, entries=entries, votes={}).to_bytes(), int(stat.version)),
-                           Create(version_path(ctx.paths, epoch, partition, version), doc.to_bytes())]
-        ops += ctx.event(VersionSealed(epoch=epoch, partition=partition, version=version,
-                                       correction=entry.correction))
-        if entry.correction == correction_id(epoch, partition, version):  # asked for: its correction starts
-            origin = CorrectionNode(entry.correction, (epoch, partition, version), entry.request, entry.reason,
-                                    "planning", created_at=now)
-            ops += [*_dir_ops(call, corrections_dir(ctx.paths)),
-                    Create(correction_path(ctx.paths, origin.id), origin.to_bytes())]
-        commit_or_conflict(call, ops)
+        commit_or_conflict(call, _seal_ops(call, ctx, node, int(stat.version), entry, votes))
         return result(True)
 
     return ctx.call(body, what=what, request_id=request_id, find=find)
+
+
+def _open_entry(call: Call, ctx: PipelineContext, epoch: int, partition: str, version: int,
+                producer: str) -> tuple[VersionsNode, Any, VersionEntry]:
+    """The versions node (and stat) holding ``version`` open, of the epoch's current opening; else
+    :class:`VersionNotOpen` naming why (never opened, sealed already, or of a rolled-back opening)."""
+    found = versions_node(call, ctx, epoch, partition)
+    seal = seal_record(call, ctx, epoch, partition)
+    current = found is not None and seal is not None and found[0].generation == seal.generation
+    entry = found[0].entry(version) if found is not None and current else None
+    if found is None or entry is None or entry.state != "open":
+        state = "never opened" if entry is None else "sealed already"
+        if found is not None and not current:
+            state = "of an opening of the epoch that was rolled back"
+        raise VersionNotOpen(f"pipeline {ctx.pipeline!r}: version {version} of {partition!r} at epoch {epoch} "
+                             f"is {state}; the vote of {producer!r} is refused; nothing was written")
+    return found[0], found[1], entry
+
+
+def _seal_ops(call: Call, ctx: PipelineContext, node: VersionsNode, stat_version: int, entry: VersionEntry,
+              votes: dict[str, VersionVote]) -> list[Step]:
+    """The transaction sealing ``entry`` with ``votes``: the node marks it sealed, its document is created,
+    the history records it, and a version a user asked for creates its correction (``planning``)."""
+    epoch, partition, version = node.epoch, node.partition, entry.version
+    now = ctx.clock()
+    sealed = replace(entry, state="sealed", sealed_at=now)
+    entries = tuple(sealed if e.version == version else e for e in node.entries)
+    doc = SealedVersion(epoch, partition, version, entry.request, entry.reason, entry.correction,
+                        entry.opened_at, now, votes)
+    ops: list[Step] = [SetData(versions_path(ctx.paths, epoch, partition),
+                               replace(node, entries=entries, votes={}).to_bytes(), stat_version),
+                       Create(version_path(ctx.paths, epoch, partition, version), doc.to_bytes())]
+    ops += ctx.event(VersionSealed(epoch=epoch, partition=partition, version=version, correction=entry.correction))
+    if entry.correction == correction_id(epoch, partition, version):  # asked for: its correction starts
+        origin = CorrectionNode(entry.correction, (epoch, partition, version), entry.request, entry.reason,
+                                "planning", created_at=now)
+        ops += [*_dir_ops(call, corrections_dir(ctx.paths)),
+                Create(correction_path(ctx.paths, origin.id), origin.to_bytes())]
+    return ops
 
 
 def _check_inputs_resealed(call: Call, ctx: PipelineContext, correction_id_: str, epoch: int, partition: str) -> None:
