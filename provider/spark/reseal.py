@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_epochs.coordination.base.errors import PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
@@ -24,7 +25,7 @@ from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
 from airflow_epochs.spark.sealed import sealed_outputs
 from airflow_epochs.spark.storage import read_manifest, run_location
-from airflow_epochs.spark.submit import JobWithoutManifest, Runner, partition_reads, snapshot_pointer
+from airflow_epochs.spark.submit import JobWithoutManifest, partition_reads, snapshot_pointer
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def resubmit_version(
     producer: str,
     *,
     storage: str,
-    runner: Runner,
+    runner: Callable[[EpochContext], Mapping[str, Any] | None],
     inputs: Mapping[str, str] | None = None,
     sealed_inputs: Mapping[str, str] | None = None,
 ) -> ResubmitOutcome:

@@ -84,7 +84,7 @@ def partition_reads(pipeline: str, epoch: int, partition: str, sealed_inputs: Ma
                     snapshot_epoch: int | None) -> dict[str, int]:
     """The lineage vector of a job's reads within its pipeline (see ``read_key``): the sealed inputs of its
     epoch, and its own partition at the epoch whose snapshot it started from; a re-seal of any of them
-    re-produces the job's seal (:mod:`airflow_epochs.coordination.protocol.invalidation`)."""
+    re-produces the job's seal (``EpochLedger.reseal``)."""
     reads = {read_key(pipeline, upstream): epoch for upstream in (sealed_inputs or {}).values()}
     if snapshot_epoch is not None:
         reads[read_key(pipeline, partition)] = snapshot_epoch

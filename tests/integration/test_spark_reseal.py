@@ -33,6 +33,7 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
 
     with open(f"{inputs[2]}/part-0.csv", "a", newline="") as out:  # the late rows of epoch 2
         csv.writer(out).writerows([["a", 1000], ["z", 7]])
+    # [START spark]
     asked = ledger.reseal(2, PARTITION, reason="late rows for epoch 2")
     first = resubmit_version(ledger, asked, PRODUCER, storage=str(storage), runner=runner_for(spark),
                              inputs={"events": inputs[2]})
@@ -44,6 +45,7 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
                                        inputs={"events": inputs[item.epoch]})
             assert outcome.vote.sealed and outcome.snapshot_epoch == item.epoch - 1
             redone.append(item.epoch)
+    # [END spark]
     assert redone == [3, 4, 5]
     assert [c.state for c in ledger.corrections()] == ["done"]
     assert ledger.frontier() == EPOCHS
