@@ -13,7 +13,7 @@ from airflow_epochs.operators import (
     RollbackOperator,
     VotePartitionOperator,
 )
-from airflow_epochs.sensors import SealedPartitionSensor
+from airflow_epochs.sensors import NewestVersionSensor, SealedPartitionSensor
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 CONFIG = {"partitions": {"out": ["job"]}}
@@ -49,3 +49,10 @@ with DAG(dag_id="maint_sealed", schedule=None, start_date=START, catchup=False, 
          tags=["airflow-epochs", "test"]):
     SealedPartitionSensor(task_id="sealed", pipeline="maint", partitions="out", epoch="{{ params.epoch }}",
                           timeout=60)
+
+# [START newest]
+with DAG(dag_id="maint_newest", schedule=None, start_date=START, catchup=False,
+         params={"epoch": 1, "min_version": 1}, tags=["airflow-epochs", "test"]):
+    NewestVersionSensor(task_id="newest", pipeline="maint", partition="out", epoch="{{ params.epoch }}",
+                        min_version="{{ params.min_version }}", deferrable=True, timeout=60)
+# [END newest]

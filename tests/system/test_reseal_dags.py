@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
 
 import pytest
 from zk_helpers import tree
@@ -82,3 +84,23 @@ def test_reseal_from_the_command_line(zk, zk_server, zk_chroot, capsys):
     ledger.vote_version(1, "out", 2, "job", {"rows": 2})
     assert main(["corrections", "cli", "--resume", "--hosts", hosts]) == 0
     assert "out at epoch 1 as version 2, done, 0 stale seal(s)" in capsys.readouterr().out
+
+
+def test_newest_version_sensor_waits_for_an_open_reseal(dagbag, airflow_home, zk_connection, zk):
+    """Deferred (the trigger runs inline under ``dag.test``): while version 2 is being re-produced the
+    sensor waits; the vote that seals it wakes the trigger, and the task returns version 2."""
+    ledger = EpochLedger(zk, "maint")
+    assert "success" in _run(dagbag, "maint_producer", epoch=1)
+    ledger.reseal(1, "out", reason="late input")
+    sealer = threading.Timer(3.0, lambda: ledger.vote_version(1, "out", 2, "job", {"rows": 5}))
+    sealer.start()
+    started = time.monotonic()
+    try:
+        assert "success" in _run(dagbag, "maint_newest", epoch=1, min_version=1)
+    finally:
+        sealer.join()
+    assert time.monotonic() - started >= 3.0  # it waited for the re-seal
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        found = [json.loads(v) for (v,) in db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'maint_newest' AND task_id = 'newest' ORDER BY timestamp")]
+    assert found == [{"version": 2, "generation": 1}]
