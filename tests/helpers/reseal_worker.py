@@ -12,15 +12,14 @@ import signal
 import sys
 from typing import Any
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.coordination.protocol import invalidation
 
 
 def main(hosts: str, pipeline: str, kill_after: str) -> None:
-    client = KazooClient(hosts=hosts, timeout=10)
-    client.start(timeout=15)
+    client = connect(hosts, timeout=10)
     opened = [0]
     real = invalidation.open_derived
 

@@ -264,8 +264,8 @@ def test_a_kill_9_mid_invalidation_resumes_and_finishes_once(zk, zk_server, zk_c
     assert reseal_protocol.vote_version(ledger.ctx, 8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
     (correction,) = ledger.corrections()
     assert correction.state == "planning"
-    worker = subprocess.run([sys.executable, "-I", str(RESEAL_WORKER), zk_server.hosts + zk_chroot, "killed", "4"],
-                            capture_output=True, text=True, timeout=120)
+    worker = subprocess.run([sys.executable, str(RESEAL_WORKER), zk_server.address + zk_chroot, "killed", "4"],
+                            capture_output=True, text=True, timeout=120, env=zk_server.env())
     assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
     assert "OPENED 4" in worker.stdout and "NOT KILLED" not in worker.stdout
     (correction,) = ledger.corrections()

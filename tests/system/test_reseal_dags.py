@@ -61,28 +61,29 @@ def test_reseal_through_a_dag_run(dagbag, airflow_home, zk_connection, zk, capfd
     assert found == [1, 2]
 
 
-def test_reseal_from_the_command_line(zk, zk_server, zk_chroot, capsys):
+def test_reseal_from_the_command_line(zk, zk_server, zk_chroot, capsys, monkeypatch):
     ledger = EpochLedger(zk, "cli")
     from airflow_epochs.coordination import PipelineConfig
 
     ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
     attempt = ledger.open_epoch(1)
     ledger.vote(attempt, "out", "job", {"rows": 1})
-    hosts = zk_server.hosts + zk_chroot
+    monkeypatch.setenv(*zk_server.state_env)
+    hosts = zk_server.cli_args(zk_chroot)
     before = tree(zk, ledger.paths.base)
-    assert main(["reseal", "cli", "1", "bad/name", "--reason", "x", "--hosts", hosts]) == 2
-    assert main(["reseal", "cli", "2", "out", "--reason", "x", "--hosts", hosts]) == 2
+    assert main(["reseal", "cli", "1", "bad/name", "--reason", "x", *hosts]) == 2
+    assert main(["reseal", "cli", "2", "out", "--reason", "x", *hosts]) == 2
     assert "epoch 2 is not sealed yet" in capsys.readouterr().err
     assert tree(zk, ledger.paths.base) == before
-    args = ["reseal", "cli", "1", "out", "--reason", "late", "--request-id", "fix-1", "--hosts", hosts]
+    args = ["reseal", "cli", "1", "out", "--reason", "late", "--request-id", "fix-1", *hosts]
     assert main(args) == 0
     assert "re-sealed as version 2 (open" in capsys.readouterr().out
     assert main(args) == 0  # the same request again: the same answer, nothing applied twice
     assert [v.version for v in ledger.versions(1, "out")] == [2]
-    assert main(["corrections", "cli", "--hosts", hosts]) == 0
+    assert main(["corrections", "cli", *hosts]) == 0
     assert "no corrections" in capsys.readouterr().out
     ledger.vote_version(1, "out", 2, "job", {"rows": 2})
-    assert main(["corrections", "cli", "--resume", "--hosts", hosts]) == 0
+    assert main(["corrections", "cli", "--resume", *hosts]) == 0
     assert "out at epoch 1 as version 2, done, 0 stale seal(s)" in capsys.readouterr().out
 
 
