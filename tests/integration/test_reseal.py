@@ -309,3 +309,22 @@ def test_versions_of_a_rolled_back_opening_are_history(zk):
     ledger.vote_version(5, "weather", 3, "w", {"value": 57})
     assert ledger.sealed_version(5, "weather").version == 3
     assert ledger.sealed_version(5, "weather", 1).stale_by == again.correction
+
+
+def test_lost_answers_while_a_correction_advances_apply_each_step_once(zk, lossy, proxy: LostAnswerProxy):
+    """The plan's write and the openings of stale seals' versions lose their answers: each step is found in
+    ZooKeeper (or found done when decided again), and nothing is applied twice."""
+    pipeline(zk, "lost-steps", WEATHER, epochs=12)
+    ledger = EpochLedger(lossy, "lost-steps", owner="o")
+    asked = ledger.reseal(8, "weather", reason="late feed")
+    assert reseal_protocol.vote_version(ledger.ctx, 8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
+    dropped = len(proxy.dropped)
+    proxy.drop_next_committed_write(3)
+    node = ledger.advance_correction(asked.correction)
+    assert len(proxy.dropped) == dropped + 3
+    plan = [(8, "joined"), *((e, "totals") for e in range(8, 13))]
+    assert node.state == "marking" and list(node.plan) == plan
+    assert len(events(ledger, "correction_planned")) == 1
+    assert len(events(ledger, "reseal_opened")) == 1 + len(plan)
+    assert reproduce(ledger, CORRECTED) == plan
+    assert [c.state for c in ledger.corrections()] == ["done"]

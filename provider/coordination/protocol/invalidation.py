@@ -169,10 +169,17 @@ def _open_before(call: Call, ctx: PipelineContext, epoch: int, zxid: int) -> boo
 
 
 def _write(ctx: PipelineContext, node: CorrectionNode, version: int, new: CorrectionNode, event: list[Step]) -> None:
-    def run(call: Call) -> None:
-        commit_or_conflict(call, [SetData(correction_path(ctx.paths, node.id), new.to_bytes(), version), *event])
+    path, data = correction_path(ctx.paths, node.id), new.to_bytes()
 
-    ctx.call(run, what=f"advance correction {node.id}")
+    def run(call: Call) -> bool:
+        commit_or_conflict(call, [SetData(path, data, version), *event])
+        return True
+
+    def find(call: Call) -> bool | None:  # after a lost answer: the node holds what this write wrote
+        raw = call.get(path)
+        return True if raw is not None and raw[0] == data and int(raw[1].version) == version + 1 else None
+
+    ctx.call(run, what=f"advance correction {node.id}", find=find)
 
 
 def advance(ctx: PipelineContext, cid: str, *, max_steps: int | None = None) -> CorrectionNode:
