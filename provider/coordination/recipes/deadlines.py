@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import ContentionExhausted, InvalidInput, UnknownPartition
@@ -258,8 +258,19 @@ class PartitionDeadlines:
         try:
             self.ctx.client.create(run, self.ctx.owner.encode(), ephemeral=True)
         except NodeExistsError:
-            stat = self.ctx.client.exists(run)
-            return stat is not None and stat.ephemeralOwner == self.ctx.client.client_id[0]
+            # ours only if an earlier create of this very watcher committed (watchers in one process
+            # share a session: the owner written into it tells them apart)
+            try:
+                data, stat = self.ctx.client.get(run)
+            except NoNodeError:
+                return self._take_delivery(alert)  # its holder just finished or died: look again
+            return bool(stat.ephemeralOwner == self.ctx.client.client_id[0] and data == self.ctx.owner.encode())
+        # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
+        path = self.paths.late_alert(alert.epoch, alert.partition)
+        raw = self.ctx.client.get(path)[0]
+        if LateAlert.from_bytes(raw, path=path).delivered_at is not None:
+            self.ctx.client.delete(run)
+            return False
         return True
 
     def delivered(self, alert: LateAlert) -> LateAlert:
@@ -327,6 +338,11 @@ class PartitionDeadlines:
                 if left <= 0:
                     return verdict
                 pause = min(pause, left)
+            until = time.monotonic() + pause
+            while not wake.is_set():  # a stop is heard within half a second, without reading anything
+                left = until - time.monotonic()
+                if left <= 0 or (stop is not None and stop.is_set()):
+                    break
+                wake.wait(left if stop is None else min(left, 0.5))
             if stop is not None and stop.is_set():
                 return verdict
-            wake.wait(pause)
