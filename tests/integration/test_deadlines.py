@@ -275,3 +275,30 @@ def test_one_alert_across_processes_when_the_alerting_one_is_killed_9(zk, zk_ser
     alert = live.deadlines().alert(21, "daily")
     assert alert is not None and alert.delivered_at is not None
     assert [e.event for e in live.history()].count("deadline_missed") == 1
+
+
+def test_a_watch_started_before_its_epoch_opens_waits_for_it(zk):
+    build_history(zk)
+    live = EpochLedger(zk, "sales", owner="watcher-a")
+    live.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=0.5))
+    assert live.deadlines().check(21, "daily").state == "not_open"
+    threading.Timer(0.5, lambda: live.open_epoch(21)).start()
+    verdict = live.deadlines().wait(21, "daily", timeout=10)
+    assert verdict.state == "late" and verdict.deliver
+    assert [m.producer for m in verdict.alert.missing] == ["fast", "slow"]
+
+
+def test_a_calendar_deadline_passed_before_the_epoch_opened_names_every_producer(zk):
+    from datetime import UTC, datetime, timedelta
+
+    from airflow_epochs.coordination import EpochCalendar
+
+    ledger = EpochLedger(zk, "cal", owner="w")
+    ledger.create_pipeline(CONFIG)
+    calendar = EpochCalendar(datetime.now(UTC) - timedelta(hours=3), timedelta(hours=1))
+    ledger.deadlines().declare(DeadlineSpec("daily", mode="fixed", delta=60, calendar=calendar))
+    verdict = ledger.deadlines().check(1, "daily")  # epoch 1 ended two hours ago and never opened
+    assert verdict.state == "late" and verdict.deadline_at == pytest.approx(
+        (calendar.span(1)[1] + timedelta(seconds=60)).timestamp())
+    assert [m.producer for m in verdict.alert.missing] == ["fast", "slow"]
+    assert ledger.deadlines().check(3, "daily").state == "not_open"  # epoch 3's interval has not ended

@@ -35,12 +35,15 @@ from airflow_epochs.coordination.wire.deadline_records import (
     DEFAULT_WINDOW,
     DeadlineSpec,
     LateAlert,
+    ProducerForecast,
     SealForecast,
     SealStats,
 )
 from airflow_epochs.coordination.wire.events import DeadlineMissed, SealedLate
 
 _ROUNDS = 20
+# Seconds between looks at an epoch that is not open and has no deadline yet (a watch wakes it sooner).
+_REVISIT = 30.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ class PartitionDeadlines:
             return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, forecast)
         if alert is not None:
             return Verdict(epoch, partition, "late", deadline, forecast, alert, self._take_delivery(alert))
-        if forecast.status == "not_open":
+        if forecast.status == "not_open" and (deadline is None or self.ctx.clock() < deadline):
             return Verdict(epoch, partition, "not_open", deadline, forecast)
         if deadline is None:
             return Verdict(epoch, partition, "no_deadline", None, forecast)
@@ -205,6 +208,12 @@ class PartitionDeadlines:
         if again.status == "sealed":
             late = (again.sealed_at or 0.0) > deadline
             return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, again)
+        if again.status == "not_open":  # past its deadline before it even opened: every producer is missing
+            producers = self.ctx.config_for(call, epoch).config.partitions.get(partition, ())
+            again = replace(again, missing=tuple(
+                ProducerForecast(name, None, None, stats.producers[name].last_voted_at if name in stats.producers
+                                 else None, len(stats.producers[name].samples) if name in stats.producers else 0)
+                for name in producers))
         return self._raise(call, epoch, partition, deadline, again)
 
     def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast) -> Verdict:
@@ -319,7 +328,7 @@ class PartitionDeadlines:
                 woken()
 
             verdict = self.check(epoch, partition)
-            if verdict.state in ("in_time", "sealed_late", "not_open", "no_deadline") or verdict.deliver \
+            if verdict.state in ("in_time", "sealed_late", "no_deadline") or verdict.deliver \
                     or (verdict.alert is not None and verdict.alert.delivered_at is not None):
                 return verdict
             client = self.ctx.client
@@ -327,6 +336,11 @@ class PartitionDeadlines:
                 if client.exists(self.paths.late_alert_delivery(epoch, partition), watch=poke) is None:
                     continue
                 pause = 5.0
+            elif verdict.state == "not_open":  # woken when it opens, or at a deadline it may miss unopened
+                opened = client.exists(self.paths.epoch(epoch), watch=poke)
+                if opened is not None and verdict.forecast.opened_at is None:
+                    continue  # opened since the check (a rolled-back record waits for its change)
+                pause = _REVISIT if verdict.deadline_at is None else max(0.0, verdict.deadline_at - self.ctx.clock())
             else:
                 found = self.ctx.call(lambda call: epoch_record(call, self.ctx, epoch), what=f"read epoch {epoch}")
                 if found is not None:  # woken by the seal, or by a rollback starting a new opening
