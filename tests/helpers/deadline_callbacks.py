@@ -19,3 +19,20 @@ def record_alert_sync(*, out: str, alert: dict[str, Any]) -> None:
     """A plain callable (a ``SyncCallback`` target): the trigger runs it in a thread."""
     with open(out, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"alert": alert, "tag": "sync", "pid": os.getpid(), "at": time.time()}) + "\n")
+
+
+async def hang_first_then_record(*, alert: dict[str, Any]) -> None:
+    """For the triggerer crash test: every call is noted in ``<EPOCHS_TEST_ALERTS>.started``; the first
+    one then hangs (the test kills its triggerer -9 meanwhile), a later one records the alert in
+    ``EPOCHS_TEST_ALERTS`` (the delivered alerts)."""
+    import asyncio
+
+    out = os.environ["EPOCHS_TEST_ALERTS"]
+    started = out + ".started"
+    first = not os.path.exists(started)
+    with open(started, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"alert": alert, "pid": os.getpid(), "at": time.time()}) + "\n")
+    if first:
+        await asyncio.sleep(3600)
+    with open(out, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"alert": alert, "pid": os.getpid(), "at": time.time()}) + "\n")

@@ -302,3 +302,33 @@ def test_a_calendar_deadline_passed_before_the_epoch_opened_names_every_producer
         (calendar.span(1)[1] + timedelta(seconds=60)).timestamp())
     assert [m.producer for m in verdict.alert.missing] == ["fast", "slow"]
     assert ledger.deadlines().check(3, "daily").state == "not_open"  # epoch 3's interval has not ended
+
+
+def test_status_and_the_epoch_detail_show_the_prediction_and_the_late_mark(zk):
+    from airflow_epochs.views.pipeline import PipelineState
+    from airflow_epochs.views.status import pipeline_status, render
+
+    build_history(zk)
+    live = EpochLedger(zk, "sales", owner="watcher-a")
+    live.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=0.2))
+    attempt = live.open_epoch(21)
+    live.vote(attempt, "daily", "fast", {})
+    time.sleep(0.3)
+    before = zk.get(live.paths.seal_stats("daily"))[1].version if zk.exists(live.paths.seal_stats("daily")) else None
+    detail = PipelineState(live).epoch_detail(21, history=False)
+    daily = next(p for p in detail.partitions if p.partition == "daily")
+    assert daily.deadline["late"] and daily.deadline["state"] == "late" and not daily.deadline["alerted"]
+    assert daily.deadline["status"] == "predicted" and daily.deadline["typical_at"] is not None
+    assert [m["producer"] for m in daily.deadline["missing"]] == ["slow"]
+    side = next(p for p in detail.partitions if p.partition == "side")
+    assert side.deadline["status"] == "predicted" and side.deadline["deadline_at"] is None
+    # reading wrote nothing: no alert, no statistics folded for the page
+    assert zk.exists(live.paths.late_alert(21, "daily")) is None
+    assert (zk.get(live.paths.seal_stats("daily"))[1].version
+            if zk.exists(live.paths.seal_stats("daily")) else None) == before
+    text = render(pipeline_status(live))
+    assert "LATE waiting for slow" in text and "predicted seal (typical / late)" in text
+    live.deadlines().check(21, "daily")  # a watcher raises the alert
+    live.vote(attempt, "daily", "slow", {})
+    text = render(pipeline_status(live, recent=1))
+    assert "SEALED LATE by" in text and "(alerted)" in text

@@ -160,6 +160,14 @@ class PartitionDeadlines:
         return self.ctx.call(lambda call: self._check(call, epoch, partition),
                              what=f"check the deadline of {partition!r} at epoch {epoch}")
 
+    def preview(self, epoch: int, partition: str) -> Verdict:
+        """:meth:`check` without writing anything (for pages and status): a partition past its deadline
+        reads ``late`` whether or not a watcher raised its alert yet (``alert`` is then None)."""
+        validate_epoch(epoch)
+        validate_name("partition", partition)
+        return self.ctx.call(lambda call: self._check(call, epoch, partition, act=False),
+                             what=f"read the deadline of {partition!r} at epoch {epoch}")
+
     def _deadline(self, specs: list[DeadlineSpec], stats: SealStats, forecast: SealForecast,
                   epoch: int) -> float | None:
         times: list[float] = []
@@ -176,10 +184,10 @@ class PartitionDeadlines:
                     times.append(max(late for late in lates if late is not None) + spec.slack)
         return min(times, default=None)
 
-    def _check(self, call: Call, epoch: int, partition: str) -> Verdict:
+    def _check(self, call: Call, epoch: int, partition: str, *, act: bool = True) -> Verdict:
         specs = self._specs(call, partition)
         calendar = self._calendar(specs)
-        stats = fold(call, self.ctx, partition, window=self.window, calendar=calendar)
+        stats = fold(call, self.ctx, partition, window=self.window, calendar=calendar, write=act)
         q = next((s.quantile for s in specs if s.mode == "predicted"), 0.9)
         forecast = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
         deadline = self._deadline(specs, stats, forecast, epoch)
@@ -188,6 +196,8 @@ class PartitionDeadlines:
         alert = None if raw is None else LateAlert.from_bytes(raw[0], path=alert_path)
         if alert is not None:
             deadline = alert.deadline_at  # the deadline it was raised against stays the deadline
+        if not act:
+            return self._read_only(epoch, partition, deadline, forecast, alert)
         if forecast.status == "sealed":
             if alert is not None:
                 alert = self._sealed_late(call, alert, forecast.sealed_at or 0.0)
@@ -215,6 +225,17 @@ class PartitionDeadlines:
                                  else None, len(stats.producers[name].samples) if name in stats.producers else 0)
                 for name in producers))
         return self._raise(call, epoch, partition, deadline, again)
+
+    def _read_only(self, epoch: int, partition: str, deadline: float | None, forecast: SealForecast,
+                   alert: LateAlert | None) -> Verdict:
+        if forecast.status == "sealed":
+            late = deadline is not None and (forecast.sealed_at or 0.0) > deadline
+            return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, forecast, alert)
+        if alert is not None or (deadline is not None and self.ctx.clock() >= deadline):
+            return Verdict(epoch, partition, "late", deadline, forecast, alert)
+        if forecast.status == "not_open":
+            return Verdict(epoch, partition, "not_open", deadline, forecast)
+        return Verdict(epoch, partition, "no_deadline" if deadline is None else "waiting", deadline, forecast)
 
     def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast) -> Verdict:
         path = self.paths.late_alert(epoch, partition)

@@ -87,10 +87,11 @@ def read_stats(call: Call, ctx: PipelineContext, partition: str) -> tuple[SealSt
 
 
 def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFAULT_WINDOW,
-         calendar: Calendar | None = None) -> SealStats:
+         calendar: Calendar | None = None, write: bool = True) -> SealStats:
     """The partition's statistics with every epoch sealed since ``through`` folded in (at most
-    ``window`` of them: older ones would fall out anyway), written back compare-and-set. A lost race
-    answers with what the winner wrote (it folded the same sealed epochs)."""
+    ``window`` of them: older ones would fall out anyway), written back compare-and-set (unless
+    ``write`` is False: a reader's page writes nothing). A lost race answers with what the winner
+    wrote (it folded the same sealed epochs)."""
     stats, stat = read_stats(call, ctx, partition)
     if stats is None:
         stats = SealStats(partition, window=window)
@@ -107,6 +108,8 @@ def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFA
             end = None if calendar is None else calendar.span(epoch)[1].timestamp()
             new = new.folded(epoch, found[0], end, found[1])
     new = replace(new, through=top)
+    if not write:
+        return new
     path = ctx.paths.seal_stats(partition)
     if stat is None:
         if call.exists(ctx.paths.seal_stats_dir) is None:
