@@ -402,7 +402,7 @@ class EpochLedger:
         return Backpressure(self.ctx)
 
     def deadlines(self, *, window: int = 32) -> PartitionDeadlines:
-        """Partition deadlines and predicted seals (``.predicted_seal(epoch, partition)``); :mod:`.deadlines`."""
+        """Partition deadlines and predicted seals: ``ledger.deadlines().predicted_seal(epoch, partition)``."""
         return PartitionDeadlines(self.ctx, window=window)
 
     # -- handles -----------------------------------------------------------------------------

@@ -11,12 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from airflow_epochs.coordination import (
     DeadlineSpec,
+    EpochCalendar,
     EpochLedger,
     InvalidInput,
     PipelineConfig,
@@ -87,7 +89,11 @@ def test_prediction_learned_from_20_epochs_names_the_missing_producer(zk):
     live = EpochLedger(zk, "sales", owner="live")
     attempt = live.open_epoch(21)
     live.vote(attempt, "daily", "fast", {"e": 21})
+    # [START deadlines_predict]
     forecast = live.deadlines().predicted_seal(21, "daily", quantile=0.9)
+    # forecast.status: "predicted" (or "too_little_history", "sealed", ...); typical_at / late_at: epoch
+    # seconds; forecast.missing: each missing producer's predicted vote and last vote
+    # [END deadlines_predict]
     opened = live.epoch_info(21).opened_at
     assert forecast.status == "predicted"
     assert [m.producer for m in forecast.missing] == ["slow"]
@@ -162,6 +168,14 @@ def test_late_partition_raises_one_alert_naming_the_late_producer_and_its_late_s
     live = EpochLedger(zk, "sales", owner="watcher-a")
     deadlines = live.deadlines()
     deadlines.declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=1.5))
+    # [START deadlines_other_specs]
+    # a consumer's own deadline: the 0.9 quantile of the predicted seal plus 30 s
+    live.consumer("reports").register()
+    deadlines.declare(DeadlineSpec("daily", mode="predicted", quantile=0.9, slack=30, declarer="reports"))
+    # a fixed one: 2 hours after the epoch's data interval ends (the calendar says when)
+    calendar = EpochCalendar(datetime(2026, 1, 1, tzinfo=UTC), timedelta(days=1))
+    DeadlineSpec("daily", mode="fixed", delta=timedelta(hours=2), calendar=calendar)
+    # [END deadlines_other_specs]
     attempt = live.open_epoch(21)
     live.vote(attempt, "daily", "fast", {"e": 21})
     verdict = deadlines.wait(21, "daily", timeout=10)
@@ -289,10 +303,6 @@ def test_a_watch_started_before_its_epoch_opens_waits_for_it(zk):
 
 
 def test_a_calendar_deadline_passed_before_the_epoch_opened_names_every_producer(zk):
-    from datetime import UTC, datetime, timedelta
-
-    from airflow_epochs.coordination import EpochCalendar
-
     ledger = EpochLedger(zk, "cal", owner="w")
     ledger.create_pipeline(CONFIG)
     calendar = EpochCalendar(datetime.now(UTC) - timedelta(hours=3), timedelta(hours=1))

@@ -42,6 +42,8 @@ from airflow_epochs.coordination.wire.deadline_records import (
 from airflow_epochs.coordination.wire.events import DeadlineMissed, SealedLate
 
 _ROUNDS = 20
+# Deadlines one pipeline declares at most (partitions x declarers): the folder a check lists stays small.
+MAX_DECLARED = 1024
 # Seconds between looks at an epoch that is not open and has no deadline yet (a watch wakes it sooner).
 _REVISIT = 30.0
 
@@ -96,9 +98,13 @@ class PartitionDeadlines:
             if spec.declarer != "pipeline" and call.exists(self.paths.consumer(spec.declarer)) is None:
                 raise UnknownConsumer(f"pipeline {self.ctx.pipeline!r}: consumer {spec.declarer!r} is not registered; "
                                    "register it before it declares a deadline; nothing was written")
-            if call.exists(self.paths.deadlines) is None:
+            folder = call.exists(self.paths.deadlines)
+            if folder is None:
                 call.try_commit([Create(self.paths.deadlines)])  # a concurrent create is as good
             found = call.get(path)
+            if found is None and folder is not None and int(folder.numChildren) >= MAX_DECLARED:
+                raise InvalidInput(f"pipeline {self.ctx.pipeline!r} declares {folder.numChildren} deadlines, at most "
+                                   f"{MAX_DECLARED}; the deadline of {spec.partition!r} was refused, nothing written")
             step = Create(path, spec.to_bytes()) if found is None else SetData(path, spec.to_bytes(), found[1].version)
             failure = call.try_commit([step])
             if failure is not None:
@@ -130,7 +136,7 @@ class PartitionDeadlines:
     def predicted_seal(self, epoch: int, partition: str, *, quantile: float | None = None) -> SealForecast:
         """When ``partition`` of ``epoch`` is expected to seal: the latest predicted vote of its missing
         producers, typical (median) and late (``quantile``, default the partition's predicted
-        deadline's or 0.9), or ``too_little_history``; a fixed number of reads (see :mod:`.seal_stats`)."""
+        deadline's or 0.9), or ``too_little_history``; a fixed number of reads (``state/seal_stats.py``)."""
         validate_epoch(epoch)
         validate_name("partition", partition)
         if quantile is not None:

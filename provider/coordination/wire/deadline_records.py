@@ -240,7 +240,7 @@ class SealForecast:
 
     ``status``: ``sealed`` (``sealed_at`` says when), ``sealing`` (every vote is in), ``predicted``
     (``typical_at`` and ``late_at`` are the latest predicted votes of the ``missing`` producers),
-    ``too_little_history`` (some missing producer has fewer than :data:`MIN_SAMPLES` samples: no
+    ``too_little_history`` (some missing producer has fewer than ``MIN_SAMPLES`` (5) samples: no
     guess), or ``not_open``.
     """
 
