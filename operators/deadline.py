@@ -34,6 +34,8 @@ class WatchDeadlineOperator(BaseOperator):
         triggerer), or the dotted path of a callable.
     :param callback_kwargs: keyword arguments for a callback given by path.
     :param fail_if_late: fail the task when the partition is late (default False: the callback is the alert).
+    :param wait_for_seal: after the alert, go on watching until the partition seals and record how late it
+        was (default True); False: the task completes once the alert is delivered.
     :param zookeeper_conn_id: ZooKeeper connection.
     :param root: znode under which pipelines live.
     :param timeout: seconds the watch may take before the task fails (None: no limit).
@@ -42,7 +44,7 @@ class WatchDeadlineOperator(BaseOperator):
     template_fields: Sequence[str] = ("pipeline", "epoch", "partition")
 
     def __init__(self, *, pipeline: str, epoch: int | str, partition: str, callback: Callback | str,
-                 callback_kwargs: dict[str, Any] | None = None, fail_if_late: bool = False,
+                 callback_kwargs: dict[str, Any] | None = None, fail_if_late: bool = False, wait_for_seal: bool = True,
                  zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
                  timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -56,6 +58,7 @@ class WatchDeadlineOperator(BaseOperator):
         else:
             raise ValueError(f"callback must be an Airflow Callback or a dotted path, not {callback!r}")
         self.fail_if_late = fail_if_late
+        self.wait_for_seal = wait_for_seal
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
         self.watch_timeout = timeout
@@ -65,7 +68,7 @@ class WatchDeadlineOperator(BaseOperator):
             pipeline=self.pipeline, epoch=templated_epoch(self.epoch), partition=validate_name("partition",
                                                                                                 self.partition),
             callback_path=self.callback_path, callback_kwargs=self.callback_kwargs,
-            zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)
+            zookeeper_conn_id=self.zookeeper_conn_id, root=self.root, wait_for_seal=self.wait_for_seal)
         self.defer(trigger=trigger, method_name="execute_complete",
                    timeout=None if self.watch_timeout is None else timedelta(seconds=self.watch_timeout))
 

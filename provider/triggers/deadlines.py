@@ -64,11 +64,13 @@ class PartitionDeadlineTrigger(BaseTrigger):
     :param callback_kwargs: its keyword arguments (JSON).
     :param zookeeper_conn_id: ZooKeeper connection id.
     :param root: znode under which pipelines live.
+    :param wait_for_seal: after a late partition's alert, go on watching until it seals, then record
+        how late it was (default); False: fire once the alert is delivered.
     """
 
     def __init__(self, *, pipeline: str, epoch: int, partition: str, callback_path: str,
                  callback_kwargs: dict[str, Any] | None = None, zookeeper_conn_id: str = "zookeeper_default",
-                 root: str = DEFAULT_ROOT) -> None:
+                 root: str = DEFAULT_ROOT, wait_for_seal: bool = True) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
         self.epoch = validate_epoch(epoch)
@@ -77,12 +79,14 @@ class PartitionDeadlineTrigger(BaseTrigger):
         self.callback_kwargs = dict(callback_kwargs or {})
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.wait_for_seal = wait_for_seal
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("airflow_epochs.triggers.deadlines.PartitionDeadlineTrigger",
                 {"pipeline": self.pipeline, "epoch": self.epoch, "partition": self.partition,
                  "callback_path": self.callback_path, "callback_kwargs": self.callback_kwargs,
-                 "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root})
+                 "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root,
+                 "wait_for_seal": self.wait_for_seal})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         settings = await connection_settings(self.zookeeper_conn_id)
@@ -92,15 +96,21 @@ class PartitionDeadlineTrigger(BaseTrigger):
             # one owner per watcher: watchers in one triggerer share the session
             owner = f"triggerer-{os.getpid()}-{uuid.uuid4().hex[:12]}"
             deadlines = EpochLedger(client, self.pipeline, owner=owner, root=self.root).deadlines()
-            verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop)
-            payload = verdict_payload(verdict)
+            verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
+                                              until_sealed=self.wait_for_seal)
+            delivered = False
             if verdict.deliver and verdict.alert is not None:
                 self.log.info("Pipeline %s: partition %s of epoch %s is late (deadline %s); waiting for %s",
                               self.pipeline, self.partition, self.epoch, verdict.deadline_at,
                               [m.producer for m in verdict.alert.missing])
                 await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
                 await asyncio.to_thread(deadlines.delivered, verdict.alert)
-                payload["delivered"] = True
+                delivered = True
+                if self.wait_for_seal and verdict.state == "late":  # then its late seal is recorded
+                    verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
+                                                      until_sealed=True)
+            payload = verdict_payload(verdict)
+            payload["delivered"] = delivered
             yield TriggerEvent(payload)
         finally:
             stop.set()  # a cancelled trigger's thread stops within half a second

@@ -24,10 +24,10 @@ def pipeline(zk, zk_connection):
     return ledger
 
 
-def _trigger(out, tag="", path="deadline_callbacks.record_alert"):
+def _trigger(out, tag="", path="deadline_callbacks.record_alert", *, wait_for_seal=True):
     kwargs = {"out": str(out)} if path.endswith("_sync") else {"out": str(out), "tag": tag}
     return PartitionDeadlineTrigger(pipeline="p", epoch=1, partition="daily", callback_path=path,
-                                    callback_kwargs=kwargs)
+                                    callback_kwargs=kwargs, wait_for_seal=wait_for_seal)
 
 
 async def _first_event(trigger, timeout):
@@ -52,22 +52,30 @@ def test_three_triggers_one_callback_within_a_second_of_the_deadline(pipeline, t
     deadline = pipeline.epoch_info(1).opened_at + 1.5
 
     async def scenario():
-        return await asyncio.gather(*(_first_event(_trigger(out, f"t{i}"), 30) for i in range(3)))
+        watches = asyncio.gather(*(_first_event(_trigger(out, f"t{i}"), 30) for i in range(3)))
+        while not out.exists():  # the alert is out; the watches go on until the partition seals
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(pipeline.vote, attempt, "daily", "slow", {})
+        return await watches
 
     events = asyncio.run(scenario())
     alerts = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(alerts) == 1, alerts
     assert 0 <= alerts[0]["at"] - deadline < 1.0
     assert [m["producer"] for m in alerts[0]["alert"]["missing"]] == ["slow"]
-    assert [e.payload["state"] for e in events] == ["late"] * 3
+    assert [e.payload["state"] for e in events] == ["sealed_late"] * 3
     assert sum(e.payload["delivered"] for e in events) == 1
-    assert pipeline.deadlines().alert(1, "daily").delivered_at is not None
+    alert = pipeline.deadlines().alert(1, "daily")
+    assert alert.delivered_at is not None and alert.late_by is not None and alert.late_by > 0.4  # recorded by them
+    assert [e.event for e in pipeline.history()].count("sealed_late") == 1
 
 
 def test_a_sync_callback_runs_in_a_thread(pipeline, tmp_path):
     out = tmp_path / "alerts.jsonl"
     pipeline.open_epoch(1)
-    event = asyncio.run(_first_event(_trigger(out, path="deadline_callbacks.record_alert_sync"), 30))
+    event = asyncio.run(_first_event(_trigger(out, path="deadline_callbacks.record_alert_sync", wait_for_seal=False),
+                                     30))
     assert event.payload["delivered"] and json.loads(out.read_text())["tag"] == "sync"
 
 

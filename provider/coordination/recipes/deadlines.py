@@ -341,11 +341,11 @@ class PartitionDeadlines:
         return self.ctx.call(run, what=f"read the alert of {partition!r} at epoch {epoch}")
 
     def wait(self, epoch: int, partition: str, *, timeout: float | None = None,
-             stop: threading.Event | None = None) -> Verdict:
+             stop: threading.Event | None = None, until_sealed: bool = False) -> Verdict:
         """Block until ``partition`` of ``epoch`` is decided against its deadline: sealed (in time or
-        late), late with an alert this watcher must deliver, late and delivered by another, or
-        ``timeout`` seconds passed (the last verdict). Woken by the seal and by the alert's run node
-        going, and at the deadline itself."""
+        late), late with an alert this watcher must deliver, late and delivered by another (with
+        ``until_sealed``: sealed after all, its lateness recorded), or ``timeout`` seconds passed (the
+        last verdict). Woken by the seal and by the alert's run node going, and at the deadline itself."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             wake = threading.Event()
@@ -355,11 +355,12 @@ class PartitionDeadlines:
                 woken()
 
             verdict = self.check(epoch, partition)
+            delivered = verdict.alert is not None and verdict.alert.delivered_at is not None
             if verdict.state in ("in_time", "sealed_late", "no_deadline") or verdict.deliver \
-                    or (verdict.alert is not None and verdict.alert.delivered_at is not None):
+                    or (delivered and not until_sealed):
                 return verdict
             client = self.ctx.client
-            if verdict.alert is not None:  # raised by another who is delivering it: wait for it to finish
+            if verdict.alert is not None and not delivered:  # another is delivering it: wait for it to finish
                 if client.exists(self.paths.late_alert_delivery(epoch, partition), watch=poke) is None:
                     continue
                 pause = 5.0
@@ -371,9 +372,10 @@ class PartitionDeadlines:
             else:
                 found = self.ctx.call(lambda call: epoch_record(call, self.ctx, epoch), what=f"read epoch {epoch}")
                 if found is not None:  # woken by the seal, or by a rollback starting a new opening
-                    client.exists(self.paths.seal(epoch, found[0].generation, partition), watch=poke)
                     client.exists(self.paths.epoch(epoch), watch=poke)
-                pause = max(0.0, (verdict.deadline_at or 0.0) - self.ctx.clock())
+                    if client.exists(self.paths.seal(epoch, found[0].generation, partition), watch=poke) is not None:
+                        continue  # sealed since the check
+                pause = _REVISIT if delivered else max(0.0, (verdict.deadline_at or 0.0) - self.ctx.clock())
             if end is not None:
                 left = end - time.monotonic()
                 if left <= 0:
