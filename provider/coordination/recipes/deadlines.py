@@ -260,7 +260,8 @@ class PartitionDeadlines:
         if raw is None:  # pragma: no cover - alerts are never deleted while their epoch is kept
             raise failure.error
         found = LateAlert.from_bytes(raw[0], path=path)
-        # Our own create, its answer lost and resent: it is ours to deliver.
+        # Raised by another watcher (or by this call, its answer lost): whoever takes the run node first
+        # delivers it, so a raiser that died between the two creates leaves nothing undelivered.
         return Verdict(epoch, partition, "late", found.deadline_at, forecast, found, self._take_delivery(found))
 
     def _sealed_late(self, call: Call, alert: LateAlert, sealed_at: float) -> LateAlert:
