@@ -212,7 +212,7 @@ def test_a_partition_sealed_in_time_raises_no_alert(zk):
     assert time.monotonic() - started < 1.5  # woken by the seal, not at the deadline
     time.sleep(1.8)
     assert live.deadlines().check(21, "daily").state == "in_time"
-    assert zk.exists(live.paths.late_alert(21, "daily")) is None
+    assert zk.exists(live.paths.late_alert(21, 1, "daily")) is None
     assert "deadline_missed" not in [e.event for e in live.history()]
 
 
@@ -333,7 +333,7 @@ def test_status_and_the_epoch_detail_show_the_prediction_and_the_late_mark(zk):
     side = next(p for p in detail.partitions if p.partition == "side")
     assert side.deadline["status"] == "predicted" and side.deadline["deadline_at"] is None
     # reading wrote nothing: no alert, no statistics folded for the page
-    assert zk.exists(live.paths.late_alert(21, "daily")) is None
+    assert zk.exists(live.paths.late_alert(21, 1, "daily")) is None
     assert (zk.get(live.paths.seal_stats("daily"))[1].version
             if zk.exists(live.paths.seal_stats("daily")) else None) == before
     text = render(pipeline_status(live))
@@ -342,3 +342,24 @@ def test_status_and_the_epoch_detail_show_the_prediction_and_the_late_mark(zk):
     live.vote(attempt, "daily", "slow", {})
     text = render(pipeline_status(live, recent=1))
     assert "SEALED LATE by" in text and "(alerted)" in text
+
+
+def test_a_rolled_back_epoch_reopened_gets_its_own_alert(zk):
+    build_history(zk)
+    live = EpochLedger(zk, "sales", owner="watcher-a")
+    live.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=0.3))
+    attempt = live.open_epoch(21)
+    live.vote(attempt, "daily", "fast", {})
+    first = live.deadlines().wait(21, "daily", timeout=10)
+    assert first.state == "late" and first.deliver and first.alert.generation == 1
+    live.deadlines().delivered(first.alert)
+    live.rollback(20, reason="bad input")
+    assert live.deadlines().check(21, "daily").state == "not_open"  # the old alert is the old opening's
+    reopened = []
+    threading.Timer(0.8, lambda: reopened.append(live.open_epoch(21))).start()
+    reads = live.session.stats["reads"]
+    second = live.deadlines().wait(21, "daily", timeout=10)  # waits on the rolled-back record, not in a loop
+    assert second.state == "late" and second.deliver and second.alert.generation == reopened[0].generation == 2
+    assert live.session.stats["reads"] - reads < 150
+    assert [e.event for e in live.history()].count("deadline_missed") == 2
+    assert live.deadlines().alert(21, "daily", generation=1).delivered_at is not None

@@ -18,8 +18,8 @@
         archive                             summary of compacted epochs
         seal-stats/<partition>              recent seal times of the partition's producers (deadlines)
         deadlines/<partition>,<declarer>    a declared deadline of the partition (pipeline or consumer)
-        late-alerts/<epoch>,<partition>     the one alert of a late (epoch, partition): create-only
-        late-alerts/<epoch>,<partition>,run ephemeral: the watcher running that alert's callback
+        late-alerts/<epoch>,<gen>,<part>    the one alert of a late (epoch, partition) per opening: create-only
+        late-alerts/<epoch>,<gen>,<part>,run  ephemeral: the watcher running that alert's callback
         asset-events/<scope>/next-<partition>   next seal to deliver as an asset event (committed once
                                             Airflow stored the event); <epoch>-<gen>-<partition>:
                                             ephemeral claim of the triggerer delivering that seal
@@ -167,13 +167,15 @@ class PipelinePaths:
     def late_alerts(self) -> str:
         return f"{self.base}/late-alerts"
 
-    def late_alert(self, epoch: int, partition: str) -> str:
-        """The one alert of a late (epoch, partition), across watchers and deployments (create-only)."""
-        return f"{self.late_alerts}/{epoch_key(validate_epoch(epoch))},{validate_name('partition', partition)}"
+    def late_alert(self, epoch: int, generation: int, partition: str) -> str:
+        """The one alert of a late (epoch, partition) in one opening of the epoch, across watchers and
+        deployments (create-only)."""
+        return (f"{self.late_alerts}/{epoch_key(validate_epoch(epoch))},{int(generation)},"
+                f"{validate_name('partition', partition)}")
 
-    def late_alert_delivery(self, epoch: int, partition: str) -> str:
+    def late_alert_delivery(self, epoch: int, generation: int, partition: str) -> str:
         """Ephemeral: the watcher running the alert's callback right now."""
-        return f"{self.late_alert(epoch, partition)},run"
+        return f"{self.late_alert(epoch, generation, partition)},run"
 
     @property
     def asset_events(self) -> str:

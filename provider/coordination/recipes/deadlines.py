@@ -197,7 +197,7 @@ class PartitionDeadlines:
         q = next((s.quantile for s in specs if s.mode == "predicted"), 0.9)
         forecast = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
         deadline = self._deadline(specs, stats, forecast, epoch)
-        alert_path = self.paths.late_alert(epoch, partition)
+        alert_path = self.paths.late_alert(epoch, forecast.generation or 1, partition)
         raw = call.get(alert_path)
         alert = None if raw is None else LateAlert.from_bytes(raw[0], path=alert_path)
         if alert is not None:
@@ -244,9 +244,10 @@ class PartitionDeadlines:
         return Verdict(epoch, partition, "no_deadline" if deadline is None else "waiting", deadline, forecast)
 
     def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast) -> Verdict:
-        path = self.paths.late_alert(epoch, partition)
+        generation = forecast.generation or 1  # an epoch never opened: its first opening
+        path = self.paths.late_alert(epoch, generation, partition)
         alert = LateAlert(epoch, partition, deadline, self.ctx.clock(), self.ctx.owner, forecast.missing,
-                          request=call.request_id)
+                          request=call.request_id, generation=generation)
         if call.exists(self.paths.late_alerts) is None:
             call.try_commit([Create(self.paths.late_alerts)])  # a concurrent create is as good
         failure = call.try_commit([Create(path, alert.to_bytes()), *self.ctx.event(DeadlineMissed(
@@ -266,7 +267,7 @@ class PartitionDeadlines:
 
     def _sealed_late(self, call: Call, alert: LateAlert, sealed_at: float) -> LateAlert:
         """Record once on the alert (and in the history) that the partition sealed, and how late."""
-        path = self.paths.late_alert(alert.epoch, alert.partition)
+        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
         for _ in range(_ROUNDS):
             raw = call.get(path)
             if raw is None:
@@ -291,7 +292,7 @@ class PartitionDeadlines:
         else running it): an ephemeral run node, gone with its holder's session."""
         if alert.delivered_at is not None:
             return False
-        run = self.paths.late_alert_delivery(alert.epoch, alert.partition)
+        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
         try:
             self.ctx.client.create(run, self.ctx.owner.encode(), ephemeral=True)
         except NodeExistsError:
@@ -303,7 +304,7 @@ class PartitionDeadlines:
                 return self._take_delivery(alert)  # its holder just finished or died: look again
             return bool(stat.ephemeralOwner == self.ctx.client.client_id[0] and data == self.ctx.owner.encode())
         # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
-        path = self.paths.late_alert(alert.epoch, alert.partition)
+        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
         raw = self.ctx.client.get(path)[0]
         if LateAlert.from_bytes(raw, path=path).delivered_at is not None:
             self.ctx.client.delete(run)
@@ -312,7 +313,7 @@ class PartitionDeadlines:
 
     def delivered(self, alert: LateAlert) -> LateAlert:
         """Mark ``alert`` delivered (its callback ran) and let its run node go."""
-        path = self.paths.late_alert(alert.epoch, alert.partition)
+        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
 
         def run(call: Call) -> LateAlert:
             for _ in range(_ROUNDS):
@@ -325,17 +326,24 @@ class PartitionDeadlines:
                 done = replace(current, delivered_at=self.ctx.clock())
                 if call.try_commit([SetData(path, done.to_bytes(), raw[1].version)]) is None:
                     # its run node goes now (a failure means it went with its session already)
-                    call.try_commit([Delete(self.paths.late_alert_delivery(alert.epoch, alert.partition))])
+                    call.try_commit([Delete(self.paths.late_alert_delivery(alert.epoch, alert.generation,
+                                                                           alert.partition))])
                     return done
             raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds marking the alert delivered")
 
         return self.ctx.call(run, what=f"mark the alert of {alert.partition!r} at epoch {alert.epoch} delivered")
 
-    def alert(self, epoch: int, partition: str) -> LateAlert | None:
-        """The alert of ``partition`` at ``epoch``, or None if none was raised."""
-        path = self.paths.late_alert(epoch, partition)
+    def alert(self, epoch: int, partition: str, *, generation: int | None = None) -> LateAlert | None:
+        """The alert of ``partition`` at ``epoch`` (in its current opening, or in ``generation``), or None
+        if none was raised."""
+        validate_epoch(epoch)
+        validate_name("partition", partition)
 
         def run(call: Call) -> LateAlert | None:
+            found = epoch_record(call, self.ctx, epoch) if generation is None else None
+            gen = generation if generation is not None else 1 if found is None else \
+                found[0].generation + 1 if found[0].state == "rolled_back" else found[0].generation
+            path = self.paths.late_alert(epoch, gen, partition)
             raw = call.get(path)
             return None if raw is None else LateAlert.from_bytes(raw[0], path=path)
 
@@ -362,13 +370,14 @@ class PartitionDeadlines:
                 return verdict
             client = self.ctx.client
             if verdict.alert is not None and not delivered:  # another is delivering it: wait for it to finish
-                if client.exists(self.paths.late_alert_delivery(epoch, partition), watch=poke) is None:
+                if client.exists(self.paths.late_alert_delivery(epoch, verdict.alert.generation, partition),
+                                 watch=poke) is None:
                     continue
                 pause = 5.0
             elif verdict.state == "not_open":  # woken when it opens, or at a deadline it may miss unopened
                 opened = client.exists(self.paths.epoch(epoch), watch=poke)
-                if opened is not None and verdict.forecast.opened_at is None:
-                    continue  # opened since the check (a rolled-back record waits for its change)
+                if opened is not None and verdict.forecast.generation == 0:
+                    continue  # opened since the check saw no record (a rolled-back one waits for its change)
                 pause = _REVISIT if verdict.deadline_at is None else max(0.0, verdict.deadline_at - self.ctx.clock())
             else:
                 found = self.ctx.call(lambda call: epoch_record(call, self.ctx, epoch), what=f"read epoch {epoch}")

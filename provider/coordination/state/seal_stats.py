@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, UnknownPartition
@@ -118,6 +118,8 @@ def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFA
     else:
         failure = call.try_commit([SetData(path, new.to_bytes(), int(stat.version))])
     if failure is not None:
+        if isinstance(failure.error, NoAuthError):  # a reader without write access still gets its answer
+            return new
         if isinstance(failure.error, (NodeExistsError, BadVersionError)):
             latest, _ = read_stats(call, ctx, partition)
             return latest if latest is not None else new
@@ -154,8 +156,10 @@ def predict(call: Call, ctx: PipelineContext, epoch: int, partition: str, stats:
         past = archived_call(call, ctx, epoch)
         if past is not None:
             return predict(past, ctx, epoch, partition, stats, q=q, calendar=calendar)
-        return SealForecast(epoch, partition, "not_open", quantile=q)
+        return SealForecast(epoch, partition, "not_open", quantile=q, generation=0)  # no record: none opened
     node = found[0]
+    # an opening after a rollback is the record's next generation
+    generation = node.generation + 1 if node.state == "rolled_back" else node.generation
     producers = ctx.config(call, node.config_version).config.partitions.get(partition)
     if producers is None:
         raise UnknownPartition(f"pipeline {ctx.pipeline!r}: partition {partition!r} is not in the configuration "
@@ -163,18 +167,20 @@ def predict(call: Call, ctx: PipelineContext, epoch: int, partition: str, stats:
     seal_raw = None if node.state == "rolled_back" else call.get(ctx.paths.seal(epoch, node.generation, partition))
     if seal_raw is not None:
         seal = SealNode.from_bytes(seal_raw[0], path=ctx.paths.seal(epoch, node.generation, partition))
-        return SealForecast(epoch, partition, "sealed", quantile=q, opened_at=node.opened_at, sealed_at=seal.sealed_at)
+        return SealForecast(epoch, partition, "sealed", quantile=q, opened_at=node.opened_at, sealed_at=seal.sealed_at,
+                            generation=generation)
     if node.state != "open":
-        return SealForecast(epoch, partition, "not_open", quantile=q, opened_at=node.opened_at)
+        opened = None if node.state == "rolled_back" else node.opened_at  # the next opening has not happened
+        return SealForecast(epoch, partition, "not_open", quantile=q, opened_at=opened, generation=generation)
     voted = set() if len(producers) == 1 else \
         set(call.children(ctx.paths.vote_counter(epoch, node.attempt, partition)) or ())
     end = None if calendar is None else calendar.span(epoch)[1].timestamp()
     missing = tuple(forecast_of(name, stats.producers.get(name), node.opened_at, end, q)
                     for name in producers if name not in voted)
     if not missing:  # every vote is in: the seal is being written
-        return SealForecast(epoch, partition, "sealing", quantile=q, opened_at=node.opened_at)
+        return SealForecast(epoch, partition, "sealing", quantile=q, opened_at=node.opened_at, generation=generation)
     if any(m.typical_at is None for m in missing):
         return SealForecast(epoch, partition, "too_little_history", quantile=q, missing=missing,
-                            opened_at=node.opened_at)
+                            opened_at=node.opened_at, generation=generation)
     return SealForecast(epoch, partition, "predicted", max((m.typical_at or 0.0) for m in missing),
-                        max((m.late_at or 0.0) for m in missing), q, missing, node.opened_at)
+                        max((m.late_at or 0.0) for m in missing), q, missing, node.opened_at, generation=generation)

@@ -52,6 +52,12 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def _generation(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CorruptPayload(f"{where}: generation {value!r} is not a positive integer")
+    return value
+
+
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise CorruptPayload(f"{where}: {value!r} is not a number")
@@ -253,6 +259,8 @@ class SealForecast:
     missing: tuple[ProducerForecast, ...] = ()
     opened_at: float | None = None
     sealed_at: float | None = None
+    # the epoch's opening it is about (after a rollback: the reopening to come; 0: no record of the epoch)
+    generation: int = 1
 
 
 @dataclass(frozen=True)
@@ -270,13 +278,15 @@ class LateAlert:
     sealed_at: float | None = None
     late_by: float | None = None
     request: str = ""
+    generation: int = 1
 
     def to_bytes(self) -> bytes:
         return payloads.encode("late_alert", {
             "epoch": self.epoch, "partition": self.partition, "deadline_at": self.deadline_at,
             "raised_at": self.raised_at, "raised_by": self.raised_by,
             "missing": [m.to_json() for m in self.missing], "delivered_at": self.delivered_at,
-            "sealed_at": self.sealed_at, "late_by": self.late_by, "request": self.request})
+            "sealed_at": self.sealed_at, "late_by": self.late_by, "request": self.request,
+            "generation": self.generation})
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, path: str) -> LateAlert:
@@ -287,10 +297,12 @@ class LateAlert:
 
         return cls(int(doc["epoch"]), str(doc["partition"]), float(doc["deadline_at"]), float(doc["raised_at"]),
                    str(doc["raised_by"]), tuple(ProducerForecast.from_json(m, path) for m in doc["missing"]),
-                   opt("delivered_at"), opt("sealed_at"), opt("late_by"), str(doc.get("request", "")))
+                   opt("delivered_at"), opt("sealed_at"), opt("late_by"), str(doc.get("request", "")),
+                   _generation(doc.get("generation", 1), path))
 
     def to_json(self) -> dict[str, Any]:
         """The alert as the callback receives it (JSON: it crosses the triggerer's serialisation)."""
-        return {"epoch": self.epoch, "partition": self.partition, "deadline_at": self.deadline_at,
+        return {"epoch": self.epoch, "generation": self.generation, "partition": self.partition,
+                "deadline_at": self.deadline_at,
                 "raised_at": self.raised_at, "raised_by": self.raised_by,
                 "missing": [m.to_json() for m in self.missing]}
