@@ -1,6 +1,7 @@
 """A deadline watcher in a process of its own, for the one-alert-across-processes test.
 
-Usage: ``deadline_worker.py HOSTS PIPELINE EPOCH PARTITION MODE``. It checks the partition until its
+Usage: ``deadline_worker.py HOSTS PIPELINE EPOCH PARTITION MODE`` (HOSTS: ``zk_server.address + chroot``,
+run with ``env=zk_server.env()``). It checks the partition until its
 deadline has passed, then prints one JSON line: ``state``, whether it holds the alert's delivery
 (``deliver``) and whether it delivered it (``delivered``). MODE ``deliver`` delivers at once; MODE
 ``hang`` holds the delivery without delivering, until killed. A watcher that does not hold it waits
@@ -14,14 +15,13 @@ import os
 import sys
 import time
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
 
 
 def main(hosts: str, pipeline: str, epoch: int, partition: str, mode: str) -> None:
-    client = KazooClient(hosts=hosts, timeout=2.0)
-    client.start(timeout=15)
+    client = connect(hosts, timeout=2.0)  # the tests' secured server, found through $AIRFLOW_EPOCHS_HOME
     deadlines = EpochLedger(client, pipeline, owner=f"worker-{os.getpid()}").deadlines()
     verdict = deadlines.check(epoch, partition)
     while verdict.state == "waiting":

@@ -252,9 +252,10 @@ def test_two_watchers_racing_in_threads_raise_one_alert(zk_factory):
     assert [e.event for e in live.history()].count("deadline_missed") == 1
 
 
-def _worker(hosts: str, mode: str) -> subprocess.Popen[str]:
+def _worker(zk_server, hosts: str, mode: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, str(WORKER), hosts, "sales", "21", "daily", mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=zk_server.env())
 
 
 def test_one_alert_across_processes_when_the_alerting_one_is_killed_9(zk, zk_server, zk_chroot):
@@ -262,14 +263,14 @@ def test_one_alert_across_processes_when_the_alerting_one_is_killed_9(zk, zk_ser
     live = EpochLedger(zk, "sales", owner="opener")
     live.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=1.0))
     live.open_epoch(21)
-    hosts = zk_server.hosts + zk_chroot
-    first = _worker(hosts, "hang")  # raises the alert, holds its delivery, never delivers
+    hosts = zk_server.address + zk_chroot
+    first = _worker(zk_server, hosts, "hang")  # raises the alert, holds its delivery, never delivers
     second = None
     try:
         line = first.stdout.readline()
         assert line, first.stderr.read()
         assert json.loads(line) == {"state": "late", "deliver": True, "delivered": False}
-        second = _worker(hosts, "deliver")
+        second = _worker(zk_server, hosts, "deliver")
         line = second.stdout.readline()
         assert line, second.stderr.read()
         assert json.loads(line) == {"state": "late", "deliver": False, "delivered": False}

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 
 @pytest.fixture(scope="module")
 def stack_zk(zk_server):
-    yield from fresh_chroot_client(zk_server.hosts, "deadlines")
+    yield from fresh_chroot_client(zk_server, "deadlines")
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,7 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template, alerts):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     deployment = AirflowStack(tmp_path_factory.mktemp("stack"), template=airflow_pg_template, env={
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-            {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0],
-             "extra": {"session_timeout": 4}}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0], session_timeout=4),
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
         "PYTHONPATH": str(REPO / "tests" / "helpers"),  # the test's callbacks
