@@ -197,6 +197,13 @@ def test_late_partition_raises_one_alert_naming_the_late_producer_and_its_late_s
     assert kinds.count("deadline_missed") == 1 and kinds.count("sealed_late") == 1
     missed = next(e for e in live.history() if e.event == "deadline_missed")
     assert missed.detail["missing"] == ["slow"] and missed.detail["partition"] == "daily"
+    from airflow_epochs.views.timeline import lanes, render_svg, spans
+
+    drawn = spans(live.history(), [21])
+    [late] = [s for s in drawn if s.lane == "late daily"]
+    assert late.start == pytest.approx(verdict.deadline_at) and late.end == pytest.approx(sealed.alert.sealed_at)
+    assert "waiting for slow" in late.note and "s late" in late.note
+    assert lanes(drawn)[-1] == "late daily" and 'data-lane="late daily"' in render_svg(drawn)
 
 
 def test_a_partition_sealed_in_time_raises_no_alert(zk):
