@@ -3,6 +3,7 @@
 from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
 from airflow_epochs.operators.corrections import ResealOperator
+from airflow_epochs.operators.deadline import WatchDeadlineOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
     CloseEpochOperator,
@@ -26,5 +27,6 @@ __all__ = [
     "RollbackOperator",
     "SparkEpochOperator",
     "VotePartitionOperator",
+    "WatchDeadlineOperator",
     "partition_asset",
 ]

@@ -116,6 +116,7 @@ from airflow_epochs.coordination.recipes.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
+from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines, Verdict
 from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
 from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
@@ -138,6 +139,7 @@ from airflow_epochs.coordination.services.submission import SubmitDecision, chec
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.state.versions import VersionView
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.deadline_records import DeadlineSpec, LateAlert, ProducerForecast, SealForecast
 from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
@@ -179,6 +181,7 @@ __all__ = [
     "CoordinationUnavailable",
     "CorruptPayload",
     "CronEpochCalendar",
+    "DeadlineSpec",
     "DeliveryScopeHeld",
     "DuplicateVote",
     "EpochAlreadyOpen",
@@ -196,6 +199,7 @@ __all__ = [
     "InvalidEpoch",
     "InvalidInput",
     "InvalidName",
+    "LateAlert",
     "LeaderLease",
     "LeaseHolder",
     "LineageItem",
@@ -206,6 +210,7 @@ __all__ = [
     "OutcomeUnknown",
     "Overtaken",
     "PartitionAlreadySealed",
+    "PartitionDeadlines",
     "PartitionNotSealed",
     "PayloadTooLarge",
     "PipelineConfig",
@@ -213,9 +218,11 @@ __all__ = [
     "PipelineNotFound",
     "PipelinePaths",
     "PipelineReader",
+    "ProducerForecast",
     "RetiredScope",
     "RetryableError",
     "RollbackRefused",
+    "SealForecast",
     "SealInfo",
     "SealRecord",
     "Session",
@@ -233,6 +240,7 @@ __all__ = [
     "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
+    "Verdict",
     "VoteRecord",
     "VoteResult",
     "acknowledge",
