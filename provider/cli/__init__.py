@@ -15,6 +15,8 @@
     airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
     airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis
     airflow-epochs acl check|repair PIPELINE --conn-id zookeeper_default   # verify / repair the subtree's ACLs
+    airflow-epochs reseal PIPELINE EPOCH PARTITION --reason TEXT   # a corrected partition as a new version
+    airflow-epochs corrections PIPELINE [--resume]              # corrections and what each waits for
     airflow-epochs table read NS.TABLE --as-of-epoch N --conn-id iceberg_default   # a published table at epoch N
 
 Pipeline commands connect like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from
