@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_epochs.cli.state import alive, read_state, state_file, stop_recorded
-from airflow_epochs.servers.private_files import open_private_log, write_private
-from airflow_epochs.servers.process_identity import identify, launch_environment
+from airflow_epochs.cli.state import stop_recorded
+from airflow_epochs.connection.embedded import alive, read_state, running_server, state_file
+from airflow_epochs.private_files import open_private_log, write_private
+from airflow_epochs.process_identity import identify, launch_environment
 
 NAME = "zookeeper-watchdog"
 UNRESPONSIVE_AFTER = 30.0  # long enough for a full garbage collection on a busy machine
@@ -64,7 +65,7 @@ def stop_watchdog(base: Path) -> bool:
 def watch(base: Path, *, unresponsive_after: float, probe_every: float,
           say: Callable[[str], None] = print) -> None:
     """Watch ``base``'s server until none is recorded; restart it when it exited or stopped answering."""
-    from airflow_epochs.cli.zookeeper import ZOOKEEPER, running_server
+    from airflow_epochs.cli.zookeeper import ZOOKEEPER
 
     answered = time.monotonic()
     failed = False  # the last restart failed: the server is down on purpose of nobody's, try again
