@@ -25,10 +25,11 @@ Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 - ``declared_root``: the pipelines' root znode (default ``/airflow-epochs``);
 - ``reopen_on_rerun``: ``true`` to roll a sealed key back when a producer runs again for it (the
   consumer then gets the key again); default ``false``: the re-run is logged and changes nothing.
-- ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_cache_ttl`` (seconds,
-  default 60): the host's cached filter of declared producers. Only a task it names contacts
-  ZooKeeper; a task no declaration names runs as if the provider were not installed, ZooKeeper up or
-  down (:mod:`airflow_epochs.listeners.declared_filter`);
+- ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_check_timeout`` (seconds,
+  default 5): the host's cached filter of declared producers, checked against ZooKeeper (one
+  ``exists`` per pipeline) when it answers within the timeout and used as it is when it does not. A
+  task no declaration names votes nothing and succeeds, ZooKeeper up or down
+  (:mod:`airflow_epochs.listeners.declared_filter`);
 - ``declared_vote_budget``: seconds a vote is retried while ZooKeeper cannot be reached before the
   task fails (default 60).
 """
@@ -126,8 +127,8 @@ def _seconds(key: str, raw: str) -> float:
     return value
 
 
-def _ttl() -> float:
-    return _seconds("declared_cache_ttl", _setting("declared_cache_ttl", "60"))
+def _check_timeout() -> float:
+    return _seconds("declared_check_timeout", _setting("declared_check_timeout", "5"))
 
 
 def _cached(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter | None:
@@ -139,23 +140,33 @@ def _cached(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter | None:
     return cached if cached is not None and cached.source == source else None
 
 
-def _refresh(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter:
-    """Read every configured pipeline's declaration from ZooKeeper (one try) and cache the filter."""
+def _current(source: tuple[str, str, tuple[str, ...]], cached: ProducerFilter | None) -> ProducerFilter:
+    """The filter as ZooKeeper has it now (one connection, waiting at most ``declared_check_timeout``):
+    the declarations' marks first (one ``exists`` per pipeline); the cached filter if they are those
+    it was read with, else every declaration read again and the filter cached with those marks. The
+    marks are read before the declarations, so a declaration changed in between leaves marks that
+    the next task sees differ: it reads again."""
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
-    from airflow_epochs.coordination.services.declared_votes import declaration
+    from airflow_epochs.coordination.services.declared_votes import declaration, declaration_mark
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     conn_id, root, pipelines = source
     conn_id = conn_id.split("=", 1)[0]
     declarations: dict[str, Any] = {}
-    with ZooKeeperHook(conn_id) as hook:
-        for pipeline in pipelines:
+    with ZooKeeperHook(conn_id, connect_timeout=_check_timeout()) as hook:
+        ledgers = {pipeline: hook.ledger(pipeline, owner=OWNER, root=root) for pipeline in pipelines}
+        marks = {pipeline: declaration_mark(ledger) for pipeline, ledger in ledgers.items()}
+        if cached is not None and cached.current(marks):
+            return cached
+        for pipeline, ledger in ledgers.items():
             try:
-                declarations[pipeline] = declaration(hook.ledger(pipeline, owner=OWNER, root=root))
+                declarations[pipeline] = None if marks[pipeline] is None else declaration(ledger)
             except (PipelineNotFound, InvalidConfig) as exc:
                 log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s", pipeline, exc)
                 declarations[pipeline] = None
-    fresh = ProducerFilter(source, declarations, time.time())
+    fresh = ProducerFilter(source, declarations, time.time(), marks)
+    log.info("Declared producers: read the declarations of %s (the host's filter was %s)", list(pipelines),
+             "missing" if cached is None else "out of date")
     try:
         store(cache_dir(), fresh)
     except (OSError, FilterCacheError) as exc:  # the filter still decides for this task; later ones read again
@@ -164,24 +175,23 @@ def _refresh(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter:
 
 
 def _producer_filter(source: tuple[str, str, tuple[str, ...]], what: str) -> ProducerFilter:
-    """The filter to decide with: the cached one while fresh, else read again; stale if ZooKeeper is down."""
+    """The filter to decide with: checked against ZooKeeper when it answers; the cached one when it
+    does not (see :mod:`airflow_epochs.listeners.declared_filter`)."""
     cached = _cached(source)
-    if cached is not None and cached.fresh(_ttl()):
-        return cached
     from kazoo.exceptions import KazooException
 
     from airflow_epochs.coordination import CoordinationUnavailable
 
     try:
-        return _refresh(source)
+        return _current(source, cached)
     except (CoordinationUnavailable, KazooException) as exc:
         if cached is None:
             raise DeclaredVoteNotCast(
                 f"cannot tell whether {what} is a declared producer of {describe_source(source)}: no filter "
                 f"cached in {cache_dir()} and ZooKeeper unreachable ({type(exc).__name__}: {exc}); a declared "
                 "producer never succeeds without its vote") from exc
-        log.warning("Declared producers: ZooKeeper unreachable (%s); deciding with the filter read %.0f s ago",
-                    exc, time.time() - cached.fetched_at)
+        log.warning("Declared producers: ZooKeeper unreachable (%s); deciding with the host's filter, read %.0f s "
+                    "ago", exc, time.time() - cached.fetched_at)
         return cached
 
 

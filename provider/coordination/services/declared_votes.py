@@ -127,6 +127,16 @@ def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredPro
     return declared
 
 
+def declaration_mark(ledger: EpochLedger) -> tuple[int, int] | None:
+    """What changes whenever the pipeline's declaration may have: the configuration folder's creation
+    zxid and child version (a configuration version is added, or the pipeline recreated), from one
+    ``exists``; None if the pipeline is absent. Equal marks: the declaration read with the first
+    still holds (configuration versions are immutable)."""
+    folder = ledger.paths.config_dir
+    found = ledger.ctx.call(lambda call: call.exists(folder), what=f"look at {folder}")
+    return None if found is None else (int(found.czxid), int(found.cversion))
+
+
 def stage_vote(
     ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False
 ) -> StageOutcome:
