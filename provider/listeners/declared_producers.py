@@ -17,6 +17,11 @@ id is the task instance), which adds nothing. A vote that cannot be cast (ZooKee
 the retry budget) fails the task, naming the declaration (pipeline, partition, producer, key), so
 that success always means the vote is in.
 
+Once the try has reported success (``on_task_instance_success``), its votes are marked as succeeded by
+that try: a later try of the same task instance (``airflow tasks clear``) is then known as a re-run,
+reported (log and history) and, with ``reopen_on_rerun``, reopens the key; a try with no such mark
+before it is a retry (:mod:`airflow_epochs.coordination.services.declared_reruns`).
+
 Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 
 - ``declared_pipelines``: comma-separated pipelines whose declared producers this deployment votes for
@@ -160,7 +165,7 @@ def _current(source: tuple[str, str, tuple[str, ...]], cached: ProducerFilter | 
             return cached
         for pipeline, ledger in ledgers.items():
             try:
-                declarations[pipeline] = None if marks[pipeline] is None else declaration(ledger)
+                declarations[pipeline] = declaration(ledger)
             except (PipelineNotFound, InvalidConfig) as exc:
                 log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s", pipeline, exc)
                 declarations[pipeline] = None
@@ -217,6 +222,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
+    tried = getattr(task_instance, "try_number", None)
+    tried = tried if isinstance(tried, int) and not isinstance(tried, bool) else None
     reopen = _setting("reopen_on_rerun", "false").strip().lower() in ("1", "true", "yes", "on")
     conn_id, root = source[0].split("=", 1)[0], source[1]
     budget = _seconds("declared_vote_budget", _setting("declared_vote_budget", "60"))
@@ -239,7 +246,7 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                                     pipeline, exc)
                         return []
                     matches = declared.matches(ti.dag_id, ti.task_id, events)
-                    done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
+                    done = [stage_vote(ledger, match, ti, reopen=reopen, try_number=tried) for match in matches]
                     if done:
                         drained = drain(ledger)
                         if drained.sealed:
@@ -252,6 +259,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                 for outcome in call_with_retries(step, backoff=Backoff(budget=budget), on_retry=on_retry):
                     _report(outcome)
                     outcomes.append(outcome)
+                    if tried is not None and outcome.staged_by.get("ti") == ti.to_json():  # the staged vote is ours
+                        _TO_MARK.append((conn_id, root, outcome, ti, tried))
     except Exception as exc:
         cast = {(o.pipeline, o.partition, o.producer, o.key) for o in outcomes}
         missing = [f"pipeline {p!r} partition {m.partition!r} producer {m.producer!r} key {m.key!r}"
@@ -259,6 +268,33 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
         raise DeclaredVoteNotCast(f"the vote of {what} as declared producer ({'; '.join(missing) or 'see cause'}) "
                                   f"was not cast: {type(exc).__name__}: {exc}") from exc
     return outcomes
+
+
+# The votes this task process staged (its one try), marked as succeeded once the try reported success.
+_TO_MARK: list[tuple[str, str, Any, Any, int]] = []
+
+
+def mark_succeeded_votes() -> int:
+    """Mark every vote this task process cast as succeeded by its try (see
+    :mod:`airflow_epochs.coordination.services.declared_reruns`); returns how many. Runs after the
+    success was reported: a failure here is logged and fails nothing (the next try of this task
+    instance is then taken for a retry, as without marks)."""
+    from airflow_epochs.coordination.services.declared_reruns import mark_succeeded
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    marked = 0
+    pending = list(_TO_MARK)
+    _TO_MARK.clear()
+    try:
+        for conn_id, root, outcome, ti, tried in pending:
+            with ZooKeeperHook(conn_id, connect_timeout=_check_timeout()) as hook:
+                ledger = hook.ledger(outcome.pipeline, owner=OWNER, root=root)
+                mark_succeeded(ledger, outcome.staged_path(ledger.paths), ti.to_json(), tried)
+                marked += 1
+    except Exception as exc:  # noqa: BLE001 - the task has succeeded; a lost mark only hides a later re-run
+        log.warning("Declared producers: cannot mark %d vote(s) as succeeded (%s: %s); a later clear of this task "
+                    "will be taken for a retry", len(pending) - marked, type(exc).__name__, exc)
+    return marked
 
 
 def _report(outcome: Any) -> None:
@@ -269,9 +305,16 @@ def _report(outcome: Any) -> None:
         log.info("Declared producer vote %s: %s", outcome.status, where)
     elif outcome.status == "other_run":
         log.warning("Declared producer ran again before the seal: %s; the vote of %s stands", where, first)
+    elif outcome.status == "rerun_after_seal" and outcome.cleared_after is not None:
+        log.warning("Declared producer ran again AFTER the seal: %s, cleared after its try %d succeeded; the "
+                    "consumer is not triggered again (set [epochs] reopen_on_rerun = true to reopen the key)",
+                    where, outcome.cleared_after)
     elif outcome.status == "rerun_after_seal":
         log.warning("Declared producer ran again AFTER the seal: %s, first produced by %s; the consumer is not "
                     "triggered again (set [epochs] reopen_on_rerun = true to reopen the key)", where, first)
+    elif outcome.status == "reopened" and outcome.cleared_after is not None:
+        log.warning("Declared producer ran again after the seal: %s, cleared after its try %d succeeded; the key "
+                    "was rolled back and is sealed again (reopen_on_rerun)", where, outcome.cleared_after)
     elif outcome.status == "reopened":
         log.warning("Declared producer ran again after the seal: %s; the key was rolled back and is sealed "
                     "again (reopen_on_rerun)", where)
@@ -291,6 +334,7 @@ def _armed(task_instance: Any, previous: Callable[..., Any]) -> Callable[..., An
 def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
     """Arm the vote of a task that may be a declared producer (it has outlets) to run after its
     ``execute`` and before its success is reported."""
+    _TO_MARK.clear()  # a new try: nothing of an earlier task in this process is marked by its success
     task = getattr(task_instance, "task", None)
     if task is None or not getattr(task, "outlets", None) or not declared_pipelines():
         return
@@ -298,3 +342,11 @@ def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
     if getattr(current, "epochs_declared_vote", False):
         return
     task.post_execute = _armed(task_instance, current)
+
+
+@hookimpl
+def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
+    """Mark the votes this try cast as succeeded by it (a later try of the same task instance is then
+    a cleared re-run)."""
+    if _TO_MARK:
+        mark_succeeded_votes()

@@ -97,7 +97,7 @@ def test_with_zookeeper_stopped_only_declared_producers_fail(stack, own_zk):
                         "(SELECT run_id FROM dag_run WHERE dag_id = %s ORDER BY id DESC LIMIT 1)", "prod_eu", "prod_eu")
     assert tries == [(3, "failed")], tries
     logs = "".join(p.read_text(errors="replace") for p in (stack.home / "logs" / "dag_id=prod_eu").rglob("*.log"))
-    assert "DeclaredVoteNotCast" in logs
+    assert "DeclaredVoteNotCast" in logs, logs[-4000:]
     assert "pipeline 'declared' partition 'sales' producer 'eu' key '2026-01-02'" in logs
     other = "".join(p.read_text(errors="replace") for p in (stack.home / "logs" / "dag_id=prod_other").rglob("*.log"))
     assert "deciding with the host's filter" in other  # the check found no ZooKeeper: the cached filter decided

@@ -16,6 +16,7 @@ from airflow_epochs.coordination.wire.events import (
     EpochOpened,
     PartitionSealed,
     PipelineCreated,
+    ProducerRerun,
     Rollback,
     UnknownEvent,
     event_record,
@@ -30,6 +31,8 @@ SAMPLES = [
     Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
              reason="bad data", owner="o"),
     DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
+    ProducerRerun(epoch=3, partition="a", producer="x", key="2026-01-03", cleared=True, succeeded_try=1, try_number=2,
+                  task_instance={"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}, reopened=True),
 ]
 
 
@@ -41,7 +44,7 @@ def test_a_record_reads_back_as_written_through_json(record):
 
 
 def test_every_kind_has_one_record():
-    assert len(EVENT_KINDS) == 17 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+    assert len(EVENT_KINDS) == 18 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
 
 
 def test_the_seal_count_is_stored_under_the_key_the_seal_uses():
@@ -51,6 +54,11 @@ def test_the_seal_count_is_stored_under_the_key_the_seal_uses():
 
 def test_a_field_an_older_writer_did_not_store_reads_as_its_default():
     assert event_record("epoch_opened", {"epoch": 4}) == EpochOpened(epoch=4)
+
+
+def test_a_flag_is_a_json_boolean_only():
+    with pytest.raises(CorruptPayload, match="'cleared'"):
+        event_record("producer_rerun", {"epoch": 1, "cleared": 1})
 
 
 def test_an_epoch_event_without_its_epoch_is_refused():

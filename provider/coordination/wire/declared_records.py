@@ -64,6 +64,27 @@ class StagedVote:
 
 
 @dataclass(frozen=True)
+class SucceededMark:
+    """The highest try of a task instance that reported success after staging its vote: a later try of
+    the same task instance is a cleared re-run (``airflow tasks clear``), not a retry (a try killed
+    before its success leaves no mark)."""
+
+    task_instance: Mapping[str, Any]
+    try_number: int
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("declared_succeeded", {"ti": dict(self.task_instance), "try": self.try_number})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> SucceededMark:
+        doc = payloads.decode("declared_succeeded", raw, path=path)
+        ti, tried = doc["ti"], doc["try"]
+        if not isinstance(ti, Mapping) or type(tried) is not int or tried < 0:
+            raise CorruptPayload(f"{path}: a success mark needs ti and a try number >= 0, not {doc!r}"[:300])
+        return cls(ti, tried)
+
+
+@dataclass(frozen=True)
 class StagedKey:
     """The partition key an epoch of a declared pipeline holds."""
 

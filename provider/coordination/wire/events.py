@@ -203,6 +203,25 @@ class DeliveryScopeRetired(EventRecord):
 
 
 @dataclass(frozen=True)
+class ProducerRerun(EventRecord):
+    """A declared producer ran again for a key already sealed: ``cleared`` when the same task instance
+    (``task_instance``) runs a later try (``try_number``) after its try ``succeeded_try`` succeeded
+    (``airflow tasks clear``), else another task instance (another DAG run); ``reopened`` when the key
+    was rolled back to be sealed and delivered again (``reopen_on_rerun``)."""
+
+    kind: ClassVar[str] = "producer_rerun"
+    epoch: int | None = None
+    partition: str = ""
+    producer: str = ""
+    key: str = ""
+    task_instance: Mapping[str, Any] = field(default_factory=dict)
+    cleared: bool = False
+    succeeded_try: int = 0
+    try_number: int = 0
+    reopened: bool = False
+
+
+@dataclass(frozen=True)
 class UnknownEvent(EventRecord):
     """An event of a kind this version does not know (written by a newer one): its detail as stored."""
 
@@ -214,7 +233,7 @@ class UnknownEvent(EventRecord):
 EVENT_KINDS: dict[str, type[EventRecord]] = {cls.kind: cls for cls in (
     PipelineCreated, ConfigSet, Rollback, Compacted, EpochOpened, AttemptStarted, AttemptAborted, PartitionSealed,
     EpochSealed, ConsumerRegistered, ConsumerUnregistered, LeaderChanged, LeaderReleased, BarrierDeclared,
-    BarrierReleased, BarrierStragglers, DeliveryScopeRetired)}
+    BarrierReleased, BarrierStragglers, DeliveryScopeRetired, ProducerRerun)}
 
 
 def event_record(kind: str, detail: Mapping[str, Any]) -> EventRecord:
@@ -251,6 +270,8 @@ def _from_json(hint: Any, value: Any, where: str) -> Any:
             return None
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
         origin = typing.get_origin(hint)
+    if hint is bool and isinstance(value, bool):
+        return value
     if hint is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
