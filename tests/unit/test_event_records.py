@@ -29,7 +29,7 @@ SAMPLES = [
     PartitionSealed(epoch=3, partition="a", attempt=8, producer_count=2, first_vote_at=1.5, generation=1),
     BarrierReleased(epoch=3, barrier="join", decision="quorum", late=("b", "c"), late_count=5, arrived=3),
     Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
-             reason="bad data", owner="o"),
+             reason="bad data", owner="o", request="rb-1"),
     DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
     ProducerRerun(epoch=3, partition="a", producer="x", key="2026-01-03", cleared=True, succeeded_try=1, try_number=2,
                   task_instance={"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}, reopened=True),

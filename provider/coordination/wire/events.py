@@ -55,7 +55,8 @@ class ConfigSet(EventRecord):
 @dataclass(frozen=True)
 class Rollback(EventRecord):
     """Every epoch after ``to_epoch`` undone; ``epochs`` maps each (as a string, a JSON key) to its
-    ``state``, ``attempt`` and ``generation`` when it was undone."""
+    ``state``, ``attempt`` and ``generation`` when it was undone; ``request`` is the rollback's request
+    id (what a table's rollback snapshot records)."""
 
     kind: ClassVar[str] = "rollback"
     to_epoch: int = -1
@@ -63,6 +64,7 @@ class Rollback(EventRecord):
     epochs: Mapping[str, Any] = field(default_factory=dict)
     reason: str = ""
     owner: str = ""
+    request: str = ""  # the rollback's request id ("" in events written before it was stored)
 
 
 @dataclass(frozen=True)
