@@ -1,4 +1,4 @@
-"""The local filter of declared producers: which tasks a declaration names, known without ZooKeeper.
+"""The host's filter of declared producers: which tasks a declaration names, kept on each host.
 
 Every task with an outlet passes through the declared-producers listener. Only a task that some
 declaration names votes: the others must succeed exactly as if the provider were not installed,

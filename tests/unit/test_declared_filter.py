@@ -90,6 +90,13 @@ def test_a_file_not_ours_is_refused(tmp_path: Path) -> None:
     (folder / FILE_NAME).write_bytes(raw.replace(b'"declarations":{', b'"declarations":{"x":3,'))
     with pytest.raises(FilterCacheError, match="not a declared-producers filter"):
         load(folder)
+    (folder / FILE_NAME).write_bytes(raw.replace(b'"marks":{}', b'"marks":{"declared":[1,-2]}'))
+    with pytest.raises(FilterCacheError, match="the mark of 'declared' is not"):
+        load(folder)
+    assert b'"marks":{},' in raw
+    (folder / FILE_NAME).write_bytes(raw.replace(b'"marks":{},', b''))  # written before marks: loads, unmarked
+    unmarked = load(folder)
+    assert unmarked is not None and unmarked.marks == {} and not unmarked.current({"declared": None, "absent": None})
 
 
 # -- the listener's decision, with ZooKeeper unreachable ----------------------------------------------
