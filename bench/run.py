@@ -20,7 +20,7 @@ Groups (row ids in brackets):
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
-             producers_missed_keys, producers_latency_s]
+             producers_missed_keys, producers_latency_s, producers_latency_{event,queue,start}_s]
   cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
              ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
