@@ -21,6 +21,9 @@ Groups (row ids in brackets):
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
              producers_missed_keys, producers_latency_s, producers_latency_{event,queue,start}_s]
+  deadlines  60 epochs, seeded producer durations, a known delayed set:  [deadline_alert_latency_s_p50/max,
+             alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
+             mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]
   cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
              ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
@@ -50,12 +53,12 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
-          "producers", "cluster")
+          "producers", "deadlines", "cluster")
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
 GROUP_MODULES = ("wake", "state_growth", "barrier", "sealing", "fleet_capacity", "many_waiters", "reconnect",
-                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers")
+                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines")
 
 FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 """A group named here raises instead of running: how the tests check that the others' rows are kept."""
@@ -63,6 +66,7 @@ FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
     import barrier
+    import deadlines
     import many_waiters
     import reconnect
     import sealing
@@ -127,6 +131,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "scheduler": scheduler,
         "publish": publish,
         "producers": producers,
+        "deadlines": lambda: deadlines.run(hosts, 12 if smoke else 60),
         "cluster": cluster,
     }
 

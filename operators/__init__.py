@@ -2,6 +2,7 @@
 
 from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
+from airflow_epochs.operators.deadline import WatchDeadlineOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
     CloseEpochOperator,
@@ -24,5 +25,6 @@ __all__ = [
     "RollbackOperator",
     "SparkEpochOperator",
     "VotePartitionOperator",
+    "WatchDeadlineOperator",
     "partition_asset",
 ]

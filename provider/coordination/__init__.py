@@ -107,6 +107,7 @@ from airflow_epochs.coordination.recipes.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
+from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines, Verdict
 from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
 from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
@@ -128,6 +129,7 @@ from airflow_epochs.coordination.services.shortcuts import (
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.deadline_records import DeadlineSpec, LateAlert, ProducerForecast, SealForecast
 from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
@@ -168,6 +170,7 @@ __all__ = [
     "CoordinationUnavailable",
     "CorruptPayload",
     "CronEpochCalendar",
+    "DeadlineSpec",
     "DeliveryScopeHeld",
     "DuplicateVote",
     "EpochAlreadyOpen",
@@ -185,6 +188,7 @@ __all__ = [
     "InvalidEpoch",
     "InvalidInput",
     "InvalidName",
+    "LateAlert",
     "LeaderLease",
     "LeaseHolder",
     "LineageItem",
@@ -195,6 +199,7 @@ __all__ = [
     "OutcomeUnknown",
     "Overtaken",
     "PartitionAlreadySealed",
+    "PartitionDeadlines",
     "PartitionNotSealed",
     "PayloadTooLarge",
     "PipelineConfig",
@@ -202,9 +207,11 @@ __all__ = [
     "PipelineNotFound",
     "PipelinePaths",
     "PipelineReader",
+    "ProducerForecast",
     "RetiredScope",
     "RetryableError",
     "RollbackRefused",
+    "SealForecast",
     "SealInfo",
     "SealRecord",
     "Session",
@@ -222,6 +229,7 @@ __all__ = [
     "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
+    "Verdict",
     "VoteRecord",
     "VoteResult",
     "acknowledge",

@@ -47,6 +47,7 @@ from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 from airflow_epochs.coordination.protocol.retention import CompactionReport
 from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
 from airflow_epochs.coordination.recipes.barriers import Barrier
+from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines
 from airflow_epochs.coordination.recipes.leadership import LeaderLease
 from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
@@ -399,6 +400,10 @@ class EpochLedger:
     def backpressure(self) -> Backpressure:
         """The pipeline's consumers as they hold its producers back."""
         return Backpressure(self.ctx)
+
+    def deadlines(self, *, window: int = 32) -> PartitionDeadlines:
+        """Partition deadlines and predicted seals: ``ledger.deadlines().predicted_seal(epoch, partition)``."""
+        return PartitionDeadlines(self.ctx, window=window)
 
     # -- handles -----------------------------------------------------------------------------
 

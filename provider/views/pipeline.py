@@ -44,6 +44,7 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.wire.payloads import loads_bounded
+from airflow_epochs.views.deadlines import partition_deadline
 from airflow_epochs.views.history import HistoryCache
 from airflow_epochs.views.model import (
     STATES,
@@ -336,6 +337,7 @@ class PipelineState:
                 summary=manifest_summary(seal.manifests.values()) if seal else
                 manifest_summary(_parse(v.manifest) for v in votes if v.current),
                 snapshots=dict(seal.snapshots) if seal else {}, lineage=dict(seal.upstream) if seal else {},
+                deadline=partition_deadline(self.ledger, epoch, cell.partition),
             ))
         sealed_at = info.sealed_at
         if sealed_at is None and info.state == "sealed":

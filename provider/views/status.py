@@ -9,7 +9,7 @@ import datetime
 from dataclasses import dataclass
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.views.model import EpochDetail, Overview, VoteView
+from airflow_epochs.views.model import EpochDetail, Overview, PartitionDetail, VoteView
 from airflow_epochs.views.pipeline import PipelineState
 
 # Epochs after the frontier that one status shows at most, whatever the records say (a forged
@@ -85,4 +85,35 @@ def render(status: PipelineStatus) -> str:
                   f"(only the first {MAX_OPEN_SHOWN} after the frontier are shown)"]
     if barrier_lines:
         lines += ["", f"{'epoch':>6}  {'barrier':<14} {'decision':<9} participants", *barrier_lines]
+    deadline_lines = [_deadline_line(e.row.epoch, p) for e in status.epochs for p in e.partitions
+                      if p.deadline is not None and (p.deadline["deadline_at"] is not None or p.state != "sealed")]
+    if deadline_lines:
+        lines += ["", f"{'epoch':>6}  {'partition':<12} {'predicted seal (typical / late)':<36} {'deadline':<12} "
+                  "standing", *deadline_lines]
     return "\n".join(lines)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc):%H:%M:%S}"
+
+
+def _deadline_line(epoch: int, p: PartitionDetail) -> str:
+    """One partition's prediction and deadline: ``LATE`` past it (naming the producers still missing)."""
+    d = p.deadline or {}
+    if d["status"] == "too_little_history":
+        predicted = "too little history"
+    elif d["status"] == "predicted":
+        predicted = f"{_clock(d['typical_at'])} / {_clock(d['late_at'])} (q{d['quantile']:g})"
+    else:
+        predicted = d["status"]
+    standing = {"late": "LATE", "sealed_late": "SEALED LATE", "in_time": "in time", "waiting": "on time so far",
+                "no_deadline": "no deadline", "not_open": "not open"}.get(d["state"], d["state"])
+    if d["state"] == "late" and d["missing"]:
+        standing += " waiting for " + ", ".join(m["producer"] for m in d["missing"])
+    if d.get("late_by") is not None:
+        standing += f" by {d['late_by']:.1f} s"
+    if d["alerted"]:
+        standing += " (alerted)"
+    return f"{epoch:>6}  {p.partition[:12]:<12} {predicted:<36} {_clock(d['deadline_at']):<12} {standing}"

@@ -205,6 +205,31 @@ class DeliveryScopeRetired(EventRecord):
 
 
 @dataclass(frozen=True)
+class DeadlineMissed(EventRecord):
+    """A partition passed its deadline unsealed: the one alert of (epoch, partition), naming the
+    producers it still waited for."""
+
+    kind: ClassVar[str] = "deadline_missed"
+    epoch: int
+    partition: str = ""
+    deadline_at: float = 0.0
+    missing: tuple[str, ...] = ()
+    raised_by: str = ""
+
+
+@dataclass(frozen=True)
+class SealedLate(EventRecord):
+    """A partition that had missed its deadline sealed, ``late_by`` seconds after it."""
+
+    kind: ClassVar[str] = "sealed_late"
+    epoch: int
+    partition: str = ""
+    deadline_at: float = 0.0
+    sealed_at: float = 0.0
+    late_by: float = 0.0
+
+
+@dataclass(frozen=True)
 class ProducerRerun(EventRecord):
     """A declared producer ran again for a key already sealed: ``cleared`` when the same task instance
     (``task_instance``) runs a later try (``try_number``) after its try ``succeeded_try`` succeeded
@@ -235,7 +260,7 @@ class UnknownEvent(EventRecord):
 EVENT_KINDS: dict[str, type[EventRecord]] = {cls.kind: cls for cls in (
     PipelineCreated, ConfigSet, Rollback, Compacted, EpochOpened, AttemptStarted, AttemptAborted, PartitionSealed,
     EpochSealed, ConsumerRegistered, ConsumerUnregistered, LeaderChanged, LeaderReleased, BarrierDeclared,
-    BarrierReleased, BarrierStragglers, DeliveryScopeRetired, ProducerRerun)}
+    BarrierReleased, BarrierStragglers, DeliveryScopeRetired, DeadlineMissed, SealedLate, ProducerRerun)}
 
 
 def event_record(kind: str, detail: Mapping[str, Any]) -> EventRecord:

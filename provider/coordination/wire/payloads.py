@@ -115,6 +115,10 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "staged_key": {"partition_key": (str,)},
     "declared_succeeded": {"ti": (dict,), "try": (int,)},
     "staged_pruned": {"through": (int,)},
+    "seal_stats": {"partition": (str,), "through": (int,), "window": (int,), "producers": (dict,)},
+    "deadline": {"partition": (str,), "mode": (str,), "declarer": (str,)},
+    "late_alert": {"epoch": (int,), "partition": (str,), "deadline_at": _NUMBER, "raised_at": _NUMBER,
+                   "raised_by": (str,), "missing": (list,)},
     "declared_filter": {"conn": (str,), "root": (str,), "pipelines": (list,), "fetched_at": _NUMBER,
                         "declarations": (dict,)},
 }
