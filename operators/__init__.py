@@ -2,6 +2,7 @@
 
 from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
+from airflow_epochs.operators.corrections import ResealOperator
 from airflow_epochs.operators.deadline import WatchDeadlineOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
@@ -22,6 +23,7 @@ __all__ = [
     "OpenEpochOperator",
     "PublishSealedOperator",
     "ReconfigureOperator",
+    "ResealOperator",
     "RollbackOperator",
     "SparkEpochOperator",
     "VotePartitionOperator",

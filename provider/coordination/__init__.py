@@ -78,6 +78,15 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.reseal_errors import (
+    InputsNotResealed,
+    ResealCompacted,
+    ResealInFlight,
+    ResealNotSealed,
+    ResealRefused,
+    ResealUnknownPartition,
+    VersionNotOpen,
+)
 from airflow_epochs.coordination.base.session import Session, new_request_id
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.aborts import AbortResult
@@ -128,6 +137,7 @@ from airflow_epochs.coordination.services.shortcuts import (
 )
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
+from airflow_epochs.coordination.state.versions import VersionView
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.wire.deadline_records import DeadlineSpec, LateAlert, ProducerForecast, SealForecast
 from airflow_epochs.coordination.wire.records import (
@@ -141,6 +151,7 @@ from airflow_epochs.coordination.wire.records import (
     VoteRecord,
     VoteResult,
 )
+from airflow_epochs.coordination.wire.versions import CorrectionNode, Reseal, VersionEntry, VersionVoteResult, read_key
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -253,3 +264,7 @@ __all__ = [
     "validate_root",
     "verify_pipeline_acls",
 ]
+# Re-seals: versions of a sealed (epoch, partition) and the corrections they start.
+__all__ += ["CorrectionNode", "InputsNotResealed", "Reseal", "ResealCompacted", "ResealInFlight", "ResealNotSealed",
+            "ResealRefused", "ResealUnknownPartition", "VersionEntry", "VersionNotOpen", "VersionView",
+            "VersionVoteResult", "read_key"]

@@ -29,7 +29,9 @@ Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 - ``declared_zookeeper_conn_id``: the ZooKeeper connection (default ``zookeeper_default``);
 - ``declared_root``: the pipelines' root znode (default ``/airflow-epochs``);
 - ``reopen_on_rerun``: ``true`` to roll a sealed key back when a producer runs again for it (the
-  consumer then gets the key again); default ``false``: the re-run is logged and changes nothing.
+  consumer then gets the key again); ``reseal`` to re-seal the key's partition as a new version instead
+  (no later epoch is undone; see ``EpochLedger.reseal``); default ``false``: the re-run is logged and
+  changes nothing.
 - ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_check_timeout`` (seconds,
   default 5): the host's cached filter of declared producers, checked against ZooKeeper (one
   ``exists`` per pipeline) when it answers within the timeout and used as it is when it does not. A
@@ -224,7 +226,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
     tried = getattr(task_instance, "try_number", None)
     tried = tried if isinstance(tried, int) and not isinstance(tried, bool) else None
-    reopen = _setting("reopen_on_rerun", "false").strip().lower() in ("1", "true", "yes", "on")
+    on_rerun = _setting("reopen_on_rerun", "false").strip().lower()
+    reopen, reseal = on_rerun in ("1", "true", "yes", "on"), on_rerun == "reseal"
     conn_id, root = source[0].split("=", 1)[0], source[1]
     budget = _seconds("declared_vote_budget", _setting("declared_vote_budget", "60"))
     outcomes: list[Any] = []
@@ -246,7 +249,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                                     pipeline, exc)
                         return []
                     matches = declared.matches(ti.dag_id, ti.task_id, events)
-                    done = [stage_vote(ledger, match, ti, reopen=reopen, try_number=tried) for match in matches]
+                    done = [stage_vote(ledger, match, ti, reopen=reopen, reseal=reseal, try_number=tried)
+                            for match in matches]
                     if done:
                         drained = drain(ledger)
                         if drained.sealed:
@@ -315,6 +319,10 @@ def _report(outcome: Any) -> None:
     elif outcome.status == "reopened" and outcome.cleared_after is not None:
         log.warning("Declared producer ran again after the seal: %s, cleared after its try %d succeeded; the key "
                     "was rolled back and is sealed again (reopen_on_rerun)", where, outcome.cleared_after)
+    elif outcome.status == "resealed":
+        log.warning("Declared producer ran again after the seal: %s%s; the key's partition was re-sealed as a new "
+                    "version (reopen_on_rerun = reseal)", where, "" if outcome.cleared_after is None else
+                    f", cleared after its try {outcome.cleared_after} succeeded")
     elif outcome.status == "reopened":
         log.warning("Declared producer ran again after the seal: %s; the key was rolled back and is sealed "
                     "again (reopen_on_rerun)", where)

@@ -12,15 +12,19 @@ from airflow_epochs.coordination.wire.events import (
     EVENT_KINDS,
     AttemptStarted,
     BarrierReleased,
+    CorrectionDone,
+    CorrectionPlanned,
     DeadlineMissed,
     DeliveryScopeRetired,
     EpochOpened,
     PartitionSealed,
     PipelineCreated,
     ProducerRerun,
+    ResealOpened,
     Rollback,
     SealedLate,
     UnknownEvent,
+    VersionSealed,
     event_record,
 )
 
@@ -33,6 +37,11 @@ SAMPLES = [
     Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
              reason="bad data", owner="o", request="rb-1"),
     DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
+    ResealOpened(epoch=8, partition="weather", version=2, correction="0000000008:weather:v2", reason="late",
+                 request="r"),
+    VersionSealed(epoch=8, partition="weather", version=2, correction="0000000008:weather:v2"),
+    CorrectionPlanned(epoch=8, correction="0000000008:weather:v2", plan=("8:joined", "9:totals")),
+    CorrectionDone(epoch=8, correction="0000000008:weather:v2", resealed=2),
     DeadlineMissed(epoch=4, partition="a", deadline_at=10.5, missing=("x", "y"), raised_by="w"),
     SealedLate(epoch=4, partition="a", deadline_at=10.5, sealed_at=12.0, late_by=1.5),
     ProducerRerun(epoch=3, partition="a", producer="x", key="2026-01-03", cleared=True, succeeded_try=1, try_number=2,
@@ -48,7 +57,7 @@ def test_a_record_reads_back_as_written_through_json(record):
 
 
 def test_every_kind_has_one_record():
-    assert len(EVENT_KINDS) == 20 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+    assert len(EVENT_KINDS) == 24 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
 
 
 def test_the_seal_count_is_stored_under_the_key_the_seal_uses():

@@ -86,7 +86,8 @@ class StageOutcome:
     ``status``: ``staged`` (new), ``repeat`` (this task instance had staged it: a retry or re-run),
     ``other_run`` (another task instance staged this producer's vote for the key first; before the
     seal: that vote stands), ``rerun_after_seal`` (another run after the key was sealed; nothing
-    changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again).
+    changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again),
+    ``resealed`` (the same, with ``reseal``: the key's partition was re-sealed as a new version).
     ``cleared_after``: for a re-run of the same task instance (cleared), the try that had succeeded.
     """
 
@@ -146,14 +147,17 @@ def declaration_mark(ledger: EpochLedger) -> tuple[int, int] | None:
 
 
 def stage_vote(
-    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False,
+    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False, reseal: bool = False,
     try_number: int | None = None,
 ) -> StageOutcome:
-    """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module.
+    """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module. With
+    ``reseal``, a re-run after the seal re-seals the key's partition as a new version instead of rolling
+    back (:func:`_reseal_key`): only what read it is re-produced, and no later epoch is undone.
 
     :param try_number: the task instance's try: a try later than one that reported success after
         staging (:func:`~.declared_reruns.mark_succeeded`) is a cleared re-run, not a retry.
     """
+    reopen = reopen or reseal
     validate_name("partition", match.partition)
     validate_name("producer", match.producer)
     epoch = declaration(ledger).keys.epoch_of(match.key)
@@ -180,12 +184,10 @@ def stage_vote(
                 try_number=try_number, reopened=reopen))
             if not reopen:
                 return _outcome(ledger, match, epoch, "rerun_after_seal", existing, cleared=succeeded)
-            _reopen(ledger, match, task_instance, epoch, doc, request=f"rb-{rerun}")
-            return _outcome(ledger, match, epoch, "reopened", doc, cleared=succeeded)
+            return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal, rerun=rerun, cleared=succeeded)
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
-            # this re-run replaced the staged vote, then stopped before its rollback: finish it
-            _reopen(ledger, match, task_instance, epoch, doc)
-            return _outcome(ledger, match, epoch, "reopened", doc)
+            # this re-run replaced the staged vote, then stopped before its rollback (or re-seal): finish it
+            return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
         return _outcome(ledger, match, epoch, "repeat", existing)
     if not _sealed(ledger, epoch):
         return _outcome(ledger, match, epoch, "other_run", existing)
@@ -195,8 +197,32 @@ def stage_vote(
         task_instance=dict(doc.task_instance), try_number=try_number or 0, reopened=replaced))
     if not replaced:
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
-    _reopen(ledger, match, task_instance, epoch, doc)
-    return _outcome(ledger, match, epoch, "reopened", doc)
+    return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
+
+
+def _rerun(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int, doc: StagedVote, *,
+           reseal: bool, rerun: str | None = None, cleared: int | None = None) -> StageOutcome:
+    """Reopen (or re-seal) the key for a re-run; ``rerun`` names a cleared re-run (its request ids)."""
+    if reseal:
+        _reseal_key(ledger, match, task_instance, epoch, doc, rerun=rerun)
+        return _outcome(ledger, match, epoch, "resealed", doc, cleared=cleared)
+    _reopen(ledger, match, task_instance, epoch, doc, request=f"rb-{rerun}" if rerun else None)
+    return _outcome(ledger, match, epoch, "reopened", doc, cleared=cleared)
+
+
+def _reseal_key(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
+                doc: StagedVote, *, rerun: str | None = None) -> None:
+    """Re-seal the key's partition as a new version and cast every producer's staged vote under it (this
+    re-run's, and the others' as they stand); once per re-run (its request ids)."""
+    asked = ledger.reseal(epoch, match.partition, request_id=f"rs-{rerun or doc.request}",
+                          reason=f"declared producer {match.producer!r} ran again for key {match.key!r} "
+                                 f"({task_instance.dag_id}/{task_instance.run_id})")
+    if asked.state != "open":
+        return
+    for partition, producer, staged in staged_votes(ledger, epoch):
+        if partition == match.partition:
+            ledger.vote_version(epoch, partition, asked.version, producer, staged.vote(),
+                                request_id=f"v{asked.version}-{staged.request}")
 
 
 def _exists(ledger: EpochLedger, path: str) -> bool:
@@ -254,8 +280,9 @@ def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, ep
 
 
 def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
-    """Whether the epoch's seal holds another task instance's vote for this producer than ``doc``'s."""
-    seal = ledger.seal(epoch, match.partition)
+    """Whether the epoch's newest seal (version) holds another task instance's vote for this producer than
+    ``doc``'s."""
+    seal = ledger.sealed_version(epoch, match.partition)
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)

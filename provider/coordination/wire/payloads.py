@@ -121,6 +121,11 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
                    "raised_by": (str,), "missing": (list,)},
     "declared_filter": {"conn": (str,), "root": (str,), "pipelines": (list,), "fetched_at": _NUMBER,
                         "declarations": (dict,)},
+    # re-seals (wire/versions.py)
+    "versions": {"epoch": (int,), "partition": (str,), "latest": (int,), "versions": (list,)},
+    "sealed_version": {"epoch": (int,), "partition": (str,), "version": (int,), "request": (str,),
+                       "sealed_at": _NUMBER, "votes": (dict,)},
+    "correction": {"id": (str,), "origin": (list,), "request": (str,), "state": (str,), "plan": (list,)},
 }
 
 
