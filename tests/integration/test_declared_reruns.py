@@ -104,3 +104,15 @@ def test_the_epochs_page_shows_the_rerun_beside_the_attempts(sealed):
     reruns = [a for a in detail.attempts if a.event == "producer re-run"]
     assert [(a.attempt, a.owner) for a in reruns] == [(0, "prod_us.load (scheduled__2026-01-01)")]
     assert reruns[0].note == "sales/us key 2026-01-01: cleared after try 1 succeeded (try 2); the key was reopened"
+
+
+def test_a_cleared_rerun_reseals_the_partition_once_with_reseal(sealed):
+    ledger = sealed
+    first = stage_vote(ledger, Match("sales", "eu", KEY), _ti("eu"), reseal=True, try_number=2)
+    assert (first.status, first.cleared_after) == ("resealed", 1)
+    view = ledger.sealed_version(1, "sales")
+    assert view is not None and view.version == 2
+    # try 2 killed before its success: try 3 is the same re-run, no second version
+    assert stage_vote(ledger, Match("sales", "eu", KEY), _ti("eu"), reseal=True, try_number=3).status == "resealed"
+    assert [v.version for v in ledger.versions(1, "sales")] == [2] and ledger.frontier() == 1
+    assert len(_reruns(ledger)) == 1

@@ -29,7 +29,7 @@ KEY = "2026-01-01"
 
 @pytest.fixture(scope="module")
 def stack_zk(zk_server):
-    yield from fresh_chroot_client(zk_server.hosts, "declared-cleared")
+    yield from fresh_chroot_client(zk_server, "declared-cleared")
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,7 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     deployment = AirflowStack(tmp_path_factory.mktemp("declared-cleared"), template=airflow_pg_template, env={
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-            {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0]),
         "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared",
         "AIRFLOW__EPOCHS__REOPEN_ON_RERUN": "true"})
     try:
