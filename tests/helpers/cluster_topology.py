@@ -33,6 +33,7 @@ from typing import Any
 from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
 from postgres_server import PostgresServer
+from spark_standalone import daemon_properties, new_ui_key
 
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, listening, spark_home
@@ -93,7 +94,8 @@ class Cluster:
         from cryptography.fernet import Fernet
 
         values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(32),
-                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32)}
+                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
+                  "spark_ui": new_ui_key()}
         write_private(path, json.dumps(values))
         return values
 
@@ -162,11 +164,10 @@ class Cluster:
         """Start what :meth:`prepare_spark` chose: the master, the workers, then the Connect server."""
         assert self.connect is not None
         master_dir = self.folder("spark-master")
-        # Master, workers and the Connect server's driver share this secret (a SASL handshake on every
-        # RPC connection); it is in 0600 properties files, never on a command line.
+        # Master, workers, the Connect server's driver and spark-submit's drivers share this secret (a SASL
+        # handshake on every RPC connection); the UIs want a JWS (see spark_standalone); 0600 files only.
         props = write_private(master_dir / "spark-auth.properties",
-                              f"spark.authenticate=true\nspark.authenticate.secret={self.secrets['spark']}\n"
-                              "spark.master.rest.enabled=false\n")
+                              daemon_properties(self.secrets["spark"], self.secrets["spark_ui"]))
         spark_class = str(spark_home() / "bin" / "spark-class")
         self._launch("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                       "--port", str(self.master_port), "--webui-port", str(self.master_ui),
@@ -179,7 +180,7 @@ class Cluster:
             self._launch(f"spark-worker-{index}", [
                 spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{self.master_port}",
                 "--host", "127.0.0.1", "--port", str(_free_port()), "--webui-port", str(_free_port()),
-                "--cores", "1", "--memory", "1g", "--work-dir", str(self.folder(f"spark-worker-{index}/work")),
+                "--cores", "2", "--memory", "3g", "--work-dir", str(self.folder(f"spark-worker-{index}/work")),
                 "--properties-file", str(worker_props)], env, folder)
         self.connect.start()
 

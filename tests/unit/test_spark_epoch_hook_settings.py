@@ -67,3 +67,43 @@ def test_the_operator_builds_its_hook_on_first_use_only(monkeypatch):
     assert (hook.application, hook.conn_id, hook.spark_connect_conn_id) == (str(JOB), "spark_nowhere", None)
 
 
+
+
+def _standalone_submit(monkeypatch, password: str | None) -> tuple[list[str], str]:
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
+        {"conn_type": "spark", "host": "127.0.0.1", "port": 7077, **({"password": password} if password else {})}))
+    context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
+                           run="0123456789abcdef", storage="/lake")
+    submit, folder = SparkEpochHook(application=str(JOB), conn_id="spark_cluster").submit_hook(context)
+    assert folder is not None
+    return submit._build_spark_submit_command(str(JOB)), folder
+
+
+def test_a_standalone_clusters_secret_goes_to_the_driver_in_a_private_file_never_on_the_command_line(monkeypatch):
+    import shutil
+
+    secret = "0123456789abcdef" * 4
+    argv, folder = _standalone_submit(monkeypatch, secret)
+    try:
+        assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
+        assert "spark.authenticate=true" in argv and "spark.ui.enabled=false" in argv
+        assert not any(secret in arg for arg in argv)
+        properties = Path(argv[argv.index("--properties-file") + 1])
+        assert properties.parent == Path(folder) and oct(properties.stat().st_mode & 0o777) == "0o600"
+        assert properties.read_text() == f"spark.authenticate.secret={secret}\n"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # a cluster without a secret: nothing is added (its admin may hold one in spark-defaults.conf)
+    argv, folder = _standalone_submit(monkeypatch, None)
+    shutil.rmtree(folder, ignore_errors=True)
+    assert "--properties-file" not in argv and "spark.authenticate=true" not in argv
+
+
+@pytest.mark.parametrize("password", ["short", "0123456789abcdef\nspark.driver.extraJavaOptions=-Dx=1",
+                                      "0123456789abcdef\\u000a", "0123456789abcdef 0123"])
+def test_a_secret_that_would_add_properties_of_its_own_is_refused_without_naming_it(monkeypatch, password):
+    with pytest.raises(InvalidInput, match="'spark_cluster': the password") as refused:
+        _standalone_submit(monkeypatch, password)
+    assert password not in str(refused.value)
