@@ -107,3 +107,25 @@ def test_a_secret_that_would_add_properties_of_its_own_is_refused_without_naming
     with pytest.raises(InvalidInput, match="'spark_cluster': the password") as refused:
         _standalone_submit(monkeypatch, password)
     assert password not in str(refused.value)
+
+
+@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
+def test_on_yarn_the_command_names_the_master_and_mode_and_sends_nothing_of_this_machine(monkeypatch, deploy_mode):
+    """YARN at the argument level only (no YARN here): the spark-submit command, not a run."""
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(
+        {"conn_type": "spark", "host": "yarn", "password": "0123456789abcdef0123",
+         "extra": {"deploy-mode": deploy_mode}}))
+    context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
+                           run="0123456789abcdef", storage="/lake")
+    hook = SparkEpochHook(application=str(JOB), conn_id="spark_yarn")
+    assert hook.check_master() == "yarn"
+    submit, folder = hook.submit_hook(context)
+    argv = submit._build_spark_submit_command(str(JOB))
+    assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == deploy_mode
+    # the driver may run on another host: the context travels as an argument, with no file, interpreter,
+    # secret or Spark setting of this machine
+    assert folder is None and json.loads(argv[argv.index("--epoch-context") + 1])["epoch"] == 1
+    assert "--properties-file" not in argv and "--conf" not in argv
+    assert not submit._env_vars  # no PYSPARK_PYTHON naming this machine's interpreter
