@@ -8,10 +8,10 @@ on the same ensemble and Spark (each with its own ZooKeeper chroot, metadata dat
 
 1. Celery, no fault (the Spark Connect server warmed first);
 2. LocalExecutor (one scheduler and triggerer), no fault, the Celery deployment stopped: the peer;
-3. Celery again, with the faults injected (kill -9 of a Celery worker mid-Spark-task and of the
-   ZooKeeper leader; the full run adds a scheduler, the triggerer holding the deferred triggers, a
-   Spark worker mid-job and a second deployment started mid-run), one worker's epoch jobs through
-   ``spark-submit`` onto the standalone master.
+3. Celery again, with the faults injected (a second deployment of the same DAG started mid-run,
+   kill -9 of a Celery worker mid-Spark-task and of the ZooKeeper leader; the full run adds a
+   scheduler, the triggerer holding the deferred triggers and a Spark worker mid-job), one worker's
+   epoch jobs through ``spark-submit`` onto the standalone master.
 
 So the speed rows compare two fault-free runs on the same Spark route, and the exactly-once rows come
 from the run with faults (the clean runs' own figures are in the notes). Rows:
@@ -46,7 +46,7 @@ from cluster_supervisor import Supervisor  # noqa: E402
 from cluster_topology import Cluster  # noqa: E402
 
 GROUP = "cluster"
-SMOKE_FAULTS = ("celery-worker", "zookeeper-leader")
+SMOKE_FAULTS = ("second-deployment", "celery-worker", "zookeeper-leader")
 
 
 def merged(own: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
