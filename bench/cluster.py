@@ -49,21 +49,25 @@ GROUP = "cluster"
 SMOKE_FAULTS = ("second-deployment", "celery-worker", "zookeeper-leader")
 
 
-def merged(own: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
-    """A deployment's state with the shared components (ZooKeeper members, Spark) of ``first``'s, for the
-    faults that kill those."""
-    return {**own, "zookeeper": first["zookeeper"], "components": {**first["components"], **own["components"]},
-            "identities": {**first["identities"], **own["identities"]}}
+def merged(own: dict[str, Any], first: Cluster, shared: dict[str, Any]) -> dict[str, Any]:
+    """A deployment's state with the shared components (ZooKeeper members, Spark) of ``first``'s, as they
+    run now (its supervisor restarts them), for the faults that kill those. ``first``'s Airflow is stopped."""
+    from airflow_epochs.servers.process_identity import identify
+
+    shared_now = {name: pid for name, pid in first.components().items() if name not in own["components"]}
+    identities = {name: found.to_json() for name, pid in shared_now.items() if (found := identify(pid)) is not None}
+    return {**own, "zookeeper": shared["zookeeper"], "components": {**shared_now, **own["components"]},
+            "identities": {**identities, **own["identities"]}}
 
 
-def run_faults(base: Path, first: Cluster, days: int, faults: tuple[str, ...]) -> tuple[Outcome, list[str]]:
+def run_faults(base: Path, first: Cluster, shared: dict[str, Any], days: int,
+               faults: tuple[str, ...]) -> tuple[Outcome, list[str]]:
     """The same days on a third deployment (Celery, worker 2 on spark-submit) with ``faults`` injected."""
-    state = first.state()
-    third = Cluster(base, days=days, deployment="faults", shared=state, submit_workers=(2,))
+    third = Cluster(base, days=days, deployment="faults", shared=shared, submit_workers=(2,))
     try:
         third.start()
         with Supervisor(third):
-            driver = Driver(lambda: merged(third.state(), first.state()))
+            driver = Driver(lambda: merged(third.state(), first, shared))
             try:
                 return driver.run(faults, timeout=2400), driver.fault_errors
             finally:
@@ -88,16 +92,18 @@ def run_all(smoke: bool) -> tuple[Outcome, Outcome, Outcome]:
                     celery = driver.run(timeout=2400)
                 finally:
                     driver.close()
+                print(celery.markdown(), flush=True)  # each phase's figures as soon as it ends
+                shared = cluster.state()  # the ensemble's and Spark's, for the next deployments
                 # Celery's deployment stops: the LocalExecutor's gets the machine to itself, as Celery had.
                 if cluster.stack is not None:
                     cluster.stack.stop()
-                local = run_local(Path(tmp) / "local", cluster.state(), timeout=2400)
-                faulted, errors = run_faults(Path(tmp) / "faults", cluster, days,
+                local = run_local(Path(tmp) / "local", shared, timeout=2400)
+                print(local.markdown(), flush=True)
+                faulted, errors = run_faults(Path(tmp) / "faults", cluster, shared, days,
                                              SMOKE_FAULTS if smoke else ALL_FAULTS)
         finally:
             cluster.stop()
-    for outcome in (celery, local, faulted):
-        print(outcome.markdown())
+    print(faulted.markdown())
     clean = (f"fault-free runs: Celery {celery.days_exact:.2f} exact, {celery.duplicate_seals} duplicate seals, "
              f"{celery.report_runs_per_day:.2f} report runs/day; LocalExecutor {local.days_exact:.2f}, "
              f"{local.duplicate_seals}, {local.report_runs_per_day:.2f}")

@@ -199,6 +199,7 @@ class Faults:
         fault = Fault("second deployment started mid-run", "second", time.time(),
                       "own metadata DB, broker, scheduler, triggerer, 1 Celery worker; same DAG, pipeline, storage")
         self.faults.append(fault)
+        self.second_fault = fault
         self.second = Cluster(Path(state["base"]) / "second", days=self.days, deployment="second", shared=state,
                               same_pipeline=True, workers=1)
 
@@ -206,6 +207,7 @@ class Faults:
             try:
                 self.second.start()
                 self.second.write_state()  # for a ``run`` in another process, which counts its report runs too
+                self.second_ready.set()
                 driver = type(self)(self.second.state)  # a Driver of the second deployment
                 try:
                     for dag_id in (REPORT_DAG, DAG_ID):
@@ -231,8 +233,11 @@ class Faults:
                                            "('queued', 'running')", DAG_ID, REPORT_DAG)
             runs = self.second.stack.query("SELECT count(*) FROM dag_run WHERE dag_id = %s", DAG_ID)
             if not left[0][0] and runs[0][0] >= self.days:
-                return
+                break
             time.sleep(2)
+        if self.second_up():
+            states = self.second.stack.query("SELECT dag_id, state, count(*) FROM dag_run GROUP BY 1, 2 ORDER BY 1, 2")
+            self.second_fault.detail += "; its runs: " + ", ".join(f"{d} {s} {n}" for d, s, n in states)
 
     def _until(self, predicate: Callable[[], Any], timeout: float) -> float:
         deadline = time.monotonic() + timeout
@@ -241,7 +246,6 @@ class Faults:
                 return time.time()
             time.sleep(0.5)
         raise TimeoutError("not recovered")
-
 
 
 def _session(sid: int) -> list[int]:

@@ -57,6 +57,7 @@ class Driver(Faults):
         self.finished = threading.Event()  # the days are done: a fault still waiting for its moment gives up
         self.second: Any = None  # the second deployment (a Cluster), once the fault started it
         self.second_start: threading.Thread | None = None
+        self.second_ready = threading.Event()
 
     def close(self) -> None:
         self.client.stop()
@@ -149,7 +150,8 @@ class Driver(Faults):
         return [lambda sql, *params: pg_query(state["pg"], sql, *params)]
 
     def second_up(self) -> bool:
-        return self.second is not None and self.second.stack is not None and self.second.stack.pg is not None
+        """Whether the second deployment is up (its database answers)."""
+        return self.second_ready.is_set()
 
     def wait_done(self, deadline: float) -> None:
         last = (-2, -1)
