@@ -48,6 +48,7 @@ def run_all(hosts: str, smoke: bool) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="epochs-bench-publish-") as tmp:
             base = Path(tmp)
+            os.environ["AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS"] = str(base)  # an allow-list, closed when unset
             catalog = load_catalog(catalog_settings(extra={"catalog": "sql", "sqlite": str(base / "catalog.db"),
                                                            "warehouse": (base / "warehouse").as_uri()}))
             ledgers = {}

@@ -168,6 +168,8 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             "AIRFLOW_CONN_NYCFLIGHTS_ICEBERG": json.dumps({"conn_type": "iceberg", "extra": {
                 "catalog": "sql", "sqlite": str(base / "iceberg-catalog.db"),
                 "warehouse": (base / "iceberg-warehouse").as_uri()}}),
+            # Catalogs keep data only inside the roots an admin lists (closed when unset): the demo's folder.
+            "AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS": str(base),
             "AIRFLOW_EPOCHS_DEPLOYMENT": "demo",
             "AIRFLOW_EPOCHS_DATA": str(data),
         })

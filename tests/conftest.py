@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,17 +39,40 @@ from built_once import built_once  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
 from zk_proxy import LostAnswerProxy  # noqa: E402
+from zk_test_server import SharedZooKeeper  # noqa: E402
 
-from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ZooKeeperEnsemble  # noqa: E402
+from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def allowed_table_roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``[epochs] allowed_table_roots`` (closed when unset) for the test run: its temporary folder, where every
+    test's warehouse and SQLite catalog live; Airflow processes the tests start inherit it."""
+    root = str(tmp_path_factory.getbasetemp().resolve())
+    previous = os.environ.get("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS")
+    os.environ["AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS"] = root
+    yield root
+    if previous is None:
+        os.environ.pop("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS", None)
+    else:
+        os.environ["AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS"] = previous
 
 
 @pytest.fixture(scope="session")
-def zk_server() -> Iterator[EmbeddedZooKeeper]:
-    """One real standalone ZooKeeper for the whole session."""
-    server = EmbeddedZooKeeper()
-    server.start()
-    yield server
-    server.stop()
+def zk_server() -> Iterator[SharedZooKeeper]:
+    """One real standalone ZooKeeper for the whole session, secured as the product's (mutual TLS, digest
+    credentials, ``/`` ours alone): connect through ``zk_server.client(chroot)`` and its siblings (see
+    tests/helpers/zk_test_server.py); ``zk_server.hosts`` is gone."""
+    # Not under pytest's temporary folder: another pytest session of this account removes all but the newest
+    # three of those, and this server's state and data must live as long as this session.
+    base = Path(tempfile.mkdtemp(prefix="airflow-epochs-tests-zk-"))
+    server = SharedZooKeeper(base)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _chroot_name(request: pytest.FixtureRequest) -> str:
@@ -57,11 +81,10 @@ def _chroot_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def zk_chroot(zk_server: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> str:
+def zk_chroot(zk_server: SharedZooKeeper, request: pytest.FixtureRequest) -> str:
     """A fresh, empty chroot for this test, created on the real server."""
     chroot = _chroot_name(request)
-    admin = KazooClient(hosts=zk_server.hosts)
-    admin.start(timeout=15)
+    admin = zk_server.client()
     admin.ensure_path(chroot)
     admin.stop()
     admin.close()
@@ -69,9 +92,10 @@ def zk_chroot(zk_server: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> s
 
 
 @pytest.fixture
-def proxy(zk_server: EmbeddedZooKeeper) -> Iterator[LostAnswerProxy]:
-    """A loopback proxy in front of the session's server that can drop the answer of a committed write."""
-    p = LostAnswerProxy(zk_server.hosts)
+def proxy(zk_server: SharedZooKeeper) -> Iterator[LostAnswerProxy]:
+    """A loopback proxy in front of the session's server that can drop the answer of a committed write
+    (TLS on both sides, our client certificate required)."""
+    p = LostAnswerProxy(zk_server)
     yield p
     p.close()
 
@@ -79,21 +103,20 @@ def proxy(zk_server: EmbeddedZooKeeper) -> Iterator[LostAnswerProxy]:
 @pytest.fixture
 def lossy(proxy: LostAnswerProxy, zk_chroot: str) -> Iterator[KazooClient]:
     """A client whose connection goes through the proxy (same chroot as the ``zk`` fixture)."""
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=10)
     yield client
     client.stop()
     client.close()
 
 
 @pytest.fixture
-def zk_factory(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
-    """Make started kazoo clients on this test's chroot; all are closed at teardown."""
+def zk_factory(zk_server: SharedZooKeeper, zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
+    """Make started kazoo clients on this test's chroot (kazoo keyword arguments, or ``zk_server.client``'s);
+    all are closed at teardown."""
     clients: list[KazooClient] = []
 
-    def make(**kwargs: object) -> KazooClient:
-        client = KazooClient(hosts=zk_server.hosts + zk_chroot, **kwargs)  # type: ignore[arg-type]
-        client.start(timeout=15)
+    def make(**kwargs: Any) -> KazooClient:
+        client = zk_server.client(zk_chroot, **kwargs)
         clients.append(client)
         return client
 
@@ -194,14 +217,9 @@ def dagbag(airflow_home: Path):
 
 
 @pytest.fixture
-def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: EmbeddedZooKeeper, zk_chroot: str) -> str:
-    """Point the ``zookeeper_default`` Airflow connection at this test's chroot."""
-    import json
-
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT",
-        json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts, "schema": zk_chroot}),
-    )
+def zk_connection(monkeypatch: pytest.MonkeyPatch, zk_server: SharedZooKeeper, zk_chroot: str) -> str:
+    """Point the ``zookeeper_default`` Airflow connection at this test's chroot (TLS and credentials)."""
+    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", zk_server.connection_json(zk_chroot))
     return zk_chroot
 
 

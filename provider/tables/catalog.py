@@ -11,8 +11,9 @@ Connection type ``iceberg`` (or any type, with the same extras):
   on :data:`REST_SETTINGS` and their values have the shape it gives.
 
 A SQL catalog's ``warehouse`` and ``sqlite`` must be canonical locations
-(:func:`~airflow_epochs.coordination.base.locations.parse_location`), inside ``[epochs] allowed_table_roots`` when
-the admin names any.
+(:func:`~airflow_epochs.coordination.base.locations.parse_location`) inside one of the roots the admin lists in
+``[epochs] allowed_table_roots``: an allow-list, closed when unset (no catalog keeps data anywhere until the
+admin names where).
 
 Nothing from an extra picks a module or class to load (pyiceberg's ``py-catalog-impl`` / ``py-io-impl``
 are not passed through), and the password never appears in an error message.
@@ -64,16 +65,20 @@ class CatalogSettingRefused(InvalidInput):
     """A connection extra of the Iceberg catalog is not on the allow-list or not of its shape."""
 
 
+class NoTableRoots(CatalogSettingRefused):
+    """``[epochs] allowed_table_roots`` is unset: no SQL catalog may keep data anywhere."""
+
+
 def table_roots() -> list[Location]:
     """Where an admin lets catalogs keep data (``[epochs] allowed_table_roots``, comma-separated canonical
-    locations); none set: any canonical location."""
+    locations); none set: nowhere."""
     listed = sorted(listed_setting("allowed_table_roots"))
     return [parse_location("[epochs] allowed_table_roots", root) for root in listed]
 
 
 def _check_table_location(what: str, value: object, *, sqlite: bool = False) -> str:
-    """``value`` if it is a canonical location (for ``sqlite`` a local ``.db``/``.sqlite`` file path), inside
-    an allowed table root when the admin names any (resolved through trusted links only on a local disk)."""
+    """``value`` if it is a canonical location (for ``sqlite`` a local ``.db``/``.sqlite`` file path) inside
+    an allowed table root (resolved through trusted links only on a local disk); none allowed: refused."""
     try:
         location = parse_location(f"extra {what!r}", value)
     except InvalidInput as exc:
@@ -82,7 +87,11 @@ def _check_table_location(what: str, value: object, *, sqlite: bool = False) -> 
         raise CatalogSettingRefused(f"extra 'sqlite' {value!r} must be an absolute local path of a "
                                     f"{'/'.join(_SQLITE_SUFFIXES)} file")
     roots = table_roots()
-    if roots and not any(root.contains(location) and (not location.local or _really_inside(root, location))
+    if not roots:
+        raise NoTableRoots(f"extra {what!r} {value!r} is refused: no table roots are allowed; an admin lists where "
+                           "Iceberg catalogs may keep data in [epochs] allowed_table_roots (AIRFLOW__EPOCHS__ALLOWED_"
+                           "TABLE_ROOTS), comma-separated canonical locations such as /data/tables,s3://lake/tables")
+    if not any(root.contains(location) and (not location.local or _really_inside(root, location))
                          for root in roots):
         raise CatalogSettingRefused(f"extra {what!r} {value!r} is not inside an allowed table root "
                                     f"({', '.join(root.text for root in roots)}: [epochs] allowed_table_roots)")

@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import Any
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.coordination.protocol import retention
@@ -21,7 +21,7 @@ from airflow_epochs.coordination.state import retired_partitions
 
 
 def main(hosts: str, pipeline: str, step: str = "epochs") -> None:
-    client = KazooClient(hosts=hosts, timeout=10)
+    client = connect(hosts, start=False, timeout=10)
     client.start(timeout=15)
     if step == "retire":
         write = retired_partitions.write_or_verify

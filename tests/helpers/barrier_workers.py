@@ -6,13 +6,13 @@ import random
 import sys
 import time
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination.recipes.barriers import Barrier
 
 
 def arrive_and_wait(hosts: str, pipeline: str, epoch: int, name: str, participant: str, seed: int) -> dict:
-    client = KazooClient(hosts=hosts)
+    client = connect(hosts, start=False)
     client.start(timeout=30)
     try:
         barrier = Barrier(client, pipeline, epoch, name)
@@ -28,7 +28,7 @@ def arrive_and_wait(hosts: str, pipeline: str, epoch: int, name: str, participan
 
 def main(hosts: str, pipeline: str, epoch: str, name: str, participant: str) -> None:
     """Arrive when a line comes on stdin (the test freezes this process before that)."""
-    client = KazooClient(hosts=hosts)
+    client = connect(hosts, start=False)
     client.start(timeout=30)
     barrier = Barrier(client, pipeline, int(epoch), name)
     print("READY", flush=True)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.tables import CatalogSettings, load_catalog, publish_sealed
@@ -34,7 +34,7 @@ def _catalog(raw: dict[str, Any]) -> Any:
 def race(hosts: str, pipeline: str, partition: str, go_dir: str, worker: str) -> None:
     plan = json.loads(sys.stdin.readline())  # one line: the test keeps the pipe open until it collects
     catalog = _catalog(plan["catalog"])
-    zk = KazooClient(hosts=hosts)
+    zk = connect(hosts, start=False)
     zk.start(timeout=15)
     ledger = EpochLedger(zk, pipeline, owner=f"publisher-{worker}")
     catalog.list_namespaces()  # connect now, not inside the race
@@ -72,7 +72,7 @@ def main() -> None:
         if step == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    zk = KazooClient(hosts=hosts)
+    zk = connect(hosts, start=False)
     zk.start(timeout=15)
     outcome = publish_sealed(EpochLedger(zk, pipeline), _catalog(raw), table, partition, int(epoch),
                              on_step=on_step)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime
 
 from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import Attempt, EpochLedger, LeaderLease
 
 
 def _client(hosts: str) -> KazooClient:
-    client = KazooClient(hosts=hosts)
+    client = connect(hosts, start=False)
     client.start(timeout=15)
     return client
 

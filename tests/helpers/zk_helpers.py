@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -49,17 +50,15 @@ def assert_epochs_in_order(ledger: EpochLedger, count: int) -> None:
     assert (opened, sealed) == (count, count)
 
 
-def fresh_chroot_client(hosts: str, prefix: str) -> Iterator[tuple[str, KazooClient]]:
-    """Body of a fixture: a new chroot ``/tests/<prefix>-<random>`` on the server, and a started client
-    inside it (closed at teardown); yields ``(chroot, client)``."""
+def fresh_chroot_client(zk_server: Any, prefix: str) -> Iterator[tuple[str, KazooClient]]:
+    """Body of a fixture: a new chroot ``/tests/<prefix>-<random>`` on the tests' server (``zk_server``), and
+    a started client inside it (closed at teardown); yields ``(chroot, client)``."""
     chroot = f"/tests/{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KazooClient(hosts=hosts)
-    admin.start(timeout=15)
+    admin = zk_server.client()
     admin.ensure_path(chroot)
     admin.stop()
     admin.close()
-    client = KazooClient(hosts=hosts + chroot)
-    client.start(timeout=15)
+    client = zk_server.client(chroot)
     yield chroot, client
     client.stop()
     client.close()

@@ -12,13 +12,13 @@ import datetime
 import sys
 import time
 
-from kazoo.client import KazooClient
+from zk_test_server import connect
 
 from airflow_epochs.coordination import Attempt, EpochLedger, LeaderLease
 
 
 def main(hosts: str) -> None:
-    client = KazooClient(hosts=hosts, timeout=2.0)
+    client = connect(hosts, start=False, timeout=2.0)
     client.start(timeout=15)
     ledger = EpochLedger(client, "expiry", owner="zombie")
     lease = LeaderLease(client, "expiry", owner="zombie", duration=datetime.timedelta(seconds=2))
@@ -43,7 +43,7 @@ def main(hosts: str) -> None:
 
 
 def fresh_vote(hosts: str, attempt: dict) -> None:
-    client = KazooClient(hosts=hosts)
+    client = connect(hosts, start=False)
     client.start(timeout=15)
     try:
         EpochLedger(client, "expiry", owner="zombie").vote(Attempt.from_dict(attempt), "out", "y", {"by": "zombie"})

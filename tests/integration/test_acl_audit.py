@@ -8,7 +8,6 @@ import pytest
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from airflow_epochs.cli import main
-from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger, InsecureAcl, PipelineConfig
 from airflow_epochs.coordination.base.acl import audit_pipeline_acls
 from airflow_epochs.coordination.base.paths import PipelinePaths
@@ -20,12 +19,12 @@ OTHER, OTHER_PW = "someone", "pw-other-2"
 
 
 def _client(zk_server, chroot, user, password):
-    return ZooKeeperSettings.from_fields(host=zk_server.hosts + chroot, login=user, password=password).start_client()
+    return zk_server.settings(chroot, login=user, password=password, use_acl=True).start_client()
 
 
 def _cli(capsys, monkeypatch, zk_server, chroot, action):
     monkeypatch.setenv("AIRFLOW_EPOCHS_ZK_PASSWORD", OWNER_PW)
-    code = main(["acl", action, "deep", "--hosts", zk_server.hosts + chroot, "--digest-user", OWNER])
+    code = main(["acl", action, "deep", *zk_server.cli_args(chroot, login=OWNER)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

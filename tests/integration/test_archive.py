@@ -128,7 +128,8 @@ def test_a_compaction_killed_between_archive_and_delete_is_finished_once(zk_serv
     before = {epoch: _reads(ledger, epoch) for epoch in range(1, 7)}
     history = ledger.history()
     worker = subprocess.run([sys.executable, str(ARCHIVE_WORKER),
-                             zk_server.hosts + zk_chroot, "crash"], capture_output=True, text=True, timeout=120)
+                             zk_server.address + zk_chroot, "crash"], capture_output=True, text=True, timeout=120,
+                            env=zk_server.env())
     assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
     assert "ARCHIVED" in worker.stdout and "NOT KILLED" not in worker.stdout
     first = Path(epoch_file(str(archive), "crash", 1))

@@ -136,7 +136,8 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim
     assert zk.exists(claim) is None
 
 
-def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_server, zk_chroot, capsys):
+def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_server, zk_chroot, capsys,
+                                                         monkeypatch):
     """A scope whose triggerer is gone holds compaction at its cursor. Retiring it is refused for an
     unknown scope (named, with the scopes there are) and while a deliverer holds a claim in it, both
     before any write; once its deliverer's session is gone the CLI retires it and compaction proceeds."""
@@ -170,10 +171,11 @@ def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_serv
     deliverer.stop()  # its session ends and the claim with it
     deliverer.close()
 
-    hosts = zk_server.hosts + zk_chroot
-    assert main(["retire-scope", "p", "bad/scope", "--hosts", hosts]) == 2
+    monkeypatch.setenv(*zk_server.state_env)
+    hosts = zk_server.cli_args(zk_chroot)
+    assert main(["retire-scope", "p", "bad/scope", *hosts]) == 2
     assert "'bad/scope'" in capsys.readouterr().err
-    assert main(["retire-scope", "p", "gone", "--hosts", hosts]) == 0
+    assert main(["retire-scope", "p", "gone", *hosts]) == 0
     assert "retired delivery scope 'gone' of pipeline 'p' (its cursors: a at epoch 2)" in capsys.readouterr().out
     assert zk.exists(PipelinePaths("p").asset_event_scope("gone")) is None
     assert ledger.delivery_scopes() == []
@@ -205,8 +207,8 @@ def test_the_cli_refuses_an_unknown_scope_in_one_line(zk, zk_server, zk_chroot):
 
     EpochLedger(zk, "p", owner="A").create_pipeline(PipelineConfig({"a": ("x",)}))
     cli = str(Path(sys.executable).parent / "airflow-epochs")
-    done = subprocess.run([cli, "retire-scope", "p", "ghost", "--hosts", zk_server.hosts + zk_chroot],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([cli, "retire-scope", "p", "ghost", *zk_server.cli_args(zk_chroot)],
+                          env=zk_server.env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == ("error: pipeline 'p' has no delivery scope 'ghost' (its scopes: none); "
                                    "nothing was written")

@@ -112,7 +112,7 @@ def test_20_processes(zk_server, zk_chroot, zk, epoch_open):
     Barrier(zk, "bar", 1, "procs").declare(StragglerPolicy.fail(timeout=120), names)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(n, mp_context=ctx) as pool:  # all at once: they wait for each other
-        futures = [pool.submit(barrier_workers.arrive_and_wait, zk_server.hosts + zk_chroot, "bar", 1, "procs",
+        futures = [pool.submit(barrier_workers.arrive_and_wait, zk_server.settings(zk_chroot), "bar", 1, "procs",
                                name, i) for i, name in enumerate(names)]
         results = [f.result(timeout=180) for f in futures]
     assert {r["decision"] for r in results} == {"all"}
@@ -122,10 +122,10 @@ def test_20_processes(zk_server, zk_chroot, zk, epoch_open):
 
 def _frozen_participant(zk_server, zk_chroot, name, participant):
     worker = subprocess.Popen(
-        [sys.executable, str(Path(barrier_workers.__file__)), zk_server.hosts + zk_chroot, "bar", "1", name,
+        [sys.executable, str(Path(barrier_workers.__file__)), zk_server.address + zk_chroot, "bar", "1", name,
          participant],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(barrier_workers.__file__).parent)},
+        env=zk_server.env(PYTHONPATH=str(Path(barrier_workers.__file__).parent)),
     )
     assert worker.stdout.readline().strip() == "READY"
     os.kill(worker.pid, signal.SIGSTOP)
@@ -210,16 +210,17 @@ def test_a_repeated_completing_arrival_releases(zk_server, zk_chroot, zk, epoch_
     assert not barrier.arrive("x").released
     code = (
         "import os, signal, sys\n"
-        "from kazoo.client import KazooClient\n"
+        "from zk_test_server import connect\n"
         "from airflow_epochs.coordination import Barrier\n"
-        "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=15)\n"
+        "zk = connect(sys.argv[1])\n"
         "b = Barrier(zk, 'bar', 1, 'repeat')\n"
         "def die(*_a, **_k):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "b._decide = die  # the process dies right after the arrival committed\n"
         "b.arrive('y')\n"
     )
-    dead = subprocess.run([sys.executable, "-c", code, zk_server.hosts + zk_chroot], capture_output=True, timeout=60)
+    dead = subprocess.run([sys.executable, "-c", code, zk_server.address + zk_chroot], capture_output=True, timeout=60,
+                          env=zk_server.env(PYTHONPATH=str(Path(barrier_workers.__file__).parent)))
     assert dead.returncode == -signal.SIGKILL, dead.stderr[-2000:]
     assert barrier.status().arrived == ("x", "y") and barrier.outcome() is None  # arrived, not released
     started = time.monotonic()

@@ -20,9 +20,10 @@ CLI = str(Path(sys.executable).parent / "airflow-epochs")
 
 
 @pytest.fixture
-def hosts(zk_server, zk_chroot, zk):
+def hosts(zk_server, zk_chroot, zk, monkeypatch):
     EpochLedger(zk, "sales", owner="t").create_pipeline(PipelineConfig({"orders": ("ingest",)}))
-    return zk_server.hosts + zk_chroot
+    monkeypatch.setenv("AIRFLOW_EPOCHS_HOME", str(zk_server.base))  # the CLI finds the server's credentials there
+    return zk_server.address + zk_chroot
 
 
 def _fails(capsys, argv, expected):
@@ -39,7 +40,7 @@ def _fails(capsys, argv, expected):
     assert "Traceback" not in err
 
 
-def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch):
+def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch, zk_server, zk_chroot):
     monkeypatch.delenv("AIRFLOW_EPOCHS_ZK_PASSWORD", raising=False)
     before = tree(zk)
     taken = tmp_path / "taken.png"  # a folder where the picture should go (root may write anywhere else)
@@ -71,7 +72,6 @@ def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch):
          "ends before it starts"),
         (["timeline", "sales", "--hosts", hosts, "--out", str(tmp_path / "t.png"), "--epochs", "x"],
          "must look like 3..9"),
-        (["acl", "check", "sales", "--hosts", hosts], "ACLs can be checked and repaired only with credentials"),
         (["acl", "burn", "sales"], "invalid choice: 'burn'"),
         (["zookeeper", "start", "--port", "99999"], "not a TCP port"),
         (["spark-connect", "start", "--master", "local[2]; rm -rf /"], "must be local, local[N]"),
@@ -80,21 +80,26 @@ def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch):
     ]
     for argv, expected in cases:
         _fails(capsys, argv, expected)
+    # Our certificate but no digest identity (the server's state folder out of sight): refused before a request.
+    monkeypatch.delenv("AIRFLOW_EPOCHS_HOME")
+    tls = zk_server.settings()
+    _fails(capsys, ["acl", "check", "sales", "--hosts", zk_server.address, "--ca", str(tls.ca), "--certfile",
+                    str(tls.certfile), "--keyfile", str(tls.keyfile)],
+           "ACLs can be checked and repaired only with credentials")
     assert tree(zk) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.png"]
 
 
-def test_a_protected_pipeline_without_credentials_is_one_line(capsys, zk_server, zk_chroot):
-    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+def test_a_protected_pipeline_without_credentials_is_one_line(capsys, zk_server, zk_chroot, monkeypatch):
 
-    owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",
-                                          password="pw-protected").start_client()
+    owner = zk_server.settings(zk_chroot, login="etl", password="pw-protected", use_acl=True).start_client()
     try:
         EpochLedger(owner, "private", owner="etl").create_pipeline(PipelineConfig({"orders": ("ingest",)}))
     finally:
         owner.stop()
         owner.close()
-    _fails(capsys, ["history", "private", "--hosts", zk_server.hosts + zk_chroot],
+    monkeypatch.setenv("AIRFLOW_EPOCHS_ZK_PASSWORD", "pw-stranger")  # our certificate, another identity
+    _fails(capsys, ["history", "private", *zk_server.cli_args(zk_chroot, login="stranger")],
            "ZooKeeper refused access (NoAuth): the pipeline is protected")
 
 

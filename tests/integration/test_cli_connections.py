@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from airflow_db import private_airflow_db
-from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 
@@ -20,8 +19,7 @@ BIN = Path(sys.executable).parent
 
 
 def test_status_reads_a_connection_from_the_metadata_database(airflow_home, zk_server, zk_chroot, tmp_path):
-    client = KazooClient(hosts=zk_server.hosts + zk_chroot)
-    client.start(timeout=15)
+    client = zk_server.client(zk_chroot)
     try:
         ledger = EpochLedger(client, "sales", owner="etl")
         ledger.create_pipeline(PipelineConfig({"orders": ("ingest",)}))
@@ -29,10 +27,11 @@ def test_status_reads_a_connection_from_the_metadata_database(airflow_home, zk_s
     finally:
         client.stop()
         client.close()
-    env = {**private_airflow_db(airflow_home, tmp_path / "db"), "AIRFLOW_EPOCHS_HOME": str(tmp_path / "epochs")}
+    # A connection that names only the host: the CLI finds the server's credentials in its state folder.
+    env = {**private_airflow_db(airflow_home, tmp_path / "db"), "AIRFLOW_EPOCHS_HOME": str(zk_server.base)}
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}, **env}
     added = subprocess.run([str(BIN / "airflow"), "connections", "add", "zk_in_db", "--conn-type", "zookeeper",
-                            "--conn-host", zk_server.hosts, "--conn-schema", zk_chroot], env=env, capture_output=True,
+                            "--conn-host", zk_server.address, "--conn-schema", zk_chroot], env=env, capture_output=True,
                            text=True, timeout=180)
     assert added.returncode == 0, added.stderr[-2000:]
     status = subprocess.run([str(BIN / "airflow-epochs"), "status", "sales", "--conn-id", "zk_in_db"], env=env,

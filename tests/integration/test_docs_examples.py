@@ -123,8 +123,10 @@ def test_looking_at_a_pipeline_from_the_command_line(zk, zk_server, zk_chroot, t
     ledger.create_pipeline(PipelineConfig({"orders": ("ingest",)}))
     for epoch in (1, 2):
         ledger.vote(ledger.open_epoch(epoch), "orders", "ingest", {"rows": epoch})
-    result = subprocess.run(["bash", str(EXAMPLES / "look_at_a_pipeline.sh"), zk_server.hosts + zk_chroot, "docs_cli",
-                             str(tmp_path)], env=shell_env(), capture_output=True, text=True, timeout=300)
+    # The server is found as a user's `airflow-epochs zookeeper start` server is: through the state folder.
+    result = subprocess.run(["bash", str(EXAMPLES / "look_at_a_pipeline.sh"), zk_server.address + zk_chroot, "docs_cli",
+                             str(tmp_path)], env=shell_env(AIRFLOW_EPOCHS_HOME=str(zk_server.base)),
+                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "frontier" in result.stdout and "epoch_sealed" in result.stdout
     assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -55,14 +55,11 @@ def test_single_server_starts_serves_and_stops(tmp_path):
 
 @pytest.mark.integration
 def test_chroots_isolate_tests(zk_server):
-    root = KazooClient(hosts=zk_server.hosts)
-    root.start(timeout=10)
+    root = zk_server.client(start_timeout=10)
     root.ensure_path("/iso-a")  # before the chrooted clients start: kazoo warns about a missing chroot
     root.ensure_path("/iso-b")
-    a = KazooClient(hosts=zk_server.hosts + "/iso-a")
-    b = KazooClient(hosts=zk_server.hosts + "/iso-b")
-    for client in (a, b):
-        client.start(timeout=10)
+    a = zk_server.client("/iso-a")
+    b = zk_server.client("/iso-b")
     try:
         a.create("/only-in-a", b"1")
         assert not b.exists("/only-in-a")

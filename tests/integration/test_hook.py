@@ -6,7 +6,6 @@ import json
 import logging
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from airflow_epochs.servers.embedded_zookeeper import free_port
@@ -20,7 +19,7 @@ def _set_conn(monkeypatch, conn_id, **fields):
 def test_test_connection_against_real_server_and_closed_port(monkeypatch, zk_server, airflow_home):
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
-    _set_conn(monkeypatch, "zk_ok", host=zk_server.hosts)
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_OK", zk_server.connection_json())
     ok, message = ZooKeeperHook("zk_ok").test_connection()
     assert ok, message
     assert "3.9" in message
@@ -36,14 +35,13 @@ def test_hook_is_lazy_and_closes_its_client(monkeypatch, zk_server, zk_chroot, a
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     ZooKeeperHook("no_such_connection")  # DAG parse time: must not look the connection up
-    _set_conn(monkeypatch, "zk_lazy", host=zk_server.hosts, schema=zk_chroot)
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_LAZY", zk_server.connection_json(zk_chroot))
     with ZooKeeperHook("zk_lazy") as hook:
         client = hook.get_conn()
         assert hook.get_conn() is client
         client.create("/made-by-hook", b"x")
     assert not client.connected
-    raw = KazooClient(hosts=zk_server.hosts)
-    raw.start()
+    raw = zk_server.client()
     try:
         assert raw.exists(f"{zk_chroot}/made-by-hook")  # the chroot was applied
     finally:
@@ -57,7 +55,7 @@ def test_the_hooks_ledger_binds_every_recipe_to_its_pipeline(monkeypatch, zk_ser
     from airflow_epochs.coordination import InvalidInput, PipelineConfig, StragglerPolicy
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
-    _set_conn(monkeypatch, "zk_handle", host=zk_server.hosts, schema=zk_chroot)
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_HANDLE", zk_server.connection_json(zk_chroot))
     with ZooKeeperHook("zk_handle") as hook:
         ledger = hook.ledger("handle", owner="deploy-a")
         ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
@@ -89,7 +87,7 @@ def test_a_connected_ledger_closes_its_own_client_and_refuses_bad_names_before_c
     started = []
 
     def start_client():
-        client = KazooClient(hosts=zk_server.hosts + zk_chroot)
+        client = zk_server.client(zk_chroot, start=False)
         client.start()
         started.append(client)
         return client
@@ -110,22 +108,21 @@ def test_digest_acl_protects_created_nodes_and_password_is_not_logged(
 ):
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
-    _set_conn(monkeypatch, "zk_acl", host=zk_server.hosts, schema=zk_chroot, login="etl",
-              password="pw-never-logged", extra={"use_acl": True})
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_ACL", zk_server.connection_json(
+        zk_chroot, login="etl", password="pw-never-logged", use_acl=True))
     caplog.set_level(logging.DEBUG)
     with ZooKeeperHook("zk_acl") as hook:
         hook.get_conn().create("/private", b"secret-data")
         assert hook.get_conn().get("/private")[0] == b"secret-data"
     assert "pw-never-logged" not in caplog.text
-    anonymous = KazooClient(hosts=zk_server.hosts + zk_chroot)
-    anonymous.start()
+    # The server admits no session without an identity: another identity stands for "anonymous".
+    stranger = zk_server.client(zk_chroot, login="stranger", password="not-etl")
     try:
         with pytest.raises(NoAuthError):
-            anonymous.get("/private")
-        wrong = KazooClient(hosts=zk_server.hosts + zk_chroot, auth_data=[("digest", "etl:wrong")])
-        wrong.start()
+            stranger.get("/private")
+        wrong = zk_server.client(zk_chroot, login="etl", password="wrong")
         with pytest.raises(NoAuthError):
             wrong.get("/private")
         wrong.stop()
     finally:
-        anonymous.stop()
+        stranger.stop()

@@ -6,7 +6,6 @@ Each is answered in one line, or shown for what it is, after a bounded number of
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +39,10 @@ def _one_line(capsys, argv: list[str], needle: str) -> str:
 
 
 
-def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot, capsys):
+def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot, capsys, monkeypatch):
     ledger = build_probe(zk)
-    hosts = ["--hosts", zk_server.hosts + zk_chroot]
+    monkeypatch.setenv(*zk_server.state_env)
+    hosts = zk_server.cli_args(zk_chroot)
     # newest_epoch 9,999,999,999: status shows the first epochs after the frontier and says how many more.
     _forge(zk, ledger.paths.base, newest_epoch=9_999_999_999)
     assert main(["status", PROBE, *hosts]) == 0
@@ -62,7 +62,7 @@ def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot
 
 @pytest.mark.parametrize("until", ["1e300", "NaN", "Infinity", "-1", "1" + "0" * 5000])
 def test_a_forged_lease_number_is_a_corrupt_record_in_status_and_on_the_page(zk, zk_server, zk_chroot, capsys,
-                                                                           until):
+                                                                           until, monkeypatch):
     """Issue 35: a lease "until" of 1e300 or NaN gave a traceback in ``status`` and a 500 on the Epochs page.
     A number no record holds is refused as a record: one line in the CLI, a 422 naming it on the page."""
     from airflow.api_fastapi.core_api.security import get_user
@@ -76,7 +76,8 @@ def test_a_forged_lease_number_is_a_corrupt_record_in_status_and_on_the_page(zk,
     forged = raw.replace(f'"until":{json.loads(raw)["until"]}', f'"until":{until}')
     assert forged != raw
     zk.set(ledger.paths.leader, forged.encode())
-    _one_line(capsys, ["status", PROBE, "--hosts", zk_server.hosts + zk_chroot], "/leader: ")
+    monkeypatch.setenv(*zk_server.state_env)
+    _one_line(capsys, ["status", PROBE, *zk_server.cli_args(zk_chroot)], "/leader: ")
 
     class Index:
         def of(self, dag_ids):
@@ -118,13 +119,11 @@ def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_s
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
     from airflow_epochs.ui.app import create_app
     from airflow_epochs.ui.dags import DagPipelines
 
     build_probe(zk)
-    owner = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl",
-                                          password="pw-protected").start_client()
+    owner = zk_server.settings(zk_chroot, login="etl", password="pw-protected", use_acl=True).start_client()
     try:
         EpochLedger(owner, "private", owner="etl").create_pipeline(PipelineConfig({"orders": ("ingest",)}))
     finally:
@@ -142,7 +141,9 @@ def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_s
         def epoch_of_run(self, dag_id, run_id):
             return None
 
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"d"},
+    # The page's connection: an identity of its own (ours is the server's superuser, which reads everything).
+    viewer = zk_server.client(zk_chroot, login="viewer", password="pw-viewer")
+    app = create_app(client_factory=lambda: viewer, authorized_dag_ids=lambda user: {"d"},
                      dag_index=Index())  # type: ignore[arg-type]
     with TestClient(app) as client:
         app.dependency_overrides[get_user] = lambda: "alice"
@@ -170,8 +171,8 @@ def test_timeline_out_never_follows_a_link_planted_in_a_shared_folder(tmp_path, 
     with second_user() as intruder, shared_folder() as shared:
         out = shared / "timeline.html"
         intruder.run(["ln", "-s", str(victim), str(out)])
-        run = subprocess.run([CLI, "timeline", PROBE, "--hosts", zk_server.hosts + zk_chroot, "--out", str(out)],
-                             capture_output=True, text=True, timeout=120, env={**os.environ})
+        run = subprocess.run([CLI, "timeline", PROBE, *zk_server.cli_args(zk_chroot), "--out", str(out)],
+                             capture_output=True, text=True, timeout=120, env=zk_server.env())
         assert len(run.stderr.strip().splitlines()) <= 1 and "Traceback" not in run.stderr, run
         assert victim.read_text() == "precious\n"
         if run.returncode == 0:  # root may replace the link in a sticky folder; it never writes through it

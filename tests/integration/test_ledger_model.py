@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from kazoo.client import KazooClient
 from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import (
@@ -384,8 +383,8 @@ def test_ledger_matches_model(zk_factory):
 
 
 def test_ledger_matches_model_when_answers_are_lost(zk_server, zk_chroot, zk):
-    proxy = LostAnswerProxy(zk_server.hosts)
-    clients = [KazooClient(hosts=proxy.hosts + zk_chroot, timeout=10) for _ in OWNERS]
+    proxy = LostAnswerProxy(zk_server)
+    clients = [proxy.client(zk_chroot, start=False, timeout=10) for _ in OWNERS]
     for client in clients:
         client.start(timeout=15)
     # the invariant reads through a direct client: what is really in ZooKeeper

@@ -21,7 +21,9 @@ TABLE_ID = ("iceberg://lake_catalog", "epochs.daily")
 
 @pytest.fixture
 def iceberg_connection(monkeypatch):
-    extra = {"catalog": "sql", "sqlite": "/nonexistent/catalog.db", "warehouse": "file:///wh", "name": "lake_catalog"}
+    extra = {"catalog": "sql", "sqlite": "/nonexistent/tables/catalog.db", "warehouse": "file:///nonexistent/tables/wh",
+             "name": "lake_catalog"}
+    monkeypatch.setenv("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS", "/nonexistent/tables")  # never opened: names only
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_LAKE", json.dumps({"conn_type": "iceberg", "extra": extra}))
     return "iceberg_lake"
 

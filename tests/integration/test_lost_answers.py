@@ -216,8 +216,7 @@ def test_lease_consumers_and_barriers(zk, lossy, proxy):
 
 
 def test_outcome_unknown_names_the_request_and_a_repeat_resolves_it(zk, zk_chroot, proxy):
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=4)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=4)
     try:
         ledger = EpochLedger(client, "p", owner="o", op_timeout=3)
         ledger.create_pipeline(PipelineConfig({"a": ("x",)}))

@@ -101,8 +101,7 @@ def test_scenario_03_close_answer_lost_then_a_rollback(zk, lossy, proxy):
 
 
 def test_scenario_04_a_sent_write_past_the_deadline_is_outcome_unknown(zk, zk_chroot, proxy):
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=4)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=4)
     try:
         a = EpochLedger(client, "p", owner="A", op_timeout=2)
         a.create_pipeline(CONFIG)
@@ -124,8 +123,7 @@ def test_scenario_04_a_sent_write_past_the_deadline_is_outcome_unknown(zk, zk_ch
 
 def test_scenario_04b_a_committed_write_then_the_deadline_is_call_unfinished(zk, zk_chroot, proxy):
     """The vote's own transaction was answered; the seal step after it could not reach ZooKeeper."""
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=4)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=4)
     try:
         a = EpochLedger(client, "p", owner="A", op_timeout=2)
         a.create_pipeline(CONFIG)
@@ -214,8 +212,7 @@ def test_scenario_07_a_partition_sealed_by_the_older_attempt_refuses_later_votes
 
 
 def test_scenario_08_open_as_leader_never_says_nothing_was_written_after_opening(zk, zk_chroot, proxy, monkeypatch):
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=4)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=4)
     try:
         ledger = EpochLedger(client, "p", owner="A", op_timeout=2)
         ledger.create_pipeline(CONFIG)
@@ -246,8 +243,7 @@ def test_scenario_08_open_as_leader_never_says_nothing_was_written_after_opening
 
 
 def test_scenario_09_outcome_unknown_names_the_callers_request(zk, zk_chroot, proxy):
-    client = KazooClient(hosts=proxy.hosts + zk_chroot, timeout=4)
-    client.start(timeout=15)
+    client = proxy.client(zk_chroot, timeout=4)
     try:
         ledger = EpochLedger(client, "p", owner="A", op_timeout=2)
         ledger.create_pipeline(CONFIG)

@@ -311,15 +311,14 @@ def check(family: Family, zk: KazooClient, b: EpochLedger, ctx: dict[str, Any], 
 
 @pytest.fixture(scope="module")
 def proxy(zk_server) -> Iterator[LostAnswerProxy]:
-    p = LostAnswerProxy(zk_server.hosts)
+    p = LostAnswerProxy(zk_server)
     yield p
     p.close()
 
 
 @pytest.fixture(scope="module")
 def admin(zk_server) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_server.hosts)
-    client.start(timeout=15)
+    client = zk_server.client()
     yield client
     client.stop()
     client.close()
@@ -331,8 +330,8 @@ class Case:
     def __init__(self, zk_server, admin: KazooClient, proxy: LostAnswerProxy, family: Family, label: str) -> None:
         chroot = f"/grid/{family.name}-{label}-{uuid.uuid4().hex[:6]}"
         admin.ensure_path(chroot)
-        self.zk = KazooClient(hosts=zk_server.hosts + chroot)
-        self.lossy = KazooClient(hosts=proxy.hosts + chroot, timeout=10)
+        self.zk = zk_server.client(chroot, start=False)
+        self.lossy = proxy.client(chroot, start=False, timeout=10)
         for client in (self.zk, self.lossy):
             client.start(timeout=15)
         self.a, self.b = EpochLedger(self.lossy, P, owner="A"), EpochLedger(self.zk, P, owner="B")
@@ -420,7 +419,7 @@ def test_close_of_an_epoch_its_attempt_sealed_racing_a_rollback_answers_from_one
 
     chroot = f"/grid/close-race-{uuid.uuid4().hex[:6]}"
     admin.ensure_path(chroot)
-    clients = [KazooClient(hosts=zk_server.hosts + chroot) for _ in range(2)]
+    clients = [zk_server.client(chroot, start=False) for _ in range(2)]
     for client in clients:
         client.start(timeout=15)
     try:

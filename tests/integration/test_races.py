@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _hosts(zk_server, zk_chroot):
-    return zk_server.hosts + zk_chroot
+    return zk_server.settings(zk_chroot)
 
 
 def _run(kind, n, fn, args_for):

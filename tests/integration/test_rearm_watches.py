@@ -5,9 +5,7 @@ deferred triggers riding through a leader failover on a 3-node ensemble."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import threading
 import time
 from collections import Counter
@@ -27,14 +25,6 @@ from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 pytestmark = pytest.mark.integration
 
 
-def _cut(proxy: LostAnswerProxy) -> None:
-    """Cut every connection the proxy carries (the client sees its socket close)."""
-    for pair in list(proxy.connections):
-        for sock in pair:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
 def _wait_for(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -51,8 +41,8 @@ def test_watches_survive_a_cut_connection_and_report_what_changed_meanwhile(zk_s
     """200 exists watches and a data watch; the connection is cut and kept down while 50 of the nodes
     are created and the data node changes; once back, one SetWatches request re-arms them all, the
     server fires exactly the 51 changed ones (each once), and the others fire later, once each."""
-    proxy = LostAnswerProxy(zk_server.hosts)
-    client = RearmingKazooClient(hosts=proxy.hosts + zk_chroot, timeout=30,
+    proxy = LostAnswerProxy(zk_server)
+    client = proxy.client(zk_chroot, client_class=RearmingKazooClient, start=False, timeout=30,
                                  connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
     client.start(timeout=15)
     events: Counter[tuple[str, str]] = Counter()
@@ -70,7 +60,7 @@ def test_watches_survive_a_cut_connection_and_report_what_changed_meanwhile(zk_s
         client.get("/data", watch=watch)
         client.reset_stats()
         proxy.block(600)
-        _cut(proxy)
+        proxy.cut()
         _wait_for(lambda: not client.connected, 15, "the client to notice the cut")
         for i in range(50):
             zk.create(f"/w/n{i:03d}")
@@ -99,8 +89,8 @@ def test_watches_survive_a_cut_connection_and_report_what_changed_meanwhile(zk_s
 def test_a_lost_session_still_tells_every_watcher(zk_server, zk_chroot):
     """When the session itself expired, the server forgot the watches: every watcher hears NONE (as
     with kazoo) so its owner reads again, and nothing is re-armed."""
-    proxy = LostAnswerProxy(zk_server.hosts)
-    client = RearmingKazooClient(hosts=proxy.hosts + zk_chroot, timeout=4,
+    proxy = LostAnswerProxy(zk_server)
+    client = proxy.client(zk_chroot, client_class=RearmingKazooClient, start=False, timeout=4,
                                  connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
     client.start(timeout=15)
     heard: list[WatchedEvent] = []
@@ -108,7 +98,7 @@ def test_a_lost_session_still_tells_every_watcher(zk_server, zk_chroot):
         for i in range(5):
             client.exists(f"/gone{i}", watch=heard.append)
         proxy.block(600)
-        _cut(proxy)
+        proxy.cut()
         time.sleep(9)  # past the session timeout: the server expires the session
         assert heard == []
         proxy.unblock()
@@ -129,8 +119,8 @@ def test_a_refused_rearm_falls_back_to_telling_every_watcher(zk_server, zk_chroo
 
     from airflow_epochs.triggers import rearming_client
 
-    proxy = LostAnswerProxy(zk_server.hosts)
-    client = RearmingKazooClient(hosts=proxy.hosts + zk_chroot, timeout=30,
+    proxy = LostAnswerProxy(zk_server)
+    client = proxy.client(zk_chroot, client_class=RearmingKazooClient, start=False, timeout=30,
                                  connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
     client.start(timeout=15)
     heard: list[WatchedEvent] = []
@@ -140,7 +130,7 @@ def test_a_refused_rearm_falls_back_to_telling_every_watcher(zk_server, zk_chroo
         monkeypatch.setattr(rearming_client, "set_watches_batches",
                             lambda *args, **kwargs: iter([Delete(zk_chroot + "/missing", -1)]))
         proxy.block(600)
-        _cut(proxy)
+        proxy.cut()
         _wait_for(lambda: not client.connected, 15, "the cut")
         proxy.unblock()
         _wait_for(lambda: len(heard) == 3, 30, "the NONE events after the refusal")

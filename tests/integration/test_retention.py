@@ -135,10 +135,10 @@ def test_cli_reads_history_from_a_cursor_and_compacts(zk, zk_server, zk_chroot):
     for epoch in range(1, 7):
         _epoch(ledger, epoch, snapshot="s3://t/1" if epoch == 1 else None)
     cli = [str(Path(sys.executable).parent / "airflow-epochs")]
-    hosts = ["--hosts", zk_server.hosts + zk_chroot]
+    hosts = zk_server.cli_args(zk_chroot)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*cli, *args, *hosts], capture_output=True, text=True, timeout=120)
+        return subprocess.run([*cli, *args, *hosts], capture_output=True, text=True, timeout=120, env=zk_server.env())
 
     cursor = ledger.history()[-4].seq  # the events after it: the last three
     newer = run("history", "cli", "--since", str(cursor))

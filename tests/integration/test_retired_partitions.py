@@ -249,8 +249,8 @@ def test_a_compaction_killed_between_the_retirement_file_and_the_delete_is_finis
     ledger.set_config(PipelineConfig({"keep": ("a",)}, retain_epochs=1, archive=str(archive)), from_epoch=3)
     ledger.vote(ledger.open_epoch(3), "keep", "a", {"e": 3})
     before = _reads(ledger, "gone", 2)
-    worker = subprocess.run([sys.executable, str(ARCHIVE_WORKER), zk_server.hosts + zk_chroot, "killed", "retire"],
-                            capture_output=True, text=True, timeout=120)
+    worker = subprocess.run([sys.executable, str(ARCHIVE_WORKER), zk_server.address + zk_chroot, "killed", "retire"],
+                            capture_output=True, text=True, timeout=120, env=zk_server.env())
     assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
     assert "ARCHIVED" in worker.stdout and "NOT KILLED" not in worker.stdout
     target = archive / retired_file("killed", "gone", 2)

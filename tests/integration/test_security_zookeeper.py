@@ -28,8 +28,7 @@ CLI = str(Path(sys.executable).parent / "airflow-epochs")
 
 def _owner(zk_server, chroot, user="etl", password="pw-etl-Secret1"):
     """A client as the hook builds it from a connection with a login and a password (use_acl by default)."""
-    settings = ZooKeeperSettings.from_fields(host=zk_server.hosts + chroot, login=user, password=password)
-    assert settings.use_acl
+    settings = zk_server.settings(chroot, login=user, password=password, use_acl=True)
     return settings.start_client()
 
 
@@ -46,7 +45,7 @@ def test_a_world_writable_subtree_created_first_is_refused_then_repaired(zk_serv
         assert tree(zk) == before  # refused before anything was written
 
         env = {**os.environ, "AIRFLOW_EPOCHS_ZK_PASSWORD": "pw-etl-Secret1"}
-        cli = [CLI, "acl", "check", "sales", "--hosts", zk_server.hosts + zk_chroot, "--digest-user", "etl"]
+        cli = [CLI, "acl", "check", "sales", *zk_server.cli_args(zk_chroot, login="etl")]
         check = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=60)
         assert check.returncode == 2 and "can be written by world:anyone:cdrwa" in check.stderr, check
         assert len(check.stderr.strip().splitlines()) == 1 and "Traceback" not in check.stderr
@@ -55,9 +54,11 @@ def test_a_world_writable_subtree_created_first_is_refused_then_repaired(zk_serv
         assert repaired.returncode == 0, repaired.stderr
         assert "ACL set on" in repaired.stdout and "history" in repaired.stdout
         # Now only the owner's credentials can write anywhere in the subtree, forged nodes included.
+        stranger = zk_server.client(zk_chroot, login="stranger", password="pw-stranger")
         for path in tree(owner, "/airflow-epochs/sales"):
             with pytest.raises(NoAuthError):
-                zk.set(path, b"forged")
+                stranger.set(path, b"forged")
+        stranger.stop()
         EpochLedger(owner, "sales", owner="etl").create_pipeline(CONFIG)  # accepted now
         cli[2] = "check"
         assert subprocess.run(cli, env=env, capture_output=True, timeout=60).returncode == 0
@@ -73,11 +74,13 @@ def test_a_pipeline_created_with_credentials_is_protected_and_accepted_again(zk_
         ledger.create_pipeline(CONFIG)
         ledger.create_pipeline(CONFIG)  # opening it again: the check passes on our own ACLs
         ledger.vote(ledger.open_epoch(1), "orders", "ingest", {"rows": 1})
+        stranger = zk_server.client(zk_chroot, login="stranger", password="pw-stranger")  # not the owner, nor us
         for path in ("/airflow-epochs/sales", "/airflow-epochs/sales/frontier", "/airflow-epochs/sales/history"):
             with pytest.raises(NoAuthError):
-                zk.set(path, b"forged")
+                stranger.set(path, b"forged")
             with pytest.raises(NoAuthError):
-                zk.create(f"{path}/forged")
+                stranger.create(f"{path}/forged")
+        stranger.stop()
         assert ledger.frontier() == 1
     finally:
         owner.stop()

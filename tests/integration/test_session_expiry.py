@@ -25,8 +25,8 @@ def test_frozen_coordinator_is_fenced_after_takeover(zk, zk_server, zk_chroot):
     ledger = EpochLedger(zk, "expiry", owner="standby")
     ledger.create_pipeline(PipelineConfig({"out": ("x", "y")}))
     worker = subprocess.Popen(
-        [sys.executable, str(ZOMBIE_WORKER), zk_server.hosts + zk_chroot],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(ZOMBIE_WORKER), zk_server.address + zk_chroot],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=zk_server.env(),
     )
     try:
         ready = worker.stdout.readline()

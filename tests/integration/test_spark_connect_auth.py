@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from listening_sockets import listening_addresses
+from spark_attacks import compile_attack
 
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 from airflow_epochs.spark.connect import client_url, connect_mode
@@ -110,21 +111,6 @@ def test_status_reports_a_server_that_does_not_answer_as_unhealthy(spark_connect
     assert frozen.returncode == 1 and "UNHEALTHY" in frozen.stdout and "no answer" in frozen.stdout, frozen
 
 
-ATTACK_SOURCE = Path(__file__).parent.parent / "helpers" / "ForgedStopBlockManagerMaster.java"
-
-
-def _compile_attack(folder: Path) -> str:
-    """Compile the attacker (a client of Spark's own RPC) into ``folder``; its class path, readable by all."""
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    subprocess.run(["javac", "-cp", f"{jars}/*", "-d", str(folder), str(ATTACK_SOURCE)], check=True,
-                   capture_output=True, timeout=300)
-    for path in [folder, *folder.iterdir()]:
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    return f"{folder}:{jars}/*"
-
-
 def _driver_port(log: Path) -> int:
     import re
 
@@ -165,7 +151,7 @@ def test_a_forged_stop_block_manager_master_from_another_user_is_refused(tmp_pat
     cli = [str(Path(sys.executable).parent / "airflow-epochs"), "--state-dir", str(state), "spark-connect"]
     status = [*cli, "status", "--probe-timeout", "240"]  # the first query warms the server: slow on a busy host
     with second_user() as intruder, shared_folder() as shared:
-        classpath = _compile_attack(shared / "attack")
+        classpath = compile_attack(shared / "attack")
         started = subprocess.run([*cli, "start"], capture_output=True, text=True, timeout=300)
         assert started.returncode == 0, started.stderr
         try:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from intruder import second_user, shared_folder
 from listening_sockets import listening_addresses
+from spark_attacks import compile_attack
 from spark_pipeline import JOB, PARTITION, PRODUCER, pipeline, write_inputs
-from test_spark_connect_auth import _compile_attack
 
 from airflow_epochs.coordination import InvalidInput
 from airflow_epochs.hooks.spark_epoch import SparkEpochHook
@@ -63,7 +63,7 @@ def test_the_local_driver_refuses_another_users_forged_rpc_and_serves_no_ui(zk_c
         attempt, PARTITION, PRODUCER, storage=str(tmp_path / "out"),
         inputs={"events": inputs[1], "faults": str(faults)})))
     with second_user() as intruder, shared_folder() as shared:
-        classpath = _compile_attack(shared / "attack")
+        classpath = compile_attack(shared / "attack")
         runner.start()
         try:
             deadline = time.monotonic() + 600

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 import types
@@ -52,11 +51,11 @@ def cli_cut(zk_server, chroot: str, settings, epoch: int) -> subprocess.Complete
     """``airflow-epochs table cut`` of both tables at ``epoch`` (the catalog from an Airflow connection)."""
     conn = {"conn_type": "iceberg", "host": "127.0.0.1", "port": settings.port, "login": settings.user,
             "password": settings.password, "schema": "iceberg", "extra": settings.extra}
-    env = {**os.environ, "AIRFLOW_CONN_CUT_LAKE": json.dumps(conn)}
+    env = zk_server.env(AIRFLOW_CONN_CUT_LAKE=json.dumps(conn))  # the CLI finds the server's credentials there
     tables = list(PARTITIONS.values())
     return subprocess.run([str(Path(sys.executable).parent / "airflow-epochs"), "table", "cut", tables[0], "--with",
                            tables[1], "--as-of-epoch", str(epoch), "--conn-id", "cut_lake", "--zk-hosts",
-                           zk_server.hosts + chroot], env=env, capture_output=True, text=True, timeout=300)
+                           zk_server.address + chroot], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server, zk_chroot, spark, tmp_path, pg):

@@ -132,9 +132,9 @@ def test_superseded_attempt_output_is_never_published(zk, spark, tmp_path, setti
 def run_worker(zk_server, chroot: str, settings, pipeline: str, epoch: int, kill_at: str):
     payload = json.dumps({"name": settings.name, "kind": settings.kind, "properties": dict(settings.properties),
                           "secret": dict(settings.secret)})
-    return subprocess.run([sys.executable, str(HELPERS / "publish_worker.py"), zk_server.hosts + chroot, pipeline,
+    return subprocess.run([sys.executable, str(HELPERS / "publish_worker.py"), zk_server.address + chroot, pipeline,
                            TABLE, PARTITION, str(epoch), kill_at], input=payload, capture_output=True, text=True,
-                          timeout=180, cwd=HELPERS)
+                          timeout=180, cwd=HELPERS, env=zk_server.env())
 
 
 @pytest.mark.parametrize("kill_at", ["planned", "schema", "committed"])

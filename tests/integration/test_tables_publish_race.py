@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from kazoo.client import KazooClient
 from tables_helpers import PARTITION, PRODUCER, events, new_pipeline, normalized, pg_catalog, sealed_frame
 
 from airflow_epochs.spark.storage import run_location
@@ -59,18 +58,16 @@ def sealed(zk_server, spark, tmp_path_factory):
     """Epochs 1..6 of one pipeline sealed (``note`` appears at epoch 4), shared by every race: each race
     publishes them into a table of its own. What ``read_sealed`` reads of them is the expected table."""
     chroot = f"/tests/publish-race-{uuid.uuid4().hex[:8]}"
-    admin = KazooClient(hosts=zk_server.hosts)
-    admin.start(timeout=15)
+    admin = zk_server.client()
     admin.ensure_path(chroot)
     admin.stop()
     admin.close()
-    client = KazooClient(hosts=zk_server.hosts + chroot)
-    client.start(timeout=15)
+    client = zk_server.client(chroot)
     ledger = new_pipeline(client, "race")
     store = tmp_path_factory.mktemp("race-store")
     for epoch in range(1, EPOCHS + 1):
         seal_by_hand(ledger, store, epoch)
-    yield SimpleNamespace(hosts=zk_server.hosts + chroot, ledger=ledger,
+    yield SimpleNamespace(hosts=zk_server.address + chroot, env=zk_server.env(), ledger=ledger,
                           frames={n: sealed_frame(spark, ledger, n) for n in (3, EPOCHS)})
     client.stop()
     client.close()
@@ -101,7 +98,7 @@ def _start_publishers(sealed, settings, go_dir: Path, races: list[dict]) -> list
         proc = subprocess.Popen([sys.executable, str(HELPERS / "publish_worker.py"), "race", sealed.hosts,
                                  sealed.ledger.pipeline, PARTITION, str(go_dir), str(worker)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=HELPERS)
+                                cwd=HELPERS, env=sealed.env)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps({"catalog": catalog, "races": mine}) + "\n")
         proc.stdin.flush()

@@ -10,7 +10,6 @@ import pytest
 from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.servers.embedded_zookeeper import four_letter_word
 from airflow_epochs.ui.dags import DagPipelines
 from airflow_epochs.views.pipeline import StateReader
 
@@ -98,10 +97,10 @@ def test_a_grid_page_costs_the_same_reads_whatever_the_pipeline_length(zk, zk_se
         state = StateReader(lambda: zk).pipeline(name)
         state.grid(limit=20)  # a polling page: the reader's configuration cache is warm
         state.overview()
-        before = _packets(zk_server.port)
+        before = _packets(zk_server)
         page = state.grid(limit=20)
         overview = state.overview()
-        used = _packets(zk_server.port) - before
+        used = _packets(zk_server) - before
         assert [r.epoch for r in page.rows] == list(range(epochs + 1, epochs - 19, -1))
         assert overview.counts.sealed == epochs and page.matching == epochs + 1
         return used
@@ -111,8 +110,8 @@ def test_a_grid_page_costs_the_same_reads_whatever_the_pipeline_length(zk, zk_se
     assert abs(long - short) <= 2 and long < 80, (short, long)
 
 
-def _packets(port: int) -> int:
-    for line in four_letter_word(port, "mntr").splitlines():
+def _packets(zk_server) -> int:
+    for line in zk_server.four_letter_word("mntr").splitlines():
         if line.startswith("zk_packets_received"):
             return int(line.split()[-1])
     raise AssertionError("no zk_packets_received in mntr")

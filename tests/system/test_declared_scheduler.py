@@ -28,7 +28,7 @@ INCOMPLETE = "2026-01-04"
 
 @pytest.fixture(scope="module")
 def stack_zk(zk_server):
-    yield from fresh_chroot_client(zk_server.hosts, "declared-scheduled")
+    yield from fresh_chroot_client(zk_server, "declared-scheduled")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,7 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     deployment = AirflowStack(tmp_path_factory.mktemp("declared"), template=airflow_pg_template, env={
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-            {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0]),
         "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared",
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"})

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from spark_pipeline import JOB, write_inputs
 
-from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.coordination import EpochLedger
 from airflow_epochs.redaction import redact
 
@@ -34,8 +33,8 @@ def test_no_secret_in_any_log_line(airflow_home, zk_server, zk_chroot, spark_con
     env = {
         **os.environ,
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "DEBUG",
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts,
-                                                      "schema": zk_chroot, "login": "etl", "password": PASSWORD}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(zk_chroot, login="etl", password=PASSWORD,
+                                                                    use_acl=True),
         "AIRFLOW_CONN_SPARK_PROBE_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "AIRFLOW_VAR_SECRETS_PROBE_ARCHIVE": archive,
     }
@@ -46,7 +45,7 @@ def test_no_secret_in_any_log_line(airflow_home, zk_server, zk_chroot, spark_con
                          capture_output=True, text=True, timeout=800)
     output = run.stdout + run.stderr
     # The run did what it should, with those very secrets: sealed through the protected connection.
-    settings = ZooKeeperSettings.from_fields(host=zk_server.hosts + zk_chroot, login="etl", password=PASSWORD)
+    settings = zk_server.settings(zk_chroot, login="etl", password=PASSWORD)
     client = settings.start_client()
     try:
         assert EpochLedger(client, "secrets_probe").frontier() == 1, output[-5000:]

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 @pytest.fixture(scope="module")
 def stack_zk(zk_server):
     """A chroot for this module's deployment (its connection is fixed when the stack starts)."""
-    yield from fresh_chroot_client(zk_server.hosts, "scheduled")
+    yield from fresh_chroot_client(zk_server, "scheduled")
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,7 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
     if postgres_bin() is None:
         pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
     deployment = AirflowStack(tmp_path_factory.mktemp("stack"), template=airflow_pg_template, env={
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(
-            {"conn_type": "zookeeper", "host": zk_server.hosts, "schema": stack_zk[0]}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0]),
         # a dead triggerer's triggers move to a live one after this many seconds without heartbeat
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"})

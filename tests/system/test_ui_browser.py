@@ -43,7 +43,7 @@ TEAMS = ("alpha", "beta")
 
 @pytest.fixture(scope="module")
 def ui_zk(zk_server) -> Iterator[tuple[str, KazooClient]]:
-    yield from fresh_chroot_client(zk_server.hosts, "ui")
+    yield from fresh_chroot_client(zk_server, "ui")
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,7 @@ def ui_stack(tmp_path_factory, zk_server, ui_zk, airflow_pg_template) -> Iterato
     bundles = [{"name": team, "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                 "kwargs": {"path": str(dags / team)}, "team_name": team} for team in TEAMS]
     stack = AirflowStack(base, template=airflow_pg_template, env={
-        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk_server.hosts,
-                                                      "schema": ui_zk[0]}),
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(ui_zk[0]),
         "AIRFLOW__CORE__MULTI_TEAM": "True",
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "alice:viewer:alpha,bob:viewer:beta",

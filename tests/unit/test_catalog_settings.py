@@ -7,11 +7,29 @@ import pytest
 
 from airflow_epochs.coordination import InvalidInput
 from airflow_epochs.tables import catalog_settings
+from airflow_epochs.tables.catalog import NoTableRoots
+
+
+@pytest.fixture(autouse=True)
+def table_roots(monkeypatch):
+    """Roots that let these examples through (the setting is an allow-list, closed when unset): they are
+    about the shape of the extras; the roots have tests of their own below."""
+    monkeypatch.setenv("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS", "/,s3://bucket/tables")
+
+
+def test_without_allowed_table_roots_no_catalog_keeps_data_anywhere(monkeypatch):
+    """Issue 35: ``[epochs] allowed_table_roots`` unset was open (any canonical location); now closed, and the
+    refusal names the setting."""
+    monkeypatch.delenv("AIRFLOW__EPOCHS__ALLOWED_TABLE_ROOTS")
+    for extra in ({"catalog": "sql", "warehouse": "file:///wh", "sqlite": "/tmp/c.db"},
+                  {"catalog": "sql", "warehouse": "s3://bucket/tables/wh"}):
+        with pytest.raises(NoTableRoots, match=r"no table roots are allowed.*\[epochs\] allowed_table_roots"):
+            catalog_settings(host="h", extra=extra)
 
 
 def test_postgres_settings_keep_the_password_apart():
     settings = catalog_settings(host="db.internal", port=5433, login="ice", password="s3cr@t/pw", schema="lake",
-                                extra={"catalog": "sql", "warehouse": "s3://bucket/wh"})
+                                extra={"catalog": "sql", "warehouse": "s3://bucket/tables/wh"})
     assert settings.properties["uri"] == "postgresql+psycopg2://ice:{password}@db.internal:5433/lake"
     assert "s3cr" not in repr(settings) and "s3cr" not in settings.describe()
     assert settings.secret == {"password": "s3cr%40t%2Fpw"}
