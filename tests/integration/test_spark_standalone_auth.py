@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +26,12 @@ import pytest
 from cluster_topology import Cluster
 from intruder import second_user, shared_folder
 from listening_sockets import listening_addresses
+from spark_attacks import DEPLOY_ATTACK_SOURCE, HTTP_GET, compile_attack
 from spark_pipeline import JOB, PARTITION, PRODUCER, pipeline, write_inputs
 from spark_standalone import ui_get, ui_token
-from test_spark_driver_auth import HTTP_GET
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
 
 
@@ -68,17 +66,6 @@ def _group(leader: int) -> list[int]:
     return found
 
 
-def _compile(folder: Path) -> str:
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    subprocess.run(["javac", "-cp", f"{jars}/*", "-d", str(folder), str(HELPERS / "ForgedDeployRequest.java")],
-                   check=True, capture_output=True, timeout=300)
-    for path in [folder, *folder.iterdir()]:
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    return f"{folder}:{jars}/*"
-
-
 def _rpc_port(log: Path, service: str) -> int:
     import re
 
@@ -103,7 +90,7 @@ def test_another_user_gets_no_answer_from_the_master_the_worker_or_their_uis(sta
         assert found and all(address in LOOPBACK for address, _ in found), (name, found)
     assert (ui_get(standalone.master_ui, token=None)[0], ui_get(standalone.master_ui, token=token)[0]) == (403, 200)
     with second_user() as intruder, shared_folder() as shared:
-        classpath = _compile(shared / "attack")
+        classpath = compile_attack(shared / "attack", DEPLOY_ATTACK_SOURCE)
         for port, endpoint in ((master_port, "Master"), (worker_port, "Worker")):
             forged = intruder.run(["java", "-cp", classpath, "ForgedDeployRequest", str(port), endpoint],
                                   check=False, timeout=180, cwd="/")
