@@ -52,7 +52,7 @@ SMOKE_FAULTS = ("second-deployment", "celery-worker", "zookeeper-leader")
 def merged(own: dict[str, Any], first: Cluster, shared: dict[str, Any]) -> dict[str, Any]:
     """A deployment's state with the shared components (ZooKeeper members, Spark) of ``first``'s, as they
     run now (its supervisor restarts them), for the faults that kill those. ``first``'s Airflow is stopped."""
-    from airflow_epochs.servers.process_identity import identify
+    from airflow_epochs.process_identity import identify
 
     shared_now = {name: pid for name, pid in first.components().items() if name not in own["components"]}
     identities = {name: found.to_json() for name, pid in shared_now.items() if (found := identify(pid)) is not None}

@@ -21,6 +21,10 @@ Groups (row ids in brackets):
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
   producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
              producers_missed_keys, producers_latency_s]
+  deadlines  60 epochs, seeded producer durations, a known delayed set:  [deadline_alert_latency_s_p50/max,
+             alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
+             mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]
+  reseal     correct one input at epoch 8 of 20: re-seal vs rollback    [reseal_rerun_seals, reseal_seconds]
   cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
              ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
@@ -50,12 +54,13 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
-          "producers", "cluster")
+          "producers", "deadlines", "reseal", "cluster")
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
 GROUP_MODULES = ("wake", "state_growth", "barrier", "sealing", "fleet_capacity", "many_waiters", "reconnect",
-                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers")
+                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines",
+                 "reseal")
 
 FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 """A group named here raises instead of running: how the tests check that the others' rows are kept."""
@@ -63,6 +68,7 @@ FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 
 def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
     import barrier
+    import deadlines
     import many_waiters
     import reconnect
     import sealing
@@ -105,6 +111,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
 
         measure_producers(hosts, 2 if smoke else 3, smoke)
 
+    def reseal() -> None:
+        from reseal import run as run_reseal
+
+        run_reseal(hosts, 20, 2 if smoke else 5)
+
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
 
@@ -127,6 +138,8 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
         "scheduler": scheduler,
         "publish": publish,
         "producers": producers,
+        "deadlines": lambda: deadlines.run(hosts, 12 if smoke else 60),
+        "reseal": reseal,
         "cluster": cluster,
     }
 

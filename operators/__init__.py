@@ -2,6 +2,8 @@
 
 from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
+from airflow_epochs.operators.corrections import ResealOperator
+from airflow_epochs.operators.deadline import WatchDeadlineOperator
 from airflow_epochs.operators.epoch import (
     ArriveAtBarrierOperator,
     CloseEpochOperator,
@@ -21,8 +23,10 @@ __all__ = [
     "OpenEpochOperator",
     "PublishSealedOperator",
     "ReconfigureOperator",
+    "ResealOperator",
     "RollbackOperator",
     "SparkEpochOperator",
     "VotePartitionOperator",
+    "WatchDeadlineOperator",
     "partition_asset",
 ]

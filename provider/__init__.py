@@ -32,12 +32,12 @@ def get_provider_info() -> dict[str, Any]:
                                                                       "airflow_epochs.hooks.iceberg"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "changes", "group", "consumer", "spark",
-                                                            "publish", "declared")]}],
+                                                            "publish", "declared", "deadline", "corrections")]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": [
-            f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier")]}],
+            f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier", "versions")]}],
         "triggers": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.triggers.{name}" for name in ("seals", "frontier", "barriers", "backpressure",
-                                                           "assets", "declared")]}],
+                                                           "assets", "declared", "deadlines", "versions")]}],
         "plugins": [{"name": "epochs", "plugin-class": "airflow_epochs.ui.plugin.EpochsPlugin"}],
         "connection-types": [
             {

@@ -3,5 +3,6 @@
 from airflow_epochs.sensors.barrier import BarrierSensor
 from airflow_epochs.sensors.frontier import FrontierSensor
 from airflow_epochs.sensors.seals import SealedPartitionSensor
+from airflow_epochs.sensors.versions import NewestVersionSensor
 
-__all__ = ["BarrierSensor", "FrontierSensor", "SealedPartitionSensor"]
+__all__ = ["BarrierSensor", "FrontierSensor", "NewestVersionSensor", "SealedPartitionSensor"]

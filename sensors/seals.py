@@ -14,7 +14,8 @@ from airflow_epochs.triggers.seals import PartitionsSealedTrigger
 
 class SealedPartitionSensor(ZooKeeperTriggerSensor):
     """Succeed once every partition in ``partitions`` is sealed at ``epoch`` (several partitions =
-    alignment, as with aligned checkpoint barriers). Returns ``{partition: {attempt, zxid}}``.
+    alignment, as with aligned checkpoint barriers). Returns ``{partition: {attempt, generation, zxid,
+    version}}``: ``version`` is the newest sealed version of the partition (1 unless it was re-sealed).
 
     :param pipeline: pipeline name (templated).
     :param partitions: a partition name or a list of them (templated).
@@ -48,7 +49,10 @@ class SealedPartitionSensor(ZooKeeperTriggerSensor):
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             ledger = hook.ledger(self.pipeline, root=self.root)
             seals = {p: ledger.seal_record(int(event["epoch"]), p) for p in sorted(event["seals"])}
+            views = {p: ledger.sealed_version(int(event["epoch"]), p) for p in seals}
+        versions = {p: 1 if view is None else view.version for p, view in views.items()}
         self.log.info("Pipeline %s epoch %s: sealed %s", self.pipeline, event["epoch"], sorted(seals))
         return {p: {"attempt": s.attempt if s else None, "generation": s.generation if s else
-                    event["seals"][p]["generation"], "zxid": s.zxid if s else event["seals"][p]["zxid"]}
+                    event["seals"][p]["generation"], "zxid": s.zxid if s else event["seals"][p]["zxid"],
+                    "version": versions[p]}
                 for p, s in seals.items()}

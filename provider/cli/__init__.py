@@ -15,6 +15,8 @@
     airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
     airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis
     airflow-epochs acl check|repair PIPELINE --conn-id zookeeper_default   # verify / repair the subtree's ACLs
+    airflow-epochs reseal PIPELINE EPOCH PARTITION --reason TEXT   # a corrected partition as a new version
+    airflow-epochs corrections PIPELINE [--resume]              # corrections and what each waits for
     airflow-epochs table read NS.TABLE --as-of-epoch N --conn-id iceberg_default   # a published table at epoch N
 
 Pipeline commands connect like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from
@@ -38,10 +40,11 @@ __all__ = ["CliError", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     from kazoo.exceptions import KazooException, NoAuthError
 
+    from airflow_epochs.connection.embedded import CorruptState
     from airflow_epochs.connection.zookeeper import InvalidConnection
     from airflow_epochs.coordination import AccessDenied, EpochsError
+    from airflow_epochs.private_files import UnsafeState
     from airflow_epochs.redaction import redact
-    from airflow_epochs.servers.private_files import UnsafeState
 
     args = build_parser().parse_args(argv)
     # kazoo's reconnect chatter would bury the one line that says what is wrong.
@@ -54,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
         message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
                    f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
-    except (CliError, EpochsError, InvalidConnection, UnsafeState) as exc:
+    except (CliError, CorruptState, EpochsError, InvalidConnection, UnsafeState) as exc:
         message = str(exc)
     except KazooException as exc:
         message = f"ZooKeeper: {type(exc).__name__}: {exc}"

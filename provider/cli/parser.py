@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from airflow_epochs.cli.analyze import add_analyze_command
+from airflow_epochs.cli.corrections import cmd_corrections, cmd_reseal
 from airflow_epochs.cli.pipelines import (
     PASSWORD_ENV,
     cmd_acl,
@@ -141,6 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     acl.add_argument("action", choices=["check", "repair"])
     _pipeline_args(acl)
     acl.set_defaults(func=cmd_acl)
+    reseal = sub.add_parser("reseal", help="re-seal a partition of a sealed past epoch as a new version (a late or "
+                            "corrected input); every seal that read it is then re-produced, nothing else")
+    _pipeline_args(reseal)
+    reseal.add_argument("epoch", type=_positive)
+    reseal.add_argument("partition")
+    reseal.add_argument("--reason", required=True, help="why (recorded in the pipeline's history)")
+    reseal.add_argument("--request-id", help="repeat the command with the same id to learn what it did")
+    reseal.set_defaults(func=cmd_reseal)
+    corrections = sub.add_parser("corrections", help="list a pipeline's corrections and what each waits for")
+    _pipeline_args(corrections)
+    corrections.add_argument("--resume", action="store_true", help="first advance every unfinished correction "
+                             "(after a process driving one was killed)")
+    corrections.set_defaults(func=cmd_corrections)
     from airflow_epochs.tables.cli_command import add_table_command
 
     add_table_command(sub)

@@ -78,6 +78,15 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.reseal_errors import (
+    InputsNotResealed,
+    ResealCompacted,
+    ResealInFlight,
+    ResealNotSealed,
+    ResealRefused,
+    ResealUnknownPartition,
+    VersionNotOpen,
+)
 from airflow_epochs.coordination.base.session import Session, new_request_id
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.aborts import AbortResult
@@ -107,6 +116,7 @@ from airflow_epochs.coordination.recipes.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
+from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines, Verdict
 from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
 from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
@@ -127,7 +137,9 @@ from airflow_epochs.coordination.services.shortcuts import (
 )
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
+from airflow_epochs.coordination.state.versions import VersionView
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
+from airflow_epochs.coordination.wire.deadline_records import DeadlineSpec, LateAlert, ProducerForecast, SealForecast
 from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
@@ -139,6 +151,7 @@ from airflow_epochs.coordination.wire.records import (
     VoteRecord,
     VoteResult,
 )
+from airflow_epochs.coordination.wire.versions import CorrectionNode, Reseal, VersionEntry, VersionVoteResult, read_key
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -168,6 +181,7 @@ __all__ = [
     "CoordinationUnavailable",
     "CorruptPayload",
     "CronEpochCalendar",
+    "DeadlineSpec",
     "DeliveryScopeHeld",
     "DuplicateVote",
     "EpochAlreadyOpen",
@@ -185,6 +199,7 @@ __all__ = [
     "InvalidEpoch",
     "InvalidInput",
     "InvalidName",
+    "LateAlert",
     "LeaderLease",
     "LeaseHolder",
     "LineageItem",
@@ -195,6 +210,7 @@ __all__ = [
     "OutcomeUnknown",
     "Overtaken",
     "PartitionAlreadySealed",
+    "PartitionDeadlines",
     "PartitionNotSealed",
     "PayloadTooLarge",
     "PipelineConfig",
@@ -202,9 +218,11 @@ __all__ = [
     "PipelineNotFound",
     "PipelinePaths",
     "PipelineReader",
+    "ProducerForecast",
     "RetiredScope",
     "RetryableError",
     "RollbackRefused",
+    "SealForecast",
     "SealInfo",
     "SealRecord",
     "Session",
@@ -222,6 +240,7 @@ __all__ = [
     "UnknownParticipant",
     "UnknownPartition",
     "UnknownProducer",
+    "Verdict",
     "VoteRecord",
     "VoteResult",
     "acknowledge",
@@ -245,3 +264,7 @@ __all__ = [
     "validate_root",
     "verify_pipeline_acls",
 ]
+# Re-seals: versions of a sealed (epoch, partition) and the corrections they start.
+__all__ += ["CorrectionNode", "InputsNotResealed", "Reseal", "ResealCompacted", "ResealInFlight", "ResealNotSealed",
+            "ResealRefused", "ResealUnknownPartition", "VersionEntry", "VersionNotOpen", "VersionView",
+            "VersionVoteResult", "read_key"]

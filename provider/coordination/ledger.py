@@ -47,9 +47,11 @@ from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 from airflow_epochs.coordination.protocol.retention import CompactionReport
 from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
 from airflow_epochs.coordination.recipes.barriers import Barrier
+from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines
 from airflow_epochs.coordination.recipes.leadership import LeaderLease
 from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
+from airflow_epochs.coordination.recipes.versions_face import VersionedLedger
 from airflow_epochs.coordination.state import snapshots
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
@@ -71,7 +73,7 @@ __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealI
            "VoteResult", "connected_ledger"]
 
 
-class EpochLedger:
+class EpochLedger(VersionedLedger):
     """The epoch protocol of one pipeline over a started kazoo client.
 
     :param client: a started :class:`~kazoo.client.KazooClient` (possibly chrooted).
@@ -356,7 +358,7 @@ class EpochLedger:
 
     def last_sealed_snapshots(self, partition: str, *, before_epoch: int | None = None) -> dict[str, SnapshotRef]:
         """Every producer's newest sealed snapshot pointer for ``partition`` before ``before_epoch``."""
-        return self.reader.last_sealed_snapshots(partition, before_epoch=before_epoch)
+        return self.newest_snapshots(self.reader.last_sealed_snapshots(partition, before_epoch=before_epoch))
 
     def history(self, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
         """The recorded state changes after ``since_seq`` (the ``seq`` of the last event seen), oldest
@@ -399,6 +401,10 @@ class EpochLedger:
     def backpressure(self) -> Backpressure:
         """The pipeline's consumers as they hold its producers back."""
         return Backpressure(self.ctx)
+
+    def deadlines(self, *, window: int = 32) -> PartitionDeadlines:
+        """Partition deadlines and predicted seals: ``ledger.deadlines().predicted_seal(epoch, partition)``."""
+        return PartitionDeadlines(self.ctx, window=window)
 
     # -- handles -----------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 - ``declared_zookeeper_conn_id``: the ZooKeeper connection (default ``zookeeper_default``);
 - ``declared_root``: the pipelines' root znode (default ``/airflow-epochs``);
 - ``reopen_on_rerun``: ``true`` to roll a sealed key back when a producer runs again for it (the
-  consumer then gets the key again); default ``false``: the re-run is logged and changes nothing.
+  consumer then gets the key again); ``reseal`` to re-seal the key's partition as a new version instead
+  (no later epoch is undone; see ``EpochLedger.reseal``); default ``false``: the re-run is logged and
+  changes nothing.
 - ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_cache_ttl`` (seconds,
   default 60): the host's cached filter of declared producers. Only a task it names contacts
   ZooKeeper; a task no declaration names runs as if the provider were not installed, ZooKeeper up or
@@ -207,7 +209,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
-    reopen = _setting("reopen_on_rerun", "false").strip().lower() in ("1", "true", "yes", "on")
+    on_rerun = _setting("reopen_on_rerun", "false").strip().lower()
+    reopen, reseal = on_rerun in ("1", "true", "yes", "on"), on_rerun == "reseal"
     conn_id, root = source[0].split("=", 1)[0], source[1]
     budget = _seconds("declared_vote_budget", _setting("declared_vote_budget", "60"))
     outcomes: list[Any] = []
@@ -229,7 +232,7 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                                     pipeline, exc)
                         return []
                     matches = declared.matches(ti.dag_id, ti.task_id, events)
-                    done = [stage_vote(ledger, match, ti, reopen=reopen) for match in matches]
+                    done = [stage_vote(ledger, match, ti, reopen=reopen, reseal=reseal) for match in matches]
                     if done:
                         drained = drain(ledger)
                         if drained.sealed:
@@ -262,6 +265,9 @@ def _report(outcome: Any) -> None:
     elif outcome.status == "rerun_after_seal":
         log.warning("Declared producer ran again AFTER the seal: %s, first produced by %s; the consumer is not "
                     "triggered again (set [epochs] reopen_on_rerun = true to reopen the key)", where, first)
+    elif outcome.status == "resealed":
+        log.warning("Declared producer ran again after the seal: %s; the key's partition was re-sealed as a new "
+                    "version (reopen_on_rerun = reseal)", where)
     elif outcome.status == "reopened":
         log.warning("Declared producer ran again after the seal: %s; the key was rolled back and is sealed "
                     "again (reopen_on_rerun)", where)

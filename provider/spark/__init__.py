@@ -8,6 +8,7 @@
 
 from airflow_epochs.spark.context import CONTEXT_ARG, EpochContext
 from airflow_epochs.spark.job import EpochJob, JobAlreadyFinished, content_checksum, run_epoch, run_job
+from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
 from airflow_epochs.spark.sealed import SealedOutput, read_sealed, sealed_outputs, sealed_runs
 from airflow_epochs.spark.storage import (
     MANIFEST_FILE,
@@ -25,6 +26,7 @@ __all__ = [
     "EpochJob",
     "JobAlreadyFinished",
     "JobWithoutManifest",
+    "ResubmitOutcome",
     "SealedOutput",
     "SubmitOutcome",
     "collect_garbage",
@@ -32,6 +34,7 @@ __all__ = [
     "epoch_location",
     "read_manifest",
     "read_sealed",
+    "resubmit_version",
     "run_epoch",
     "run_job",
     "run_location",

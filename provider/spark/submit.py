@@ -25,6 +25,7 @@ from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.wire.manifests import RunManifest
+from airflow_epochs.coordination.wire.versions import read_key
 from airflow_epochs.lineage.runs import LINEAGE_DATASET, LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
@@ -77,6 +78,17 @@ def snapshot_pointer(manifest: RunManifest, epoch: int) -> dict[str, Any] | None
     if snapshot is None:
         return None
     return {"path": snapshot.path, "format": snapshot.format, "epoch": epoch, "checksum": snapshot.checksum}
+
+
+def partition_reads(pipeline: str, epoch: int, partition: str, sealed_inputs: Mapping[str, str] | None,
+                    snapshot_epoch: int | None) -> dict[str, int]:
+    """The lineage vector of a job's reads within its pipeline (see ``read_key``): the sealed inputs of its
+    epoch, and its own partition at the epoch whose snapshot it started from; a re-seal of any of them
+    re-produces the job's seal (``EpochLedger.reseal``)."""
+    reads = {read_key(pipeline, upstream): epoch for upstream in (sealed_inputs or {}).values()}
+    if snapshot_epoch is not None:
+        reads[read_key(pipeline, partition)] = snapshot_epoch
+    return reads
 
 
 def _settled(decision: SubmitDecision) -> SubmitOutcome | None:
@@ -173,9 +185,11 @@ def submit_and_seal(
 
         try:
             # A repeated identical vote is a no-op, so a vote whose answer was lost is simply sent again.
+            reads = partition_reads(attempt.pipeline, attempt.epoch, partition, sealed_inputs,
+                                    decision.snapshot.epoch if decision.snapshot else None)
             result = call_with_retries(
                 lambda: ledger.vote(attempt, partition, producer, summary,
-                                    snapshot=snapshot_pointer(record, attempt.epoch)),
+                                    snapshot=snapshot_pointer(record, attempt.epoch), upstream=reads or None),
                 backoff=VOTE_BACKOFF, on_retry=on_retry)
             sealed, epoch_sealed = result.partition_sealed, result.epoch_sealed
         except PartitionAlreadySealed:

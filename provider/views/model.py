@@ -137,6 +137,8 @@ class PartitionDetail:
     summary: dict[str, Any]  # rows / bytes / files over the producers' manifests
     snapshots: dict[str, Any]
     lineage: dict[str, int]  # upstream pipeline -> epoch read
+    # the predicted seal and the deadline (:func:`airflow_epochs.views.deadlines.partition_deadline`)
+    deadline: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

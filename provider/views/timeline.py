@@ -2,7 +2,8 @@
 
 Lanes, top to bottom: ``open`` (the epoch opened), one lane per barrier (first arrival to release),
 one lane per partition (from the epoch's opening, or from the release of the barrier it follows, to
-its seal), and ``seal`` (the epoch sealed). A stalled epoch shows as a long bar; a straggler as a long
+its seal), ``late <partition>`` (from a missed deadline to the late seal, naming the producers it waited
+for) and ``seal`` (the epoch sealed). A stalled epoch shows as a long bar; a straggler as a long
 barrier bar with its name in the tooltip. Output: PNG (matplotlib) and/or self-contained HTML (SVG).
 """
 
@@ -18,12 +19,14 @@ from airflow_epochs.coordination import EpochLedger, Event
 from airflow_epochs.coordination.wire.events import (
     BarrierDeclared,
     BarrierReleased,
+    DeadlineMissed,
     EpochOpened,
     EpochSealed,
     EventRecord,
     PartitionSealed,
+    SealedLate,
 )
-from airflow_epochs.servers.private_files import replace_file
+from airflow_epochs.private_files import replace_file
 
 MARK = 0.05  # seconds: width of instant stages so that they stay visible
 
@@ -68,14 +71,29 @@ def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list
             begin = max([start, *(when for when, _ in releases if when <= first_vote)])
             found.append(Span(epoch, sealed.partition, begin, max(sealed_at, begin + MARK),
                               f"sealed by attempt {sealed.attempt}"))
+        found += _late(epoch, events)
         for when in (at for at, r in events if isinstance(r, EpochSealed)):
             found.append(Span(epoch, "seal", when, when + MARK, "epoch sealed"))
     return found
 
 
+def _late(epoch: int, events: Sequence[tuple[float, EventRecord]]) -> list[Span]:
+    """A partition's missed deadline: from the deadline to its late seal (or to the alert, while unsealed)."""
+    found = []
+    for at, missed in ((at, r) for at, r in events if isinstance(r, DeadlineMissed)):
+        sealed = [r for _, r in events if isinstance(r, SealedLate) and r.partition == missed.partition]
+        end = sealed[-1].sealed_at if sealed else at
+        note = f"missed its deadline waiting for {', '.join(missed.missing) or 'nobody'}" + (
+            f"; sealed {sealed[-1].late_by:.1f} s late" if sealed else "; not sealed yet")
+        found.append(Span(epoch, f"late {missed.partition}", missed.deadline_at,
+                          max(end, missed.deadline_at + MARK), note))
+    return found
+
+
 def lanes(found: Sequence[Span]) -> list[str]:
-    order = {"open": 0, "seal": 3}
-    names = sorted({s.lane for s in found}, key=lambda n: (order.get(n, 1 if n.startswith("barrier ") else 2),
+    order = {"open": 0, "seal": 4}
+    names = sorted({s.lane for s in found}, key=lambda n: (order.get(n, 1 if n.startswith("barrier ") else
+                                                                     3 if n.startswith("late ") else 2),
                                                           min(s.start for s in found if s.lane == n)))
     return names
 

@@ -141,7 +141,7 @@ class Driver(Faults):
         (which leaves its state beside ours)."""
         if self.second_up():
             return [self.second.stack.query]
-        from airflow_epochs.servers.private_files import read_private
+        from airflow_epochs.private_files import read_private
 
         try:
             state = json.loads(read_private(Path(self.state["base"]) / "second" / "state-second.json", secret=True))

@@ -12,12 +12,18 @@ from airflow_epochs.coordination.wire.events import (
     EVENT_KINDS,
     AttemptStarted,
     BarrierReleased,
+    CorrectionDone,
+    CorrectionPlanned,
+    DeadlineMissed,
     DeliveryScopeRetired,
     EpochOpened,
     PartitionSealed,
     PipelineCreated,
+    ResealOpened,
     Rollback,
+    SealedLate,
     UnknownEvent,
+    VersionSealed,
     event_record,
 )
 
@@ -30,6 +36,13 @@ SAMPLES = [
     Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
              reason="bad data", owner="o"),
     DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
+    ResealOpened(epoch=8, partition="weather", version=2, correction="0000000008:weather:v2", reason="late",
+                 request="r"),
+    VersionSealed(epoch=8, partition="weather", version=2, correction="0000000008:weather:v2"),
+    CorrectionPlanned(epoch=8, correction="0000000008:weather:v2", plan=("8:joined", "9:totals")),
+    CorrectionDone(epoch=8, correction="0000000008:weather:v2", resealed=2),
+    DeadlineMissed(epoch=4, partition="a", deadline_at=10.5, missing=("x", "y"), raised_by="w"),
+    SealedLate(epoch=4, partition="a", deadline_at=10.5, sealed_at=12.0, late_by=1.5),
 ]
 
 
@@ -41,7 +54,7 @@ def test_a_record_reads_back_as_written_through_json(record):
 
 
 def test_every_kind_has_one_record():
-    assert len(EVENT_KINDS) == 17 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+    assert len(EVENT_KINDS) == 23 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
 
 
 def test_the_seal_count_is_stored_under_the_key_the_seal_uses():

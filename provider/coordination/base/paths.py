@@ -16,6 +16,10 @@
         consumers/<id>                      acknowledged epoch of each consumer (backpressure)
         locks/<resource>                    kazoo Lock / ReadLock / WriteLock
         archive                             summary of compacted epochs
+        seal-stats/<partition>              recent seal times of the partition's producers (deadlines)
+        deadlines/<partition>,<declarer>    a declared deadline of the partition (pipeline or consumer)
+        late-alerts/<epoch>,<gen>,<part>    the one alert of a late (epoch, partition) per opening: create-only
+        late-alerts/<epoch>,<gen>,<part>,run  ephemeral: the watcher running that alert's callback
         asset-events/<scope>/next-<partition>   next seal to deliver as an asset event (committed once
                                             Airflow stored the event); <epoch>-<gen>-<partition>:
                                             ephemeral claim of the triggerer delivering that seal
@@ -144,6 +148,34 @@ class PipelinePaths:
     @property
     def archive(self) -> str:
         return f"{self.base}/archive"
+
+    @property
+    def seal_stats_dir(self) -> str:
+        return f"{self.base}/seal-stats"
+
+    def seal_stats(self, partition: str) -> str:
+        return f"{self.seal_stats_dir}/{validate_name('partition', partition)}"
+
+    @property
+    def deadlines(self) -> str:
+        return f"{self.base}/deadlines"
+
+    def deadline(self, partition: str, declarer: str) -> str:
+        return f"{self.deadlines}/{validate_name('partition', partition)},{validate_name('owner', declarer)}"
+
+    @property
+    def late_alerts(self) -> str:
+        return f"{self.base}/late-alerts"
+
+    def late_alert(self, epoch: int, generation: int, partition: str) -> str:
+        """The one alert of a late (epoch, partition) in one opening of the epoch, across watchers and
+        deployments (create-only)."""
+        return (f"{self.late_alerts}/{epoch_key(validate_epoch(epoch))},{int(generation)},"
+                f"{validate_name('partition', partition)}")
+
+    def late_alert_delivery(self, epoch: int, generation: int, partition: str) -> str:
+        """Ephemeral: the watcher running the alert's callback right now."""
+        return f"{self.late_alert(epoch, generation, partition)},run"
 
     @property
     def asset_events(self) -> str:

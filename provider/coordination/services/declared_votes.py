@@ -84,7 +84,8 @@ class StageOutcome:
     ``status``: ``staged`` (new), ``repeat`` (this task instance had staged it: a retry or re-run),
     ``other_run`` (another task instance staged this producer's vote for the key first; before the
     seal: that vote stands), ``rerun_after_seal`` (another run after the key was sealed; nothing
-    changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again).
+    changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again),
+    ``resealed`` (the same, with ``reseal``: the key's partition was re-sealed as a new version).
     """
 
     pipeline: str
@@ -128,9 +129,12 @@ def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredPro
 
 
 def stage_vote(
-    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False
+    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False, reseal: bool = False
 ) -> StageOutcome:
-    """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module."""
+    """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module. With
+    ``reseal``, a re-run after the seal re-seals the key's partition as a new version instead of rolling
+    back (:func:`_reseal_key`): only what read it is re-produced, and no later epoch is undone."""
+    reopen = reopen or reseal
     validate_name("partition", match.partition)
     validate_name("producer", match.producer)
     epoch = declaration(ledger).keys.epoch_of(match.key)
@@ -148,9 +152,8 @@ def stage_vote(
     existing, version = staged
     if existing.task_instance == doc.task_instance:
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
-            # this re-run replaced the staged vote, then stopped before its rollback: finish it
-            _reopen(ledger, match, task_instance, epoch, doc)
-            return _outcome(ledger, match, epoch, "reopened", doc)
+            # this re-run replaced the staged vote, then stopped before its rollback (or re-seal): finish it
+            return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
         return _outcome(ledger, match, epoch, "repeat", existing)
     if not _sealed(ledger, epoch):
         return _outcome(ledger, match, epoch, "other_run", existing)
@@ -158,8 +161,31 @@ def stage_vote(
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
     if not _replace(ledger, path, doc, version):  # another re-run replaced it first: that one reopens
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
+    return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
+
+
+def _rerun(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int, doc: StagedVote, *,
+           reseal: bool) -> StageOutcome:
+    if reseal:
+        _reseal_key(ledger, match, task_instance, epoch, doc)
+        return _outcome(ledger, match, epoch, "resealed", doc)
     _reopen(ledger, match, task_instance, epoch, doc)
     return _outcome(ledger, match, epoch, "reopened", doc)
+
+
+def _reseal_key(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
+                doc: StagedVote) -> None:
+    """Re-seal the key's partition as a new version and cast every producer's staged vote under it (this
+    re-run's, and the others' as they stand); once per re-run (its request ids)."""
+    asked = ledger.reseal(epoch, match.partition, request_id=f"rs-{doc.request}",
+                          reason=f"declared producer {match.producer!r} ran again for key {match.key!r} "
+                                 f"({task_instance.dag_id}/{task_instance.run_id})")
+    if asked.state != "open":
+        return
+    for partition, producer, staged in staged_votes(ledger, epoch):
+        if partition == match.partition:
+            ledger.vote_version(epoch, partition, asked.version, producer, staged.vote(),
+                                request_id=f"v{asked.version}-{staged.request}")
 
 
 def _exists(ledger: EpochLedger, path: str) -> bool:
@@ -217,8 +243,9 @@ def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, ep
 
 
 def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
-    """Whether the epoch's seal holds another task instance's vote for this producer than ``doc``'s."""
-    seal = ledger.seal(epoch, match.partition)
+    """Whether the epoch's newest seal (version) holds another task instance's vote for this producer than
+    ``doc``'s."""
+    seal = ledger.sealed_version(epoch, match.partition)
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)

@@ -203,6 +203,72 @@ class DeliveryScopeRetired(EventRecord):
 
 
 @dataclass(frozen=True)
+class ResealOpened(EventRecord):
+    """A new version of a sealed (epoch, partition) opened: asked for (``correction`` is its own) or
+    opened by a correction that made the seal stale."""
+
+    kind: ClassVar[str] = "reseal_opened"
+    epoch: int
+    partition: str = ""
+    version: int = 0
+    correction: str = ""
+    reason: str = ""
+    request: str = ""
+
+
+@dataclass(frozen=True)
+class VersionSealed(EventRecord):
+    kind: ClassVar[str] = "version_sealed"
+    epoch: int
+    partition: str = ""
+    version: int = 0
+    correction: str = ""
+
+
+@dataclass(frozen=True)
+class CorrectionPlanned(EventRecord):
+    """A correction's stale seals, found from the lineage vectors (``plan``: ``epoch:partition``)."""
+
+    kind: ClassVar[str] = "correction_planned"
+    epoch: int
+    correction: str = ""
+    plan: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CorrectionDone(EventRecord):
+    kind: ClassVar[str] = "correction_done"
+    epoch: int
+    correction: str = ""
+    resealed: int = 0
+
+
+@dataclass(frozen=True)
+class DeadlineMissed(EventRecord):
+    """A partition passed its deadline unsealed: the one alert of (epoch, partition), naming the
+    producers it still waited for."""
+
+    kind: ClassVar[str] = "deadline_missed"
+    epoch: int
+    partition: str = ""
+    deadline_at: float = 0.0
+    missing: tuple[str, ...] = ()
+    raised_by: str = ""
+
+
+@dataclass(frozen=True)
+class SealedLate(EventRecord):
+    """A partition that had missed its deadline sealed, ``late_by`` seconds after it."""
+
+    kind: ClassVar[str] = "sealed_late"
+    epoch: int
+    partition: str = ""
+    deadline_at: float = 0.0
+    sealed_at: float = 0.0
+    late_by: float = 0.0
+
+
+@dataclass(frozen=True)
 class UnknownEvent(EventRecord):
     """An event of a kind this version does not know (written by a newer one): its detail as stored."""
 
@@ -214,7 +280,8 @@ class UnknownEvent(EventRecord):
 EVENT_KINDS: dict[str, type[EventRecord]] = {cls.kind: cls for cls in (
     PipelineCreated, ConfigSet, Rollback, Compacted, EpochOpened, AttemptStarted, AttemptAborted, PartitionSealed,
     EpochSealed, ConsumerRegistered, ConsumerUnregistered, LeaderChanged, LeaderReleased, BarrierDeclared,
-    BarrierReleased, BarrierStragglers, DeliveryScopeRetired)}
+    BarrierReleased, BarrierStragglers, DeliveryScopeRetired, DeadlineMissed, SealedLate, ResealOpened,
+    VersionSealed, CorrectionPlanned, CorrectionDone)}
 
 
 def event_record(kind: str, detail: Mapping[str, Any]) -> EventRecord:

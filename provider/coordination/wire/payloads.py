@@ -114,8 +114,17 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "staged_vote": {"ti": (dict,), "partition_key": (str,), "request": (str,)},
     "staged_key": {"partition_key": (str,)},
     "staged_pruned": {"through": (int,)},
+    "seal_stats": {"partition": (str,), "through": (int,), "window": (int,), "producers": (dict,)},
+    "deadline": {"partition": (str,), "mode": (str,), "declarer": (str,)},
+    "late_alert": {"epoch": (int,), "partition": (str,), "deadline_at": _NUMBER, "raised_at": _NUMBER,
+                   "raised_by": (str,), "missing": (list,)},
     "declared_filter": {"conn": (str,), "root": (str,), "pipelines": (list,), "fetched_at": _NUMBER,
                         "declarations": (dict,)},
+    # re-seals (wire/versions.py)
+    "versions": {"epoch": (int,), "partition": (str,), "latest": (int,), "versions": (list,)},
+    "sealed_version": {"epoch": (int,), "partition": (str,), "version": (int,), "request": (str,),
+                       "sealed_at": _NUMBER, "votes": (dict,)},
+    "correction": {"id": (str,), "origin": (list,), "request": (str,), "state": (str,), "plan": (list,)},
 }
 
 

@@ -156,6 +156,19 @@ function renderGrid(page) {
   $("next").disabled = last >= page.matching;
 }
 
+// The predicted seal (typical / late quantile) and the deadline; a late partition is marked LATE,
+// naming the producers it still waits for (sealed late: by how much).
+function deadlineCell(d) {
+  if (!d) return el("td", {}, "-");
+  const predicted = d.status === "predicted" ? `${when(d.typical_at)} (q${d.quantile}: ${when(d.late_at)})`
+    : d.status === "too_little_history" ? "too little history" : d.status;
+  const deadline = d.deadline_at ? `deadline ${when(d.deadline_at)}` : "no deadline";
+  const late = d.state === "late" ? `LATE, waiting for ${d.missing.map((m) => m.producer).join(", ")}`
+    : d.state === "sealed_late" ? `SEALED LATE${d.late_by === null ? "" : ` by ${duration(d.late_by)}`}` : "";
+  return el("td", { class: d.late ? "late" : null, "data-testid": "deadline" }, `${predicted}; ${deadline}`,
+    late ? el("span", { class: "tag late-mark" }, ` ${late}${d.alerted ? " (alerted)" : ""}`) : "");
+}
+
 function renderDetail(d) {
   const r = d.row;
   $("detail").hidden = false;
@@ -167,7 +180,7 @@ function renderDetail(d) {
   $("detail-partitions").replaceChildren(...d.partitions.map((p) => el("tr", { "data-partition": p.partition },
     el("td", {}, p.partition), el("td", {}, el("span", { class: `tag state-${p.state}` }, LABEL[p.state])),
     el("td", {}, `${p.votes} of ${p.needed}`), el("td", {}, p.sealed_by === null ? "-" : `attempt ${p.sealed_by}`),
-    el("td", {}, when(p.sealed_at)), el("td", {}, duration(p.seconds_to_seal)),
+    el("td", {}, when(p.sealed_at)), el("td", {}, duration(p.seconds_to_seal)), deadlineCell(p.deadline),
     el("td", {}, p.summary.rows === undefined ? "-" : p.summary.rows.toLocaleString()),
     el("td", {}, p.summary.bytes === undefined ? "-" : p.summary.bytes.toLocaleString()),
     el("td", { class: "manifest", title: JSON.stringify(p.snapshots) }, Object.keys(p.snapshots).length

@@ -1,0 +1,118 @@
+"""PartitionDeadlineTrigger: watch one partition of one epoch against its declared deadline and,
+when it is late, run a callback the way Airflow 3's deadline alerts run theirs, exactly once across
+triggerers and deployments.
+
+Airflow's own ``DeadlineAlert`` cannot carry this: its reference is evaluated once, by the scheduler,
+when the DAG run is created, and its callback runs when that DAG run is not finished by then. A
+partition's deadline is about ZooKeeper state (is the partition sealed, whose vote is missing) and
+may be a prediction that changes as votes land; and each deployment's scheduler would alert for its
+own DAG run. So the watch is ours: the decision and the one alert are the core's
+(:mod:`airflow_epochs.coordination.recipes.deadlines`), and the callback is an Airflow callback
+(``AsyncCallback(path, kwargs)``, called as Airflow's ``CallbackTrigger`` calls it), given the alert as
+``alert=...`` (JSON: epoch, partition, deadline_at, missing producers with their predicted vote times
+and last votes).
+
+The core's wait is blocking (kazoo watches on the triggerer's shared client): it runs in a thread,
+told to stop when the trigger is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_epochs.coordination import DEFAULT_ROOT, Verdict, validate_epoch, validate_name
+from airflow_epochs.hooks.ledgers import ledger_on
+from airflow_epochs.triggers.base import connection_settings
+from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+
+def verdict_payload(verdict: Verdict) -> dict[str, Any]:
+    """The trigger event's payload: where the partition stands, and the alert if it is late."""
+    forecast = verdict.forecast
+    return {"status": "success", "epoch": verdict.epoch, "partition": verdict.partition, "state": verdict.state,
+            "deadline_at": verdict.deadline_at, "typical_at": forecast.typical_at, "late_at": forecast.late_at,
+            "alert": None if verdict.alert is None else verdict.alert.to_json(), "delivered": False}
+
+
+async def run_callback(path: str, kwargs: dict[str, Any], alert: dict[str, Any]) -> Any:
+    """Import and call the callback at ``path`` with ``kwargs`` and ``alert``: awaited if it is a
+    coroutine function (an ``AsyncCallback``), else in a thread so the triggerer's loop never blocks."""
+    module, _, name = path.rpartition(".")
+    callback = getattr(importlib.import_module(module), name)
+    if inspect.iscoroutinefunction(callback):
+        return await callback(**kwargs, alert=alert)
+    return await asyncio.to_thread(callback, **kwargs, alert=alert)
+
+
+class PartitionDeadlineTrigger(BaseTrigger):
+    """Fire once ``partition`` of ``epoch`` is decided against its deadline (sealed in time, sealed
+    late, or late); the watcher that raises the alert (or takes over the delivery of a dead one's)
+    runs the callback first and marks the alert delivered.
+
+    :param pipeline: pipeline name.
+    :param epoch: the epoch.
+    :param partition: the partition (its deadline is declared with ``ledger.deadlines().declare``).
+    :param callback_path: dotted path of the callback (``AsyncCallback(...).path``).
+    :param callback_kwargs: its keyword arguments (JSON).
+    :param zookeeper_conn_id: ZooKeeper connection id.
+    :param root: znode under which pipelines live.
+    :param wait_for_seal: after a late partition's alert, go on watching until it seals, then record
+        how late it was (default); False: fire once the alert is delivered.
+    """
+
+    def __init__(self, *, pipeline: str, epoch: int, partition: str, callback_path: str,
+                 callback_kwargs: dict[str, Any] | None = None, zookeeper_conn_id: str = "zookeeper_default",
+                 root: str = DEFAULT_ROOT, wait_for_seal: bool = True) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
+        self.pipeline = validate_name("pipeline", pipeline)
+        self.epoch = validate_epoch(epoch)
+        self.partition = validate_name("partition", partition)
+        self.callback_path = callback_path
+        self.callback_kwargs = dict(callback_kwargs or {})
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+        self.wait_for_seal = wait_for_seal
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("airflow_epochs.triggers.deadlines.PartitionDeadlineTrigger",
+                {"pipeline": self.pipeline, "epoch": self.epoch, "partition": self.partition,
+                 "callback_path": self.callback_path, "callback_kwargs": self.callback_kwargs,
+                 "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root,
+                 "wait_for_seal": self.wait_for_seal})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        settings = await connection_settings(self.zookeeper_conn_id)
+        client = await SHARED_CLIENTS.acquire_async(settings)
+        stop = threading.Event()
+        try:
+            # one owner per watcher: watchers in one triggerer share the session
+            owner = f"triggerer-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            deadlines = ledger_on(client, self.pipeline, owner=owner, root=self.root).deadlines()
+            verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
+                                              until_sealed=self.wait_for_seal)
+            delivered = False
+            if verdict.deliver and verdict.alert is not None:
+                self.log.info("Pipeline %s: partition %s of epoch %s is late (deadline %s); waiting for %s",
+                              self.pipeline, self.partition, self.epoch, verdict.deadline_at,
+                              [m.producer for m in verdict.alert.missing])
+                await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
+                await asyncio.to_thread(deadlines.delivered, verdict.alert)
+                delivered = True
+                if self.wait_for_seal and verdict.state == "late":  # then its late seal is recorded
+                    verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
+                                                      until_sealed=True)
+            payload = verdict_payload(verdict)
+            payload["delivered"] = delivered
+            yield TriggerEvent(payload)
+        finally:
+            stop.set()  # a cancelled trigger's thread stops within half a second
+            SHARED_CLIENTS.release(settings)

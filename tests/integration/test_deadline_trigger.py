@@ -1,0 +1,116 @@
+"""The deadline watch as the triggerer runs it, against a real ZooKeeper: the alert's callback runs
+once within a second of the deadline, however many triggers watch the partition; a partition sealed
+in time fires without an alert; a cancelled watch lets go of its thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from airflow_epochs.coordination import DeadlineSpec, EpochLedger, PipelineConfig
+from airflow_epochs.triggers.deadlines import PartitionDeadlineTrigger
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pipeline(zk, zk_connection):
+    ledger = EpochLedger(zk, "p", owner="o")
+    ledger.create_pipeline(PipelineConfig({"daily": ("fast", "slow")}))
+    ledger.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=1.5))
+    return ledger
+
+
+def _trigger(out, tag="", path="deadline_callbacks.record_alert", *, wait_for_seal=True):
+    kwargs = {"out": str(out)} if path.endswith("_sync") else {"out": str(out), "tag": tag}
+    return PartitionDeadlineTrigger(pipeline="p", epoch=1, partition="daily", callback_path=path,
+                                    callback_kwargs=kwargs, wait_for_seal=wait_for_seal)
+
+
+async def _first_event(trigger, timeout):
+    events = trigger.run()
+    try:
+        return await asyncio.wait_for(events.__anext__(), timeout)
+    finally:
+        await events.aclose()
+
+
+def test_serialises_as_the_triggerer_stores_it(tmp_path):
+    trigger = _trigger(tmp_path / "a.jsonl", "x")
+    path, kwargs = trigger.serialize()
+    assert path == "airflow_epochs.triggers.deadlines.PartitionDeadlineTrigger"
+    assert PartitionDeadlineTrigger(**json.loads(json.dumps(kwargs))).serialize() == (path, kwargs)
+
+
+def test_three_triggers_one_callback_within_a_second_of_the_deadline(pipeline, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    attempt = pipeline.open_epoch(1)
+    pipeline.vote(attempt, "daily", "fast", {})
+    deadline = pipeline.epoch_info(1).opened_at + 1.5
+
+    async def scenario():
+        watches = asyncio.gather(*(_first_event(_trigger(out, f"t{i}"), 30) for i in range(3)))
+        while not out.exists():  # the alert is out; the watches go on until the partition seals
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(pipeline.vote, attempt, "daily", "slow", {})
+        return await watches
+
+    events = asyncio.run(scenario())
+    alerts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(alerts) == 1, alerts
+    assert 0 <= alerts[0]["at"] - deadline < 1.0
+    assert [m["producer"] for m in alerts[0]["alert"]["missing"]] == ["slow"]
+    assert [e.payload["state"] for e in events] == ["sealed_late"] * 3
+    assert sum(e.payload["delivered"] for e in events) == 1
+    alert = pipeline.deadlines().alert(1, "daily")
+    assert alert.delivered_at is not None and alert.late_by is not None and alert.late_by > 0.4  # recorded by them
+    assert [e.event for e in pipeline.history()].count("sealed_late") == 1
+
+
+def test_a_sync_callback_runs_in_a_thread(pipeline, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    pipeline.open_epoch(1)
+    event = asyncio.run(_first_event(_trigger(out, path="deadline_callbacks.record_alert_sync", wait_for_seal=False),
+                                     30))
+    assert event.payload["delivered"] and json.loads(out.read_text())["tag"] == "sync"
+
+
+def test_sealed_in_time_fires_without_an_alert(pipeline, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    attempt = pipeline.open_epoch(1)
+
+    async def scenario():
+        task = asyncio.create_task(_first_event(_trigger(out), 30))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(pipeline.vote, attempt, "daily", "fast", {})
+        await asyncio.to_thread(pipeline.vote, attempt, "daily", "slow", {})
+        sealed = time.monotonic()
+        event = await task
+        return event, time.monotonic() - sealed
+
+    event, latency = asyncio.run(scenario())
+    assert event.payload["state"] == "in_time" and event.payload["alert"] is None
+    assert latency < 1.0  # woken by the seal, not at the deadline
+    time.sleep(1.5)
+    assert not out.exists()
+    assert pipeline.deadlines().check(1, "daily").state == "in_time"
+
+
+def test_a_cancelled_watch_lets_go_promptly(pipeline, tmp_path):
+    pipeline.deadlines().declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=3600))
+    pipeline.open_epoch(1)
+
+    async def scenario():
+        task = asyncio.create_task(_first_event(_trigger(tmp_path / "a.jsonl"), 60))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) < 2.0
