@@ -19,13 +19,15 @@ from airflow_epochs.tables.publish import (
 )
 from airflow_epochs.tables.published import PublishedPartition, published_snapshot
 from airflow_epochs.tables.read import epochs_in, read_sealed_as_of, snapshot_id_of_epoch, table_as_of_epoch
+from airflow_epochs.tables.reseal_publish import ResealPublisher
 from airflow_epochs.tables.run_folders import RunOutsideStorage
 from airflow_epochs.tables.seal_files import PublishRefused
 
 __all__ = [
     "CatalogSettings", "EpochNotPublished", "IncompatibleSchema", "NotAlignedCut", "PublishOutcome",
-    "PublishRefused", "PublishedPartition", "PublishedSnapshot", "Publisher", "RolledBackWhilePublishing",
-    "RunOutsideStorage", "SealedCut", "TableBroken", "TableOfAnotherPartition", "TableProblem",
+    "PublishRefused", "PublishedPartition", "PublishedSnapshot", "Publisher", "ResealPublisher",
+    "RolledBackWhilePublishing", "RunOutsideStorage", "SealedCut", "TableBroken", "TableOfAnotherPartition",
+    "TableProblem",
     "catalog_settings", "epochs_in", "load_catalog", "mirror_rollback", "publish_sealed", "published_snapshot",
     "read_sealed_as_of", "read_sealed_cut", "settings_from_connection", "snapshot_id_of_epoch", "table_as_of_epoch",
     "table_problems",

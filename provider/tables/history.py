@@ -20,9 +20,14 @@ ACTION = PREFIX + "action"
 ROLLBACK_TO = PREFIX + "rollback-to"
 REMOVED_EPOCHS = PREFIX + "removed-epochs"
 MODE = PREFIX + "mode"
+VERSION = PREFIX + "version"  # the version of the seal whose files a publish or re-seal snapshot holds
+CORRECTION = PREFIX + "correction"  # a re-seal snapshot's correction, its re-seal request and reason
+RESEAL_REQUEST = PREFIX + "reseal-request"
+REASON = PREFIX + "reason"
 
 PUBLISH = "publish"
 ROLLBACK = "rollback"
+RESEAL = "reseal"  # the files of a published epoch replaced by a newer version of its seal
 
 
 class EpochNotPublished(EpochsError):
@@ -46,11 +51,14 @@ class PublishedSnapshot:
     generation: int
     request: str
     timestamp_ms: int
+    version: int = 1  # the seal's version (a publish of a re-sealed epoch, or a re-seal snapshot)
+    correction: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"snapshot_id": self.snapshot_id, "action": self.action, "pipeline": self.pipeline,
                 "partition": self.partition, "epoch": self.epoch, "attempt": self.attempt,
-                "generation": self.generation, "request": self.request, "timestamp_ms": self.timestamp_ms}
+                "generation": self.generation, "request": self.request, "timestamp_ms": self.timestamp_ms,
+                "version": self.version, "correction": self.correction}
 
 
 def summary_properties(snapshot: Any) -> Mapping[str, str]:
@@ -65,12 +73,13 @@ def published(snapshot: Any) -> PublishedSnapshot | None:
     """Our record in ``snapshot``'s summary, or None for a snapshot someone else made."""
     props = summary_properties(snapshot)
     action = props.get(ACTION)
-    if action not in (PUBLISH, ROLLBACK):
+    if action not in (PUBLISH, ROLLBACK, RESEAL):
         return None
-    epoch = props.get(EPOCH) if action == PUBLISH else props.get(ROLLBACK_TO)
+    epoch = props.get(ROLLBACK_TO) if action == ROLLBACK else props.get(EPOCH)
     return PublishedSnapshot(int(snapshot.snapshot_id), action, props.get(PIPELINE, ""), props.get(PARTITION, ""),
                              int(epoch or 0), int(props.get(ATTEMPT, 0) or 0), int(props.get(GENERATION, 0) or 0),
-                             props.get(REQUEST, ""), int(snapshot.timestamp_ms))
+                             props.get(REQUEST, ""), int(snapshot.timestamp_ms), int(props.get(VERSION, 1) or 1),
+                             props.get(CORRECTION, ""))
 
 
 def ancestry(table: Any, snapshot_id: int | None = None) -> Iterator[Any]:
@@ -86,7 +95,7 @@ def live_epochs(table: Any, snapshot_id: int | None = None) -> dict[int, Publish
     """Epoch -> the publish snapshot whose files are live at ``snapshot_id`` (default: now).
 
     Walking back from the snapshot, a rollback to k hides every older publish of an epoch after k; the
-    newest publish of an epoch wins (a republish after a rollback).
+    newest publish or re-seal of an epoch wins (a republish after a rollback, a newer version).
     """
     cutoff: int | None = None
     live: dict[int, PublishedSnapshot] = {}
@@ -118,6 +127,30 @@ def find_publish(table: Any, pipeline: str, partition: str, epoch: int, attempt:
                      record.request) == (pipeline, partition, epoch, attempt, generation, request)):
             return record
     return None
+
+
+def find_reseal(table: Any, pipeline: str, partition: str, epoch: int, version: int) -> PublishedSnapshot | None:
+    """The re-seal snapshot that put ``version`` of ``epoch`` in the table, if the current snapshot
+    descends from it (how a repeated or raced re-seal publish finds that it is done)."""
+    for snapshot in ancestry(table):
+        record = published(snapshot)
+        if (record is not None and record.action == RESEAL
+                and (record.pipeline, record.partition, record.epoch, record.version) == (pipeline, partition, epoch,
+                                                                                          version)):
+            return record
+    return None
+
+
+def snapshot_of_version(table: Any, epoch: int, version: int) -> PublishedSnapshot:
+    """The snapshot that made ``version`` of ``epoch`` live (its publish, or its re-seal).
+
+    :raises EpochNotPublished: no snapshot of the current line holds that version of that epoch.
+    """
+    for snapshot in ancestry(table):
+        record = published(snapshot)
+        if record is not None and record.action != ROLLBACK and (record.epoch, record.version) == (epoch, version):
+            return record
+    raise EpochNotPublished(f"table {table_name(table)}: version {version} of epoch {epoch} was never published")
 
 
 def snapshot_of_epoch(table: Any, epoch: int) -> PublishedSnapshot:

@@ -35,7 +35,7 @@ def _history_problems(table: Any) -> list[TableProblem]:
     """Replay our snapshots of the current ancestry, oldest first: a publish of an epoch that is live
     already is a double commit; one below the newest live epoch is out of order."""
     chain = list(reversed(list(h.ancestry(table))))
-    live: dict[int, int] = {}  # epoch -> snapshot id
+    live: dict[int, tuple[int, int]] = {}  # epoch -> (snapshot id, version)
     found = []
     for snapshot in chain:
         record = h.published(snapshot)
@@ -44,13 +44,20 @@ def _history_problems(table: Any) -> list[TableProblem]:
         if record.action == h.ROLLBACK:
             live = {e: s for e, s in live.items() if e <= record.epoch}
             continue
+        if record.action == h.RESEAL:  # replaces a live epoch's files: a newer version, once
+            if record.epoch not in live or live[record.epoch][1] >= record.version:
+                found.append(TableProblem(f"epoch {record.epoch} version {record.version} is re-sealed over "
+                                          f"{'nothing' if record.epoch not in live else 'a version as new'} "
+                                          f"(snapshot {record.snapshot_id})", snapshot.parent_snapshot_id))
+            live[record.epoch] = (record.snapshot_id, record.version)
+            continue
         if record.epoch in live:
-            found.append(TableProblem(f"epoch {record.epoch} is committed twice (snapshots {live[record.epoch]} and "
+            found.append(TableProblem(f"epoch {record.epoch} is committed twice (snapshots {live[record.epoch][0]} and "
                                       f"{record.snapshot_id})", snapshot.parent_snapshot_id))
         elif live and record.epoch < max(live):
             found.append(TableProblem(f"epoch {record.epoch} is committed after epoch {max(live)} (snapshot "
                                       f"{record.snapshot_id})", snapshot.parent_snapshot_id))
-        live[record.epoch] = record.snapshot_id
+        live[record.epoch] = (record.snapshot_id, record.version)
     return found
 
 

@@ -17,6 +17,8 @@ request id. That makes it exactly once:
   attempt has no current seal, so no snapshot is made for it; a rollback that lands between the seal
   check and the commit is found by checking the seals again after the commits, still under the lock,
   and undone there by a rollback snapshot (:class:`RolledBackWhilePublishing`);
+- a live epoch re-sealed as a newer version gets that version's files in one snapshot per re-seal
+  (:mod:`airflow_epochs.tables.reseal_publish`), before new epochs are published;
 - epochs go in order: a publish of epoch e first publishes every sealed epoch after the table's
   newest one, up to e;
 - a ledger rollback is mirrored before anything else: live epochs whose seal is no longer current are
@@ -59,6 +61,7 @@ from airflow_epochs.tables.commit_guard import (
     without_client_retries,
 )
 from airflow_epochs.tables.integrity import raise_if_broken
+from airflow_epochs.tables.reseal_publish import ResealPublisher
 from airflow_epochs.tables.run_folders import RunOutsideStorage, check_run_folder, run_folder_of
 from airflow_epochs.tables.seal_files import (
     PublishRefused,
@@ -93,9 +96,10 @@ class PublishOutcome:
     rolled_back: h.PublishedSnapshot | None = None
     metadata_location: str = ""
     modes: Mapping[int, str] = field(default_factory=dict)
+    resealed: tuple[h.PublishedSnapshot, ...] = ()  # re-seal snapshots made or found (a newer version's files)
 
     def snapshot_of(self, epoch: int) -> int | None:
-        for record in (*self.published, *self.already):
+        for record in (*self.resealed, *self.published, *self.already):
             if record.epoch == epoch:
                 return record.snapshot_id
         return None
@@ -104,7 +108,8 @@ class PublishOutcome:
         return {"table": self.table, "partition": self.partition,
                 "published": [r.to_dict() for r in self.published], "already": [r.to_dict() for r in self.already],
                 "rolled_back": None if self.rolled_back is None else self.rolled_back.to_dict(),
-                "metadata_location": self.metadata_location, "modes": {str(k): v for k, v in self.modes.items()}}
+                "metadata_location": self.metadata_location, "modes": {str(k): v for k, v in self.modes.items()},
+                "resealed": [r.to_dict() for r in self.resealed]}
 
 
 class Publisher:
@@ -194,6 +199,9 @@ class Publisher:
                 table = self._reload()  # the property's commit made a new metadata version
             rolled_back = self._mirror_rollback(table)
             table = self.load()
+        resealed = ResealPublisher(self.ledger, self.load, identifier=self.identifier, partition=self.partition,
+                                   output=self.output, storage=self.storage,
+                                   on_step=self.on_step).publish_pending(through_epoch)
         newest = None if table is None else h.last_published_epoch(table)
         start = self._first_epoch() if newest is None else newest + 1
         published: list[h.PublishedSnapshot] = []
@@ -213,10 +221,11 @@ class Publisher:
                 if made:
                     modes[epoch] = mode
         finally:
-            self._fence(published)
+            self._fence([*resealed[0], *published])
         table = self.load()
         return PublishOutcome(self.identifier, self.partition, tuple(published), tuple(already), rolled_back,
-                              "" if table is None else str(table.metadata_location), modes)
+                              "" if table is None else str(table.metadata_location), modes,
+                              (*resealed[0], *resealed[1]))
 
     def _fence(self, published: list[h.PublishedSnapshot]) -> None:
         """After the commits, still under the lock: an epoch committed here whose seal a rollback took
@@ -376,7 +385,7 @@ class Publisher:
     def _properties(self, seal: SealToPublish, mode: str) -> dict[str, str]:
         return {h.PIPELINE: self.ledger.pipeline, h.PARTITION: self.partition, h.ACTION: h.PUBLISH,
                 h.EPOCH: str(seal.epoch), h.ATTEMPT: str(seal.attempt), h.GENERATION: str(seal.generation),
-                h.REQUEST: seal.request, h.MODE: mode}
+                h.REQUEST: seal.request, h.MODE: mode, h.VERSION: str(seal.version)}
 
     def _find(self, table: Any, seal: SealToPublish) -> h.PublishedSnapshot | None:
         return h.find_publish(table, self.ledger.pipeline, self.partition, seal.epoch, seal.attempt, seal.generation,

@@ -29,6 +29,7 @@ class SealToPublish:
     request: str
     files: tuple[str, ...]
     runs: tuple[str, ...] = ()  # the run directories holding the files
+    version: int = 1  # the version of the seal the files are (2, 3, ... after re-seals)
 
 
 def check_identifier(identifier: str) -> tuple[str, str]:
@@ -58,10 +59,11 @@ def still_sealed(ledger: EpochLedger, partition: str, record: h.PublishedSnapsho
 
 
 def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: str = "data",
-                    storage: str | None = None) -> SealToPublish:
+                    storage: str | None = None, version: int | None = None) -> SealToPublish:
     """The current seal of ``partition`` at ``epoch`` and its files, checked against the manifests.
 
     :param storage: the pipeline's storage root: every run folder must be inside it (when given).
+    :param version: which version of the seal (None: the newest sealed one).
     :raises PartitionNotSealed: no current seal (unsealed, superseded or rolled back): nothing to publish.
     :raises RunOutsideStorage: a manifest names a folder that is not the seal's run folder (by the layout,
         under ``storage``); nothing is written.
@@ -73,14 +75,18 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
                                  f"{epoch}; nothing is published")
     files: list[str] = []
     runs: list[str] = []
-    for item in sealed_outputs(ledger, partition, [epoch], output=output):
+    versions = {1}
+    for item in sealed_outputs(ledger, partition, [epoch], output=output, version=version):
+        versions = {item.version}
         check_run_folder(item.location, pipeline=ledger.pipeline, partition=partition, epoch=epoch,
                          attempt=item.attempt, storage=storage)
         if item.format != "parquet":
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
                                  f"{item.format}; only Parquet outputs are published")
         found = [f"{item.path.rstrip('/')}/{name}" for name, _ in data_files(item.path)]
-        run = RunManifest.from_vote(seal.manifests.get(item.producer), where=f"the vote of {item.producer!r}")
+        view = ledger.sealed_version(epoch, partition, item.version) if item.version > 1 else None
+        votes = seal.manifests if view is None else view.manifests
+        run = RunManifest.from_vote(votes.get(item.producer), where=f"the vote of {item.producer!r}")
         voted = None if run is None else run.outputs.get(output)
         vouched = None if voted is None else voted.files
         if vouched is not None and int(vouched) != len(found):
@@ -88,4 +94,5 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
                                  f"{item.path}, {len(found)} are there; nothing is published")
         files += found
         runs.append(item.location)
-    return SealToPublish(epoch, seal.attempt, seal.generation, record.request, tuple(files), tuple(runs))
+    return SealToPublish(epoch, seal.attempt, seal.generation, record.request, tuple(files), tuple(runs),
+                         max(versions))
