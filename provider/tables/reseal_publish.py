@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 COMMIT_RETRIES = 5
 
 
-def pending_versions(ledger: EpochLedger, table: Any, partition: str) -> list[tuple[int, int]]:
-    """(epoch, newest sealed version) of every live epoch of the table whose version there is older.
+def resealed_epochs(ledger: EpochLedger, table: Any, partition: str) -> list[tuple[int, int, h.PublishedSnapshot]]:
+    """(epoch, newest sealed version, the live record) of every live epoch of the table that was re-sealed
+    (its version there older: to publish; the same: published already).
 
     Only the epochs a correction names (its origin or its plan) are asked about, not every live epoch:
     a publish reads one node per correction, plus one per re-sealed epoch of this partition."""
@@ -44,8 +45,8 @@ def pending_versions(ledger: EpochLedger, table: Any, partition: str) -> list[tu
         if epoch not in touched:
             continue
         view = ledger.sealed_version(epoch, partition)
-        if view is not None and view.version > record.version:
-            found.append((epoch, view.version))
+        if view is not None and view.version > 1:
+            found.append((epoch, view.version, record))
     return found
 
 
@@ -93,10 +94,15 @@ class ResealPublisher:
         table = self.load()
         if table is None:
             return made, found
-        for epoch, version in pending_versions(self.ledger, table, self.partition):
-            if through_epoch is None or epoch <= through_epoch:
-                record, new = self.publish_version(epoch, version)
-                (made if new else found).append(record)
+        for epoch, version, live in resealed_epochs(self.ledger, table, self.partition):
+            if through_epoch is not None and epoch > through_epoch:
+                continue
+            if live.version >= version:
+                if live.action == h.RESEAL:  # this re-seal's snapshot is in: a repeat answers with it
+                    found.append(live)
+                continue
+            record, new = self.publish_version(epoch, version)
+            (made if new else found).append(record)
         return made, found
 
     def publish_version(self, epoch: int, version: int) -> tuple[h.PublishedSnapshot, bool]:
