@@ -14,7 +14,7 @@ Airflow stored the event and before the cursor moved, redelivers a seal with the
 A re-sealed version (2, 3, ...) of a seal already delivered is delivered once more, as its own event
 carrying ``version`` and ``correction``, its ``dedupe_key`` ending in ``/v<version>``: a consumer runs
 once per correction of each key. Its own claim and a persistent record that Airflow stored it (see
-:mod:`~airflow_epochs.coordination.recipes.asset_delivery`) keep two triggerers from delivering one
+``airflow_epochs.coordination.recipes.asset_delivery``) keep two triggerers from delivering one
 version twice. The stream looks for re-sealed versions whenever no new seal is waiting.
 """
 
