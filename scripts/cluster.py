@@ -34,7 +34,7 @@ def say(message: str) -> None:
 
 
 def read_state(base: Path) -> dict[str, Any]:
-    from airflow_epochs.servers.private_files import read_private
+    from airflow_epochs.private_files import read_private
 
     try:
         return dict(json.loads(read_private(base / "state-celery.json", secret=True)))
@@ -56,7 +56,7 @@ def up(base: Path, days: int) -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
-    from airflow_epochs.servers.private_files import check_private_dir
+    from airflow_epochs.private_files import check_private_dir
 
     if os.path.lexists(base):  # every up starts from nothing: a new metadata database, ensemble and data
         check_private_dir(base)
@@ -149,7 +149,7 @@ def down(base: Path) -> int:
         say(f"the supervisor (pid {supervisor}) did not stop")
         return 1
     if not supervised:  # a supervisor killed -9 left its components: each checked, then its group stopped
-        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity, stop_verified
+        from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, stop_verified
 
         for name, recorded in state["identities"].items():
             try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir, stop_recorded
-from airflow_epochs.servers.private_files import StateLocked, exclusive_lock, private_dir
+from airflow_epochs.private_files import StateLocked, exclusive_lock, private_dir
 
 ACTIONS = ("start", "stop", "status")
 # How long a start or stop waits for another one on the same state folder (a JVM start can take minutes

@@ -23,8 +23,8 @@ from airflow.sdk import BaseHook, Connection
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.private_files import write_private
 from airflow_epochs.redaction import register_uri_secrets
-from airflow_epochs.servers.private_files import write_private
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
 from airflow_epochs.spark.locations import parse_location, validate_location

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
+from airflow_epochs.hooks.ledgers import ledger_on
 
 
 def settings_of(conn: Any) -> ZooKeeperSettings:
@@ -18,7 +19,7 @@ def settings_of(conn: Any) -> ZooKeeperSettings:
     A connection without credentials to the CLI's embedded server gets that server's (it accepts no
     client without them), over TLS checked against its CA.
     """
-    from airflow_epochs.cli.zookeeper import with_embedded_credentials
+    from airflow_epochs.connection.embedded import with_embedded_credentials
 
     return with_embedded_credentials(ZooKeeperSettings.from_fields(
         host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
@@ -72,7 +73,7 @@ class ZooKeeperHook(BaseHook):
         :param owner: identity recorded on the attempts the ledger opens (readers need none).
         :param root: the znode under which pipelines live.
         """
-        return EpochLedger(self.get_conn(), pipeline, owner=owner, root=root)
+        return ledger_on(self.get_conn(), pipeline, owner=owner, root=root)
 
     def close(self) -> None:
         if self._client is not None:

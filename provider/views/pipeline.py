@@ -45,6 +45,7 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.wire.payloads import loads_bounded
+from airflow_epochs.hooks.ledgers import READER, ledger_on
 from airflow_epochs.views.deadlines import partition_deadline
 from airflow_epochs.views.history import HistoryCache
 from airflow_epochs.views.model import (
@@ -62,7 +63,6 @@ from airflow_epochs.views.model import (
 )
 from airflow_epochs.views.timeline import Span, spans
 
-READER = "epochs-ui"  # owner name of this reader's ledgers (it never opens or votes)
 MAX_PAGE = 200
 MANIFEST_PREVIEW_CHARS = 1500
 MAX_OLDER_ATTEMPTS = 16  # superseded attempts one epoch's detail looks through for a producer's last vote
@@ -422,8 +422,8 @@ class StateReader:
             state = self._pipelines.get(name)
             if state is None:
                 # The page reads through the process's shared sessions (not a hook's own client).
-                ledger = EpochLedger(self._client_factory(), name, owner=READER, root=self.root)
-                history = EpochLedger(self._history_client_factory(), name, owner=READER, root=self.root)
+                ledger = ledger_on(self._client_factory(), name, owner=READER, root=self.root)
+                history = ledger_on(self._history_client_factory(), name, owner=READER, root=self.root)
                 state = PipelineState(ledger, pool=self._pool, history_ledger=history)
                 self._pipelines[name] = state
             return state

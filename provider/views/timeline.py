@@ -28,7 +28,7 @@ from airflow_epochs.coordination.wire.events import (
     SealedLate,
     VersionSealed,
 )
-from airflow_epochs.servers.private_files import replace_file
+from airflow_epochs.private_files import replace_file
 
 MARK = 0.05  # seconds: width of instant stages so that they stay visible
 

@@ -215,7 +215,7 @@ class Driver:
         """kill -9 every process of component ``name``'s session (each component leads its own; a Celery
         worker's task processes have process groups of their own in it): its host crashed. Done once its
         pid is checked to be the process that was started (a pid read from the state may have been reused)."""
-        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity
+        from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity
 
         state = self.refresh()
         pid = int(state["components"][name])

@@ -34,12 +34,13 @@ from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
 from postgres_server import PostgresServer
 
+from airflow_epochs.connection.credentials import CREDENTIALS_FILE, TLS_FOLDER
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+from airflow_epochs.private_files import open_private_log, private_dir, read_private, write_private
+from airflow_epochs.process_identity import NONCE_ENV, identify, launch_environment
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, listening, spark_home
 from airflow_epochs.servers.embedded_zookeeper import ServerTls, ZooKeeperEnsemble, find_java
-from airflow_epochs.servers.private_files import open_private_log, private_dir, read_private, write_private
-from airflow_epochs.servers.process_identity import NONCE_ENV, identify, launch_environment
-from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, load_or_create_auth
+from airflow_epochs.servers.secured_zookeeper import load_or_create_auth
 from airflow_epochs.servers.zookeeper_security import ensure_certificates
 
 DAG_FILES = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",

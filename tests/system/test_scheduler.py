@@ -72,11 +72,10 @@ def test_one_downstream_run_per_sealed_partition_under_the_scheduler(stack, stac
     zk = stack_zk[1]
     stack.wait_for_dags(["gating_upstream", "gating_downstream"])
     for dag_id in ("gating_downstream", "gating_upstream"):
-        assert stack.airflow("dags", "unpause", dag_id).returncode == 0
+        stack.unpause(dag_id)
     epochs = (1, 2, 3)
     for epoch in epochs:
-        triggered = stack.airflow("dags", "trigger", "gating_upstream", "-c", json.dumps({"epoch": epoch}))
-        assert triggered.returncode == 0, triggered.stderr[-2000:]
+        stack.trigger("gating_upstream", {"epoch": epoch})  # through the API server: no Airflow start per run
     _wait_for_runs(stack, "gating_downstream", len(epochs), 480)
     time.sleep(10)  # no late duplicate arrives
     runs = stack.runs("gating_downstream")
@@ -95,7 +94,7 @@ def test_one_downstream_run_per_sealed_partition_under_the_scheduler(stack, stac
 def test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order(stack, stack_zk):
     zk = stack_zk[1]
     stack.wait_for_dags(["catchup_epochs"])
-    assert stack.airflow("dags", "unpause", "catchup_epochs").returncode == 0
+    stack.unpause("catchup_epochs")
     runs = _wait_for_runs(stack, "catchup_epochs", 6, 600)
     time.sleep(5)  # the scheduler creates no seventh run past end_date
     assert len(stack.runs("catchup_epochs")) == 6, runs
@@ -158,7 +157,7 @@ def test_watched_seals_give_one_asset_event_each_across_a_triggerer_crash(stack,
     ledger = EpochLedger(stack_zk[1], "watched", owner="outside")
     ledger.create_pipeline(PipelineConfig({"daily": ("job",)}))
     stack.wait_for_dags(["watched_consumer"])
-    assert stack.airflow("dags", "unpause", "watched_consumer").returncode == 0
+    stack.unpause("watched_consumer")
     stack.spawn("triggerer-2", ["triggerer"])
     for epoch in (1, 2, 3):
         _seal(ledger, epoch)
