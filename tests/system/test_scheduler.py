@@ -256,7 +256,7 @@ def test_a_resealed_key_gives_one_asset_event_naming_its_version_under_the_sched
     with contextlib.suppress(PipelineExists):  # the tests above created it, or this one runs alone
         ledger.create_pipeline(PipelineConfig({"daily": ("job",)}))
     stack.wait_for_dags(["watched_consumer"])
-    assert stack.airflow("dags", "unpause", "watched_consumer").returncode == 0
+    stack.unpause("watched_consumer")
     for epoch in range(ledger.frontier() + 1, 3):
         _seal(ledger, epoch)
     frontier = ledger.frontier()
