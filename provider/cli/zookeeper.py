@@ -93,7 +93,17 @@ def stop_server(base: Path) -> bool:
 
 
 def _start(base: Path, args: argparse.Namespace) -> dict[str, Any]:
-    return start_server(base, args.port, plaintext=args.plaintext)
+    from airflow_epochs.cli.zookeeper_watchdog import start_watchdog
+
+    state = start_server(base, args.port, plaintext=args.plaintext)
+    watchdog = start_watchdog(base, unresponsive_after=args.unresponsive_after)
+    return {**state, "watchdog": watchdog.get("pid"), "unresponsive_after": watchdog.get("unresponsive_after")}
+
+
+def _stop_watchdog(base: Path) -> None:
+    from airflow_epochs.cli.zookeeper_watchdog import stop_watchdog
+
+    stop_watchdog(base)
 
 
 def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tuple[bool, str]:
@@ -103,6 +113,8 @@ def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tup
 def _started(state: dict[str, Any]) -> list[str]:
     security = f"TLS (CA {state['ca']})" if state.get("ca") else "PLAINTEXT"
     return [f"ZooKeeper {verb(state)} at {state['hosts']} (pid {state['pid']}, data in {state['directory']})",
+            *([f"watchdog pid {state['watchdog']}: restarts it if it exits or does not answer for "
+               f"{state['unresponsive_after']:g} s"] if state.get("watchdog") else []),
             f"clients authenticate as digest user {_user(state)!r} over {security}; the password is in the 0600 "
             f"file {Path(state['directory']) / CREDENTIALS_FILE}"]
 
@@ -117,4 +129,5 @@ def _start_errors() -> tuple[type[Exception], ...]:
 
 
 ZOOKEEPER = ManagedServer(name=NAME, label="ZooKeeper", start=_start, find=running_server, probe=_probe,
-                          started=_started, start_errors=_start_errors, keep_on_stop=KEPT_ON_STOP)
+                          started=_started, start_errors=_start_errors, keep_on_stop=KEPT_ON_STOP,
+                          before_stop=_stop_watchdog)

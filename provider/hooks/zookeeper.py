@@ -39,6 +39,8 @@ class ZooKeeperHook(BaseHook):
     leaving a ``with`` block.
 
     :param zookeeper_conn_id: the connection id.
+    :param connect_timeout: seconds to wait for a session when connecting (None: the connection's
+        ``connection_timeout``).
     """
 
     conn_name_attr = "zookeeper_conn_id"
@@ -46,9 +48,12 @@ class ZooKeeperHook(BaseHook):
     conn_type = "zookeeper"
     hook_name = "ZooKeeper"
 
-    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+    def __init__(
+        self, zookeeper_conn_id: str = default_conn_name, *, connect_timeout: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
+        self.connect_timeout = connect_timeout
         self._client: KazooClient | None = None
         self._settings: ZooKeeperSettings | None = None
 
@@ -63,7 +68,7 @@ class ZooKeeperHook(BaseHook):
         if self._client is None:
             settings = self.settings
             self.log.info("Connecting to ZooKeeper %s", settings.describe())
-            self._client = settings.start_client()
+            self._client = settings.start_client(timeout=self.connect_timeout)
         return self._client
 
     def ledger(self, pipeline: str, *, owner: str = "anonymous", root: str = DEFAULT_ROOT) -> EpochLedger:

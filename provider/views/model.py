@@ -152,7 +152,7 @@ class PartitionDetail:
 class AttemptView:
     attempt: int
     owner: str
-    event: str  # opened | started | aborted | sealed
+    event: str  # opened | started | aborted | sealed | producer re-run (attempt 0: not an attempt's)
     at: float
     note: str = ""
 

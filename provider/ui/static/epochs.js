@@ -210,7 +210,7 @@ function renderDetail(d) {
   $("detail-barriers").replaceChildren(...(d.barriers.length ? d.barriers.map((b) => barrierRow(b, false))
     : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "none"))]));
   $("detail-attempts").replaceChildren(...(d.attempts.length ? d.attempts.map((a) => el("tr", {},
-    el("td", {}, a.attempt), el("td", {}, a.owner), el("td", {}, a.event), el("td", {}, when(a.at)), el("td", {}, a.note)))
+    el("td", {}, a.attempt || "-"), el("td", {}, a.owner), el("td", {}, a.event), el("td", {}, when(a.at)), el("td", {}, a.note)))
     : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, d.history_loaded ? "none recorded" : "history still loading"))]));
 }
 
