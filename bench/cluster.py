@@ -2,18 +2,27 @@
 
 Starts the whole topology of ``scripts/cluster.sh`` (3-node ZooKeeper ensemble, Spark standalone
 master, two workers and a Spark Connect server, PostgreSQL, Redis, Airflow with two schedulers, two
-triggerers and two Celery workers; see tests/helpers/cluster_topology.py), runs ``nycflights_daily``
-and ``nycflights_report`` unchanged over the days with faults injected, checks them, then runs the
-same days on a LocalExecutor deployment on the same ensemble and Spark (its own chroot, database
-and data). Rows:
+triggerers and two Celery workers; see tests/helpers/cluster_topology.py) and runs ``nycflights_daily``
+and ``nycflights_report`` unchanged over the same days three times, one deployment after the other
+on the same ensemble and Spark (each with its own ZooKeeper chroot, metadata database and data):
+
+1. Celery, no fault (the Spark Connect server warmed first);
+2. LocalExecutor (one scheduler and triggerer), no fault, the Celery deployment stopped: the peer;
+3. Celery again, with the faults injected (a second deployment of the same DAG started mid-run,
+   kill -9 of a Celery worker mid-Spark-task and of the ZooKeeper leader; the full run adds a
+   scheduler, the triggerer holding the deferred triggers and a Spark worker mid-job), one worker's
+   epoch jobs through ``spark-submit`` onto the standalone master.
+
+So the speed rows compare two fault-free runs on the same Spark route, and the exactly-once rows come
+from the run with faults (the clean runs' own figures are in the notes). Rows:
 
 - ``cluster_days_exact``: days whose sealed figures equal one Spark computation / days run (1.0);
 - ``cluster_duplicate_seals``: seals beyond one per (epoch, partition) and per epoch (0);
 - ``cluster_report_runs_per_day``: successful report runs / days (1.0, and one for each day);
 - ``cluster_seal_to_downstream_s``: ``daily`` sealed -> the report run's first task started, p50,
-  Celery (ours) vs LocalExecutor (peer);
-- ``cluster_epoch_s``: an epoch opened -> sealed, p50, Celery vs LocalExecutor;
-- ``cluster_fault_recovery_s_max``: the longest recovery among the faults (see tests/helpers/cluster_run.py).
+  Celery (ours) vs LocalExecutor (peer), fault-free runs;
+- ``cluster_epoch_s``: an epoch opened -> sealed, p50, Celery vs LocalExecutor, fault-free runs;
+- ``cluster_fault_recovery_s_max``: the longest recovery among the faults (see tests/helpers/cluster_faults.py).
 
     python bench/cluster.py [--smoke]      # alone; bench/run.py includes it (--only cluster)
 """
@@ -24,59 +33,100 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from common import compare, figure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
+from cluster_faults import ALL_FAULTS  # noqa: E402
 from cluster_outcome import Outcome  # noqa: E402
-from cluster_run import ALL_FAULTS, Driver, run_local  # noqa: E402
-from cluster_topology import Cluster, Supervisor  # noqa: E402
+from cluster_run import Driver, run_local  # noqa: E402
+from cluster_supervisor import Supervisor  # noqa: E402
+from cluster_topology import Cluster  # noqa: E402
 
 GROUP = "cluster"
-SMOKE_FAULTS = ("celery-worker", "zookeeper-leader")
+SMOKE_FAULTS = ("second-deployment", "celery-worker", "zookeeper-leader")
 
 
-def run_all(smoke: bool) -> tuple[Outcome, Outcome]:
+def merged(own: dict[str, Any], first: Cluster, shared: dict[str, Any]) -> dict[str, Any]:
+    """A deployment's state with the shared components (ZooKeeper members, Spark) of ``first``'s, as they
+    run now (its supervisor restarts them), for the faults that kill those. ``first``'s Airflow is stopped."""
+    from airflow_epochs.process_identity import identify
+
+    shared_now = {name: pid for name, pid in first.components().items() if name not in own["components"]}
+    identities = {name: found.to_json() for name, pid in shared_now.items() if (found := identify(pid)) is not None}
+    return {**own, "zookeeper": shared["zookeeper"], "components": {**shared_now, **own["components"]},
+            "identities": {**identities, **own["identities"]}}
+
+
+def run_faults(base: Path, first: Cluster, shared: dict[str, Any], days: int,
+               faults: tuple[str, ...]) -> tuple[Outcome, list[str]]:
+    """The same days on a third deployment (Celery, worker 2 on spark-submit) with ``faults`` injected."""
+    third = Cluster(base, days=days, deployment="faults", shared=shared, submit_workers=(2,))
+    try:
+        third.start()
+        with Supervisor(third):
+            driver = Driver(lambda: merged(third.state(), first, shared))
+            try:
+                return driver.run(faults, timeout=2400), driver.fault_errors
+            finally:
+                driver.close()
+    finally:
+        third.stop()
+
+
+def run_all(smoke: bool) -> tuple[Outcome, Outcome, Outcome]:
     days = 3 if smoke else 5
     with tempfile.TemporaryDirectory(prefix="epochs-bench-cluster-") as tmp:
         cluster = Cluster(Path(tmp) / "cluster", days=days)
         try:
             cluster.start()
-            with Supervisor(cluster):
+            assert cluster.connect is not None
+            warm = cluster.connect.healthy(timeout=300)  # Spark Connect's first job is slow: not an epoch's
+            if not warm[0]:
+                raise RuntimeError(f"Spark Connect did not answer: {warm[1]}")
+            with Supervisor(cluster):  # restarts the ensemble's members and Spark's processes in every phase
                 driver = Driver(cluster.state)
                 try:
-                    celery = driver.run(SMOKE_FAULTS if smoke else ALL_FAULTS, timeout=1800)
+                    celery = driver.run(timeout=2400)
                 finally:
                     driver.close()
-            errors = driver.fault_errors
-            # Celery's deployment stops first: the LocalExecutor's gets the machine to itself too.
-            if cluster.stack is not None:
-                cluster.stack.stop()
-            local = run_local(Path(tmp) / "local", cluster.state(), timeout=1800)
+                print(celery.markdown(), flush=True)  # each phase's figures as soon as it ends
+                shared = cluster.state()  # the ensemble's and Spark's, for the next deployments
+                # Celery's deployment stops: the LocalExecutor's gets the machine to itself, as Celery had.
+                if cluster.stack is not None:
+                    cluster.stack.stop()
+                local = run_local(Path(tmp) / "local", shared, timeout=2400)
+                print(local.markdown(), flush=True)
+                faulted, errors = run_faults(Path(tmp) / "faults", cluster, shared, days,
+                                             SMOKE_FAULTS if smoke else ALL_FAULTS)
         finally:
             cluster.stop()
-    print(celery.markdown())
-    print(local.markdown())
-    note = f"{days} days, faults: {', '.join(f.name for f in celery.faults)}" + \
-        (f"; NOT injected: {errors}" if errors else "")
-    figure("cluster_days_exact", GROUP, "days whose sealed figures equal one Spark computation / days (Celery)",
-           celery.days_exact, "ratio", note)
-    figure("cluster_duplicate_seals", GROUP, "seals beyond one per (epoch, partition) and per epoch (Celery)",
-           celery.duplicate_seals, "seals", f"missing seals: {celery.missing_seals}")
-    figure("cluster_report_runs_per_day", GROUP, "successful nycflights_report runs per day (Celery)",
-           celery.report_runs_per_day, "runs/day", f"per epoch: {dict(sorted(celery.report_runs.items()))}")
-    compare("cluster_seal_to_downstream_s", GROUP, "daily sealed -> report's first task, p50, Celery vs Local",
-            list(celery.seal_to_downstream_s.values()), list(local.seal_to_downstream_s.values()), "s",
-            "LocalExecutor, same days")
-    compare("cluster_epoch_s", GROUP, "epoch opened -> sealed, p50, Celery (with faults) vs Local",
-            list(celery.epoch_s.values()), list(local.epoch_s.values()), "s", "LocalExecutor, same days")
-    recoveries = [f.recovered_s for f in celery.faults if f.recovered_s is not None]
+    print(faulted.markdown())
+    clean = (f"fault-free runs: Celery {celery.days_exact:.2f} exact, {celery.duplicate_seals} duplicate seals, "
+             f"{celery.report_runs_per_day:.2f} report runs/day; LocalExecutor {local.days_exact:.2f}, "
+             f"{local.duplicate_seals}, {local.report_runs_per_day:.2f}")
+    note = f"{days} days with faults: {', '.join(f.name for f in faulted.faults)}" + \
+        (f"; NOT injected: {errors}" if errors else "") + f"; {clean}"
+    figure("cluster_days_exact", GROUP, "days whose sealed figures equal one Spark computation / days (Celery, "
+           "faults)", faulted.days_exact, "ratio", note)
+    figure("cluster_duplicate_seals", GROUP, "seals beyond one per (epoch, partition) and per epoch (Celery, faults)",
+           faulted.duplicate_seals, "seals", f"missing seals: {faulted.missing_seals}; {clean}")
+    figure("cluster_report_runs_per_day", GROUP, "successful nycflights_report runs per day (Celery, faults)",
+           faulted.report_runs_per_day, "runs/day", f"per epoch: {dict(sorted(faulted.report_runs.items()))}")
+    compare("cluster_seal_to_downstream_s", GROUP, "daily sealed -> report's first task, p50, Celery vs Local "
+            "(no fault)", list(celery.seal_to_downstream_s.values()), list(local.seal_to_downstream_s.values()),
+            "s", "LocalExecutor, same days", note=f"{days} days each, same machine, ensemble and Spark Connect")
+    compare("cluster_epoch_s", GROUP, "epoch opened -> sealed, p50, Celery vs Local (no fault)",
+            list(celery.epoch_s.values()), list(local.epoch_s.values()), "s", "LocalExecutor, same days",
+            note=f"{days} days each, same machine, ensemble and Spark Connect (warmed before both)")
+    recoveries = [f.recovered_s for f in faulted.faults if f.recovered_s is not None]
     figure("cluster_fault_recovery_s_max", GROUP, "longest recovery of a fault (kill -9) during the run",
            max(recoveries) if recoveries else None, "s",
-           "; ".join(f"{f.name}: {f.recovered_s if f.recovered_s is None else round(f.recovered_s, 1)}"
-                     for f in celery.faults))
-    return celery, local
+           "; ".join(f"{f.name}: {'-' if f.recovered_s is None else round(f.recovered_s, 1)}" for f in faulted.faults)
+           + f"; spark-submit jobs: {len(faulted.spark_submit_jobs)}")
+    return celery, local, faulted
 
 
 if __name__ == "__main__":

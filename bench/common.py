@@ -84,12 +84,19 @@ def spread(values: list[float]) -> tuple[float, float]:
     return (min(values), max(values))
 
 
+def _verdict(advantage: float) -> str:
+    """Say which side won: an advantage under 1 means the peer did better."""
+    if advantage >= 1:
+        return f" (ours better x{advantage:.2f})"
+    return f" (peer better x{1 / advantage:.2f})"
+
+
 def add(row: Row) -> Row:
     ROWS.append(row)
     adv = row.advantage
     print(f"  [{row.id}] {row.measure}: ours {fmt(row.ours)} {row.unit}"
           + (f", {row.peer_name} {fmt(row.peer)} {row.unit}" if row.peer is not None else "")
-          + (f" (ours better x{adv:.2f})" if adv else ""), flush=True)
+          + (_verdict(adv) if adv else ""), flush=True)
     return row
 
 

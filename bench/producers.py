@@ -65,6 +65,40 @@ def _consumer_starts(stack: AirflowStack) -> dict[str, dict[str, list[float]]]:
     return found
 
 
+def _run_stages(stack: AirflowStack) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """consumer -> key -> (its triggering asset event stored, run queued, first task started) of the
+    key's first run: where the latency goes after the producers (the event: the watcher's delivery for
+    ours, the producer's own success for the peer; then the scheduler's pick-up; then the executor)."""
+    found: dict[str, dict[str, tuple[float, float, float]]] = {OURS: {}, PEER: {}}
+    stages = ("SELECT r.run_id, max(extract(epoch FROM ae.timestamp)), extract(epoch FROM r.queued_at), "
+              "min(extract(epoch FROM ti.start_date)) FROM dag_run r JOIN dagrun_asset_event d ON d.dag_run_id = r.id "
+              "JOIN asset_event ae ON ae.id = d.event_id JOIN task_instance ti ON ti.dag_id = r.dag_id AND "
+              "ti.run_id = r.run_id AND ti.task_id = 'receive' WHERE r.dag_id = %s AND ti.start_date IS NOT NULL "
+              "GROUP BY r.run_id, r.queued_at")
+    keys: dict[str, list[str]] = {}
+    for value, run_id in stack.query("SELECT value, run_id FROM xcom WHERE dag_id = %s AND task_id = 'receive' AND "
+                                     "key = 'return_value'", OURS):
+        doc = json.loads(value) if isinstance(value, str) else value
+        keys[str(run_id)] = [key["partition_key"] for key in doc["keys"]]
+    for run_id, key in stack.query("SELECT run_id, partition_key FROM dag_run WHERE dag_id = %s", PEER):
+        keys[str(run_id)] = [str(key)]
+    for consumer in (OURS, PEER):
+        for run_id, event, queued, started in stack.query(stages, consumer):
+            for key in keys.get(str(run_id), []):
+                row = (float(event), float(queued), float(started))
+                if key not in found[consumer] or row[2] < found[consumer][key][2]:
+                    found[consumer][key] = row
+    return found
+
+
+def _seals(zk: KazooClient) -> dict[str, float]:
+    """key -> when ours sealed it (the epoch_sealed event; key k is epoch k of the declaration's calendar)."""
+    from airflow_epochs.coordination.wire.events import EpochSealed
+
+    return {f"2026-01-{e.record.epoch:02d}": e.at for e in EpochLedger(zk, "declared", owner="bench").history()
+            if isinstance(e.record, EpochSealed) and e.record.epoch is not None}
+
+
 def _last_successes(stack: AirflowStack) -> dict[str, float]:
     """key -> when the last of the three producers first succeeded for it (a producer returns its key)."""
     rows = stack.query("SELECT ti.dag_id, x.value, extract(epoch FROM ti.end_date) FROM task_instance ti JOIN xcom x "
@@ -110,11 +144,13 @@ def measure(hosts: str, keys: int, smoke: bool) -> None:
             starts = _consumer_starts(stack)
             last = _last_successes(stack)
             ends = {key: last.get(key) for key in complete}
+            stages, seals = _run_stages(stack), _seals(zk)
         finally:
             stack.stop()
             zk.stop()
             zk.close()
     report(starts, ends, complete, incomplete, keys)
+    report_stages(stages, seals, ends)
 
 
 def report(starts: dict[str, dict[str, list[float]]], ends: dict[str, float | None], complete: list[str],
@@ -141,6 +177,35 @@ def report(starts: dict[str, dict[str, list[float]]], ends: dict[str, float | No
         compare("producers_latency_s", "producers", "last producer success -> consumer task running (median)",
                 latency[OURS], latency[PEER], "s", peer_name,
                 note=f"median over keys; ours {statistics.median(latency[OURS]):.2f} s")
+
+
+def report_stages(stages: dict[str, dict[str, tuple[float, float, float]]], seals: dict[str, float],
+                  ends: dict[str, float | None]) -> None:
+    """Where each consumer's latency goes, per stage (medians over keys): the last producer's success to
+    the triggering asset event stored, to the run queued, to its first task running."""
+    split: dict[str, dict[str, list[float]]] = {}
+    for consumer in (OURS, PEER):
+        split[consumer] = {"event": [], "queue": [], "start": []}
+        for key, (event, queued, started) in sorted(stages[consumer].items()):
+            end = ends.get(key)
+            if end is None:
+                continue
+            split[consumer]["event"].append(event - end)
+            split[consumer]["queue"].append(queued - event)
+            split[consumer]["start"].append(started - queued)
+        print(f"  {consumer} stages: { {k: [round(v, 2) for v in vs] for k, vs in split[consumer].items()} }",
+              flush=True)
+    sealed = [seals[key] - end for key, end in ends.items() if key in seals and end is not None]
+    print(f"  ours sealed relative to the last producer's success: {[round(v, 2) for v in sealed]} s", flush=True)
+    peer_name = "PartitionedAssetTimetable on the 3 assets"
+    measures = {"event": "last producer success -> the consumer's triggering asset event stored",
+                "queue": "asset event stored -> consumer run queued (scheduler pick-up)",
+                "start": "consumer run queued -> its first task running"}
+    for stage, measure in measures.items():
+        if split[OURS][stage] and split[PEER][stage]:
+            compare(f"producers_latency_{stage}_s", "producers", measure, split[OURS][stage], split[PEER][stage],
+                    "s", peer_name, note=f"median over keys; ours sealed {statistics.median(sealed):.2f} s after the "
+                    "last success" if sealed else "median over keys")
 
 
 def main() -> int:

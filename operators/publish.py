@@ -73,7 +73,7 @@ class PublishSealedOperator(CoordinationRetries, BaseOperator):
 
         def publish() -> dict[str, Any]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                outcome = publish_from_task(hook.get_conn(), attempt.pipeline, self.partition, attempt.epoch,
+                outcome = publish_from_task(hook, attempt.pipeline, self.partition, attempt.epoch,
                                             table=self.table, conn_id=self.table_conn_id, output=self.output_name,
                                             root=self.root, storage=self.storage)
             return outcome.to_dict()

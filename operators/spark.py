@@ -183,7 +183,7 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
 
         def publish() -> dict[str, Any]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                return publish_from_task(hook.get_conn(), pipeline, self.partition, epoch, table=str(self.table),
+                return publish_from_task(hook, pipeline, self.partition, epoch, table=str(self.table),
                                          conn_id=self.table_conn_id, root=self.root,
                                          storage=self.storage).to_dict()
 

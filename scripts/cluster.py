@@ -1,6 +1,7 @@
 """The main job on the production topology, on this machine's loopback (see ``scripts/cluster.sh``).
 
-    cluster.py up [--days N]     start everything and supervise it (foreground; cluster.sh runs it detached)
+    cluster.py up [--days N] [--connect-only]
+                                 start everything and supervise it (foreground; cluster.sh runs it detached)
     cluster.py run [--faults] [--no-compare]
                                  run the days under the schedulers, check, report (and the same days
                                  under the LocalExecutor beside it)
@@ -34,7 +35,7 @@ def say(message: str) -> None:
 
 
 def read_state(base: Path) -> dict[str, Any]:
-    from airflow_epochs.servers.private_files import read_private
+    from airflow_epochs.private_files import read_private
 
     try:
         return dict(json.loads(read_private(base / "state-celery.json", secret=True)))
@@ -50,20 +51,21 @@ def ours(pid: int) -> bool:
         return False
 
 
-def up(base: Path, days: int) -> int:
+def up(base: Path, days: int, connect_only: bool) -> int:
     from cluster_topology import Cluster
 
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
-    from airflow_epochs.servers.private_files import check_private_dir
+    from airflow_epochs.private_files import check_private_dir
 
     if os.path.lexists(base):  # every up starts from nothing: a new metadata database, ensemble and data
         check_private_dir(base)
         for entry in base.iterdir():
             if entry.name != "supervisor.log":
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    cluster = Cluster(base, days=days)
+    # worker 2's epoch jobs go through spark-submit onto the standalone master, worker 1's through Connect
+    cluster = Cluster(base, days=days, submit_workers=() if connect_only else (2,))
     try:
         cluster.start()
         cluster.write_state()
@@ -82,7 +84,8 @@ def up(base: Path, days: int) -> int:
 
 
 def run(base: Path, faults: bool, compare: bool, timeout: float) -> int:
-    from cluster_run import ALL_FAULTS, Driver, run_local
+    from cluster_faults import ALL_FAULTS
+    from cluster_run import Driver, run_local
 
     driver = Driver(lambda: read_state(base))
     try:
@@ -104,12 +107,22 @@ def run(base: Path, faults: bool, compare: bool, timeout: float) -> int:
 
 
 def faults(base: Path) -> int:
-    from cluster_run import ALL_FAULTS, Driver
+    from cluster_faults import ALL_FAULTS
+    from cluster_run import Driver
 
     driver = Driver(lambda: read_state(base))
     try:
         driver.inject(ALL_FAULTS)
+        if driver.second_start is not None:  # the second deployment lives as long as this command: to the end
+            say("waiting for the run to finish, then for the second deployment's runs to settle")
+            driver.second_start.join(1800)
+            driver.wait_done(time.monotonic() + 3600)
+            driver.second_settled(time.monotonic() + 600)
+            runs = driver.report_runs()
+            say(f"report runs per day across both deployments: {dict(sorted(runs.items()))}")
     finally:
+        if driver.second is not None:
+            driver.second.stop()
         driver.close()
     for fault in driver.faults:
         recovered = f"{fault.recovered_s:.1f} s" if fault.recovered_s is not None else "not recovered"
@@ -149,7 +162,7 @@ def down(base: Path) -> int:
         say(f"the supervisor (pid {supervisor}) did not stop")
         return 1
     if not supervised:  # a supervisor killed -9 left its components: each checked, then its group stopped
-        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity, stop_verified
+        from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, stop_verified
 
         for name, recorded in state["identities"].items():
             try:
@@ -167,6 +180,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("up", "run", "faults", "status", "down"))
     parser.add_argument("--days", type=int, default=3, help="up: the days (epochs) the catch-up covers (default 3)")
+    parser.add_argument("--connect-only", action="store_true",
+                        help="up: every Celery worker's epoch jobs through Spark Connect (default: worker 2's "
+                        "through spark-submit onto the standalone master)")
     parser.add_argument("--faults", action="store_true", help="run: inject every fault during the run")
     parser.add_argument("--no-compare", action="store_true", help="run: skip the LocalExecutor comparison")
     parser.add_argument("--timeout", type=float, default=1800, help="run: give up after this many seconds")
@@ -177,7 +193,7 @@ def main() -> int:
     base = Path(args.base).absolute()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.command == "up":
-        return up(base, args.days)
+        return up(base, args.days, args.connect_only)
     if args.command == "run":
         return run(base, args.faults, not args.no_compare, args.timeout)
     return {"faults": faults, "status": status, "down": down}[args.command](base)

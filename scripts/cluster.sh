@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The main job on the production topology, every component its own processes on loopback: a 3-node
 # ZooKeeper ensemble (TLS, digest), a Spark standalone master, two workers and a Spark Connect server
-# (spark.authenticate), PostgreSQL and Redis (passwords), Airflow's API server, DAG processor, two
-# schedulers, two triggerers and two Celery workers. State in .epochs/cluster.
-# Usage: bash scripts/cluster.sh up [--days N]        start (in the background, supervised) and return
+# (spark.authenticate, UIs behind a signed token), PostgreSQL and Redis (passwords), Airflow's API
+# server, DAG processor, two schedulers, two triggerers and two Celery workers. State in .epochs/cluster.
+# Usage: bash scripts/cluster.sh up [--days N] [--connect-only]  start (in the background, supervised)
 #        bash scripts/cluster.sh run [--faults] [--no-compare]   catch-up over the days, check, report
-#        bash scripts/cluster.sh faults                kill -9 each component in turn during a run
+#        bash scripts/cluster.sh faults      kill -9 each component in turn during a run, start a 2nd deployment
 #        bash scripts/cluster.sh status | down
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"

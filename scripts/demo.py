@@ -79,7 +79,7 @@ def main() -> int:
     if args.faults and days < MIN_DAYS:
         parser.error(f"--faults needs at least {MIN_DAYS} days (its faults hit epochs 2, 4 and 6), not {days}")
 
-    from airflow_epochs.servers.private_files import UnsafeState, check_private_dir, private_dir
+    from airflow_epochs.private_files import UnsafeState, check_private_dir, private_dir
     from airflow_epochs.servers.supervision import RunStillActive, reap_leftover
 
     default = ".epochs/demo-faults" if args.faults else ".epochs/demo"
@@ -110,8 +110,8 @@ def main() -> int:
 
 
 def with_servers(base: Path, days: int, *, faults: bool) -> int:
+    from airflow_epochs.private_files import write_private
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
-    from airflow_epochs.servers.private_files import write_private
     from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
     from airflow_epochs.servers.supervision import ServerRecord, ZooKeeperSupervisor, current_run, write_record
 
@@ -203,7 +203,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
 
 def previous_port(port_file: Path) -> int | None:
     """The port the demo's ZooKeeper had last time (so a rerun keeps its address), if that is a port."""
-    from airflow_epochs.servers.private_files import read_private
+    from airflow_epochs.private_files import read_private
 
     try:
         text = read_private(port_file).strip()

@@ -38,8 +38,8 @@ def serve(days: int, base: Path, port: int | None) -> int:
     from nycflights.data import day_of_epoch, land_days
 
     from airflow_epochs.coordination import EpochLedger, PipelineNotFound
+    from airflow_epochs.private_files import write_private
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
-    from airflow_epochs.servers.private_files import write_private
     from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
     from airflow_epochs.servers.supervision import ZooKeeperSupervisor
 

@@ -40,10 +40,11 @@ __all__ = ["CliError", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     from kazoo.exceptions import KazooException, NoAuthError
 
+    from airflow_epochs.connection.embedded import CorruptState
     from airflow_epochs.connection.zookeeper import InvalidConnection
     from airflow_epochs.coordination import AccessDenied, EpochsError
+    from airflow_epochs.private_files import UnsafeState
     from airflow_epochs.redaction import redact
-    from airflow_epochs.servers.private_files import UnsafeState
 
     args = build_parser().parse_args(argv)
     # kazoo's reconnect chatter would bury the one line that says what is wrong.
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
         message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
                    f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
-    except (CliError, EpochsError, InvalidConnection, UnsafeState) as exc:
+    except (CliError, CorruptState, EpochsError, InvalidConnection, UnsafeState) as exc:
         message = str(exc)
     except KazooException as exc:
         message = f"ZooKeeper: {type(exc).__name__}: {exc}"

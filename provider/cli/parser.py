@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("--port", type=_port, help="client port (default: the previous one, else a free one)")
     zk.add_argument("--plaintext", action="store_true", help="serve without TLS: clients then send the digest "
                     "password in clear (default: TLS with a CA generated into the state folder)")
+    zk.add_argument("--unresponsive-after", type=_positive_seconds, default=30.0,
+                    help="start: seconds without an answer after which the watchdog restarts the server "
+                    "(default 30; one that exited is restarted at once)")
     zk.set_defaults(func=functools.partial(run_server_command, ZOOKEEPER))
     connect = sub.add_parser("spark-connect", help="start, stop or check a warm Spark Connect server")
     connect.add_argument("action", choices=ACTIONS)

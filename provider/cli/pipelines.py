@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir
-from airflow_epochs.cli.zookeeper import client_settings, running_server, with_embedded_credentials
+from airflow_epochs.connection.embedded import client_settings, running_server, with_embedded_credentials
 
 PASSWORD_ENV = "AIRFLOW_EPOCHS_ZK_PASSWORD"  # noqa: S105 - the variable's name, not a password
 MAX_TIMELINE_EPOCHS = 10_000
@@ -30,19 +30,14 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
     if args.conn_id:
         if direct:
             raise CliError(f"--conn-id cannot be combined with {', '.join(direct)}: the connection says it all")
-        # Airflow's own lookup, as `airflow connections get` does it (secrets backends, environment,
-        # then the metadata database): outside a task the Task SDK's, which the hook uses, reads no
-        # database, and a connection made with `airflow connections add` would not be found.
-        from airflow.models.connection import Connection
-
+        from airflow_epochs.hooks.connections import connection_outside_task
         from airflow_epochs.hooks.zookeeper import settings_of
 
+        conn = connection_outside_task(args.conn_id)  # the metadata database too, not only AIRFLOW_CONN_*
         try:
-            return settings_of(Connection.get_connection_from_secrets(args.conn_id))
+            return settings_of(conn)
         except InvalidConnection as exc:
             raise CliError(f"connection {args.conn_id!r}: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection
-            raise CliError(f"cannot read connection {args.conn_id!r}: {type(exc).__name__}: {exc}") from None
     if not direct:  # the CLI's embedded server, with the credentials and CA its start recorded
         base = state_dir(args.state_dir)
         embedded = running_server(base)

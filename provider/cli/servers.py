@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir, stop_recorded
-from airflow_epochs.servers.private_files import StateLocked, exclusive_lock, private_dir
+from airflow_epochs.private_files import StateLocked, exclusive_lock, private_dir
 
 ACTIONS = ("start", "stop", "status")
 # How long a start or stop waits for another one on the same state folder (a JVM start can take minutes
@@ -34,6 +34,7 @@ class ManagedServer:
     :param start_errors: the errors of a failed start (printed as they are: they carry the log tail).
     :param stop_group: signal its whole process group (it leads one) rather than its pid.
     :param keep_on_stop: state kept across a stop (its port: the next start serves where clients point).
+    :param before_stop: what to stop first (the server's watchdog).
     """
 
     name: str
@@ -45,8 +46,11 @@ class ManagedServer:
     start_errors: Callable[[], tuple[type[Exception], ...]]
     stop_group: bool = False
     keep_on_stop: tuple[str, ...] = ("port",)
+    before_stop: Callable[[Path], object] | None = None
 
     def stop(self, base: Path) -> bool:
+        if self.before_stop is not None:  # what restarts the server goes first
+            self.before_stop(base)
         return stop_recorded(base, self.name, group=self.stop_group, keep=self.keep_on_stop)
 
     def lock_file(self, base: Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow_epochs.cli.servers import ManagedServer, verb
 from airflow_epochs.cli.state import CliError, alive, previous_port, read_state, state_file
-from airflow_epochs.servers.private_files import private_dir, read_private, write_private
+from airflow_epochs.private_files import private_dir, read_private, write_private
 
 NAME = "spark-connect"
 
@@ -64,12 +64,9 @@ def connect_server_health(base: Path, state: dict[str, Any], *, timeout: float =
 
 def connect_token(conn_id: str) -> str:
     """The token (password) of an Airflow ``spark_connect`` connection, for the server to require."""
-    from airflow.sdk import BaseHook
+    from airflow_epochs.hooks.connections import connection_outside_task
 
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection
-        raise CliError(f"cannot read connection {conn_id!r}: {type(exc).__name__}: {exc}") from None
+    conn = connection_outside_task(conn_id)  # the metadata database too, not only AIRFLOW_CONN_*
     if not conn.password:
         raise CliError(f"connection {conn_id!r} has no password: the Spark Connect token goes there")
     return str(conn.password)

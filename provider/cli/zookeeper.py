@@ -12,39 +12,22 @@ local user completes a handshake. ``--plaintext`` serves without TLS.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.servers import ManagedServer, verb
-from airflow_epochs.cli.state import CliError, alive, read_state, state_dir, state_file
-from airflow_epochs.connection.zookeeper import ZooKeeperSettings, split_host
-from airflow_epochs.servers.embedded_zookeeper import ZooKeeperError, four_letter_word
-from airflow_epochs.servers.private_files import UnsafeState, check_private_dir, private_dir, write_private
-from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, read_auth, secured_server
-from airflow_epochs.servers.zookeeper_security import ServerAuth
+from airflow_epochs.cli.state import CliError, read_state, state_file
+from airflow_epochs.connection.credentials import CREDENTIALS_FILE, TLS_FOLDER, ServerAuth, read_auth
+from airflow_epochs.connection.embedded import NAME, running_server
+from airflow_epochs.private_files import check_private_dir, private_dir, write_private
+from airflow_epochs.servers.embedded_zookeeper import ZooKeeperError
+from airflow_epochs.servers.secured_zookeeper import secured_server
 
-NAME = "zookeeper"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LEGACY_TLS_FOLDER = "zookeeper-tls"  # where versions before the shared layout kept the CA
 # What a stop keeps: the next start serves where connections point (the credentials stay in their file).
 KEPT_ON_STOP = ("port", "secure_port")
-
-
-def running_server(base: Path) -> dict[str, Any] | None:
-    """The state of the CLI-managed server if it is running and serving, else None."""
-    state = read_state(base)
-    if not state or not alive(state):
-        return None
-    # A TLS server has no plaintext port (its port is its TLS port); one an earlier version started has.
-    tls_only = state.get("ca") and state.get("port") == state.get("secure_port")
-    answer = four_letter_word(int(state["port"]), timeout=2.0, **(_tls_files(state) if tls_only else {}))
-    if "Mode:" not in answer:
-        return None
-    state["mode"] = next(line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:"))
-    return state
 
 
 def start_server(base: Path, port: int | None = None, *, plaintext: bool = False) -> dict[str, Any]:
@@ -84,11 +67,6 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
     return {**state, "mode": "standalone", "already_running": False}
 
 
-def credentials_file(base: Path) -> Path:
-    """Where the embedded server's digest credentials are: a 0600 file in its folder (as in the demo's)."""
-    return base / NAME / CREDENTIALS_FILE
-
-
 def migrate_legacy_files(base: Path, state: dict[str, Any]) -> None:
     """Move what earlier versions of the CLI kept elsewhere to the files :func:`secured_server` uses, once:
     the credentials from the state file to ``zookeeper/credentials.json``, the CA and keys from
@@ -110,70 +88,22 @@ def migrate_legacy_files(base: Path, state: dict[str, Any]) -> None:
         os.rename(legacy_tls, folder / TLS_FOLDER)
 
 
-def recorded_auth(base: Path, state: dict[str, Any] | None = None) -> ServerAuth | None:
-    """The embedded server's credentials (None if it has none yet); a one-line error if they are corrupt.
-    A server an earlier version started (still running, its credentials still in ``state``) keeps
-    working: its files move at its next start."""
-    try:
-        auth = read_auth(credentials_file(base))
-        if auth is None and state and "credentials" in state:
-            auth = ServerAuth.from_json(state["credentials"])
-    except ValueError as exc:
-        raise CliError(f"{exc} ({state_file(base)})") from None
-    return auth
-
-
-def client_settings(base: Path, state: dict[str, Any], *, connection_timeout: float = 15.0) -> ZooKeeperSettings:
-    """How a command connects to the running embedded server: its recorded hosts (the TLS port unless it
-    serves plaintext), credentials and CA."""
-    auth = recorded_auth(base, state)
-    extra: dict[str, Any] = {"connection_timeout": connection_timeout}
-    if state.get("ca"):
-        extra.update(use_tls=True, **_tls_files(state))
-    return ZooKeeperSettings.from_fields(host=str(state["hosts"]), login=auth.user if auth else None,
-                                         password=auth.password if auth else None, extra=extra)
-
-
-def _tls_files(state: dict[str, Any]) -> dict[str, str]:
-    """The CA (and our client certificate and key, which the server requires) the state records."""
-    return {key: str(state[key]) for key in ("ca", "certfile", "keyfile") if state.get(key)}
-
-
-def with_embedded_credentials(settings: ZooKeeperSettings, base: Path | None = None) -> ZooKeeperSettings:
-    """``settings`` as they are, unless they carry no credentials and name exactly the running embedded
-    server of the state folder (either of its ports, on loopback): then that server's credentials,
-    over TLS to its TLS port checked against its CA (unless it serves plaintext), keeping the
-    connection's chroot, session timeout and read-only choice. How a hook or a command given only
-    ``127.0.0.1:PORT`` talks to the server ``airflow-epochs zookeeper start`` runs.
-
-    :param base: the state folder (default: ``$AIRFLOW_EPOCHS_HOME``, else ``~/.airflow-epochs``).
-    """
-    if settings.login or len(settings.hosts) != 1:
-        return settings
-    name, port = split_host(settings.hosts[0])
-    if name not in LOOPBACK:
-        return settings
-    base = base or state_dir(None)
-    try:
-        recorded = read_state(base)
-        if not recorded or port not in (recorded.get("port"), recorded.get("secure_port")):
-            return settings
-        state = running_server(base)
-    except (CliError, UnsafeState):  # not a state we may trust: the connection stays as it was written
-        return settings
-    if state is None:
-        return settings
-    embedded = client_settings(base, state, connection_timeout=settings.connection_timeout)
-    return dataclasses.replace(embedded, chroot=settings.chroot, session_timeout=settings.session_timeout,
-                               read_only=settings.read_only)
-
-
 def stop_server(base: Path) -> bool:
     return ZOOKEEPER.stop(base)
 
 
 def _start(base: Path, args: argparse.Namespace) -> dict[str, Any]:
-    return start_server(base, args.port, plaintext=args.plaintext)
+    from airflow_epochs.cli.zookeeper_watchdog import start_watchdog
+
+    state = start_server(base, args.port, plaintext=args.plaintext)
+    watchdog = start_watchdog(base, unresponsive_after=args.unresponsive_after)
+    return {**state, "watchdog": watchdog.get("pid"), "unresponsive_after": watchdog.get("unresponsive_after")}
+
+
+def _stop_watchdog(base: Path) -> None:
+    from airflow_epochs.cli.zookeeper_watchdog import stop_watchdog
+
+    stop_watchdog(base)
 
 
 def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tuple[bool, str]:
@@ -183,6 +113,8 @@ def _probe(base: Path, args: argparse.Namespace, running: dict[str, Any]) -> tup
 def _started(state: dict[str, Any]) -> list[str]:
     security = f"TLS (CA {state['ca']})" if state.get("ca") else "PLAINTEXT"
     return [f"ZooKeeper {verb(state)} at {state['hosts']} (pid {state['pid']}, data in {state['directory']})",
+            *([f"watchdog pid {state['watchdog']}: restarts it if it exits or does not answer for "
+               f"{state['unresponsive_after']:g} s"] if state.get("watchdog") else []),
             f"clients authenticate as digest user {_user(state)!r} over {security}; the password is in the 0600 "
             f"file {Path(state['directory']) / CREDENTIALS_FILE}"]
 
@@ -197,4 +129,5 @@ def _start_errors() -> tuple[type[Exception], ...]:
 
 
 ZOOKEEPER = ManagedServer(name=NAME, label="ZooKeeper", start=_start, find=running_server, probe=_probe,
-                          started=_started, start_errors=_start_errors, keep_on_stop=KEPT_ON_STOP)
+                          started=_started, start_errors=_start_errors, keep_on_stop=KEPT_ON_STOP,
+                          before_stop=_stop_watchdog)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -23,8 +24,8 @@ from airflow.sdk import BaseHook, Connection
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+from airflow_epochs.private_files import write_private
 from airflow_epochs.redaction import register_uri_secrets
-from airflow_epochs.servers.private_files import write_private
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
 from airflow_epochs.spark.locations import parse_location, validate_location
@@ -36,6 +37,8 @@ __all__ = ["LOCAL_SPARK_CONN", "EpochSparkSubmitHook", "SparkEpochHook", "kubern
 #: The connection id standing for ``local[*]`` on the worker when no Spark connection is given (the
 #: Spark provider itself would fall back to YARN). Known to this hook only, never to the environment.
 LOCAL_SPARK_CONN = "airflow_epochs_local_spark"
+# A standalone cluster's secret as a properties file may hold it: one token, no line break or backslash.
+_SECRET_SHAPE = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
 
 
 def kubernetes_provider_installed() -> bool:
@@ -187,10 +190,14 @@ class SparkEpochHook(BaseHook):
             # working folder or the job's folder first on sys.path, so nothing planted there is imported.
             env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                        SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), PYTHONSAFEPATH="1")
-            options["conf"] = self.local_driver_conf(mode, options.get("conf"))
+            secret = self.cluster_secret() if mode == "standalone" else None
+            options["conf"] = self.local_driver_conf(mode, options.get("conf"), cluster_secret=secret is not None)
             folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
             context_file = write_private(os.path.join(folder, "context.json"), job_context.to_json())
             arguments = [CONTEXT_FILE_ARG, str(context_file)]
+            if secret is not None:  # read by spark-submit from a 0600 file: on no command line, in no log
+                options["properties_file"] = str(write_private(os.path.join(folder, "spark-auth.properties"),
+                                                               f"spark.authenticate.secret={secret}\n"))
         else:
             arguments = [CONTEXT_ARG, job_context.to_json()]
         hook = EpochSparkSubmitHook(
@@ -203,14 +210,33 @@ class SparkEpochHook(BaseHook):
         )
         return hook, folder
 
+    def cluster_secret(self) -> str | None:
+        """The standalone cluster's RPC secret (``spark.authenticate.secret``): the Spark connection's
+        password, None when it has none (the cluster then authenticates nothing, or its admin configured
+        the secret in Spark's own ``spark-defaults.conf`` on this worker).
+
+        :raises InvalidInput: the password is not a plain secret (it goes into a properties file, where a
+            line break or a backslash would add settings of its own); the value is never named.
+        """
+        secret = self.get_conn().password
+        if not secret:
+            return None
+        if not _SECRET_SHAPE.fullmatch(secret):
+            raise InvalidInput(f"Spark connection {self.conn_id!r}: the password (the standalone cluster's "
+                               "spark.authenticate.secret) must be 16 to 512 letters, digits or '._~+/=-'")
+        return secret
+
     @staticmethod
-    def local_driver_conf(mode: str, conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    def local_driver_conf(mode: str, conf: Mapping[str, Any] | None, *,
+                          cluster_secret: bool = False) -> dict[str, Any]:
         """``conf`` for a driver that runs on this machine: no Spark UI (it would answer any local user
         on 127.0.0.1), and on the local master Spark's RPC authentication (the driver's RPC and block
         ports then refuse whoever does not know the secret, which Spark generates in the driver's
         memory: it is on no command line, in no file and no log). A standalone master needs the
-        cluster's own secret, which its admin configures.
+        cluster's own secret, the Spark connection's password (:meth:`cluster_secret`); with one,
+        authentication is on too.
 
+        :param cluster_secret: a standalone cluster's secret goes with the job (in a properties file).
         :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off.
         """
         out = dict(conf or {})
@@ -218,9 +244,10 @@ class SparkEpochHook(BaseHook):
             raise InvalidInput("spark.ui.enabled: the Spark UI of an epoch job's driver on this machine would "
                                "answer any local user; it stays off")
         out["spark.ui.enabled"] = "false"
-        if mode == "local":
+        if mode == "local" or cluster_secret:
             if str(out.get("spark.authenticate", "true")).strip().lower() != "true":
-                raise InvalidInput("spark.authenticate: a local epoch job's driver authenticates its RPC; it stays on")
+                raise InvalidInput("spark.authenticate: an epoch job's driver on this machine authenticates its "
+                                   "RPC; it stays on")
             out["spark.authenticate"] = "true"
         return out
 

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 
 from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
+from airflow_epochs.hooks.ledgers import ledger_on
 
 
 def settings_of(conn: Any) -> ZooKeeperSettings:
@@ -18,7 +19,7 @@ def settings_of(conn: Any) -> ZooKeeperSettings:
     A connection without credentials to the CLI's embedded server gets that server's (it accepts no
     client without them), over TLS checked against its CA.
     """
-    from airflow_epochs.cli.zookeeper import with_embedded_credentials
+    from airflow_epochs.connection.embedded import with_embedded_credentials
 
     return with_embedded_credentials(ZooKeeperSettings.from_fields(
         host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
@@ -38,6 +39,8 @@ class ZooKeeperHook(BaseHook):
     leaving a ``with`` block.
 
     :param zookeeper_conn_id: the connection id.
+    :param connect_timeout: seconds to wait for a session when connecting (None: the connection's
+        ``connection_timeout``).
     """
 
     conn_name_attr = "zookeeper_conn_id"
@@ -45,9 +48,12 @@ class ZooKeeperHook(BaseHook):
     conn_type = "zookeeper"
     hook_name = "ZooKeeper"
 
-    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+    def __init__(
+        self, zookeeper_conn_id: str = default_conn_name, *, connect_timeout: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
+        self.connect_timeout = connect_timeout
         self._client: KazooClient | None = None
         self._settings: ZooKeeperSettings | None = None
 
@@ -62,7 +68,7 @@ class ZooKeeperHook(BaseHook):
         if self._client is None:
             settings = self.settings
             self.log.info("Connecting to ZooKeeper %s", settings.describe())
-            self._client = settings.start_client()
+            self._client = settings.start_client(timeout=self.connect_timeout)
         return self._client
 
     def ledger(self, pipeline: str, *, owner: str = "anonymous", root: str = DEFAULT_ROOT) -> EpochLedger:
@@ -72,7 +78,7 @@ class ZooKeeperHook(BaseHook):
         :param owner: identity recorded on the attempts the ledger opens (readers need none).
         :param root: the znode under which pipelines live.
         """
-        return EpochLedger(self.get_conn(), pipeline, owner=owner, root=root)
+        return ledger_on(self.get_conn(), pipeline, owner=owner, root=root)
 
     def close(self) -> None:
         if self._client is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.lineage.facets import (
     FACET_NAME,
@@ -42,7 +41,7 @@ def spark_task_lineage(operator: Any, *, complete: bool) -> Any:
     pipeline, epoch = attempt.pipeline, attempt.epoch
     published = getattr(operator, "published", None) or {}
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
-        ledger = EpochLedger(hook.get_conn(), pipeline, root=operator.root)
+        ledger = hook.ledger(pipeline, root=operator.root)
         inputs = {}
         for name, part in (operator.sealed_inputs or {}).items():
             found = partition_dataset_id(ledger, part, epoch, storage=operator.storage)
@@ -67,7 +66,7 @@ def publish_task_lineage(operator: Any, *, complete: bool) -> Any:
         return OperatorLineage()
     epoch, pipeline = published["epoch"], published["pipeline"]
     with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
-        ledger = EpochLedger(hook.get_conn(), pipeline, root=operator.root)
+        ledger = hook.ledger(pipeline, root=operator.root)
         read = partition_dataset_id(ledger, operator.partition, epoch, storage=operator.storage)
         lineage: Any = OperatorLineage(
             inputs=input_datasets({} if read is None else {operator.partition: read}, epoch),

@@ -1,20 +1,29 @@
-"""The local filter of declared producers: which tasks a declaration names, known without ZooKeeper.
+"""The host's filter of declared producers: which tasks a declaration names, kept on each host.
 
 Every task with an outlet passes through the declared-producers listener. Only a task that some
-declaration names may contact ZooKeeper: the others must run exactly as if the provider were not
-installed, ZooKeeper up or down. Task processes live for one try, so the filter is kept in a file per
+declaration names votes: the others must succeed exactly as if the provider were not installed,
+ZooKeeper up or down. Task processes live for one try, so the filter is kept in a file per
 host, ``<cache dir>/declared-producers.json`` (``[epochs] declared_cache_dir``, default
 ``$AIRFLOW_HOME/epochs``), written by whichever task process last read the declarations:
 
-- **fresh** (younger than ``[epochs] declared_cache_ttl`` seconds, default 60, and written for the same
-  connection, root and pipelines): trusted; a task it does not name never contacts ZooKeeper;
-  so a declaration added or changed takes effect on a host within one TTL (declare a producer at
-  least that long before it first runs);
-- **stale**: the declarations are read again from ZooKeeper and the file rewritten; if ZooKeeper cannot
-  be reached, the stale filter decides (a declaration added since is in force on this host once
-  ZooKeeper answers again: at most one TTL after it was written while ZooKeeper is up);
+- **ZooKeeper answers** (within ``[epochs] declared_check_timeout`` seconds, default 5): the task reads
+  each configured pipeline's *mark* (one ``exists`` of its configuration folder: the folder's creation
+  zxid and child version, which change whenever a configuration version is added or the pipeline is
+  created again). Marks equal to those the file was read with: the file decides. Otherwise the
+  declarations are read again and the file rewritten with the marks read *before* them. So a
+  declaration added or changed is honoured by the next task on every host, as soon as it is stored;
+- **ZooKeeper does not answer**: the cached file decides, whatever its age (a declaration added since
+  is in force on this host once ZooKeeper answers again; meanwhile a producer it names only newly
+  succeeds without its vote, and its key waits: a stall, never a duplicate);
 - **missing** (or unreadable) with ZooKeeper down: nothing tells a producer from another task, and a
   declared producer must never report success without its vote, so the task fails, saying why.
+
+Why a check per task rather than a time-to-live or a watch: a time-to-live trusts the file for its
+whole length, so a producer declared within it succeeded without voting on a host whose file was
+younger; a watch needs a process per host that outlives the task processes (they live for one try).
+The check costs a task with an outlet one connection and one read per pipeline while ZooKeeper is up,
+and at most ``declared_check_timeout`` while it is down; a task no declaration names never fails for
+it.
 
 The file is ours: its folder is created mode 0700, both must belong to this user, no symlink is
 followed, and it is replaced atomically (a reader sees the old filter or the new one).

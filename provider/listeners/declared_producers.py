@@ -17,6 +17,11 @@ id is the task instance), which adds nothing. A vote that cannot be cast (ZooKee
 the retry budget) fails the task, naming the declaration (pipeline, partition, producer, key), so
 that success always means the vote is in.
 
+Once the try has reported success (``on_task_instance_success``), its votes are marked as succeeded by
+that try: a later try of the same task instance (``airflow tasks clear``) is then known as a re-run,
+reported (log and history) and, with ``reopen_on_rerun``, reopens the key; a try with no such mark
+before it is a retry (:mod:`airflow_epochs.coordination.services.declared_reruns`).
+
 Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 
 - ``declared_pipelines``: comma-separated pipelines whose declared producers this deployment votes for
@@ -27,10 +32,11 @@ Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
   consumer then gets the key again); ``reseal`` to re-seal the key's partition as a new version instead
   (no later epoch is undone; see ``EpochLedger.reseal``); default ``false``: the re-run is logged and
   changes nothing.
-- ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_cache_ttl`` (seconds,
-  default 60): the host's cached filter of declared producers. Only a task it names contacts
-  ZooKeeper; a task no declaration names runs as if the provider were not installed, ZooKeeper up or
-  down (:mod:`airflow_epochs.listeners.declared_filter`);
+- ``declared_cache_dir`` (default ``$AIRFLOW_HOME/epochs``) and ``declared_check_timeout`` (seconds,
+  default 5): the host's cached filter of declared producers, checked against ZooKeeper (one
+  ``exists`` per pipeline) when it answers within the timeout and used as it is when it does not. A
+  task no declaration names votes nothing and succeeds, ZooKeeper up or down
+  (:mod:`airflow_epochs.listeners.declared_filter`);
 - ``declared_vote_budget``: seconds a vote is retried while ZooKeeper cannot be reached before the
   task fails (default 60).
 """
@@ -128,8 +134,8 @@ def _seconds(key: str, raw: str) -> float:
     return value
 
 
-def _ttl() -> float:
-    return _seconds("declared_cache_ttl", _setting("declared_cache_ttl", "60"))
+def _check_timeout() -> float:
+    return _seconds("declared_check_timeout", _setting("declared_check_timeout", "5"))
 
 
 def _cached(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter | None:
@@ -141,23 +147,33 @@ def _cached(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter | None:
     return cached if cached is not None and cached.source == source else None
 
 
-def _refresh(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter:
-    """Read every configured pipeline's declaration from ZooKeeper (one try) and cache the filter."""
+def _current(source: tuple[str, str, tuple[str, ...]], cached: ProducerFilter | None) -> ProducerFilter:
+    """The filter as ZooKeeper has it now (one connection, waiting at most ``declared_check_timeout``):
+    the declarations' marks first (one ``exists`` per pipeline); the cached filter if they are those
+    it was read with, else every declaration read again and the filter cached with those marks. The
+    marks are read before the declarations, so a declaration changed in between leaves marks that
+    the next task sees differ: it reads again."""
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
-    from airflow_epochs.coordination.services.declared_votes import declaration
+    from airflow_epochs.coordination.services.declared_votes import declaration, declaration_mark
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     conn_id, root, pipelines = source
     conn_id = conn_id.split("=", 1)[0]
     declarations: dict[str, Any] = {}
-    with ZooKeeperHook(conn_id) as hook:
-        for pipeline in pipelines:
+    with ZooKeeperHook(conn_id, connect_timeout=_check_timeout()) as hook:
+        ledgers = {pipeline: hook.ledger(pipeline, owner=OWNER, root=root) for pipeline in pipelines}
+        marks = {pipeline: declaration_mark(ledger) for pipeline, ledger in ledgers.items()}
+        if cached is not None and cached.current(marks):
+            return cached
+        for pipeline, ledger in ledgers.items():
             try:
-                declarations[pipeline] = declaration(hook.ledger(pipeline, owner=OWNER, root=root))
+                declarations[pipeline] = declaration(ledger)
             except (PipelineNotFound, InvalidConfig) as exc:
                 log.warning("Declared producers: pipeline %s named in [epochs] declared_pipelines: %s", pipeline, exc)
                 declarations[pipeline] = None
-    fresh = ProducerFilter(source, declarations, time.time())
+    fresh = ProducerFilter(source, declarations, time.time(), marks)
+    log.info("Declared producers: read the declarations of %s (the host's filter was %s)", list(pipelines),
+             "missing" if cached is None else "out of date")
     try:
         store(cache_dir(), fresh)
     except (OSError, FilterCacheError) as exc:  # the filter still decides for this task; later ones read again
@@ -166,24 +182,23 @@ def _refresh(source: tuple[str, str, tuple[str, ...]]) -> ProducerFilter:
 
 
 def _producer_filter(source: tuple[str, str, tuple[str, ...]], what: str) -> ProducerFilter:
-    """The filter to decide with: the cached one while fresh, else read again; stale if ZooKeeper is down."""
+    """The filter to decide with: checked against ZooKeeper when it answers; the cached one when it
+    does not (see :mod:`airflow_epochs.listeners.declared_filter`)."""
     cached = _cached(source)
-    if cached is not None and cached.fresh(_ttl()):
-        return cached
     from kazoo.exceptions import KazooException
 
     from airflow_epochs.coordination import CoordinationUnavailable
 
     try:
-        return _refresh(source)
+        return _current(source, cached)
     except (CoordinationUnavailable, KazooException) as exc:
         if cached is None:
             raise DeclaredVoteNotCast(
                 f"cannot tell whether {what} is a declared producer of {describe_source(source)}: no filter "
                 f"cached in {cache_dir()} and ZooKeeper unreachable ({type(exc).__name__}: {exc}); a declared "
                 "producer never succeeds without its vote") from exc
-        log.warning("Declared producers: ZooKeeper unreachable (%s); deciding with the filter read %.0f s ago",
-                    exc, time.time() - cached.fetched_at)
+        log.warning("Declared producers: ZooKeeper unreachable (%s); deciding with the host's filter, read %.0f s "
+                    "ago", exc, time.time() - cached.fetched_at)
         return cached
 
 
@@ -209,6 +224,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
                         int(getattr(task_instance, "map_index", -1) if task_instance.map_index is not None else -1))
+    tried = getattr(task_instance, "try_number", None)
+    tried = tried if isinstance(tried, int) and not isinstance(tried, bool) else None
     on_rerun = _setting("reopen_on_rerun", "false").strip().lower()
     reopen, reseal = on_rerun in ("1", "true", "yes", "on"), on_rerun == "reseal"
     conn_id, root = source[0].split("=", 1)[0], source[1]
@@ -232,7 +249,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                                     pipeline, exc)
                         return []
                     matches = declared.matches(ti.dag_id, ti.task_id, events)
-                    done = [stage_vote(ledger, match, ti, reopen=reopen, reseal=reseal) for match in matches]
+                    done = [stage_vote(ledger, match, ti, reopen=reopen, reseal=reseal, try_number=tried)
+                            for match in matches]
                     if done:
                         drained = drain(ledger)
                         if drained.sealed:
@@ -245,6 +263,8 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
                 for outcome in call_with_retries(step, backoff=Backoff(budget=budget), on_retry=on_retry):
                     _report(outcome)
                     outcomes.append(outcome)
+                    if tried is not None and outcome.staged_by.get("ti") == ti.to_json():  # the staged vote is ours
+                        _TO_MARK.append((conn_id, root, outcome, ti, tried))
     except Exception as exc:
         cast = {(o.pipeline, o.partition, o.producer, o.key) for o in outcomes}
         missing = [f"pipeline {p!r} partition {m.partition!r} producer {m.producer!r} key {m.key!r}"
@@ -252,6 +272,33 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
         raise DeclaredVoteNotCast(f"the vote of {what} as declared producer ({'; '.join(missing) or 'see cause'}) "
                                   f"was not cast: {type(exc).__name__}: {exc}") from exc
     return outcomes
+
+
+# The votes this task process staged (its one try), marked as succeeded once the try reported success.
+_TO_MARK: list[tuple[str, str, Any, Any, int]] = []
+
+
+def mark_succeeded_votes() -> int:
+    """Mark every vote this task process cast as succeeded by its try (see
+    :mod:`airflow_epochs.coordination.services.declared_reruns`); returns how many. Runs after the
+    success was reported: a failure here is logged and fails nothing (the next try of this task
+    instance is then taken for a retry, as without marks)."""
+    from airflow_epochs.coordination.services.declared_reruns import mark_succeeded
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    marked = 0
+    pending = list(_TO_MARK)
+    _TO_MARK.clear()
+    try:
+        for conn_id, root, outcome, ti, tried in pending:
+            with ZooKeeperHook(conn_id, connect_timeout=_check_timeout()) as hook:
+                ledger = hook.ledger(outcome.pipeline, owner=OWNER, root=root)
+                mark_succeeded(ledger, outcome.staged_path(ledger.paths), ti.to_json(), tried)
+                marked += 1
+    except Exception as exc:  # noqa: BLE001 - the task has succeeded; a lost mark only hides a later re-run
+        log.warning("Declared producers: cannot mark %d vote(s) as succeeded (%s: %s); a later clear of this task "
+                    "will be taken for a retry", len(pending) - marked, type(exc).__name__, exc)
+    return marked
 
 
 def _report(outcome: Any) -> None:
@@ -262,12 +309,20 @@ def _report(outcome: Any) -> None:
         log.info("Declared producer vote %s: %s", outcome.status, where)
     elif outcome.status == "other_run":
         log.warning("Declared producer ran again before the seal: %s; the vote of %s stands", where, first)
+    elif outcome.status == "rerun_after_seal" and outcome.cleared_after is not None:
+        log.warning("Declared producer ran again AFTER the seal: %s, cleared after its try %d succeeded; the "
+                    "consumer is not triggered again (set [epochs] reopen_on_rerun = true to reopen the key)",
+                    where, outcome.cleared_after)
     elif outcome.status == "rerun_after_seal":
         log.warning("Declared producer ran again AFTER the seal: %s, first produced by %s; the consumer is not "
                     "triggered again (set [epochs] reopen_on_rerun = true to reopen the key)", where, first)
+    elif outcome.status == "reopened" and outcome.cleared_after is not None:
+        log.warning("Declared producer ran again after the seal: %s, cleared after its try %d succeeded; the key "
+                    "was rolled back and is sealed again (reopen_on_rerun)", where, outcome.cleared_after)
     elif outcome.status == "resealed":
-        log.warning("Declared producer ran again after the seal: %s; the key's partition was re-sealed as a new "
-                    "version (reopen_on_rerun = reseal)", where)
+        log.warning("Declared producer ran again after the seal: %s%s; the key's partition was re-sealed as a new "
+                    "version (reopen_on_rerun = reseal)", where, "" if outcome.cleared_after is None else
+                    f", cleared after its try {outcome.cleared_after} succeeded")
     elif outcome.status == "reopened":
         log.warning("Declared producer ran again after the seal: %s; the key was rolled back and is sealed "
                     "again (reopen_on_rerun)", where)
@@ -287,6 +342,7 @@ def _armed(task_instance: Any, previous: Callable[..., Any]) -> Callable[..., An
 def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
     """Arm the vote of a task that may be a declared producer (it has outlets) to run after its
     ``execute`` and before its success is reported."""
+    _TO_MARK.clear()  # a new try: nothing of an earlier task in this process is marked by its success
     task = getattr(task_instance, "task", None)
     if task is None or not getattr(task, "outlets", None) or not declared_pipelines():
         return
@@ -294,3 +350,11 @@ def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
     if getattr(current, "epochs_declared_vote", False):
         return
     task.post_execute = _armed(task_instance, current)
+
+
+@hookimpl
+def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
+    """Mark the votes this try cast as succeeded by it (a later try of the same task instance is then
+    a cleared re-run)."""
+    if _TO_MARK:
+        mark_succeeded_votes()

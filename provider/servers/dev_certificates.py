@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_epochs.servers.private_files import private_dir, write_private
+from airflow_epochs.private_files import private_dir, write_private
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 

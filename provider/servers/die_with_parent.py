@@ -7,7 +7,7 @@ included: ``PR_SET_PDEATHSIG``, kept across the ``exec`` into the command, so th
 and recorded identity are the command's own). The signal follows the parent *thread* that started
 the child: start such servers from a thread that lives as long as the run (the main thread).
 Elsewhere the command simply runs; whoever starts the next run then finds it through its recorded
-identity (see :mod:`airflow_epochs.servers.process_identity`).
+identity (see :mod:`airflow_epochs.process_identity`).
 """
 
 from __future__ import annotations

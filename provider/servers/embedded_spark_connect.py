@@ -47,9 +47,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from airflow_epochs.servers.die_with_parent import launcher
-from airflow_epochs.servers.embedded_zookeeper import find_java, free_port
-from airflow_epochs.servers.private_files import (
+from airflow_epochs.private_files import (
     check_private_dir,
     open_private_log,
     private_dir,
@@ -57,7 +55,9 @@ from airflow_epochs.servers.private_files import (
     tighten,
     write_private,
 )
-from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
+from airflow_epochs.servers.die_with_parent import launcher
+from airflow_epochs.servers.embedded_zookeeper import find_java, free_port
 from airflow_epochs.spark.loopback import LOOPBACK_V6, UntrustedListener, check_listener
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

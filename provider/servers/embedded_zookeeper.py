@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from airflow_epochs.connection.credentials import ServerAuth
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+from airflow_epochs.private_files import open_private_log, private_dir, tighten, write_private
+from airflow_epochs.process_identity import ProcessIdentity, identify, launch_environment
 from airflow_epochs.servers.die_with_parent import launcher
-from airflow_epochs.servers.private_files import open_private_log, private_dir, tighten, write_private
-from airflow_epochs.servers.process_identity import ProcessIdentity, identify, launch_environment
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
     LOG_FILE_SIZE,
@@ -48,7 +49,7 @@ from airflow_epochs.servers.zookeeper_runtime import (
     free_port,
     log4j_config,
 )
-from airflow_epochs.servers.zookeeper_security import ServerAuth, ServerTls, lock_root
+from airflow_epochs.servers.zookeeper_security import ServerTls, lock_root
 
 __all__ = [  # the runtime's names too: one import for a test or a script that starts a server
     "FOUR_LETTER_WORDS",

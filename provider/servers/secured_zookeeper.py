@@ -13,32 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from airflow_epochs.connection.credentials import CREDENTIALS_FILE, TLS_FOLDER, ServerAuth, read_auth
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+from airflow_epochs.private_files import private_dir, write_private
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper, ServerTls
-from airflow_epochs.servers.private_files import private_dir, read_private, write_private
-from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ServerAuth, ensure_certificates
+from airflow_epochs.servers.zookeeper_security import MAX_CLIENT_CONNECTIONS, ensure_certificates
 
-__all__ = ["CREDENTIALS_FILE", "TLS_FOLDER", "airflow_connection", "load_or_create_auth", "read_auth",
-           "secured_server"]
-
-CREDENTIALS_FILE = "credentials.json"
-TLS_FOLDER = "tls"
-
-
-def read_auth(path: Path) -> ServerAuth | None:
-    """The credentials in ``path`` (a 0600 file of ours: :class:`UnsafeState` if not), None if there is
-    none; a one-line :class:`ValueError` naming the file if it is corrupt."""
-    from airflow_epochs.coordination.wire.payloads import loads_bounded
-
-    try:
-        text = read_private(path, secret=True)
-    except FileNotFoundError:
-        return None
-    try:
-        return ServerAuth.from_json(loads_bounded(text))
-    except ValueError as exc:
-        raise ValueError(f"{path} is corrupt ({exc}): remove it, and the server's data with it") from None
-
+__all__ = ["airflow_connection", "load_or_create_auth", "secured_server"]
 
 def load_or_create_auth(path: Path) -> ServerAuth:
     """The credentials in ``path`` (a 0600 file of ours), or new ones written there first."""

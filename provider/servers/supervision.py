@@ -1,7 +1,7 @@
 """Servers started for a run (ZooKeeper, Spark Connect), recorded so that they never outlive it unseen.
 
 A run that starts a server writes a record beside its state: the server's identity and the run's own
-(see :mod:`airflow_epochs.servers.process_identity`). Servers started with ``die_with_parent`` stop when the
+(see :mod:`airflow_epochs.process_identity`). Servers started with ``die_with_parent`` stop when the
 run's process exits, even by ``kill -9``. The next run reads the records first (:func:`reap_leftover`):
 
 - nothing recorded, or the recorded server has exited: nothing to do;
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_epochs.servers.private_files import private_dir, read_private, write_private
-from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
+from airflow_epochs.private_files import private_dir, read_private, write_private
+from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
 
 __all__ = ["RunStillActive", "ServerRecord", "ZooKeeperSupervisor", "current_run", "read_record", "reap_leftover",
            "write_record"]
@@ -87,7 +87,7 @@ def write_record(path: Path, record: ServerRecord) -> None:
 
 def read_record(path: Path) -> ServerRecord | None:
     """The record at ``path``; None if there is none. :class:`ValueError` (naming the file) if it is
-    not a record; :class:`~airflow_epochs.servers.private_files.UnsafeState` if another user owns or may write it."""
+    not a record; :class:`~airflow_epochs.private_files.UnsafeState` if another user owns or may write it."""
     try:
         text = read_private(path)
     except FileNotFoundError:

@@ -13,9 +13,10 @@ import importlib.util
 import os
 import shutil
 import socket
-import ssl
 from collections.abc import Iterable
 from pathlib import Path
+
+from airflow_epochs.connection.probe import four_letter_word
 
 __all__ = [
     "FOUR_LETTER_WORDS",
@@ -173,31 +174,3 @@ def log4j_config(log_file: Path, *, size: str = LOG_FILE_SIZE, files: int = LOG_
         "rootLogger.level = info\n"
         "rootLogger.appenderRef.f.ref = F\n"
     )
-
-
-def four_letter_word(port: int, word: str = "srvr", *, host: str = "127.0.0.1", timeout: float = 1.0,
-                     ca: str | Path | None = None, certfile: str | Path | None = None,
-                     keyfile: str | Path | None = None) -> str:
-    """Send a four-letter admin word to a server and return its answer ("" if it does not answer).
-
-    :param ca: the port serves TLS only: speak TLS, checking the server's certificate against this CA.
-    :param certfile: our client certificate, for a server that requires one (with ``keyfile``).
-    """
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as raw:
-            sock = raw
-            if ca is not None:
-                context = ssl.create_default_context(cafile=str(ca))
-                if certfile is not None and keyfile is not None:
-                    context.load_cert_chain(str(certfile), str(keyfile))
-                sock = context.wrap_socket(raw, server_hostname=host)
-            sock.sendall(word.encode())
-            chunks = []
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return b"".join(chunks).decode(errors="replace")
-    except OSError:
-        return ""

@@ -12,19 +12,17 @@ ours alone too.
 from __future__ import annotations
 
 import datetime
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_epochs.private_files import check_private_dir, read_private
 from airflow_epochs.servers.dev_certificates import DevCertificates, generate_dev_certificates
-from airflow_epochs.servers.private_files import check_private_dir, read_private
 
-__all__ = ["LOCKED_NODES", "MAX_CLIENT_CONNECTIONS", "ServerAuth", "ServerTls", "ensure_certificates", "lock_root"]
+__all__ = ["LOCKED_NODES", "MAX_CLIENT_CONNECTIONS", "ServerTls", "ensure_certificates", "lock_root"]
 
 # The nodes a fresh server lets others write (world:anyone:cdrwa): ours alone from the first start.
 LOCKED_NODES = ("/", "/zookeeper", "/zookeeper/quota")
-DIGEST_USER = "airflow-epochs"
 # No per-address connection limit (ZooKeeper's maxClientCnxns, 60 by default): every local client,
 # ours and another user's, comes from 127.0.0.1 (and any local user may pick any 127/8 source), so a
 # per-address limit is one another user fills with 60 idle TLS sockets, locking our clients out. Without
@@ -68,53 +66,6 @@ class ServerTls:
         if self.client_auth != "none" and self.client_cert is not None and self.client_key is not None:
             files.update(certfile=str(Path(self.client_cert).resolve()), keyfile=str(Path(self.client_key).resolve()))
         return files
-
-
-@dataclass(frozen=True)
-class ServerAuth:
-    """The one digest identity a server accepts work from.
-
-    :param user: the digest user name.
-    :param password: its password (kept in a 0600 state file; never logged, never on a command line).
-    """
-
-    user: str
-    password: str
-
-    @classmethod
-    def generate(cls, user: str = DIGEST_USER) -> ServerAuth:
-        return cls(user=user, password=secrets.token_urlsafe(32))
-
-    @classmethod
-    def from_json(cls, data: Any) -> ServerAuth:
-        """Credentials recorded by :meth:`to_json`; :class:`ValueError` naming what is wrong otherwise."""
-        if not isinstance(data, dict):
-            raise ValueError(f"credentials must be an object, not {type(data).__name__}")
-        user, password = data.get("user"), data.get("password")
-        if not isinstance(user, str) or not user or ":" in user or len(user) > 64:
-            raise ValueError(f"credential user {str(user)[:40]!r} is not a digest user name")
-        if not isinstance(password, str) or len(password) < 16 or len(password) > 256:
-            raise ValueError("credential password is missing or not a generated one")
-        return cls(user=user, password=password)
-
-    def to_json(self) -> dict[str, str]:
-        return {"user": self.user, "password": self.password}
-
-    def super_digest(self) -> str:
-        """``user:digest`` for the server's config (``DigestAuthenticationProvider.superDigest``): our
-        identity is ZooKeeper's superuser, so a node another client created or re-ACLed before the lock
-        below ran is still ours to lock. Only the digest is written, in the server's 0600 config."""
-        from kazoo.security import make_digest_acl_credential
-
-        return str(make_digest_acl_credential(self.user, self.password))
-
-    @staticmethod
-    def jvm_properties() -> list[str]:
-        """The server's switches: every session must authenticate with ``digest`` before anything else."""
-        return ["-Dzookeeper.enforce.auth.enabled=true", "-Dzookeeper.enforce.auth.schemes=digest"]
-
-    def __repr__(self) -> str:  # keep the password out of tracebacks and logs
-        return f"ServerAuth(user={self.user!r})"
 
 
 def lock_root(settings: Any) -> None:

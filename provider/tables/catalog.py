@@ -193,10 +193,14 @@ def catalog_settings(*, host: str | None = None, port: int | None = None, login:
 
 
 def settings_from_connection(conn_id: str) -> CatalogSettings:
-    """Catalog settings from the Airflow connection ``conn_id``."""
+    """Catalog settings from the Airflow connection ``conn_id`` (the Task SDK's lookup, in a task)."""
     from airflow.sdk import BaseHook
 
-    conn = BaseHook.get_connection(conn_id)
+    return settings_of_connection(BaseHook.get_connection(conn_id), conn_id)
+
+
+def settings_of_connection(conn: Any, conn_id: str) -> CatalogSettings:
+    """Catalog settings from the fields of the Airflow connection ``conn`` (named ``conn_id``)."""
     try:
         return catalog_settings(host=conn.host, port=conn.port, login=conn.login, password=conn.password,
                                 schema=conn.schema, extra=conn.extra_dejson)

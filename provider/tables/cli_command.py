@@ -21,7 +21,8 @@ import sys
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
-from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_from_connection
+from airflow_epochs.hooks.connections import connection_outside_task
+from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_of_connection
 from airflow_epochs.tables.read import epochs_in, snapshot_id_of_epoch, table_as_of_epoch
 from airflow_epochs.tables.seal_files import check_identifier
 
@@ -73,8 +74,10 @@ def _run(args: argparse.Namespace) -> int:
     check_identifier(args.table)
     if bool(args.conn_id) == bool(args.sqlite):
         raise InvalidInput("give either --conn-id or --sqlite (with --warehouse)")
-    settings = settings_from_connection(args.conn_id) if args.conn_id else catalog_settings(
-        extra={"catalog": "sql", "sqlite": args.sqlite, "warehouse": args.warehouse or ""})
+    if args.conn_id:  # the metadata database too, not only AIRFLOW_CONN_* (as every other command)
+        settings = settings_of_connection(connection_outside_task(args.conn_id), args.conn_id)
+    else:
+        settings = catalog_settings(extra={"catalog": "sql", "sqlite": args.sqlite, "warehouse": args.warehouse or ""})
     catalog = load_catalog(settings)
     if args.action == "epochs":
         for record in epochs_in(catalog, args.table):
@@ -130,11 +133,12 @@ def _cut(args: argparse.Namespace, catalog: Any) -> int:
     if bool(args.zk_hosts) == bool(args.zookeeper_conn_id):
         raise InvalidInput("table cut reads the seals from ZooKeeper: give either --zk-hosts or --zookeeper-conn-id")
     if args.zookeeper_conn_id:
-        from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+        from airflow_epochs.hooks.zookeeper import settings_of
 
-        settings = ZooKeeperHook(args.zookeeper_conn_id).settings
+        # the metadata database too, not only AIRFLOW_CONN_* (as every other command)
+        settings = settings_of(connection_outside_task(args.zookeeper_conn_id))
     else:
-        from airflow_epochs.cli.zookeeper import with_embedded_credentials
+        from airflow_epochs.connection.embedded import with_embedded_credentials
         from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 
         # the embedded server's own port: its credentials and CA, as every other command uses them

@@ -19,6 +19,7 @@ from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
 from airflow_epochs.coordination.services.shortcuts import lineage_of
+from airflow_epochs.hooks.ledgers import READER, ledger_on
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 
@@ -76,7 +77,7 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
         if not pipeline or not partition:
             raise InvalidInput(f"table {identifier} is not a published partition (no {h.PIPELINE} / {h.PARTITION})")
         if pipeline not in ledgers:
-            ledgers[pipeline] = EpochLedger(client, pipeline, root=root)
+            ledgers[pipeline] = ledger_on(client, pipeline, owner=READER, root=root)
         record = h.snapshot_of_epoch(table, as_of_epoch)
         members.append(CutMember(identifier, pipeline, partition, record.snapshot_id, record.attempt,
                                  record.generation, record.request, record))

@@ -390,9 +390,9 @@ class Publisher:
         """The request id of the ledger's newest rollback to ``to_epoch`` or before (the record we mirror)."""
         for event in reversed(self.ledger.history()):
             record = event.record
-            # a rollback's event does not store its request id: its sequence number names it
             if isinstance(record, Rollback) and record.to_epoch <= to_epoch:
-                return f"rollback-seq-{event.seq}"
+                # the rollback's own request id; an event written before it was stored: its sequence number
+                return record.request or f"rollback-seq-{event.seq}"
         return f"rollback-to-{to_epoch}"
 
     @staticmethod

@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
+from airflow_epochs.hooks.ledgers import TRIGGERER, ledger_on
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 
 Watch = Callable[[WatchedEvent], None]
@@ -42,7 +43,7 @@ class AsyncZooKeeper:
     def ledger(self, pipeline: str, *, root: str = DEFAULT_ROOT) -> EpochLedger:
         """The ledger of ``pipeline`` on this shared client (a reader: triggers open and vote nothing),
         for the rare blocking step a trigger runs in a thread (``ledger.barrier(...).apply_policy``)."""
-        return EpochLedger(self.client, pipeline, owner="triggerer", root=root)
+        return ledger_on(self.client, pipeline, owner=TRIGGERER, root=root)
 
     async def _call(self, start: Callable[[], Any]) -> Any:
         """Issue one kazoo async call (``start``) and await its answer, inside the gate if any."""

@@ -47,7 +47,7 @@ async def connection_settings(conn_id: str) -> ZooKeeperSettings:
     """The settings of an Airflow ZooKeeper connection, fetched the async way triggers must use; a
     connection without credentials to the CLI's embedded server gets that server's, as in
     :class:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook` (the server accepts no client without them)."""
-    from airflow_epochs.cli.zookeeper import with_embedded_credentials
+    from airflow_epochs.connection.embedded import with_embedded_credentials
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     conn = await ZooKeeperHook.aget_connection(conn_id)

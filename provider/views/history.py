@@ -6,11 +6,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_epochs.coordination import EpochLedger, Event
-from airflow_epochs.coordination.wire.events import AttemptAborted, AttemptStarted, EpochOpened, EpochSealed
+from airflow_epochs.coordination.wire.events import (
+    AttemptAborted,
+    AttemptStarted,
+    EpochOpened,
+    EpochSealed,
+    ProducerRerun,
+)
 from airflow_epochs.views.model import AttemptView
 
 log = logging.getLogger(__name__)
@@ -22,6 +29,18 @@ class EpochTimes:
     opened_at: float | None = None
     sealed_at: float | None = None
     attempts: list[AttemptView] = field(default_factory=list)
+
+
+def _task_instance(ti: Mapping[str, Any]) -> str:
+    return f"{ti.get('dag_id')}.{ti.get('task_id')} ({ti.get('run_id')})"
+
+
+def _rerun_note(record: ProducerRerun) -> str:
+    """What the Epochs page says of a declared producer's re-run after the seal."""
+    how = (f"cleared after try {record.succeeded_try} succeeded (try {record.try_number})" if record.cleared
+           else "another run")
+    then = "the key was reopened" if record.reopened else "nothing changed (reopen_on_rerun is off)"
+    return f"{record.partition}/{record.producer} key {record.key}: {how}; {then}"
 
 
 class HistoryCache:
@@ -117,6 +136,9 @@ class HistoryCache:
         elif isinstance(record, EpochSealed):
             times.sealed_at = event.at
             times.attempts.append(AttemptView(record.attempt, record.owner, "sealed", event.at))
+        elif isinstance(record, ProducerRerun):
+            times.attempts.append(AttemptView(0, _task_instance(record.task_instance), "producer re-run", event.at,
+                                              _rerun_note(record)))
 
     def _trim(self) -> None:
         if len(self._events) > self.keep_events:

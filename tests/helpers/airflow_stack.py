@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -71,6 +73,7 @@ class AirflowStack:
                             else secrets.token_urlsafe(24))
         self.home = base / "airflow"
         self.dags = self.home / "dags"
+        self._token: str | None = None  # the API server's bearer token for its admin (see api())
 
     # -- PostgreSQL ----------------------------------------------------------------------------
 
@@ -207,6 +210,47 @@ class AirflowStack:
                     raise RuntimeError(f"{name} exited:\n{self.log_tail(name)}")
             time.sleep(0.5)
         return self
+
+    # -- the REST API (one HTTP request instead of an `airflow` process: seconds saved a call) ----------
+
+    def api(self, method: str, path: str, body: object = None, *, timeout: float = 60) -> object:
+        """``method`` on the API server's ``/api/v2/<path>`` as the simple auth manager's admin (its
+        password is the one the API server generated into AIRFLOW_HOME); the decoded answer.
+
+        :raises RuntimeError: an answer other than 2xx, with its status and body.
+        """
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.api_port}/api/v2/{path.lstrip('/')}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self._api_token()}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                text = answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:2000]}") \
+                from None
+        return json.loads(text) if text else None
+
+    def _api_token(self) -> str:
+        if self._token is None:
+            passwords = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{self.api_port}/auth/token", method="POST",
+                data=json.dumps({"username": "admin", "password": passwords["admin"]}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                self._token = str(json.loads(answer.read())["access_token"])
+        return self._token
+
+    def trigger(self, dag_id: str, conf: dict[str, object] | None = None) -> str:
+        """A manual run of ``dag_id`` with ``conf`` (as ``airflow dags trigger -c``); its run id."""
+        run = self.api("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
+        assert isinstance(run, dict)
+        return str(run["dag_run_id"])
+
+    def unpause(self, dag_id: str) -> None:
+        """Unpause ``dag_id`` (as ``airflow dags unpause``)."""
+        self.api("PATCH", f"dags/{dag_id}", {"is_paused": False})
 
     def migrate(self) -> None:
         migrated = self.airflow("db", "migrate", timeout=600)

@@ -10,7 +10,7 @@ from pathlib import Path
 from airflow_stack import AirflowStack
 from postgres_server import PostgresServer
 
-from airflow_epochs.servers.process_identity import launch_environment
+from airflow_epochs.process_identity import launch_environment
 
 
 class CeleryStack(AirflowStack):

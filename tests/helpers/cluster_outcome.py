@@ -29,6 +29,9 @@ class Outcome:
     faults: list[Fault] = field(default_factory=list)
     check: str = ""
     seconds: float = 0.0
+    # the epoch jobs that went through spark-submit onto the standalone master: "name (state)" each
+    spark_submit_jobs: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)  # the pictures drawn
 
     @property
     def report_runs_per_day(self) -> float:
@@ -52,6 +55,9 @@ class Outcome:
                  f"{ {e: round(s, 1) for e, s in sorted(self.epoch_s.items())} }",
                  "- seal of `daily` to the report run's first task, p50: "
                  f"{_fmt(self.p50(self.seal_to_downstream_s))} s",
+                 f"- epoch jobs through spark-submit onto the standalone master: {len(self.spark_submit_jobs)} "
+                 f"({', '.join(self.spark_submit_jobs) or 'none'}); the others through Spark Connect",
+                 f"- timeline of the epochs' stages: {', '.join(self.timeline) or '-'}",
                  f"- whole run: {self.seconds:.0f} s", ""]
         if self.faults:
             lines += ["| fault | killed | detail | recovered after (s) | restarted by the supervisor |",

@@ -10,11 +10,8 @@ supervises, and the system test drives one it started itself.
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,25 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from airflow_stack import REPO
+from cluster_faults import DAG_ID, PIPELINE, REPORT_DAG, SPARK_TASKS, Faults
 from cluster_outcome import Fault, Outcome
 
 sys.path.insert(0, str(REPO / "dags"))
 
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
-from airflow_epochs.servers.zookeeper_runtime import four_letter_word
-
-PIPELINE, DAG_ID, REPORT_DAG = "nycflights", "nycflights_daily", "nycflights_report"
-# the Spark epoch tasks (in the DAG's EpochGroup "epoch") and the partition each one seals
-SPARK_TASKS = {"epoch.clean_flights": "flights", "epoch.hourly_weather": "weather", "epoch.join": "daily"}
-ORIGIN = datetime.datetime(2013, 1, 1, tzinfo=datetime.timezone.utc)
-ALL_FAULTS = ("celery-worker", "zookeeper-leader", "scheduler", "triggerer", "spark-worker")
 
 
 def say(message: str) -> None:
     print(f"[cluster] {message}", flush=True)
 
 
-class Driver:
+class Driver(Faults):
     """Runs the days on the deployment described by ``state`` (see the module docstring).
 
     :param refresh: the deployment's state read afresh (a supervisor restarts components: new pids).
@@ -64,6 +55,9 @@ class Driver:
         self.faults: list[Fault] = []
         self.fault_errors: list[str] = []
         self.finished = threading.Event()  # the days are done: a fault still waiting for its moment gives up
+        self.second: Any = None  # the second deployment (a Cluster), once the fault started it
+        self.second_start: threading.Thread | None = None
+        self.second_ready = threading.Event()
 
     def close(self) -> None:
         self.client.stop()
@@ -77,13 +71,7 @@ class Driver:
                               text=True, timeout=timeout)
 
     def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
-        import psycopg2
-
-        pg = self.state["pg"]
-        with psycopg2.connect(host="127.0.0.1", port=pg["port"], user=pg["user"], password=pg["password"],
-                              dbname="airflow") as conn, conn.cursor() as cursor:
-            cursor.execute(sql, params)
-            return list(cursor.fetchall())
+        return pg_query(self.state["pg"], sql, *params)
 
     def history(self) -> list[Any]:
         from airflow_epochs.coordination import PipelineNotFound
@@ -111,12 +99,20 @@ class Driver:
         if faults:
             injector.start()
         try:
-            self.wait_done(started + timeout)
+            try:
+                self.wait_done(started + timeout)
+            finally:
+                self.finished.set()
+            if faults:
+                injector.join(max(1.0, started + timeout - time.monotonic()))
+            if self.second_start is not None:
+                self.second_start.join(max(1.0, started + timeout - time.monotonic()))
+                self.second_settled(started + timeout)
+            outcome = self.measure()
         finally:
-            self.finished.set()
-        if faults:
-            injector.join(max(1.0, started + timeout - time.monotonic()))
-        outcome = self.measure()
+            if self.second is not None:
+                self.second.stop()
+        outcome.timeline = self.timeline(Path(self.state["base"]))
         outcome.seconds = time.monotonic() - started
         return outcome
 
@@ -131,9 +127,31 @@ class Driver:
             return -1
 
     def report_runs(self) -> dict[int, int]:
-        rows = self.query("SELECT partition_key, count(*) FROM dag_run WHERE dag_id = %s AND state = 'success' "
-                          "GROUP BY partition_key", REPORT_DAG)
-        return {int(key): int(n) for key, n in rows if key is not None and str(key).isdigit()}
+        """Successful report runs per day, in this deployment's database and the second deployment's."""
+        sql = "SELECT partition_key, count(*) FROM dag_run WHERE dag_id = %s AND state = 'success' GROUP BY 1"
+        found: Counter[int] = Counter()
+        for query in (self.query, *self.other_databases()):
+            for key, n in query(sql, REPORT_DAG):
+                if key is not None and str(key).isdigit():
+                    found[int(key)] += int(n)
+        return dict(found)
+
+    def other_databases(self) -> list[Callable[..., list[tuple[Any, ...]]]]:
+        """The second deployment's database: started by this driver, or by ``faults`` in another process
+        (which leaves its state beside ours)."""
+        if self.second_up():
+            return [self.second.stack.query]
+        from airflow_epochs.private_files import read_private
+
+        try:
+            state = json.loads(read_private(Path(self.state["base"]) / "second" / "state-second.json", secret=True))
+        except FileNotFoundError:
+            return []
+        return [lambda sql, *params: pg_query(state["pg"], sql, *params)]
+
+    def second_up(self) -> bool:
+        """Whether the second deployment is up (its database answers)."""
+        return self.second_ready.is_set()
 
     def wait_done(self, deadline: float) -> None:
         last = (-2, -1)
@@ -183,7 +201,32 @@ class Driver:
         outcome.days_exact = len(exact) / self.days if result.totals and all(t["equal"] for t in result.totals) \
             else 0.0
         outcome.check = result.summary()
+        outcome.spark_submit_jobs = self.submitted_jobs()
         return outcome
+
+    def submitted_jobs(self) -> list[str]:
+        """The epoch jobs the standalone master ran as applications of their own (spark-submit's; the
+        Connect server is one long application), from its UI with the cluster's signed token."""
+        from spark_standalone import ui_get, ui_token
+
+        if not self.state.get("spark_master_ui"):
+            return []
+        status, body = ui_get(int(self.state["spark_master_ui"]), token=ui_token(self.state["spark_ui_key"]))
+        if status != 200:
+            raise RuntimeError(f"the Spark master's UI answered {status} to our signed token")
+        apps = json.loads(body)
+        return sorted(f"{app['name']} ({app['state']})" for app in [*apps["activeapps"], *apps["completedapps"]]
+                      if app["name"].startswith(f"epochs:{PIPELINE}:"))
+
+    def timeline(self, folder: Path) -> list[str]:
+        """Draw the epochs' stages (the Epochs page's timeline renderer) into ``folder``; the files."""
+        from airflow_epochs.views.timeline import draw
+
+        paths = [str(folder / "timeline.png"), str(folder / "timeline.html")]
+        spans = draw(self.ledger, paths, epochs=list(range(max(1, self.days - 13), self.days + 1)))
+        if not {span.epoch for span in spans} >= set(range(max(1, self.days - 13), self.days + 1)):
+            raise RuntimeError(f"the timeline misses epochs: {sorted({span.epoch for span in spans})}")
+        return paths
 
     def check(self) -> Any:
         """The demo's check: the sealed figures against one Spark computation over the same days."""
@@ -201,195 +244,15 @@ class Driver:
             finally:
                 spark.stop()
 
-    # -- faults ----------------------------------------------------------------------------------
 
-    def inject(self, faults: tuple[str, ...]) -> None:
-        for name in faults:
-            try:
-                getattr(self, "fault_" + name.replace("-", "_"))()
-            except Exception as exc:  # noqa: BLE001 - reported with the run's figures, never silent
-                self.fault_errors.append(f"{name}: {type(exc).__name__}: {exc}")
-                say(f"fault {name} could not be injected: {exc}")
+def pg_query(pg: dict[str, Any], sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """``sql``'s rows in the metadata database ``pg`` (a deployment state's ``pg``) names."""
+    import psycopg2
 
-    def kill(self, name: str) -> int:
-        """kill -9 every process of component ``name``'s session (each component leads its own; a Celery
-        worker's task processes have process groups of their own in it): its host crashed. Done once its
-        pid is checked to be the process that was started (a pid read from the state may have been reused)."""
-        from airflow_epochs.servers.process_identity import NotOurProcess, ProcessIdentity
-
-        state = self.refresh()
-        pid = int(state["components"][name])
-        recorded = state["identities"].get(name)
-        if recorded is None or not ProcessIdentity.from_json(recorded).alive():
-            raise NotOurProcess(f"{name} (pid {pid}) is not the process the cluster started; not killing it")
-        for member in _session(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(member, signal.SIGKILL)
-        return pid
-
-    def components(self) -> dict[str, int]:
-        return dict(self.refresh()["components"])
-
-    def running_spark_task(self, min_seconds: float = 3.0, timeout: float = 600) -> tuple[int, str, int]:
-        """(epoch, task id, pid) of a Spark epoch task running for ``min_seconds`` at least."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.finished.is_set():
-            rows = self.query("SELECT r.logical_date, ti.task_id, ti.pid FROM task_instance ti JOIN dag_run r ON "
-                              "r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s AND ti.state = "
-                              "'running' AND ti.task_id = ANY(%s) AND ti.pid IS NOT NULL AND ti.start_date < "
-                              "now() - make_interval(secs => %s)", DAG_ID, list(SPARK_TASKS), min_seconds)
-            for logical, task, pid in rows:
-                return (logical - ORIGIN).days + 1, str(task), int(pid)
-            time.sleep(0.5)
-        raise TimeoutError("no Spark epoch task ran while the fault waited (too few days for every fault?)")
-
-    def wait_sealed(self, epoch: int, partition: str, since: float, timeout: float = 600) -> float:
-        """Seconds from ``since`` (wall clock) to the seal of (epoch, partition)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for event in self.history():
-                if event.event == "partition_sealed" and event.detail.get("epoch") == epoch and \
-                        event.detail.get("partition") == partition:
-                    return max(0.0, event.at - since)
-            time.sleep(1)
-        raise TimeoutError(f"({epoch}, {partition}) not sealed")
-
-    def supervisor_note(self, name: str, since: float) -> str:
-        return f"{name}, by the cluster's supervisor (as systemd would)"
-
-    def fault_celery_worker(self) -> None:
-        """kill -9 the Celery worker running a Spark epoch task; recovered: that partition sealed."""
-        epoch, task, pid = self.running_spark_task()
-        lineage = _ancestors(pid)  # the task process runs in a session of its own, under the worker's tree
-        worker = next((n for n, p in self.components().items() if p in lineage and n.startswith("celery-worker")),
-                      None)
-        if worker is None:
-            raise RuntimeError(f"task {task} (pid {pid}) runs in no Celery worker's process group")
-        fault = Fault("celery worker killed mid-Spark-task", worker, time.time(), f"epoch {epoch} {task}")
-        self.kill(worker)
-        say(f"fault: kill -9 {worker} while it runs {task} of epoch {epoch}")
-        self.faults.append(fault)
-        fault.restarted = self.supervisor_note(worker, fault.at)
-        fault.recovered_s = self.wait_sealed(epoch, SPARK_TASKS[task], fault.at)
-        say(f"fault: ({epoch}, {SPARK_TASKS[task]}) sealed {fault.recovered_s:.1f} s after the kill")
-
-    def zookeeper_leader(self) -> int | None:
-        ca = self.state["zookeeper"]["ca"]
-        for member in self.state["zookeeper"]["members"]:
-            if "Mode: leader" in four_letter_word(member["port"], ca=ca, timeout=2.0):
-                return int(member["myid"])
-        return None
-
-    def fault_zookeeper_leader(self) -> None:
-        """kill -9 the ensemble's leader during a Spark task; recovered: a write commits again."""
-        epoch, task, _ = self.running_spark_task(min_seconds=1.0)
-        leader = self.zookeeper_leader()
-        if leader is None:
-            raise RuntimeError("no ZooKeeper leader")
-        fault = Fault("ZooKeeper leader killed", f"zookeeper-{leader}", time.time(), f"during epoch {epoch} {task}")
-        self.kill(f"zookeeper-{leader}")
-        say(f"fault: kill -9 the ZooKeeper leader (member {leader}) during {task} of epoch {epoch}")
-        self.faults.append(fault)
-        fault.restarted = self.supervisor_note(f"zookeeper-{leader}", fault.at)
-        probe = "/cluster-probe"
-        while True:
-            try:
-                self.client.ensure_path(probe)
-                self.client.set(probe, str(time.time()).encode())
-                break
-            except Exception:  # noqa: BLE001 - the election: asked again
-                time.sleep(0.2)
-        fault.recovered_s = time.time() - fault.at
-        say(f"fault: the ensemble commits again {fault.recovered_s:.1f} s after the leader's kill")
-
-    def fault_scheduler(self) -> None:
-        """kill -9 one scheduler the moment a Spark task ends; recovered: the next task of that run is queued
-        (by the other scheduler, or by the restarted one)."""
-        epoch, task, _ = self.running_spark_task(min_seconds=0.0)
-        run = self.query("SELECT run_id FROM dag_run WHERE dag_id = %s AND logical_date = %s", DAG_ID,
-                         ORIGIN + datetime.timedelta(days=epoch - 1))[0][0]
-        self._until(lambda: self.query("SELECT 1 FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = "
-                                       "%s AND state <> 'running'", DAG_ID, run, task), 900)
-        fault = Fault("scheduler killed", "scheduler", time.time(), f"as {task} of epoch {epoch} ended")
-        self.kill("scheduler")
-        say(f"fault: kill -9 scheduler as {task} of epoch {epoch} ends (scheduler-2 keeps scheduling)")
-        self.faults.append(fault)
-        fault.restarted = self.supervisor_note("scheduler", fault.at)
-        fault.recovered_s = self._until(lambda: self.query(
-            "SELECT 1 FROM task_instance WHERE dag_id = %s AND run_id = %s AND queued_dttm > to_timestamp(%s)",
-            DAG_ID, run, fault.at), 600) - fault.at
-        say(f"fault: the next task of epoch {epoch} queued {fault.recovered_s:.1f} s after the scheduler's kill")
-
-    def trigger_owner(self) -> tuple[str | None, int | None]:
-        """(component, job id) of the triggerer running most of the deferred tasks' triggers: a job is the
-        process of the name whose latest start came last before the job started."""
-        rows = self.query("SELECT j.id, j.start_date FROM trigger t JOIN job j ON j.id = t.triggerer_id WHERE "
-                          "j.state = 'running' GROUP BY j.id, j.start_date ORDER BY count(*) DESC LIMIT 1")
-        if not rows:
-            return None, None
-        spawned = self.refresh()["spawned_at"]
-        before = [(at, n) for n, at in spawned.items() if n.startswith("triggerer") and at <= rows[0][1].timestamp()]
-        return (max(before)[1] if before else None), int(rows[0][0])
-
-    def fault_triggerer(self) -> None:
-        """kill -9 the triggerer running the deferred tasks' triggers (epoch opening, barrier, sealed
-        sensor); recovered: none of them is left on the dead triggerer's job."""
-        self._until(lambda: self.trigger_owner()[0] is not None, 900)
-        name, job = self.trigger_owner()
-        assert name is not None
-        fault = Fault("triggerer with the deferred triggers killed", name, time.time(), f"trigger job {job}")
-        self.kill(name)
-        say(f"fault: kill -9 {name}, which runs the deferred tasks' triggers (job {job})")
-        self.faults.append(fault)
-        fault.restarted = self.supervisor_note(name, fault.at)
-        fault.recovered_s = self._until(lambda: not self.query(
-            "SELECT 1 FROM trigger WHERE triggerer_id = %s", job), 600) - fault.at
-        say(f"fault: the triggers left {name}'s job {fault.recovered_s:.1f} s after the kill")
-
-    def fault_spark_worker(self) -> None:
-        """kill -9 a Spark worker (and its executor) mid-job; recovered: that partition sealed."""
-        epoch, task, _ = self.running_spark_task(min_seconds=1.0)
-        fault = Fault("Spark worker killed mid-job", "spark-worker-1", time.time(), f"epoch {epoch} {task}")
-        self.kill("spark-worker-1")
-        say(f"fault: kill -9 spark-worker-1 during {task} of epoch {epoch}")
-        self.faults.append(fault)
-        fault.restarted = self.supervisor_note("spark-worker-1", fault.at)
-        fault.recovered_s = self.wait_sealed(epoch, SPARK_TASKS[task], fault.at)
-
-    def _until(self, predicate: Callable[[], Any], timeout: float) -> float:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return time.time()
-            time.sleep(0.5)
-        raise TimeoutError("not recovered")
-
-
-def _session(sid: int) -> list[int]:
-    """The processes of session ``sid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid:  # state, ppid, pgrp, session
-                found.append(int(entry.name))
-    return found
-
-
-def _ancestors(pid: int) -> set[int]:
-    """``pid`` and its parents, up to init."""
-    found = set()
-    while pid > 1 and pid not in found:
-        found.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            break
-        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: the parent's pid
-    return found
+    with psycopg2.connect(host="127.0.0.1", port=pg["port"], user=pg["user"], password=pg["password"],
+                          dbname="airflow") as conn, conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
 
 
 def run_local(base: Path, shared: dict[str, Any], timeout: float) -> Outcome:

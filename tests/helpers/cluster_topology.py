@@ -2,7 +2,9 @@
 
 - a 3-node ZooKeeper ensemble, TLS only, digest authentication (the embedded distribution's classes);
 - a Spark standalone master and workers (``spark-class`` from the pyspark wheel) and a Spark Connect
-  server attached to that master, all sharing one ``spark.authenticate`` secret (kept in 0600 files);
+  server attached to that master, all sharing one ``spark.authenticate`` secret (kept in 0600 files),
+  their web UIs behind a signed token (:mod:`spark_standalone`); a Celery worker named in
+  ``submit_workers`` runs its epoch jobs through ``spark-submit`` onto that master instead of Connect;
 - PostgreSQL (Debian's, password authentication, :class:`PostgresServer`) and Redis (Debian's
   ``redis-server``, password, 127.0.0.1 only) as the Celery broker;
 - Airflow: API server, DAG processor, schedulers, triggerers and Celery workers (or one scheduler and
@@ -33,13 +35,15 @@ from typing import Any
 from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
 from postgres_server import PostgresServer
+from spark_standalone import daemon_properties, new_ui_key
 
+from airflow_epochs.connection.credentials import CREDENTIALS_FILE, TLS_FOLDER
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+from airflow_epochs.private_files import open_private_log, private_dir, read_private, write_private
+from airflow_epochs.process_identity import NONCE_ENV, identify, launch_environment
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, listening, spark_home
 from airflow_epochs.servers.embedded_zookeeper import ServerTls, ZooKeeperEnsemble, find_java
-from airflow_epochs.servers.private_files import open_private_log, private_dir, read_private, write_private
-from airflow_epochs.servers.process_identity import NONCE_ENV, identify, launch_environment
-from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, TLS_FOLDER, load_or_create_auth
+from airflow_epochs.servers.secured_zookeeper import load_or_create_auth
 from airflow_epochs.servers.zookeeper_security import ensure_certificates
 
 DAG_FILES = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
@@ -62,12 +66,24 @@ class Cluster:
     :param days: the catch-up the DAG covers (``NYCFLIGHTS_DAYS``).
     :param shared: another deployment's state (:meth:`state`): use its ZooKeeper ensemble and Spark
         instead of starting them.
+    :param same_pipeline: with ``shared``, run that deployment's pipeline (its ZooKeeper chroot and its
+        storage) instead of one of our own: a second deployment of the same DAG.
+    :param submit_workers: the Celery workers whose Spark route is ``spark-submit`` onto the standalone
+        master (the Variables in their environment say so); the others use the Spark Connect server.
+    :param workers: Celery workers (and schedulers and triggerers: two each, or one when ``workers`` is 1).
     """
 
     def __init__(self, base: Path, *, days: int, executor: str = "celery", deployment: str = "celery",
-                 shared: dict[str, Any] | None = None) -> None:
+                 shared: dict[str, Any] | None = None, same_pipeline: bool = False,
+                 submit_workers: tuple[int, ...] = (), workers: int = 2) -> None:
         if executor not in ("celery", "local"):
             raise ValueError(f"executor must be 'celery' or 'local', not {executor!r}")
+        if same_pipeline and shared is None:
+            raise ValueError("same_pipeline needs the other deployment's state (shared)")
+        self.home = shared["deployment"] if same_pipeline and shared else deployment  # the pipeline's chroot
+        self.shared_data = Path(shared["data"]) if same_pipeline and shared else None
+        self.submit_workers = submit_workers
+        self.celery_workers = workers
         self.base = private_dir(base)
         self.days = days
         self.executor = executor
@@ -83,6 +99,9 @@ class Cluster:
         self.restarts: list[tuple[float, str]] = []
         self.lock = threading.RLock()  # a supervisor thread restarts components while a driver reads state()
         self.secrets = self._secrets()
+        if shared:  # the Spark cluster's secrets are the other deployment's
+            self.secrets.update(spark=shared["spark_secret"], spark_ui=shared["spark_ui_key"])
+            self.master_ui = int(shared["spark_master_ui"])
 
     # -- secrets and folders ---------------------------------------------------------------------
 
@@ -93,7 +112,8 @@ class Cluster:
         from cryptography.fernet import Fernet
 
         values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(32),
-                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32)}
+                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
+                  "spark_ui": new_ui_key()}
         write_private(path, json.dumps(values))
         return values
 
@@ -102,7 +122,7 @@ class Cluster:
 
     @property
     def data(self) -> Path:
-        return self.folder(f"data-{self.deployment}")
+        return self.shared_data or self.folder(f"data-{self.deployment}")
 
     # -- ZooKeeper -------------------------------------------------------------------------------
 
@@ -124,11 +144,11 @@ class Cluster:
             whole = self.ensemble.client_settings()
         client = whole.start_client(timeout=30)
         try:
-            client.ensure_path(f"/deployments/{self.deployment}")
+            client.ensure_path(f"/deployments/{self.home}")
         finally:
             client.stop()
             client.close()
-        return ZooKeeperSettings.from_fields(host=whole.connect_string + f"/deployments/{self.deployment}",
+        return ZooKeeperSettings.from_fields(host=whole.connect_string + f"/deployments/{self.home}",
                                              login=whole.login, password=whole.password,
                                              extra={"use_tls": True, "ca": whole.ca})
 
@@ -162,11 +182,10 @@ class Cluster:
         """Start what :meth:`prepare_spark` chose: the master, the workers, then the Connect server."""
         assert self.connect is not None
         master_dir = self.folder("spark-master")
-        # Master, workers and the Connect server's driver share this secret (a SASL handshake on every
-        # RPC connection); it is in 0600 properties files, never on a command line.
+        # Master, workers, the Connect server's driver and spark-submit's drivers share this secret (a SASL
+        # handshake on every RPC connection); the UIs want a JWS (see spark_standalone); 0600 files only.
         props = write_private(master_dir / "spark-auth.properties",
-                              f"spark.authenticate=true\nspark.authenticate.secret={self.secrets['spark']}\n"
-                              "spark.master.rest.enabled=false\n")
+                              daemon_properties(self.secrets["spark"], self.secrets["spark_ui"]))
         spark_class = str(spark_home() / "bin" / "spark-class")
         self._launch("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                       "--port", str(self.master_port), "--webui-port", str(self.master_ui),
@@ -179,7 +198,7 @@ class Cluster:
             self._launch(f"spark-worker-{index}", [
                 spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{self.master_port}",
                 "--host", "127.0.0.1", "--port", str(_free_port()), "--webui-port", str(_free_port()),
-                "--cores", "1", "--memory", "1g", "--work-dir", str(self.folder(f"spark-worker-{index}/work")),
+                "--cores", "2", "--memory", "3g", "--work-dir", str(self.folder(f"spark-worker-{index}/work")),
                 "--properties-file", str(worker_props)], env, folder)
         self.connect.start()
 
@@ -223,6 +242,10 @@ class Cluster:
             "AIRFLOW_CONN_SPARK_CONNECT_CLUSTER": json.dumps({
                 "conn_type": "spark_connect", "host": host.rpartition(":")[0], "port": int(host.rpartition(":")[2]),
                 "password": rest.partition("token=")[2]}),
+            # the standalone master, for spark-submit: the cluster's secret is the connection's password
+            "AIRFLOW_CONN_SPARK_STANDALONE": json.dumps({
+                "conn_type": "spark", "host": "127.0.0.1", "port": int(self.spark[1].rpartition(":")[2]),
+                "password": self.secrets["spark"]}),
             "AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT": "spark_connect_cluster",
             "AIRFLOW_VAR_NYCFLIGHTS_RAW": str(data / "raw"),
             "AIRFLOW_VAR_NYCFLIGHTS_STORAGE": str(data / "lake"),
@@ -238,11 +261,13 @@ class Cluster:
         self.stack = CeleryStack(self.folder("airflow"), env=self.airflow_env(settings), broker=broker)
         self.stack.start(DAG_FILES)
         if self.executor == "celery":
-            self.stack.spawn("scheduler-2", ["scheduler"])
-            self.stack.spawn("triggerer-2", ["triggerer"])
-            for index in (1, 2):
+            if self.celery_workers > 1:
+                self.stack.spawn("scheduler-2", ["scheduler"])
+                self.stack.spawn("triggerer-2", ["triggerer"])
+            indexes = range(1, self.celery_workers + 1)
+            for index in indexes:
                 self.start_worker(index)
-            for index in (1, 2):  # Celery says "ready" once connected to the broker
+            for index in indexes:  # Celery says "ready" once connected to the broker
                 name = f"celery-worker-{index}"
                 _wait(lambda name=name: b" ready." in (self.stack.base / f"{name}.log").read_bytes(), 180,
                       f"Celery worker {index}", self, name)
@@ -253,8 +278,11 @@ class Cluster:
         folder = self.folder(f"celery-worker-{index}")
         # Nothing shared on local disk with the scheduler or the other worker: its own working folder,
         # temporary folder and task logs (served to the API server by its own log server).
-        return {**self.stack.env, "TMPDIR": str(self.folder(f"celery-worker-{index}/tmp")),
-                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.folder(f"celery-worker-{index}/logs"))}, folder
+        env = {**self.stack.env, "TMPDIR": str(self.folder(f"celery-worker-{index}/tmp")),
+               "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.folder(f"celery-worker-{index}/logs"))}
+        if index in self.submit_workers:  # its epoch tasks go through spark-submit onto the standalone master
+            env.update(AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT="", AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONN="spark_standalone")
+        return env, folder
 
     def start_worker(self, index: int) -> None:
         assert self.stack is not None
@@ -273,8 +301,8 @@ class Cluster:
         spark: threading.Thread | None = None
         failed: list[BaseException] = []
         if self.spark is None:
-            say("starting Spark: a standalone master, two workers (1 core, 1 GB each) and a Spark Connect server "
-                "on that master (spark.authenticate), beside Airflow's start")
+            say("starting Spark: a standalone master, two workers (2 cores, 3 GB each) and a Spark Connect server "
+                "on that master (spark.authenticate; UIs behind a signed token), beside Airflow's start")
             self.prepare_spark()
 
             def start_spark() -> None:
@@ -355,6 +383,8 @@ class Cluster:
                                            "password": whole.password, "extra": {"use_tls": True, "ca": whole.ca}})
             if whole is not None else (self.shared or {}).get("zookeeper_admin"),
             "spark_master": self.spark[1] if self.spark else None,
+            "spark_master_ui": getattr(self, "master_ui", None), "spark_secret": self.secrets["spark"],
+            "spark_ui_key": self.secrets["spark_ui"], "submit_workers": list(self.submit_workers),
             "spawned_at": dict(self.stack.spawned_at),
             "zookeeper_connection": self.stack.extra_env["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"],
             "spark_connect": self.spark[0] if self.spark else None,
@@ -413,29 +443,3 @@ def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) ->
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise RuntimeError(f"{what} did not start:\n{tail}")
         time.sleep(0.3)
-
-
-class Supervisor:
-    """A thread that calls :meth:`Cluster.supervise_once` every ``interval`` seconds (in a test or a
-    benchmark, where no ``scripts/cluster.py up`` process supervises); ``restarted`` lists what it restarted."""
-
-    def __init__(self, cluster: Cluster, interval: float = 2.0) -> None:
-        self.cluster = cluster
-        self.interval = interval
-        self.restarted: list[str] = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="cluster-supervisor", daemon=True)
-
-    def _loop(self) -> None:
-        while not self.stopping.wait(self.interval):
-            for name in self.cluster.supervise_once():
-                say(f"supervisor: {name} had died: restarted it, as a process supervisor would")
-                self.restarted.append(name)
-
-    def __enter__(self) -> Supervisor:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        self.thread.join(60)

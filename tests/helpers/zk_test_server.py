@@ -30,16 +30,12 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from airflow_epochs.cli.zookeeper import (
-    client_settings,
-    running_server,
-    start_server,
-    stop_server,
-    with_embedded_credentials,
-)
+from airflow_epochs.cli.zookeeper import start_server, stop_server
+from airflow_epochs.connection.credentials import TLS_FOLDER
+from airflow_epochs.connection.embedded import client_settings, running_server, with_embedded_credentials
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
 from airflow_epochs.servers.embedded_zookeeper import four_letter_word
-from airflow_epochs.servers.secured_zookeeper import TLS_FOLDER, airflow_connection
+from airflow_epochs.servers.secured_zookeeper import airflow_connection
 
 STATE_ENV = "AIRFLOW_EPOCHS_HOME"
 HOSTS_GONE = (

@@ -144,13 +144,16 @@ def _resume_and_arrive(worker):
 @pytest.mark.parametrize("policy", ["fail", "quorum", "rerun"])
 def test_straggler_policies_with_a_frozen_participant(zk_server, zk_chroot, zk, epoch_open, policy):
     names = ["a", "b", "c", "frozen"]
-    timeout = 5.0  # long enough for three arrivals on a loaded machine: nobody passes before it
+    timeout = 5.0  # long enough for three arrivals (a few requests) on a loaded machine: nobody passes before it
     declared = {"fail": StragglerPolicy.fail(timeout), "quorum": StragglerPolicy.quorum(3, timeout),
                 "rerun": StragglerPolicy.rerun(timeout)}[policy]
     barrier = Barrier(zk, "bar", 1, f"policy-{policy}")
+    # The straggler is started and frozen BEFORE the declaration starts the clock: a Python process that
+    # imports kazoo and connects took more than the whole timeout on a loaded machine, and the three
+    # arrivals below then came after the deadline (and decided the policy themselves).
+    worker = _frozen_participant(zk_server, zk_chroot, f"policy-{policy}", "frozen")
     before_declaring = time.time()  # the deadline is the declaration's wall clock plus the timeout
     barrier.declare(declared, names)
-    worker = _frozen_participant(zk_server, zk_chroot, f"policy-{policy}", "frozen")
     try:
         for name in ("a", "b", "c"):
             assert not barrier.arrive(name).released

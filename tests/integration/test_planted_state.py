@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from intruder import Intruder, second_user, shared_folder
 
+from airflow_epochs.private_files import UnsafeState, private_dir, read_private, write_private
+from airflow_epochs.process_identity import NotOurProcess, identify, launch_environment, stop_verified
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
-from airflow_epochs.servers.private_files import UnsafeState, private_dir, read_private, write_private
-from airflow_epochs.servers.process_identity import NotOurProcess, identify, launch_environment, stop_verified
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from zk_helpers import pid_alive
 
-from airflow_epochs.servers.process_identity import NotOurProcess, identify, launch_environment, stop_verified
+from airflow_epochs.process_identity import NotOurProcess, identify, launch_environment, stop_verified
 from airflow_epochs.servers.supervision import RunStillActive, ServerRecord, reap_leftover, write_record
 
 CLI = str(Path(sys.executable).parent / "airflow-epochs")

@@ -15,8 +15,8 @@ import pytest
 from listening_sockets import listening_addresses
 
 from airflow_epochs.cli.state import read_state
-from airflow_epochs.cli.zookeeper import client_settings
-from airflow_epochs.servers.private_files import StateLocked, UnsafeState, exclusive_lock, private_dir
+from airflow_epochs.connection.embedded import client_settings
+from airflow_epochs.private_files import StateLocked, UnsafeState, exclusive_lock, private_dir
 
 pytestmark = pytest.mark.integration
 

@@ -18,25 +18,13 @@ from pathlib import Path
 import pytest
 from intruder import second_user, shared_folder
 from listening_sockets import listening_addresses
-from spark_attacks import compile_attack
+from spark_attacks import HTTP_GET, compile_attack
 from spark_pipeline import JOB, PARTITION, PRODUCER, pipeline, write_inputs
 
 from airflow_epochs.coordination import InvalidInput
 from airflow_epochs.hooks.spark_epoch import SparkEpochHook
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
-
-HTTP_GET = """
-import socket, sys
-try:
-    with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as s:
-        s.settimeout(10)
-        s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
-        print(s.recv(100).split(b"\\r\\n")[0].decode(errors="replace") or "EMPTY")
-except OSError as exc:
-    print("ERROR", type(exc).__name__)
-"""
-
 
 def _ppid(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()

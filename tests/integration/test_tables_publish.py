@@ -184,9 +184,10 @@ def test_rollback_leaves_the_table_as_at_k_and_republish_follows(zk, spark, tmp_
     table = catalog.load_table(TABLE)
     props = h.summary_properties(table.current_snapshot())
     assert props[h.ACTION] == h.ROLLBACK and props[h.REMOVED_EPOCHS] == "4,5"
-    # The ledger's rollback event names no request id: the mirror names the event (its seq) instead.
+    # The mirror records the ledger rollback's own request id.
     event = next(e for e in reversed(ledger.history()) if e.event == "rollback")
-    assert props[h.REQUEST] == f"rollback-seq-{event.seq}" and props[h.ROLLBACK_TO] == "3"
+    assert event.record.request == "rollback-test-1"
+    assert props[h.REQUEST] == "rollback-test-1" and props[h.ROLLBACK_TO] == "3"
     now = normalized(table.scan().to_arrow().to_pandas())
     pd.testing.assert_frame_equal(now, at_three, check_dtype=False)
     with pytest.raises(EpochNotPublished):

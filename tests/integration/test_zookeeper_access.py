@@ -27,7 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zk_wire import CLIENT, FLOODER, SQUATTER
 
 from airflow_epochs.cli.state import read_state
-from airflow_epochs.cli.zookeeper import client_settings
+from airflow_epochs.connection.embedded import client_settings
 from airflow_epochs.connection.zookeeper import TlsHandshakeFailed
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.servers.dev_certificates import generate_dev_certificates
@@ -249,9 +249,9 @@ def test_nodes_planted_before_the_lock_are_taken_over_by_our_superuser(tmp_path)
     themselves does not keep them: our identity is the server's superuser, and the lock adopts both."""
     from kazoo.security import make_digest_acl
 
+    from airflow_epochs.connection.credentials import ServerAuth
     from airflow_epochs.connection.zookeeper import ZooKeeperSettings
     from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
-    from airflow_epochs.servers.zookeeper_security import ServerAuth
 
     folder = tmp_path / "zk"
     open_server = EmbeddedZooKeeper(directory=folder).start()

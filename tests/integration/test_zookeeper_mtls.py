@@ -146,7 +146,8 @@ class _SmallLogs(EmbeddedZooKeeper):
 
 def test_the_log_rotates_under_a_flood_of_refused_handshakes(intruder, tmp_path):
     """Refused handshakes are logged; the log rolls over at its size and keeps at most three files."""
-    from airflow_epochs.servers.secured_zookeeper import CREDENTIALS_FILE, load_or_create_auth
+    from airflow_epochs.connection.credentials import CREDENTIALS_FILE
+    from airflow_epochs.servers.secured_zookeeper import load_or_create_auth
     from airflow_epochs.servers.zookeeper_security import ServerTls, ensure_certificates
 
     folder = tmp_path / "zookeeper"

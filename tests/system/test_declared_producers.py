@@ -19,7 +19,14 @@ import pytest
 from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput
-from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.services.declared_reruns import succeeded_try
+from airflow_epochs.coordination.services.declared_votes import (
+    StageOutcome,
+    TaskInstanceId,
+    drain,
+    stage_vote,
+    staged_votes,
+)
 from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer
 from airflow_epochs.coordination.wire.declared import Match
 
@@ -86,10 +93,14 @@ def test_repeats_add_nothing_and_reruns_are_reported(ledger):
     assert ledger.frontier() == 1
     assert len(ledger.history()) > events
     events = len(ledger.history())
-    # after the seal: reported, and nothing written to the ledger
+    # after the seal: reported (once in the history, however often it repeats), the seal unchanged
+    assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "late")) == "rerun_after_seal"
     assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "late")) == "rerun_after_seal"
     assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "r1")) == "repeat"
-    assert len(ledger.history()) == events and ledger.seal(1, "sales").generation == 1
+    history = ledger.history()
+    assert [e.event for e in history[events:]] == ["producer_rerun"]
+    assert history[-1].record.task_instance["run_id"] == "late" and not history[-1].record.cleared
+    assert ledger.seal(1, "sales").generation == 1
     # with reopen: the key is rolled back and sealed again, as generation 2, with the re-run's vote
     assert _vote(ledger, "us", "2026-01-01", _ti("prod_us", "late"), reopen=True) == "reopened"
     assert ledger.frontier() == 1
@@ -137,6 +148,9 @@ def test_plain_producer_dags_vote_through_the_listener(dagbag, declared_env, cap
     seal = ledger.seal(1, "sales")
     assert seal.manifests["eu"]["task_instance"] == {"dag_id": "prod_eu", "run_id": run.run_id, "task_id": "load",
                                                      "map_index": -1}
+    # its success marked the vote as succeeded by its try (a later try of it would be a cleared re-run)
+    staged = StageOutcome("declared", "sales", "eu", "2026-01-01", 1, "", {}).staged_path(ledger.paths)
+    assert succeeded_try(ledger, staged, seal.manifests["eu"]["task_instance"]) == 1
     # another run of a producer for the sealed key: reported in the task's log, the seal unchanged
     caplog.clear()
     assert "success" in str(_run(dagbag, "prod_us", "2026-01-01").state)

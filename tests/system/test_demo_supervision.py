@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_epochs.servers.process_identity import ProcessIdentity, identify
+from airflow_epochs.process_identity import ProcessIdentity, identify
 from airflow_epochs.servers.supervision import read_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]

@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from built_once import built_once
+from chromium import CHROMIUM, chromium_context
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / ".epochs" / "docs-shots"
-CHROMIUM = Path("/usr/bin/chromium")
-# Flags for Debian's chromium on a machine without a display, GPU or outside network (as the Epochs
-# page's browser test launches it).
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGES = {
     "home": ("index.html", "airflow-provider-epochs"),
     "quickstart": ("quickstart/own_airflow.html", "Quickstart: into your own Airflow 3"),
@@ -51,18 +46,8 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail("chromium not installed: .ci/run installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="epochs-docs-chromium-")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True,
-            viewport={"width": 1280, "height": 900})
-        try:
-            yield context
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+    with chromium_context(width=1280, height=900, prefix="epochs-docs-chromium-") as context:
+        yield context
 
 
 @pytest.mark.parametrize("name", sorted(PAGES))

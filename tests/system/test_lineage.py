@@ -27,22 +27,31 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 TABLE = "epochs.totals"
 
 
-def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagbag, airflow_home, zk_connection, zk,
-                                                                             tmp_path):
-    assert "published_totals" in dagbag.dags
-    inputs = write_inputs(tmp_path / "in", 2)
-    events_file = tmp_path / "openlineage.jsonl"
-    catalog_extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"),
-                     "warehouse": (tmp_path / "warehouse").as_uri(), "name": "lineage_test"}
-    env = {
+def _catalog_extra(tmp_path: Path) -> dict[str, str]:
+    return {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"), "warehouse": (tmp_path / "warehouse").as_uri(),
+            "name": "lineage_test"}
+
+
+def _lineage_env(airflow_home: Path, tmp_path: Path, events_file: Path) -> dict[str, str]:
+    """A private metadata database, local Spark, a SQLite Iceberg catalog in ``tmp_path``, and OpenLineage
+    events appended to ``events_file``."""
+    return {
         **os.environ, **private_airflow_db(airflow_home, tmp_path / "home"),
         "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_CONN_ICEBERG_TEST": json.dumps({"conn_type": "iceberg", "extra": catalog_extra}),
+        "AIRFLOW_CONN_ICEBERG_TEST": json.dumps({"conn_type": "iceberg", "extra": _catalog_extra(tmp_path)}),
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
                                                        "append": True}),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "epochs-tests",
         "AIRFLOW__OPENLINEAGE__DISABLED": "False",
     }
+
+
+def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagbag, airflow_home, zk_connection, zk,
+                                                                             tmp_path):
+    assert "published_totals" in dagbag.dags
+    inputs = write_inputs(tmp_path / "in", 2)
+    events_file = tmp_path / "openlineage.jsonl"
+    env = _lineage_env(airflow_home, tmp_path, events_file)
     airflow = str(Path(sys.executable).parent / "airflow")
     for epoch in (1, 2):
         conf = {"epoch": epoch, "job": str(JOB), "storage": str(tmp_path / "out"),
@@ -51,7 +60,7 @@ def test_dag_run_emits_valid_events_with_our_facet_and_the_published_table(dagba
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
     # The table: exactly one snapshot per sealed epoch although two tasks published each epoch.
-    catalog = load_catalog(catalog_settings(extra=catalog_extra))
+    catalog = load_catalog(catalog_settings(extra=_catalog_extra(tmp_path)))
     ledger = EpochLedger(zk, "published_totals")
     table = catalog.load_table(TABLE)
     records = [h.published(s) for s in table.snapshots()]
@@ -114,17 +123,7 @@ def test_a_partition_is_one_dataset_whichever_task_names_it(dagbag, airflow_home
     assert "lineage_connected" in dagbag.dags
     inputs = write_inputs(tmp_path / "in", 1)
     events_file = tmp_path / "openlineage.jsonl"
-    catalog_extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"),
-                     "warehouse": (tmp_path / "warehouse").as_uri(), "name": "lineage_test"}
-    env = {
-        **os.environ, **private_airflow_db(airflow_home, tmp_path / "home"),
-        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_CONN_ICEBERG_TEST": json.dumps({"conn_type": "iceberg", "extra": catalog_extra}),
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
-                                                       "append": True}),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "epochs-tests",
-        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
-    }
+    env = _lineage_env(airflow_home, tmp_path, events_file)
     storage = tmp_path / "out"
     conf = {"epoch": 1, "job": str(JOB), "reader": str(READER), "storage": str(storage),
             "inputs": str(Path(inputs[1]).parent)}

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,16 +21,13 @@ from typing import Any
 
 import pytest
 from airflow_stack import REPO, AirflowStack, postgres_bin
+from chromium import CHROMIUM, chromium_context
 from kazoo.client import KazooClient
 from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 from zk_helpers import fresh_chroot_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Flags for Debian's chromium on a machine without a display, GPU or outside network.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DOC_SCREENSHOT = REPO / "docs" / "epochs-page.png"
 # Set to 1 to refresh the docs' picture of the page (docs/epochs-page.png); otherwise the shot stays in
 # the test's tmp dir
@@ -87,18 +82,8 @@ def _passwords(stack: AirflowStack) -> dict[str, str]:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="epochs-chromium-")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True,
-            viewport={"width": 1400, "height": 1000})
-        try:
-            yield context
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+    with chromium_context(width=1400, height=1000) as context:
+        yield context
 
 
 def _log_in(context: Any, stack: AirflowStack, user: str) -> Any:

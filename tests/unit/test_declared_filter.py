@@ -1,8 +1,8 @@
 """The local filter of declared producers (airflow_epochs.listeners.declared_filter) and the listener's
-decision with it: a task no declaration names never contacts ZooKeeper (this tier refuses every TCP
-connection, so a contact would fail the test); a stale filter decides when ZooKeeper is down; with no
-filter and ZooKeeper down the task fails, saying why. The scheduler test (tests/system/
-test_declared_scheduler.py) runs the same with a real ZooKeeper stopped."""
+decision with it: when the filter is current (same marks); a bad check timeout is refused before any
+connection (this tier refuses every TCP connection). The checks against a real ZooKeeper are in
+tests/integration/test_declared_filter_marks.py and test_declared_filter_zk_down.py, and the scheduler
+test tests/system/test_declared_zk_down.py runs a real ZooKeeper stopped."""
 
 from __future__ import annotations
 
@@ -37,12 +37,14 @@ def test_the_filter_names_declared_tasks_and_assets_only() -> None:
     assert cached.matches("prod_eu", "other_task", [("file:///data/sales/eu", "2026-01-01")]) == {}
 
 
-def test_fresh_and_stale() -> None:
-    now = 1_000_000.0
-    assert _filter(now - 10).fresh(60, now=now)
-    assert not _filter(now - 61).fresh(60, now=now)
-    assert not _filter(now + 5).fresh(60, now=now)  # written "in the future": a clock step, not trusted
-    assert not _filter(now).fresh(0, now=now)
+def test_current_only_with_the_same_mark_for_every_pipeline() -> None:
+    marked = ProducerFilter(SOURCE, {"declared": DECLARED, "absent": None}, 1.0, {"declared": (7, 1), "absent": None})
+    assert marked.current({"declared": (7, 1), "absent": None})
+    assert not marked.current({"declared": (7, 2), "absent": None})  # a configuration version added
+    assert not marked.current({"declared": (9, 1), "absent": None})  # the pipeline created again
+    assert not marked.current({"declared": (7, 1), "absent": (12, 1)})  # created since
+    assert not marked.current({"declared": (7, 1)})  # not every configured pipeline checked
+    assert not _filter().current({"declared": (7, 1), "absent": None})  # a filter without marks: never
 
 
 def test_store_and_load_round_trip_owner_only(tmp_path: Path) -> None:
@@ -52,12 +54,16 @@ def test_store_and_load_round_trip_owner_only(tmp_path: Path) -> None:
     assert path == folder / FILE_NAME
     assert os.stat(folder).st_mode & 0o777 == 0o700 and os.stat(path).st_mode & 0o777 == 0o600
     loaded = load(folder)
-    assert loaded is not None and loaded.source == SOURCE and loaded.fetched_at == 123.0
+    assert loaded is not None and loaded.source == SOURCE and loaded.fetched_at == 123.0 and loaded.marks == {}
     assert loaded.declarations["absent"] is None
     declared = loaded.declarations["declared"]
     assert declared is not None and declared.to_json() == DECLARED.to_json()
     assert list(loaded.matches("prod_us", "load", [("file:///data/sales/us", "2026-01-03")])) == ["declared"]
     assert [p.name for p in folder.iterdir()] == [FILE_NAME]  # no temporary file left
+    store(folder, ProducerFilter(SOURCE, {"declared": DECLARED, "absent": None}, 1.0,
+                                 {"declared": (7, 1), "absent": None}))
+    marked = load(folder)
+    assert marked is not None and marked.marks == {"declared": (7, 1), "absent": None}
 
 
 def test_a_file_not_ours_is_refused(tmp_path: Path) -> None:
@@ -84,6 +90,13 @@ def test_a_file_not_ours_is_refused(tmp_path: Path) -> None:
     (folder / FILE_NAME).write_bytes(raw.replace(b'"declarations":{', b'"declarations":{"x":3,'))
     with pytest.raises(FilterCacheError, match="not a declared-producers filter"):
         load(folder)
+    (folder / FILE_NAME).write_bytes(raw.replace(b'"marks":{}', b'"marks":{"declared":[1,-2]}'))
+    with pytest.raises(FilterCacheError, match="the mark of 'declared' is not"):
+        load(folder)
+    assert b'"marks":{},' in raw
+    (folder / FILE_NAME).write_bytes(raw.replace(b'"marks":{},', b''))  # written before marks: loads, unmarked
+    unmarked = load(folder)
+    assert unmarked is not None and unmarked.marks == {} and not unmarked.current({"declared": None, "absent": None})
 
 
 # -- the listener's decision, with ZooKeeper unreachable ----------------------------------------------
@@ -113,15 +126,10 @@ def _task(dag_id: str, uri: str, key: str) -> tuple[SimpleNamespace, dict[str, o
     return ti, {"outlet_events": Recorded(), "dag_run": SimpleNamespace(partition_key=None)}
 
 
-def test_a_task_no_fresh_filter_names_never_contacts_zookeeper(deployment: Path) -> None:
+def test_a_bad_check_timeout_is_refused_naming_it_before_any_connection(
+        deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__EPOCHS__DECLARED_CHECK_TIMEOUT", "soon")
     store(deployment, _filter(source=listener.deployment_source()))
     ti, context = _task("prod_other", "file:///data/sales/other", "2026-01-01")
-    assert listener.vote_for_outlets(ti, context) == []
-
-
-def test_a_bad_ttl_is_refused_naming_it(deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__EPOCHS__DECLARED_CACHE_TTL", "soon")
-    store(deployment, _filter(source=listener.deployment_source()))
-    ti, context = _task("prod_other", "file:///data/sales/other", "2026-01-01")
-    with pytest.raises(ValueError, match="'soon'"):
+    with pytest.raises(ValueError, match="declared_check_timeout must be a number of seconds, not 'soon'"):
         listener.vote_for_outlets(ti, context)

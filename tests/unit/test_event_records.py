@@ -19,6 +19,7 @@ from airflow_epochs.coordination.wire.events import (
     EpochOpened,
     PartitionSealed,
     PipelineCreated,
+    ProducerRerun,
     ResealOpened,
     Rollback,
     SealedLate,
@@ -34,7 +35,7 @@ SAMPLES = [
     PartitionSealed(epoch=3, partition="a", attempt=8, producer_count=2, first_vote_at=1.5, generation=1),
     BarrierReleased(epoch=3, barrier="join", decision="quorum", late=("b", "c"), late_count=5, arrived=3),
     Rollback(to_epoch=2, from_frontier=3, epochs={"3": {"state": "sealed", "attempt": 8, "generation": 1}},
-             reason="bad data", owner="o"),
+             reason="bad data", owner="o", request="rb-1"),
     DeliveryScopeRetired(scope="gone", cursors={"a": 2}),
     ResealOpened(epoch=8, partition="weather", version=2, correction="0000000008:weather:v2", reason="late",
                  request="r"),
@@ -43,6 +44,8 @@ SAMPLES = [
     CorrectionDone(epoch=8, correction="0000000008:weather:v2", resealed=2),
     DeadlineMissed(epoch=4, partition="a", deadline_at=10.5, missing=("x", "y"), raised_by="w"),
     SealedLate(epoch=4, partition="a", deadline_at=10.5, sealed_at=12.0, late_by=1.5),
+    ProducerRerun(epoch=3, partition="a", producer="x", key="2026-01-03", cleared=True, succeeded_try=1, try_number=2,
+                  task_instance={"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}, reopened=True),
 ]
 
 
@@ -54,7 +57,7 @@ def test_a_record_reads_back_as_written_through_json(record):
 
 
 def test_every_kind_has_one_record():
-    assert len(EVENT_KINDS) == 23 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+    assert len(EVENT_KINDS) == 24 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
 
 
 def test_the_seal_count_is_stored_under_the_key_the_seal_uses():
@@ -64,6 +67,11 @@ def test_the_seal_count_is_stored_under_the_key_the_seal_uses():
 
 def test_a_field_an_older_writer_did_not_store_reads_as_its_default():
     assert event_record("epoch_opened", {"epoch": 4}) == EpochOpened(epoch=4)
+
+
+def test_a_flag_is_a_json_boolean_only():
+    with pytest.raises(CorruptPayload, match="'cleared'"):
+        event_record("producer_rerun", {"epoch": 1, "cleared": 1})
 
 
 def test_an_epoch_event_without_its_epoch_is_refused():

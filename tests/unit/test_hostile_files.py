@@ -10,7 +10,7 @@ import pytest
 from airflow_epochs.cli import main
 from airflow_epochs.coordination import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.wire.payloads import MAX_JSON_DEPTH, decode, loads_bounded
-from airflow_epochs.servers.private_files import private_dir, write_private
+from airflow_epochs.private_files import private_dir, write_private
 
 DEEP = "[" * 50_000 + "]" * 50_000
 

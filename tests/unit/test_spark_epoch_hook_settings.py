@@ -67,3 +67,65 @@ def test_the_operator_builds_its_hook_on_first_use_only(monkeypatch):
     assert (hook.application, hook.conn_id, hook.spark_connect_conn_id) == (str(JOB), "spark_nowhere", None)
 
 
+
+
+def _standalone_submit(monkeypatch, password: str | None) -> tuple[list[str], str]:
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
+        {"conn_type": "spark", "host": "127.0.0.1", "port": 7077, **({"password": password} if password else {})}))
+    context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
+                           run="0123456789abcdef", storage="/lake")
+    submit, folder = SparkEpochHook(application=str(JOB), conn_id="spark_cluster").submit_hook(context)
+    assert folder is not None
+    return submit._build_spark_submit_command(str(JOB)), folder
+
+
+def test_a_standalone_clusters_secret_goes_to_the_driver_in_a_private_file_never_on_the_command_line(monkeypatch):
+    import shutil
+
+    secret = "0123456789abcdef" * 4
+    argv, folder = _standalone_submit(monkeypatch, secret)
+    try:
+        assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
+        assert "spark.authenticate=true" in argv and "spark.ui.enabled=false" in argv
+        assert not any(secret in arg for arg in argv)
+        properties = Path(argv[argv.index("--properties-file") + 1])
+        assert properties.parent == Path(folder) and oct(properties.stat().st_mode & 0o777) == "0o600"
+        assert properties.read_text() == f"spark.authenticate.secret={secret}\n"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # a cluster without a secret: nothing is added (its admin may hold one in spark-defaults.conf)
+    argv, folder = _standalone_submit(monkeypatch, None)
+    shutil.rmtree(folder, ignore_errors=True)
+    assert "--properties-file" not in argv and "spark.authenticate=true" not in argv
+
+
+@pytest.mark.parametrize("password", ["short", "0123456789abcdef\nspark.driver.extraJavaOptions=-Dx=1",
+                                      "0123456789abcdef\\u000a", "0123456789abcdef 0123"])
+def test_a_secret_that_would_add_properties_of_its_own_is_refused_without_naming_it(monkeypatch, password):
+    with pytest.raises(InvalidInput, match="'spark_cluster': the password") as refused:
+        _standalone_submit(monkeypatch, password)
+    assert password not in str(refused.value)
+
+
+@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
+def test_on_yarn_the_command_names_the_master_and_mode_and_sends_nothing_of_this_machine(monkeypatch, deploy_mode):
+    """YARN at the argument level only (no YARN here): the spark-submit command, not a run."""
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(
+        {"conn_type": "spark", "host": "yarn", "password": "0123456789abcdef0123",
+         "extra": {"deploy-mode": deploy_mode}}))
+    context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
+                           run="0123456789abcdef", storage="/lake")
+    hook = SparkEpochHook(application=str(JOB), conn_id="spark_yarn")
+    assert hook.check_master() == "yarn"
+    submit, folder = hook.submit_hook(context)
+    argv = submit._build_spark_submit_command(str(JOB))
+    assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == deploy_mode
+    # the driver may run on another host: the context travels as an argument, with no file, interpreter,
+    # secret or Spark setting of this machine
+    assert folder is None and json.loads(argv[argv.index("--epoch-context") + 1])["epoch"] == 1
+    assert "--properties-file" not in argv and "--conf" not in argv
+    assert not submit._env_vars  # no PYSPARK_PYTHON naming this machine's interpreter

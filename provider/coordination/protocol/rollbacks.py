@@ -55,7 +55,7 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         ops += undo_ops
         ops += _snapshot_pointer_resets(call, ctx, to_epoch, record)
         ops += ctx.event(Rollback(to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
-                         reason=reason[:MAX_REASON], owner=ctx.owner))
+                         reason=reason[:MAX_REASON], owner=ctx.owner, request=call.request_id))
         commit_or_conflict(call, ops)
         ctx.known_record = None
         return epochs

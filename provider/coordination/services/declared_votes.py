@@ -47,9 +47,11 @@ from airflow_epochs.coordination.base.steps import Create, SetData
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path
 from airflow_epochs.coordination.protocol.retention import delete_tree
+from airflow_epochs.coordination.services.declared_reruns import record_rerun, succeeded_try
 from airflow_epochs.coordination.wire.config import PipelineConfig
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, Match
 from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedPruned, StagedVote
+from airflow_epochs.coordination.wire.events import ProducerRerun
 from airflow_epochs.coordination.wire.records import Attempt
 
 # How many epochs one drain opens and votes at most (the rest: the next drain).
@@ -86,6 +88,7 @@ class StageOutcome:
     seal: that vote stands), ``rerun_after_seal`` (another run after the key was sealed; nothing
     changed), ``reopened`` (the same, with ``reopen``: the key was rolled back to be sealed again),
     ``resealed`` (the same, with ``reseal``: the key's partition was re-sealed as a new version).
+    ``cleared_after``: for a re-run of the same task instance (cleared), the try that had succeeded.
     """
 
     pipeline: str
@@ -95,6 +98,11 @@ class StageOutcome:
     epoch: int
     status: str
     staged_by: Mapping[str, Any]
+    cleared_after: int | None = None
+
+    def staged_path(self, paths: PipelinePaths) -> str:
+        """Where this producer's vote for the key is staged."""
+        return f"{staged_epoch_path(paths, self.epoch)}/{self.partition}/{self.producer}"
 
 
 @dataclass(frozen=True)
@@ -128,12 +136,27 @@ def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredPro
     return declared
 
 
+def declaration_mark(ledger: EpochLedger) -> tuple[int, int] | None:
+    """What changes whenever the pipeline's declaration may have: the configuration folder's creation
+    zxid and child version (a configuration version is added, or the pipeline recreated), from one
+    ``exists``; None if the pipeline is absent. Equal marks: the declaration read with the first
+    still holds (configuration versions are immutable)."""
+    folder = ledger.paths.config_dir
+    found = ledger.ctx.call(lambda call: call.exists(folder), what=f"look at {folder}")
+    return None if found is None else (int(found.czxid), int(found.cversion))
+
+
 def stage_vote(
-    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False, reseal: bool = False
+    ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, *, reopen: bool = False, reseal: bool = False,
+    try_number: int | None = None,
 ) -> StageOutcome:
     """Stage ``match``'s vote (durably, create-only) for the epoch of its key; see the module. With
     ``reseal``, a re-run after the seal re-seals the key's partition as a new version instead of rolling
-    back (:func:`_reseal_key`): only what read it is re-produced, and no later epoch is undone."""
+    back (:func:`_reseal_key`): only what read it is re-produced, and no later epoch is undone.
+
+    :param try_number: the task instance's try: a try later than one that reported success after
+        staging (:func:`~.declared_reruns.mark_succeeded`) is a cleared re-run, not a retry.
+    """
     reopen = reopen or reseal
     validate_name("partition", match.partition)
     validate_name("producer", match.producer)
@@ -151,33 +174,47 @@ def stage_vote(
         return _outcome(ledger, match, epoch, "staged", doc)
     existing, version = staged
     if existing.task_instance == doc.task_instance:
+        succeeded = succeeded_try(ledger, path, doc.task_instance) if try_number is not None else None
+        if succeeded is not None and try_number is not None and try_number > succeeded and _sealed(ledger, epoch):
+            # a later try after this task instance's success: cleared (airflow tasks clear), a re-run
+            rerun = f"{doc.request}-t{succeeded}"
+            record_rerun(ledger, path, rerun, ProducerRerun(
+                epoch=epoch, partition=match.partition, producer=match.producer, key=match.key,
+                task_instance=dict(doc.task_instance), cleared=True, succeeded_try=succeeded,
+                try_number=try_number, reopened=reopen))
+            if not reopen:
+                return _outcome(ledger, match, epoch, "rerun_after_seal", existing, cleared=succeeded)
+            return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal, rerun=rerun, cleared=succeeded)
         if reopen and _sealed(ledger, epoch) and _sealed_without(ledger, epoch, match, doc):
             # this re-run replaced the staged vote, then stopped before its rollback (or re-seal): finish it
             return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
         return _outcome(ledger, match, epoch, "repeat", existing)
     if not _sealed(ledger, epoch):
         return _outcome(ledger, match, epoch, "other_run", existing)
-    if not reopen:
-        return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
-    if not _replace(ledger, path, doc, version):  # another re-run replaced it first: that one reopens
+    replaced = reopen and _replace(ledger, path, doc, version)  # False: another re-run replaced it first
+    record_rerun(ledger, path, f"{doc.request}-reopened" if replaced else doc.request, ProducerRerun(
+        epoch=epoch, partition=match.partition, producer=match.producer, key=match.key,
+        task_instance=dict(doc.task_instance), try_number=try_number or 0, reopened=replaced))
+    if not replaced:
         return _outcome(ledger, match, epoch, "rerun_after_seal", existing)
     return _rerun(ledger, match, task_instance, epoch, doc, reseal=reseal)
 
 
 def _rerun(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int, doc: StagedVote, *,
-           reseal: bool) -> StageOutcome:
+           reseal: bool, rerun: str | None = None, cleared: int | None = None) -> StageOutcome:
+    """Reopen (or re-seal) the key for a re-run; ``rerun`` names a cleared re-run (its request ids)."""
     if reseal:
-        _reseal_key(ledger, match, task_instance, epoch, doc)
-        return _outcome(ledger, match, epoch, "resealed", doc)
-    _reopen(ledger, match, task_instance, epoch, doc)
-    return _outcome(ledger, match, epoch, "reopened", doc)
+        _reseal_key(ledger, match, task_instance, epoch, doc, rerun=rerun)
+        return _outcome(ledger, match, epoch, "resealed", doc, cleared=cleared)
+    _reopen(ledger, match, task_instance, epoch, doc, request=f"rb-{rerun}" if rerun else None)
+    return _outcome(ledger, match, epoch, "reopened", doc, cleared=cleared)
 
 
 def _reseal_key(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
-                doc: StagedVote) -> None:
+                doc: StagedVote, *, rerun: str | None = None) -> None:
     """Re-seal the key's partition as a new version and cast every producer's staged vote under it (this
     re-run's, and the others' as they stand); once per re-run (its request ids)."""
-    asked = ledger.reseal(epoch, match.partition, request_id=f"rs-{doc.request}",
+    asked = ledger.reseal(epoch, match.partition, request_id=f"rs-{rerun or doc.request}",
                           reason=f"declared producer {match.producer!r} ran again for key {match.key!r} "
                                  f"({task_instance.dag_id}/{task_instance.run_id})")
     if asked.state != "open":
@@ -235,11 +272,11 @@ def _replace(ledger: EpochLedger, path: str, doc: StagedVote, version: int) -> b
 
 
 def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, epoch: int,
-            doc: StagedVote) -> None:
+            doc: StagedVote, *, request: str | None = None) -> None:
     """Roll the key's epoch (and every later one) back; the drain seals them again from the staged votes."""
     ledger.rollback(epoch - 1, reason=f"declared producer {match.producer!r} of {match.partition!r} ran again for "
                                       f"key {match.key!r} ({task_instance.dag_id}/{task_instance.run_id})",
-                    request_id=f"rb-{doc.request}")
+                    request_id=request or f"rb-{doc.request}")
 
 
 def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
@@ -404,6 +441,7 @@ def _sealed(ledger: EpochLedger, epoch: int) -> bool:
     return info is not None and info.state == "sealed"
 
 
-def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: StagedVote | None) -> StageOutcome:
+def _outcome(ledger: EpochLedger, match: Match, epoch: int, status: str, doc: StagedVote | None, *,
+             cleared: int | None = None) -> StageOutcome:
     return StageOutcome(ledger.pipeline, match.partition, match.producer, match.key, epoch, status,
-                        {} if doc is None else doc.to_json())
+                        {} if doc is None else doc.to_json(), cleared)

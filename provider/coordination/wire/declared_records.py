@@ -7,9 +7,8 @@ the same fields) still read, so an upgrade finds what an older provider staged.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import CorruptPayload
@@ -65,6 +64,27 @@ class StagedVote:
 
 
 @dataclass(frozen=True)
+class SucceededMark:
+    """The highest try of a task instance that reported success after staging its vote: a later try of
+    the same task instance is a cleared re-run (``airflow tasks clear``), not a retry (a try killed
+    before its success leaves no mark)."""
+
+    task_instance: Mapping[str, Any]
+    try_number: int
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("declared_succeeded", {"ti": dict(self.task_instance), "try": self.try_number})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> SucceededMark:
+        doc = payloads.decode("declared_succeeded", raw, path=path)
+        ti, tried = doc["ti"], doc["try"]
+        if not isinstance(ti, Mapping) or type(tried) is not int or tried < 0:
+            raise CorruptPayload(f"{path}: a success mark needs ti and a try number >= 0, not {doc!r}"[:300])
+        return cls(ti, tried)
+
+
+@dataclass(frozen=True)
 class StagedKey:
     """The partition key an epoch of a declared pipeline holds."""
 
@@ -102,6 +122,9 @@ class StagedPruned:
         return cls(through)
 
 
+Mark = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class ProducerFilter:
     """The declarations of the deployment's pipelines (None: the pipeline declares none or is absent).
@@ -110,11 +133,15 @@ class ProducerFilter:
         other settings is not used.
     :param declarations: pipeline -> its declared producers, or None.
     :param fetched_at: when the declarations were read from ZooKeeper (seconds since the epoch).
+    :param marks: pipeline -> the mark of its declaration read *before* the declarations were
+        (``declaration_mark``: creation zxid and child version of its configuration folder; None:
+        absent). The filter is current while ZooKeeper shows the same marks.
     """
 
     source: tuple[str, str, tuple[str, ...]]
     declarations: Mapping[str, DeclaredProducers | None]
     fetched_at: float
+    marks: Mapping[str, Mark | None] = field(default_factory=dict)
 
     def matches(self, dag_id: str, task_id: str, events: Iterable[tuple[str, str]]) -> dict[str, list[Match]]:
         """pipeline -> the declared producers the task's outlet events stand for (only non-empty ones)."""
@@ -127,16 +154,18 @@ class ProducerFilter:
                     found[pipeline] = matched
         return found
 
-    def fresh(self, ttl: float, *, now: float | None = None) -> bool:
-        """Whether the filter was read from ZooKeeper less than ``ttl`` seconds ago."""
-        age = (time.time() if now is None else now) - self.fetched_at
-        return 0 <= age < ttl
+    def current(self, marks: Mapping[str, Mark | None]) -> bool:
+        """Whether the declarations are still those read: ZooKeeper now shows ``marks``, the same as
+        those read with them, for every pipeline (a filter without marks is never current)."""
+        return set(marks) == set(self.source[2]) and all(
+            pipeline in self.marks and self.marks[pipeline] == mark for pipeline, mark in marks.items())
 
     def to_bytes(self) -> bytes:
         conn, root, pipelines = self.source
         return payloads.encode("declared_filter", {
             "conn": conn, "root": root, "pipelines": list(pipelines), "fetched_at": self.fetched_at,
-            "declarations": {p: None if d is None else d.to_json() for p, d in self.declarations.items()}},
+            "declarations": {p: None if d is None else d.to_json() for p, d in self.declarations.items()},
+            "marks": {p: None if m is None else list(m) for p, m in self.marks.items()}},
             limit=_MAX_FILTER_BYTES)
 
     @classmethod
@@ -153,4 +182,20 @@ class ProducerFilter:
             found[pipeline] = None if declared is None else DeclaredProducers.from_json(declared)
         fetched = doc["fetched_at"]
         assert isinstance(fetched, (int, float))  # the payload's schema checked it
-        return cls((str(doc["conn"]), str(doc["root"]), tuple(pipelines)), found, float(fetched))
+        return cls((str(doc["conn"]), str(doc["root"]), tuple(pipelines)), found, float(fetched),
+                   _marks(doc.get("marks", {}), path))
+
+
+def _marks(raw: Any, path: str) -> dict[str, Mark | None]:
+    """The marks of a filter file (a file written before marks existed has none: never current)."""
+    if not isinstance(raw, dict):
+        raise CorruptPayload(f"{path}: a filter's marks are an object, not {raw!r}"[:200])
+    marks: dict[str, Mark | None] = {}
+    for pipeline, mark in raw.items():
+        if mark is None:
+            marks[pipeline] = None
+        elif isinstance(mark, list) and len(mark) == 2 and all(type(n) is int and n >= 0 for n in mark):
+            marks[pipeline] = (mark[0], mark[1])
+        else:
+            raise CorruptPayload(f"{path}: the mark of {pipeline!r} is not [zxid, version]: {mark!r}"[:200])
+    return marks

@@ -55,7 +55,8 @@ class ConfigSet(EventRecord):
 @dataclass(frozen=True)
 class Rollback(EventRecord):
     """Every epoch after ``to_epoch`` undone; ``epochs`` maps each (as a string, a JSON key) to its
-    ``state``, ``attempt`` and ``generation`` when it was undone."""
+    ``state``, ``attempt`` and ``generation`` when it was undone; ``request`` is the rollback's request
+    id (what a table's rollback snapshot records)."""
 
     kind: ClassVar[str] = "rollback"
     to_epoch: int = -1
@@ -63,6 +64,7 @@ class Rollback(EventRecord):
     epochs: Mapping[str, Any] = field(default_factory=dict)
     reason: str = ""
     owner: str = ""
+    request: str = ""  # the rollback's request id ("" in events written before it was stored)
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,25 @@ class SealedLate(EventRecord):
 
 
 @dataclass(frozen=True)
+class ProducerRerun(EventRecord):
+    """A declared producer ran again for a key already sealed: ``cleared`` when the same task instance
+    (``task_instance``) runs a later try (``try_number``) after its try ``succeeded_try`` succeeded
+    (``airflow tasks clear``), else another task instance (another DAG run); ``reopened`` when the key
+    was rolled back to be sealed and delivered again (``reopen_on_rerun``)."""
+
+    kind: ClassVar[str] = "producer_rerun"
+    epoch: int | None = None
+    partition: str = ""
+    producer: str = ""
+    key: str = ""
+    task_instance: Mapping[str, Any] = field(default_factory=dict)
+    cleared: bool = False
+    succeeded_try: int = 0
+    try_number: int = 0
+    reopened: bool = False
+
+
+@dataclass(frozen=True)
 class UnknownEvent(EventRecord):
     """An event of a kind this version does not know (written by a newer one): its detail as stored."""
 
@@ -281,7 +302,7 @@ EVENT_KINDS: dict[str, type[EventRecord]] = {cls.kind: cls for cls in (
     PipelineCreated, ConfigSet, Rollback, Compacted, EpochOpened, AttemptStarted, AttemptAborted, PartitionSealed,
     EpochSealed, ConsumerRegistered, ConsumerUnregistered, LeaderChanged, LeaderReleased, BarrierDeclared,
     BarrierReleased, BarrierStragglers, DeliveryScopeRetired, DeadlineMissed, SealedLate, ResealOpened,
-    VersionSealed, CorrectionPlanned, CorrectionDone)}
+    VersionSealed, CorrectionPlanned, CorrectionDone, ProducerRerun)}
 
 
 def event_record(kind: str, detail: Mapping[str, Any]) -> EventRecord:
@@ -318,6 +339,8 @@ def _from_json(hint: Any, value: Any, where: str) -> Any:
             return None
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
         origin = typing.get_origin(hint)
+    if hint is bool and isinstance(value, bool):
+        return value
     if hint is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):

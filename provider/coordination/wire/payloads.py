@@ -113,6 +113,7 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "asset_cursor": {"following": (int,)},
     "staged_vote": {"ti": (dict,), "partition_key": (str,), "request": (str,)},
     "staged_key": {"partition_key": (str,)},
+    "declared_succeeded": {"ti": (dict,), "try": (int,)},
     "staged_pruned": {"through": (int,)},
     "seal_stats": {"partition": (str,), "through": (int,), "window": (int,), "producers": (dict,)},
     "deadline": {"partition": (str,), "mode": (str,), "declarer": (str,)},

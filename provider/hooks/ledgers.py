@@ -1,0 +1,31 @@
+"""The one factory of Airflow-side ledgers (no Airflow import: the page's view model and the command
+line use it without loading Airflow).
+
+:meth:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger` builds a task's ledger on the hook's own
+client through it; the triggers and the page, which read through a process's shared session instead
+of a hook's client, call :func:`ledger_on` with that session. Nothing else on the Airflow side builds
+an :class:`~airflow_epochs.coordination.EpochLedger` (``tests/unit/test_wings.py`` holds it), so
+what every ledger is bound to (client, owner, root) is decided here.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.ledger import EpochLedger
+
+__all__ = ["READER", "TRIGGERER", "ledger_on"]
+
+READER = "epochs-ui"  # the owner of a reader's ledgers (the page, a table cut: they open and vote nothing)
+TRIGGERER = "triggerer"  # the owner of a trigger's ledgers (they read, and apply barrier policies)
+
+
+def ledger_on(client: KazooClient, pipeline: str, *, owner: str = "anonymous", root: str = DEFAULT_ROOT) -> EpochLedger:
+    """The epoch ledger of ``pipeline`` on ``client`` (started, and owned by the caller: the ledger
+    neither starts nor stops it).
+
+    :param owner: identity recorded on the attempts the ledger opens (readers need none).
+    :param root: the znode under which pipelines live.
+    """
+    return EpochLedger(client, pipeline, owner=owner, root=root)
