@@ -159,8 +159,7 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
         fold_before_compaction(call, ctx)  # seal statistics take the epochs' votes before they go
         through, zxid, requests = mark(call)
-        names = call.children(ctx.paths.epochs) or []
-        due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
+        due = sorted(int(n) for n in call.children(ctx.paths.epochs) or [] if n.isdigit() and int(n) <= through)
         locations = {epoch: archive.archive_location(call, ctx, epoch) for epoch in due}
         # archived, a pinned epoch's snapshots are read there: only epochs kept in full are checked
         pinned = _pinned_epochs(call, ctx, [epoch for epoch in due if locations[epoch] is None])
@@ -184,9 +183,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if requests is not None:
             deleted += _prune_requests(call, ctx, requests)
         retired = retire(call, ctx)  # after the epochs: a retired pointer's epochs are archived by now
-        alerts, _ = prune_alerts(call, ctx, through)
-        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
-                                tuple(outcomes["written"]), tuple(outcomes["verified"]), retired, alerts)
+        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned, tuple(outcomes["written"]),
+                                tuple(outcomes["verified"]), retired, prune_alerts(call, ctx, through)[0])
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 
