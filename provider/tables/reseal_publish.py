@@ -6,7 +6,7 @@ re-seal's request id and its reason (``epochs.action=reseal``).
 It runs inside a publish (:meth:`~airflow_epochs.tables.publish.Publisher.publish`), under the table's
 publish lock, after a rollback is mirrored: every live epoch whose newest sealed version is newer than the
 one in the table is re-published, oldest epoch first. Exactly once as a publish is: a repeat finds the
-re-seal snapshot by its properties (:func:`~airflow_epochs.tables.history.find_reseal`) and adds nothing;
+re-seal snapshot by its properties (``history.find_reseal``) and adds nothing;
 our tables have pyiceberg's own commit retry off, so a commit the catalog refuses reaches us, and we look
 for the winner's snapshot before trying again. The snapshots before it keep the older version:
 :func:`~airflow_epochs.tables.read.table_as_of_epoch` reads any (epoch, version).
