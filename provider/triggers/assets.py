@@ -10,6 +10,12 @@ so a second triggerer running the same watcher waits instead of delivering it tw
 with the holder's session if it dies. Every event carries ``dedupe_key``
 (``pipeline/partition/epoch/generation/attempt``): the one window left, a triggerer dying after
 Airflow stored the event and before the cursor moved, redelivers a seal with the same key.
+
+A re-sealed version (2, 3, ...) of a seal already delivered is delivered once more, as its own event
+carrying ``version`` and ``correction``, its ``dedupe_key`` ending in ``/v<version>``: a consumer runs
+once per correction of each key. Its own claim and a persistent record that Airflow stored it (see
+``airflow_epochs.coordination.recipes.asset_delivery``) keep two triggerers from delivering one
+version twice. The stream looks for re-sealed versions whenever no new seal is waiting.
 """
 
 from __future__ import annotations
@@ -25,10 +31,14 @@ from kazoo.client import KazooState
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.recipes.asset_delivery import Delivery, SealToDeliver
+from airflow_epochs.coordination.recipes.asset_delivery import Delivery, SealToDeliver, VersionToDeliver
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+
+# What the stream hands the triggerer beside an event, and gets back once it is stored:
+# (epoch, generation, claim, version, sent record); version 1 is the seal itself (no sent record).
+Payload = tuple[int, int, str, int, str]
 
 
 class SealStream(SharedStreamProducer):
@@ -51,9 +61,10 @@ class SealStream(SharedStreamProducer):
         self.delivery = Delivery(self.paths, self.scope, self.partition, self.from_epoch)
         self.cursor = self.delivery.cursor
         self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
+        self.handed: set[str] = set()  # claims of re-sealed versions handed over, not yet stored
         self._release: Any = None
 
-    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], tuple[int, int, str]]]:
+    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], Payload]]:
         settings = await connection_settings(self.zookeeper_conn_id)
         client = await SHARED_CLIENTS.acquire_async(settings)
         self._release = lambda: SHARED_CLIENTS.release(settings)
@@ -80,7 +91,15 @@ class SealStream(SharedStreamProducer):
                     await _wait(changed, 5.0)  # the session comes back: look again
                     continue
                 if item is None:
-                    await changed.wait()
+                    try:
+                        resealed = await self._next_version(zk, following, wake)
+                    except TRANSIENT:
+                        await _wait(changed, 5.0)
+                        continue
+                    if resealed is None:
+                        await changed.wait()
+                    else:
+                        yield resealed
                     continue
                 if isinstance(item, int):  # moved on: the cursor is past it, or the frontier moved back
                     following = item
@@ -92,7 +111,7 @@ class SealStream(SharedStreamProducer):
 
     async def _next(
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
-    ) -> tuple[dict[str, Any], tuple[int, int, str]] | int | None:
+    ) -> tuple[dict[str, Any], Payload] | int | None:
         """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
         if await self.hold(zk, epoch, wake):
             return None
@@ -101,9 +120,23 @@ class SealStream(SharedStreamProducer):
             return found
         event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch,
                  "generation": found.generation, "partition_key": str(epoch), "attempt": found.attempt,
-                 "zxid": found.zxid,
+                 "zxid": found.zxid, "version": 1,
                  "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{found.generation}/{found.attempt}"}
-        return await self.describe(zk, event), (epoch, found.generation, found.claim)
+        return await self.describe(zk, event), (epoch, found.generation, found.claim, 1, "")
+
+    async def _next_version(self, zk: AsyncZooKeeper, following: int,
+                            wake: Any) -> tuple[dict[str, Any], Payload] | None:
+        """A re-sealed version of a seal before ``following`` not delivered yet, with its claim, or None."""
+        found = await self.delivery.next_version(zk, following, wake, self.handed)
+        if not isinstance(found, VersionToDeliver):
+            return None
+        self.handed.add(found.claim)
+        key = f"{self.pipeline}/{self.partition}/{found.epoch}/{found.generation}/v{found.version}"
+        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": found.epoch,
+                 "generation": found.generation, "partition_key": str(found.epoch), "version": found.version,
+                 "correction": found.correction, "dedupe_key": key}
+        return await self.describe(zk, event), (found.epoch, found.generation, found.claim, found.version,
+                                                found.sent)
 
     async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
         """Whether to hold the seal of ``epoch`` back for now (a subclass's seam; ``wake`` re-checks)."""
@@ -119,8 +152,20 @@ class SealStream(SharedStreamProducer):
         for item in batch:
             if not item.outcome.is_clean:
                 raise RuntimeError(f"the asset event of seal {item.broker_payload[:2]} was not stored: redeliver")
-        epoch, _generation, _claim = batch[-1].broker_payload
-        await self.delivered(epoch, [item.broker_payload[2] for item in batch])
+        await self.settle([item.broker_payload for item in batch])
+
+    async def settle(self, payloads: Sequence[Payload]) -> None:
+        """These events are stored: record the re-sealed versions among them, then move the cursor past
+        the seals (see :meth:`delivered`)."""
+        zk = self.zk
+        assert zk is not None
+        for _epoch, _generation, claim, version, sent in payloads:
+            if version > 1:
+                await self.delivery.version_delivered(zk, claim, sent)
+                self.handed.discard(claim)
+        seals = [payload for payload in payloads if payload[3] == 1]
+        if seals:
+            await self.delivered(max(payload[0] for payload in seals), [payload[2] for payload in seals])
 
     async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
         """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
@@ -198,9 +243,9 @@ class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):
         confirmation exists on this path: the triggerer uses the shared stream above)."""
         stream = self.create_shared_stream_producer(self._kwargs())  # a subclass's own stream kind
         try:
-            async for raw, (epoch, _generation, claim) in stream.open_stream():
+            async for raw, payload in stream.open_stream():
                 yield TriggerEvent(raw)
-                await stream.delivered(epoch, [claim])
+                await stream.settle([payload])
         finally:
             await stream.aclose()
 

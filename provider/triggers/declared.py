@@ -50,7 +50,8 @@ class DeclaredKeyStream(SealStream):
     async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
         staged = await zk.get(staged_epoch_path(self.paths, int(event["epoch"])))
         key = decode_staged_key(staged[0]) if staged is not None else None
-        self.outstanding = int(event["epoch"])
+        if event.get("version", 1) == 1:  # a re-sealed version is not the key the consumer acknowledges
+            self.outstanding = int(event["epoch"])
         return {**event, "partition_key": key if key is not None else str(event["epoch"]), "declared": True}
 
     async def delivered(self, epoch: int, claims: Sequence[str]) -> None:

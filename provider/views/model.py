@@ -139,6 +139,13 @@ class PartitionDetail:
     lineage: dict[str, int]  # upstream pipeline -> epoch read
     # the predicted seal and the deadline (:func:`airflow_epochs.views.deadlines.partition_deadline`)
     deadline: dict[str, Any] | None = None
+    # the newest sealed version shown (1 unless re-sealed; manifests, snapshots and lineage are its),
+    # the correction that re-sealed it and when (the version before it is stale since), and the
+    # correction re-producing a newer version now ("": none; the shown version is stale meanwhile)
+    version: int = 1
+    correction: str = ""
+    resealed_at: float | None = None
+    stale_by: str = ""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from airflow_epochs.coordination import (
     EpochNotOpen,
     PipelineNotFound,
     SealInfo,
+    VersionView,
 )
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.wire.payloads import loads_bounded
@@ -307,14 +308,17 @@ class PipelineState:
         for cell in row.cells:
             producers = _producers(config, cell.partition)
             seal: SealInfo | None = None
+            view: VersionView | None = None
             if cell.state == "sealed":
                 seal = self.ledger.seal(epoch, cell.partition)
+                view = self.ledger.sealed_version(epoch, cell.partition) if seal is not None else None
             votes = []
             for producer in producers:
                 if seal is not None:
-                    manifest = seal.manifests.get(producer)
+                    shown = view or seal  # the newest sealed version's manifests
+                    manifest = shown.manifests.get(producer)
                     votes.append(VoteView(producer, True, seal.attempt, True, manifest_summary([manifest]),
-                                          _preview(manifest), seal.snapshots.get(producer)))
+                                          _preview(manifest), shown.snapshots.get(producer)))
                     continue
                 vote = self.ledger.vote_of(epoch, cell.partition, producer) if info.state == "open" else None
                 # Superseded attempts, newest first, at most MAX_OLDER_ATTEMPTS of them: the attempt
@@ -334,10 +338,12 @@ class PipelineState:
                 partition=cell.partition, state=cell.state, votes=cell.votes, needed=cell.needed,
                 producers=tuple(votes), sealed_by=seal.attempt if seal else None, sealed_at=sealed_at,
                 seconds_to_seal=round(sealed_at - opened_at, 3) if sealed_at and opened_at else None,
-                summary=manifest_summary(seal.manifests.values()) if seal else
+                summary=manifest_summary((view or seal).manifests.values()) if seal else
                 manifest_summary(_parse(v.manifest) for v in votes if v.current),
-                snapshots=dict(seal.snapshots) if seal else {}, lineage=dict(seal.upstream) if seal else {},
+                snapshots=dict((view or seal).snapshots) if seal else {},
+                lineage=dict((view or seal).upstream) if seal else {},
                 deadline=partition_deadline(self.ledger, epoch, cell.partition),
+                **_version_fields(view),
             ))
         sealed_at = info.sealed_at
         if sealed_at is None and info.state == "sealed":
@@ -359,6 +365,14 @@ class PipelineState:
         newest = max(self.ledger.newest_epoch(), self.ledger.frontier())
         wanted = list(range(max(1, newest - epochs + 1), newest + 1))
         return spans(self.history.events(wanted), wanted)
+
+
+def _version_fields(view: VersionView | None) -> dict[str, Any]:
+    """A sealed partition's version as :class:`PartitionDetail` names it (see there)."""
+    if view is None:
+        return {}
+    return {"version": view.version, "correction": view.correction, "stale_by": view.stale_by,
+            "resealed_at": view.sealed_at if view.version > 1 else None}
 
 
 def _parse(text: str) -> Any:

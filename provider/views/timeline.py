@@ -24,7 +24,9 @@ from airflow_epochs.coordination.wire.events import (
     EpochSealed,
     EventRecord,
     PartitionSealed,
+    ResealOpened,
     SealedLate,
+    VersionSealed,
 )
 from airflow_epochs.private_files import replace_file
 
@@ -72,8 +74,24 @@ def spans(history: Iterable[Event], epochs: Sequence[int] | None = None) -> list
             found.append(Span(epoch, sealed.partition, begin, max(sealed_at, begin + MARK),
                               f"sealed by attempt {sealed.attempt}"))
         found += _late(epoch, events)
+        found += _versions(epoch, events)
         for when in (at for at, r in events if isinstance(r, EpochSealed)):
             found.append(Span(epoch, "seal", when, when + MARK, "epoch sealed"))
+    return found
+
+
+def _versions(epoch: int, events: Sequence[tuple[float, EventRecord]]) -> list[Span]:
+    """Lane ``<partition> v<N>``: a re-sealed version, from its opening to its seal (to the newest event
+    while its producers re-produce it), naming the correction it belongs to."""
+    found: list[Span] = []
+    newest = max((at for at, _ in events), default=0.0)
+    for opened_at, opened in ((at, r) for at, r in events if isinstance(r, ResealOpened)):
+        sealed = [at for at, r in events if isinstance(r, VersionSealed) and r.partition == opened.partition
+                  and r.version == opened.version and at >= opened_at]
+        end = min(sealed) if sealed else newest
+        state = "sealed" if sealed else "being re-produced"
+        found.append(Span(epoch, f"{opened.partition} v{opened.version}", opened_at, max(end, opened_at + MARK),
+                          f"version {opened.version} {state}; correction {opened.correction}"))
     return found
 
 

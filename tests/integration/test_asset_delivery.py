@@ -13,7 +13,12 @@ from kazoo.exceptions import BadVersionError
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
 from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
-from airflow_epochs.coordination.recipes.asset_delivery import MAX_CURSOR_ROUNDS, Delivery, SealToDeliver
+from airflow_epochs.coordination.recipes.asset_delivery import (
+    MAX_CURSOR_ROUNDS,
+    Delivery,
+    SealToDeliver,
+    VersionToDeliver,
+)
 from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 
 
@@ -30,6 +35,11 @@ class KazooStore:
 
     async def exists(self, path: str, watch: Any = None) -> Any:
         return self.client.exists(path, watch=watch)
+
+    async def children(self, path: str, watch: Any = None) -> list[str] | None:
+        if self.client.exists(path) is None:
+            return None
+        return self.client.get_children(path, watch=watch)
 
     async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str:
         return self.client.create(path, value, ephemeral=ephemeral, makepath=True)
@@ -241,3 +251,77 @@ def test_a_claim_taken_between_the_check_and_the_commit_refuses_the_retirement(z
     assert isinstance(claimed[0], SealToDeliver) and zk.exists(claimed[0].claim) is not None
     assert zk.exists(scope.cursor) is not None
     assert not [e for e in ledger.history() if e.event == "delivery_scope_retired"]
+
+
+def _resealed(zk) -> EpochLedger:
+    """Pipeline ``p``: ``a`` sealed at epochs 1 and 2, then ``a`` at 1 re-sealed as version 2."""
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    for epoch in (1, 2):
+        ledger.vote(ledger.open_epoch(epoch), "a", "x", {"value": epoch})
+    return ledger
+
+
+def _wake(_event: Any) -> None:
+    return None
+
+
+def test_a_resealed_version_is_delivered_once_per_scope_and_never_again(zk, zk_factory):
+    ledger = _resealed(zk)
+    first, second = KazooStore(zk), KazooStore(zk_factory())
+    one, two = _delivery(), _delivery()  # two deliverers of one scope (two triggerers)
+    assert asyncio.run(one.next_version(first, 3, _wake)) is None  # nothing re-sealed yet
+    opened = ledger.reseal(1, "a", reason="late input")
+    assert asyncio.run(one.next_version(first, 3, _wake)) is None  # version 2 open, not sealed
+    assert ledger.vote_version(1, "a", opened.version, "x", {"value": 10}).sealed
+    assert asyncio.run(one.next_version(first, 1, _wake)) is None  # the cursor is not past epoch 1 yet
+    found = asyncio.run(one.next_version(first, 3, _wake))
+    assert isinstance(found, VersionToDeliver)
+    assert (found.epoch, found.generation, found.version, found.correction) == (1, 1, 2, opened.correction)
+    assert asyncio.run(two.next_version(second, 3, _wake)) is None  # claimed: the other waits
+    assert asyncio.run(one.next_version(first, 3, _wake, {found.claim})) is None  # handed over: not again
+    again = asyncio.run(one.next_version(first, 3, _wake))  # its own claim (a lost answer): still its own
+    assert again == found
+    asyncio.run(one.version_delivered(first, found.claim, found.sent))
+    assert zk.exists(found.claim) is None and zk.exists(found.sent) is not None
+    for delivery, store in ((one, first), (two, second), (_delivery(), KazooStore(zk_factory()))):
+        assert asyncio.run(delivery.next_version(store, 3, _wake)) is None  # delivered: never again
+    assert asyncio.run(_delivery(scope="other").next_version(first, 3, _wake)) is not None  # its own scope
+
+
+class StaleFirstLook(KazooStore):
+    """Answers the first look at a ``,sent`` record as it was before another deliverer stored it."""
+
+    looked = False
+
+    async def exists(self, path: str, watch: Any = None) -> Any:
+        if path.endswith(",sent") and not self.looked:
+            self.looked = True
+            return None
+        return await super().exists(path, watch)
+
+
+def test_a_claim_taken_just_after_another_deliverer_let_it_go_does_not_deliver_the_version_twice(zk, zk_factory):
+    ledger = _resealed(zk)
+    opened = ledger.reseal(1, "a", reason="late input")
+    ledger.vote_version(1, "a", opened.version, "x", {"value": 10})
+    one = _delivery()
+    found = asyncio.run(one.next_version(KazooStore(zk), 3, _wake))
+    assert isinstance(found, VersionToDeliver)
+    asyncio.run(one.version_delivered(KazooStore(zk), found.claim, found.sent))
+    late = StaleFirstLook(zk_factory())
+    assert asyncio.run(_delivery().next_version(late, 3, _wake)) is None
+    assert late.looked and zk.exists(found.claim) is None  # its claim taken and let go again
+
+
+def test_retiring_a_scope_removes_the_records_of_delivered_versions(zk):
+    ledger = _resealed(zk)
+    opened = ledger.reseal(1, "a", reason="late input")
+    ledger.vote_version(1, "a", opened.version, "x", {"value": 10})
+    delivery, store = _delivery(), KazooStore(zk)
+    asyncio.run(delivery.move_cursor(store, 3))
+    found = asyncio.run(delivery.next_version(store, 3, _wake))
+    assert isinstance(found, VersionToDeliver)
+    asyncio.run(delivery.version_delivered(store, found.claim, found.sent))
+    retired = ledger.retire_delivery_scope("deploy")
+    assert retired.cursors == {"a": 3} and zk.exists(PipelinePaths("p").asset_event_scope("deploy")) is None

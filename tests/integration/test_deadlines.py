@@ -371,3 +371,117 @@ def test_a_rolled_back_epoch_reopened_gets_its_own_alert(zk):
     assert live.session.stats["reads"] - reads < 150
     assert [e.event for e in live.history()].count("deadline_missed") == 2
     assert live.deadlines().alert(21, "daily", generation=1).delivered_at is not None
+
+
+def late_epoch(ledger: EpochLedger, clock: Clock, epoch: int):
+    """Open ``epoch``, let only ``fast`` vote, pass its deadline: the alert this watcher must deliver."""
+    attempt = ledger.open_epoch(epoch)
+    ledger.vote(attempt, "daily", "fast", {})
+    clock.now += 10
+    verdict = ledger.deadlines().check(epoch, "daily")
+    assert verdict.state == "late" and verdict.deliver
+    return attempt, verdict.alert
+
+
+@pytest.mark.parametrize("archived", [True, False])
+def test_compaction_prunes_delivered_alerts_of_compacted_epochs_but_not_one_being_delivered(zk, tmp_path, archived):
+    clock = Clock(time.time() - 86_400)
+    ledger = EpochLedger(zk, "pruned", owner="watcher", clock=clock)
+    location = str(tmp_path / "archive") if archived else None
+    # without an archive at least the frontier epoch stays: a third sealed epoch lets 1 and 2 go
+    ledger.create_pipeline(PipelineConfig({"daily": ("fast", "slow")}, archive=location,
+                                          retain_epochs=0 if archived else 1))
+    deadlines = ledger.deadlines()
+    deadlines.declare(DeadlineSpec("daily", mode="fixed", anchor="opened", delta=1.0))
+    first, held = late_epoch(ledger, clock, 1)  # its callback is "running": the run node stays
+    ledger.vote(first, "daily", "slow", {})
+    second, done = late_epoch(ledger, clock, 2)
+    deadlines.delivered(done)
+    ledger.vote(second, "daily", "slow", {})
+    assert deadlines.check(2, "daily").state == "sealed_late"  # records how late, on the alert
+    clock.now += 100
+    third = ledger.open_epoch(3)
+    ledger.vote(third, "daily", "fast", {})
+    ledger.vote(third, "daily", "slow", {})
+    report = ledger.compact()
+    assert {1, 2} <= set(report.compacted) and report.alerts_pruned == 1
+    names = zk.get_children(ledger.paths.late_alerts)
+    assert ledger.paths.late_alert(1, 1, "daily").rsplit("/", 1)[1] in names  # being delivered: kept
+    assert zk.exists(ledger.paths.late_alert_delivery(1, 1, "daily")) is not None
+    assert zk.exists(ledger.paths.late_alert(2, 1, "daily")) is None
+    answer = deadlines.alert(2, "daily")
+    if archived:  # the archive still answers "was it late, by how much, waiting for whom"
+        assert answer is not None and answer.late_by is not None and answer.late_by > 0
+        assert [m.producer for m in answer.missing] == ["slow"] and answer.delivered_at is not None
+    else:
+        assert answer is None
+    deadlines.delivered(held)
+    assert ledger.compact().alerts_pruned == 1
+    assert zk.get_children(ledger.paths.late_alerts) == []
+    assert (deadlines.alert(1, "daily") is not None) is archived
+
+
+def test_simultaneous_declares_never_exceed_the_cap(zk_factory, monkeypatch):
+    from airflow_epochs.coordination.recipes import deadlines as module
+
+    # The cap is lowered so the race is at the cap after a few writes (1,024 real ones would only be slower).
+    monkeypatch.setattr(module, "MAX_DECLARED", 3)
+    zk = zk_factory()
+    names = [f"c{i}" for i in range(12)]
+    for round_ in range(3):  # a few races: one can pass by luck, three rarely do
+        pipeline = f"capped{round_}"
+        ledger = EpochLedger(zk, pipeline, owner="setup")
+        ledger.create_pipeline(CONFIG)
+        for name in names:
+            ledger.consumer(name).register()
+        ledger.deadlines().declare(DeadlineSpec("daily"))  # one in: two places left for twelve declarers
+        mine = {name: EpochLedger(zk_factory(), pipeline, owner=name).deadlines() for name in names}
+        barrier = threading.Barrier(len(names))
+        outcomes: dict[str, str] = {}
+
+        def declare(name: str, mine=mine, barrier=barrier, outcomes=outcomes) -> None:
+            barrier.wait()
+            try:
+                mine[name].declare(DeadlineSpec("side", declarer=name, slack=5))
+                outcomes[name] = "declared"
+            except InvalidInput as refused:
+                assert "at most 3" in str(refused)
+                outcomes[name] = "refused"
+
+        threads = [threading.Thread(target=declare, args=(name,)) for name in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        declared = sorted(n for n, o in outcomes.items() if o == "declared")
+        assert sorted(zk.get_children(ledger.paths.deadlines)) == sorted(
+            ["daily,pipeline"] + [f"side,{n}" for n in declared])
+        assert sorted(outcomes.values()) == ["declared"] * 2 + ["refused"] * 10
+    # replacing a declaration at the cap is not a new one: it is allowed
+    again = EpochLedger(zk, "capped2", owner=declared[0]).deadlines()
+    assert again.declare(DeadlineSpec("side", declarer=declared[0], slack=9)).slack == 9
+    assert len(again.specs("side")) == 2
+
+
+def test_compaction_without_an_archive_keeps_the_samples_of_epochs_never_folded(zk):
+    clock = Clock(time.time() - 86_400)
+    past = EpochLedger(zk, "unfolded", owner="history", clock=clock)
+    past.create_pipeline(PipelineConfig({"daily": ("fast", "slow")}, retain_epochs=1))
+    past.deadlines().declare(DeadlineSpec("daily", slack=10))
+    assert past.deadlines().statistics("daily").through == 0  # nothing sealed yet: nothing folded
+    for epoch in range(1, 8):
+        opened = clock.now
+        attempt = past.open_epoch(epoch)
+        clock.now = opened + 3
+        past.vote(attempt, "daily", "fast", {})
+        clock.now = opened + 40 + epoch
+        past.vote(attempt, "daily", "slow", {})
+        clock.now = opened + 100
+    folded = zk.exists(past.paths.seal_stats("daily"))  # folded lazily: none of them yet
+    assert folded is None or json.loads(zk.get(past.paths.seal_stats("daily"))[0])["through"] == 0
+    report = past.compact()
+    assert set(report.compacted) == set(range(1, 7))
+    assert zk.exists(past.paths.epoch(3)) is None  # without an archive nothing can read them again
+    stats = past.deadlines().statistics("daily")
+    assert stats.through == 7
+    assert [s.since_open for s in stats.producers["slow"].samples] == pytest.approx([41, 42, 43, 44, 45, 46, 47])

@@ -295,3 +295,50 @@ def test_compaction_keeps_the_seals_an_asset_deliverer_has_not_delivered(zk, zk_
     assert sorted(int(n) for n in zk.get_children(ledger.paths.epochs)) == [2, 3, 4]
     assert asyncio.run(deliver(3)) == [2, 3]  # back: every seal it had not delivered
     assert ledger.compact().through == 3
+
+
+def test_a_resealed_key_gives_one_event_naming_its_version_and_a_repeat_gives_none(pipeline):
+    async def until(check, seconds=15.0):
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
+    async def scenario():
+        events: list[dict] = []
+
+        async def collect(trigger):
+            async for event in trigger.run():
+                events.append(event.payload)
+
+        def start():  # two triggerers watching the same key in one scope
+            return [asyncio.create_task(collect(SealedPartitionEventTrigger(pipeline="p", partition="a", scope="s")))
+                    for _ in range(2)]
+
+        async def stop(runners):
+            for runner in runners:
+                runner.cancel()
+            await asyncio.gather(*runners, return_exceptions=True)
+
+        runners = start()
+        for epoch in (1, 2):
+            attempt = await asyncio.to_thread(pipeline.open_epoch, epoch)
+            await asyncio.to_thread(pipeline.vote, attempt, "a", "x", {"value": epoch})
+            await asyncio.to_thread(pipeline.vote, attempt, "b", "y")
+        await until(lambda: len(events) >= 2)
+        opened = await asyncio.to_thread(pipeline.reseal, 1, "a", reason="late input")
+        await asyncio.to_thread(pipeline.vote_version, 1, "a", opened.version, "x", {"value": 10})
+        await until(lambda: len(events) >= 3)
+        await asyncio.sleep(1.0)  # time for a second event, if one were to come
+        await stop(runners)
+        first = list(events)
+        runners = start()  # the same watchers again (a triggerer restarted): nothing is delivered twice
+        await asyncio.sleep(1.5)
+        await stop(runners)
+        return first, events, opened
+
+    first, events, opened = asyncio.run(scenario())
+    assert [(e["epoch"], e["version"]) for e in first] == [(1, 1), (2, 1), (1, 2)]
+    resealed = first[2]
+    assert resealed["dedupe_key"] == "p/a/1/1/v2" and resealed["correction"] == opened.correction
+    assert len({e["dedupe_key"] for e in first}) == 3
+    assert events == first

@@ -231,3 +231,34 @@ def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
     (view,) = StateReader(lambda: zk).pipeline("widebar").barriers(1)
     assert (view.decision, len(view.stragglers), view.late, view.unnamed) == ("rerun", 100, 149, 49)
     assert "and 49 more" in render(pipeline_status(ledger, recent=1))
+
+
+def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_of_a_stale_seal(zk):
+    from airflow_epochs.coordination.wire.versions import read_key
+
+    ledger = EpochLedger(zk, "rs", owner="o")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}))
+    for epoch in (1, 2):
+        attempt = ledger.open_epoch(epoch)
+        ledger.vote(attempt, "a", "x", {"rows": epoch})
+        ledger.vote(attempt, "b", "y", {"rows": epoch}, upstream={read_key("rs", "a"): epoch})
+    opened = ledger.reseal(1, "a", reason="late input")
+    ledger.vote_version(1, "a", opened.version, "x", {"rows": 10})  # b at 1 read it: now stale
+    state = StateReader(lambda: zk).pipeline("rs")
+    detail = state.epoch_detail(1)
+    assert detail is not None
+    a, b = (next(p for p in detail.partitions if p.partition == name) for name in ("a", "b"))
+    assert (a.version, a.correction, a.stale_by, a.summary["rows"]) == (2, opened.correction, "", 10)
+    assert a.resealed_at is not None and a.producers[0].summary == {"rows": 10}
+    assert (b.version, b.correction, b.stale_by, b.resealed_at) == (1, "", opened.correction, None)
+    ledger.vote_version(1, "b", 2, "y", {"rows": 20}, upstream={read_key("rs", "a"): 1})
+    again = state.epoch_detail(1)
+    assert again is not None
+    b = next(p for p in again.partitions if p.partition == "b")
+    assert (b.version, b.correction, b.stale_by, b.summary["rows"]) == (2, opened.correction, "", 20)
+    untouched = state.epoch_detail(2)
+    assert untouched is not None and {p.version for p in untouched.partitions} == {1}
+    fresh = StateReader(lambda: zk).pipeline("rs")  # the page's history cache reads at most so often
+    lanes = {s.lane: s.note for s in fresh.timeline() or []}
+    assert lanes["a v2"] == f"version 2 sealed; correction {opened.correction}"
+    assert lanes["b v2"] == f"version 2 sealed; correction {opened.correction}"

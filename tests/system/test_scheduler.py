@@ -16,6 +16,7 @@ and DAG processor started once for this module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -237,3 +238,43 @@ def test_a_trigger_runner_that_dies_hands_the_watcher_to_the_other_triggerer(sta
     time.sleep(8)  # room for a late duplicate
     assert _watched_epochs(stack) == [1, 2, 3, 4, 5, 6]
     assert stack.watcher_triggerer() == other
+
+
+def _watched_payloads(stack: AirflowStack) -> list[dict]:
+    rows = stack.query("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri = %s",
+                       "epochs://watched/daily")
+    return [(json.loads(extra) if isinstance(extra, str) else extra)["payload"] for (extra,) in rows]
+
+
+def test_a_resealed_key_gives_one_asset_event_naming_its_version_under_the_scheduler(stack, stack_zk):
+    """A correction of a key the watcher delivered long ago: the re-sealed version 2 becomes exactly one
+    more asset event (``version`` 2, its ``dedupe_key`` ending in ``/v2``), and the consumer runs for it;
+    nothing is delivered twice (runs after the tests above, or alone)."""
+    from airflow_epochs.coordination import PipelineConfig, PipelineExists
+
+    ledger = EpochLedger(stack_zk[1], "watched", owner="outside")
+    with contextlib.suppress(PipelineExists):  # the tests above created it, or this one runs alone
+        ledger.create_pipeline(PipelineConfig({"daily": ("job",)}))
+    stack.wait_for_dags(["watched_consumer"])
+    stack.unpause("watched_consumer")
+    for epoch in range(ledger.frontier() + 1, 3):
+        _seal(ledger, epoch)
+    frontier = ledger.frontier()
+    _wait_until(lambda: _delivered_through(stack_zk[1]) == frontier, 240,
+                lambda: (_delivered_through(stack_zk[1]), stack.log_tail("triggerer")))
+    runs_before = len(stack.runs("watched_consumer"))
+    opened = ledger.reseal(1, "daily", reason="corrected input")
+    assert ledger.vote_version(1, "daily", opened.version, "job", {"rows": 100}).sealed
+
+    def resealed() -> list[dict]:
+        return [p for p in _watched_payloads(stack) if p.get("version", 1) > 1]
+
+    _wait_until(lambda: resealed(), 180, lambda: (_watched_payloads(stack), stack.log_tail("triggerer")))
+    _wait_until(lambda: len(stack.runs("watched_consumer")) > runs_before, 180,
+                lambda: (stack.runs("watched_consumer"), stack.log_tail("scheduler")))
+    time.sleep(8)  # room for a late duplicate
+    found = resealed()
+    assert len(found) == 1, found
+    assert (found[0]["epoch"], found[0]["version"], found[0]["correction"]) == (1, opened.version, opened.correction)
+    assert found[0]["dedupe_key"] == f"watched/daily/1/1/v{opened.version}"
+    assert all(p.get("version", 1) == 1 for p in _watched_payloads(stack) if p not in found)

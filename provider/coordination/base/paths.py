@@ -50,6 +50,14 @@ def cursor_partition(name: str) -> str | None:
     """The partition a delivery scope's child ``name`` is the cursor of, or None (a claim)."""
     return name[len(_CURSOR_PREFIX):] if name.startswith(_CURSOR_PREFIX) else None
 
+# A delivery scope's child recording that a re-sealed version's asset event was stored (persistent).
+_SENT_SUFFIX = ",sent"
+
+
+def is_sent_marker(name: str) -> bool:
+    """Whether a delivery scope's child ``name`` records a delivered re-sealed version (not a claim)."""
+    return name.endswith(_SENT_SUFFIX)
+
 __all__ = ["DEFAULT_ROOT", "PipelinePaths", "attempt_key", "child_path", "epoch_key", "parse_attempt_key",
            "validate_root"]
 
@@ -188,6 +196,16 @@ class PipelinePaths:
         """Claim on emitting one seal's asset event: one per (epoch, generation, partition) and scope."""
         return (f"{self.asset_event_scope(scope)}/{epoch_key(validate_epoch(epoch))}-{generation}-"
                 f"{validate_name('partition', partition)}")
+
+    def asset_event_version(self, scope: str, epoch: int, generation: int, partition: str, version: int) -> str:
+        """Claim on emitting the asset event of re-sealed ``version`` (>= 2) of a seal (ephemeral, as
+        :meth:`asset_event`; a comma, which no name holds, keeps it apart from any seal's claim);
+        ``<claim>,sent`` (persistent) records that Airflow stored that event."""
+        return f"{self.asset_event(scope, epoch, generation, partition)},v{version:010d}"
+
+    def asset_event_sent(self, scope: str, epoch: int, generation: int, partition: str, version: int) -> str:
+        """Persistent: Airflow stored the asset event of re-sealed ``version`` (see :meth:`asset_event_version`)."""
+        return self.asset_event_version(scope, epoch, generation, partition, version) + _SENT_SUFFIX
 
     def asset_event_cursor(self, scope: str, partition: str) -> str:
         """The next epoch of ``partition`` whose seal has not been persisted as an asset event yet."""

@@ -20,7 +20,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import StateError
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.paths import child_path, cursor_partition
+from airflow_epochs.coordination.base.paths import child_path, cursor_partition, is_sent_marker
 from airflow_epochs.coordination.base.steps import Delete, Step
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.events import DeliveryScopeRetired
@@ -70,7 +70,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
                 f"pipeline {ctx.pipeline!r} has no delivery scope {scope!r} (its scopes: {listed or 'none'}); "
                 "nothing was written")
         children = call.children(path) or []
-        claims = sorted(name for name in children if cursor_partition(name) is None)
+        claims = sorted(name for name in children if cursor_partition(name) is None and not is_sent_marker(name))
         if claims:
             stats = call.exists_many([child_path(path, name) for name in claims])
             if any(found is None for found in stats):
@@ -81,7 +81,8 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
                 f"delivery scope {scope!r} of pipeline {ctx.pipeline!r} is held: {len(claims)} claim(s) "
                 f"(first {claims[0]!r}) by {', '.join(owners)}; a deliverer is delivering it now. Stop its "
                 "watchers (the triggerer of that deployment) and retire it again; nothing was written")
-        cursors = sorted(children)
+        cursors = sorted(name for name in children if cursor_partition(name) is not None)
+        sent = sorted(name for name in children if is_sent_marker(name))
         raws = call.get_many([child_path(path, name) for name in cursors])
         if any(raw is None for raw in raws):
             raise Conflict()
@@ -91,6 +92,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
         steps: list[Step] = [
             *[Delete(child_path(path, name), int(raw[1].version))
               for name, raw in zip(cursors, raws, strict=True) if raw is not None],
+            *[Delete(child_path(path, name)) for name in sent],  # the records of delivered versions
             Delete(path, int(stat.version)),  # refused while any child is left: a claim taken meanwhile
             *ctx.request_op(call, "retire_delivery_scope", retired.to_result()),
             *ctx.event(DeliveryScopeRetired(scope=scope, cursors=following)),

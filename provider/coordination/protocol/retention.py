@@ -10,7 +10,8 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
   pointer to it) and the count of compacted epochs (in ``archive``); with an
   archive, a partition no live configuration names leaves (:mod:`.retired_partitions`);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events and the
-  pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
+  pipeline-level events older than epoch c's seal, the delivered late alerts of the compacted epochs
+  (archived first where there is an archive: :mod:`.alert_archive`), and the pipeline-level request ids older than
   the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
   was open is still found when repeated).
 
@@ -41,6 +42,7 @@ from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.paths import child_path, cursor_partition
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state import archive
+from airflow_epochs.coordination.state.alert_archive import prune_alerts
 from airflow_epochs.coordination.state.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record, frontier
@@ -51,6 +53,7 @@ from airflow_epochs.coordination.state.retired_partitions import (
     retire,
     versions_in_force,
 )
+from airflow_epochs.coordination.state.seal_stats import fold_before_compaction
 from airflow_epochs.coordination.state.snapshots import newest_snapshot_place
 from airflow_epochs.coordination.wire.compaction_record import CompactedLineage, CompactionSummary
 from airflow_epochs.coordination.wire.events import Compacted
@@ -74,6 +77,7 @@ class CompactionReport:
     archived: tuple[int, ...] = ()  # epochs whose archive file this call wrote
     verified: tuple[int, ...] = ()  # epochs whose archive file was there already and agreed with ZooKeeper
     retired: tuple[str, ...] = ()  # removed partitions whose pointer and lineage entry this call moved to the archive
+    alerts_pruned: int = 0  # delivered late alerts of compacted epochs removed (:mod:`.alert_archive`)
 
 
 def _pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
@@ -153,9 +157,9 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
 
     def sweep(call: Call) -> CompactionReport:
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
+        fold_before_compaction(call, ctx)  # seal statistics take the epochs' votes before they go
         through, zxid, requests = mark(call)
-        names = call.children(ctx.paths.epochs) or []
-        due = sorted(int(n) for n in names if n.isdigit() and int(n) <= through)
+        due = sorted(int(n) for n in call.children(ctx.paths.epochs) or [] if n.isdigit() and int(n) <= through)
         locations = {epoch: archive.archive_location(call, ctx, epoch) for epoch in due}
         # archived, a pinned epoch's snapshots are read there: only epochs kept in full are checked
         pinned = _pinned_epochs(call, ctx, [epoch for epoch in due if locations[epoch] is None])
@@ -179,8 +183,8 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if requests is not None:
             deleted += _prune_requests(call, ctx, requests)
         retired = retire(call, ctx)  # after the epochs: a retired pointer's epochs are archived by now
-        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned,
-                                tuple(outcomes["written"]), tuple(outcomes["verified"]), retired)
+        return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned, tuple(outcomes["written"]),
+                                tuple(outcomes["verified"]), retired, prune_alerts(call, ctx, through)[0])
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
 

@@ -13,6 +13,12 @@ apart). Once the
 consumer has stored the event, :func:`move_cursor` moves the cursor past it (compare-and-set,
 bounded) and :func:`drop_claims` lets the claims go.
 
+A re-sealed version (2, 3, ...) of a seal the cursor is already past is delivered once as well
+(:meth:`Delivery.next_version`): its own ephemeral claim keeps a second deliverer waiting, and once the
+consumer stored its event a persistent ``,sent`` record (:meth:`Delivery.version_delivered`) says so
+for good; the record is looked at again after the claim is taken, so a deliverer that took the claim
+just after another let it go does not deliver the version twice.
+
 The functions run on any asynchronous node store with kazoo's semantics (:class:`NodeStore`), so the
 core stays free of the triggerer's event loop and of Airflow.
 """
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +38,7 @@ from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.state.reader import decode_seal
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
 from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
+from airflow_epochs.coordination.wire.versions import VersionsNode, reseals_dir, versions_path
 
 Watch = Callable[[Any], Any]
 
@@ -46,6 +53,8 @@ class NodeStore(Protocol):
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Any] | None: ...
 
     async def exists(self, path: str, watch: Watch | None = None) -> Any: ...
+
+    async def children(self, path: str, watch: Watch | None = None) -> list[str] | None: ...
 
     async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str: ...
 
@@ -66,6 +75,18 @@ class SealToDeliver:
     attempt: int
     zxid: int
     claim: str
+
+
+@dataclass(frozen=True)
+class VersionToDeliver:
+    """A re-sealed version this deliverer holds the claim of: deliver it, then :meth:`Delivery.version_delivered`."""
+
+    epoch: int
+    generation: int
+    version: int
+    correction: str
+    claim: str
+    sent: str
 
 
 @dataclass(frozen=True)
@@ -125,6 +146,77 @@ class Delivery:
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
         return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
+
+    async def next_version(self, store: NodeStore, below: int, wake: Watch,
+                           handed: Collection[str] = ()) -> VersionToDeliver | None:
+        """A sealed version >= 2 of this partition at an epoch in ``from_epoch .. below - 1`` (seals the
+        cursor is past) whose event was not stored yet, with its claim taken, oldest epoch and version
+        first; None if there is none now (``wake`` is left on the re-seals and on any claim waited for).
+        Versions of an opening a rollback replaced are history, never delivered.
+
+        :param handed: claims of versions this deliverer handed over and awaits the storing of (skipped).
+        """
+        suffix = f":{self.partition}"
+        names = await store.children(reseals_dir(self.paths), wake)
+        if names is None:  # nothing re-sealed yet: a child watch needs the folder, so watch its creation
+            if await store.exists(reseals_dir(self.paths), wake) is None:
+                return None
+            names = await store.children(reseals_dir(self.paths), wake) or []
+        keys = sorted(int(name[:-len(suffix)]) for name in names
+                      if name.endswith(suffix) and name[:-len(suffix)].isdigit())
+        for epoch in (e for e in keys if self.from_epoch <= e < below):
+            path = versions_path(self.paths, epoch, self.partition)
+            raw = await store.get(path, wake)  # its data changes when a version seals
+            record = await store.get(self.paths.epoch(epoch))
+            if raw is None or record is None:
+                continue  # compacted: nothing of it is delivered any more
+            node = VersionsNode.from_bytes(raw[0], path=path)
+            epoch_node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+            if node.generation != epoch_node.generation:
+                continue
+            for entry in sorted((e for e in node.entries if e.state == "sealed"), key=lambda e: e.version):
+                if self.paths.asset_event_version(self.scope, epoch, node.generation, self.partition,
+                                                  entry.version) in handed:
+                    continue
+                found = await self._claim_version(store, epoch, node.generation, entry.version, wake)
+                if found is True:
+                    continue  # delivered before
+                if found is False:
+                    return None  # another deliverer holds it: its claim's watch wakes us
+                return VersionToDeliver(epoch, node.generation, entry.version, entry.correction, *found)
+        return None
+
+    async def _claim_version(self, store: NodeStore, epoch: int, generation: int, version: int,
+                             wake: Watch) -> tuple[str, str] | bool:
+        """(claim, sent record) once this deliverer holds ``version``'s claim; True: its event was
+        stored already; False: another deliverer holds the claim."""
+        claim = self.paths.asset_event_version(self.scope, epoch, generation, self.partition, version)
+        sent = self.paths.asset_event_sent(self.scope, epoch, generation, self.partition, version)
+        if await store.exists(sent) is not None:
+            return True
+        try:
+            await store.create(claim, self.holder.encode(), ephemeral=True)
+        except NodeExistsError:
+            held = await store.get(claim, wake)
+            if held is None:
+                return await self._claim_version(store, epoch, generation, version, wake)  # just let go
+            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+                return False
+        # Looked at again under the claim: another deliverer may have stored it and let the claim go
+        # between our first look and our create.
+        if await store.exists(sent) is not None:
+            with contextlib.suppress(NoNodeError):
+                await store.delete(claim)
+            return True
+        return claim, sent
+
+    async def version_delivered(self, store: NodeStore, claim: str, sent: str) -> None:
+        """The consumer stored the event of the version of ``claim`` (:attr:`VersionToDeliver.claim`):
+        record it for good in ``sent``, then let the claim go."""
+        with contextlib.suppress(NodeExistsError):
+            await store.create(sent)
+        with contextlib.suppress(NoNodeError):
+            await store.delete(claim)
 
     async def move_cursor(self, store: NodeStore, following: int) -> None:
         """Set the cursor to ``following`` (compare-and-set: concurrent deliverers never lose a move);

@@ -26,8 +26,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import ContentionExhausted, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.steps import Create, Delete, SetData
+from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step
 from airflow_epochs.coordination.recipes.backpressure import UnknownConsumer
+from airflow_epochs.coordination.state.alert_archive import archived_alert
+from airflow_epochs.coordination.state.archive import archived_call
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record
 from airflow_epochs.coordination.state.seal_stats import check_quantile, check_window, fold, forecast_of, predict
@@ -98,20 +100,37 @@ class PartitionDeadlines:
             if spec.declarer != "pipeline" and call.exists(self.paths.consumer(spec.declarer)) is None:
                 raise UnknownConsumer(f"pipeline {self.ctx.pipeline!r}: consumer {spec.declarer!r} is not registered; "
                                    "register it before it declares a deadline; nothing was written")
-            folder = call.exists(self.paths.deadlines)
-            if folder is None:
-                call.try_commit([Create(self.paths.deadlines)])  # a concurrent create is as good
-            found = call.get(path)
-            if found is None and folder is not None and int(folder.numChildren) >= MAX_DECLARED:
-                raise InvalidInput(f"pipeline {self.ctx.pipeline!r} declares {folder.numChildren} deadlines, at most "
-                                   f"{MAX_DECLARED}; the deadline of {spec.partition!r} was refused, nothing written")
-            step = Create(path, spec.to_bytes()) if found is None else SetData(path, spec.to_bytes(), found[1].version)
-            failure = call.try_commit([step])
-            if failure is not None:
-                raise ContentionExhausted(f"{path}: changed while declaring it; declare again")
-            return spec
+            for _ in range(_ROUNDS):
+                if self._put(call, spec, path):
+                    return spec
+            raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds declaring it; declare again")
 
         return self.ctx.call(run, what=f"declare a deadline of {spec.partition!r}")
+
+    def _put(self, call: Call, spec: DeadlineSpec, path: str) -> bool:
+        """One round of :meth:`declare`'s write; False if another declare moved first (look again).
+
+        A new declaration bumps the folder's data version in the same transaction and is guarded by
+        the version its count was read with, so of simultaneous declares past the cap none commits
+        unseen: the count a declare was judged by is the count it commits against."""
+        folder = call.exists(self.paths.deadlines)
+        if folder is None:
+            call.try_commit([Create(self.paths.deadlines)])  # a concurrent create is as good
+            return False
+        found = call.get(path)
+        if found is not None:  # a replacement does not change the count
+            steps: list[Step] = [SetData(path, spec.to_bytes(), found[1].version)]
+        elif int(folder.numChildren) >= MAX_DECLARED:
+            raise InvalidInput(f"pipeline {self.ctx.pipeline!r} declares {folder.numChildren} deadlines, at most "
+                               f"{MAX_DECLARED}; the deadline of {spec.partition!r} was refused, nothing written")
+        else:
+            steps = [SetData(self.paths.deadlines, b"", int(folder.version)), Create(path, spec.to_bytes())]
+        failure = call.try_commit(steps)
+        if failure is None:
+            return True
+        if isinstance(failure.error, (BadVersionError, NodeExistsError, NoNodeError)):
+            return False
+        raise failure.error
 
     def specs(self, partition: str) -> list[DeadlineSpec]:
         """The deadlines declared for ``partition`` (the pipeline's and its consumers')."""
@@ -305,7 +324,11 @@ class PartitionDeadlines:
             return bool(stat.ephemeralOwner == self.ctx.client.client_id[0] and data == self.ctx.owner.encode())
         # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
         path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
-        raw = self.ctx.client.get(path)[0]
+        try:
+            raw = self.ctx.client.get(path)[0]
+        except NoNodeError:  # delivered by another and pruned by retention since this watcher read it
+            self.ctx.client.delete(run)
+            return False
         if LateAlert.from_bytes(raw, path=path).delivered_at is not None:
             self.ctx.client.delete(run)
             return False
@@ -341,11 +364,16 @@ class PartitionDeadlines:
 
         def run(call: Call) -> LateAlert | None:
             found = epoch_record(call, self.ctx, epoch) if generation is None else None
+            past = archived_call(call, self.ctx, epoch) if generation is None and found is None else None
+            if past is not None:  # compacted: its record, and so its opening, is in the archive
+                found = epoch_record(past, self.ctx, epoch)
             gen = generation if generation is not None else 1 if found is None else \
                 found[0].generation + 1 if found[0].state == "rolled_back" else found[0].generation
             path = self.paths.late_alert(epoch, gen, partition)
             raw = call.get(path)
-            return None if raw is None else LateAlert.from_bytes(raw[0], path=path)
+            if raw is None:  # retention prunes the alerts of compacted epochs, archiving them first
+                return archived_alert(call, self.ctx, epoch, gen, partition)
+            return LateAlert.from_bytes(raw[0], path=path)
 
         return self.ctx.call(run, what=f"read the alert of {partition!r} at epoch {epoch}")
 

@@ -30,6 +30,7 @@ from airflow_epochs.coordination.wire.deadline_records import (
     MAX_WINDOW,
     MIN_SAMPLES,
     Calendar,
+    DeadlineSpec,
     ProducerForecast,
     ProducerStats,
     SealForecast,
@@ -184,3 +185,22 @@ def predict(call: Call, ctx: PipelineContext, epoch: int, partition: str, stats:
                             opened_at=node.opened_at, generation=generation)
     return SealForecast(epoch, partition, "predicted", max((m.typical_at or 0.0) for m in missing),
                         max((m.late_at or 0.0) for m in missing), q, missing, node.opened_at, generation=generation)
+
+
+def fold_before_compaction(call: Call, ctx: PipelineContext) -> int:
+    """Fold every partition that keeps statistics or has a declared deadline up to the frontier, so
+    the epochs a compaction is about to remove are in its samples before they leave ZooKeeper (without
+    an archive nothing could read them later); returns the partitions folded. Run before compaction
+    moves ``compacted_through``: a compaction cut short finds them folded already (``through``)."""
+    kept = set(call.children(ctx.paths.seal_stats_dir) or ())
+    every = sorted(call.children(ctx.paths.deadlines) or ())
+    declared = {name.split(",", 1)[0] for name in every}
+    for partition in sorted(kept | declared):
+        names = [n for n in every if n.split(",", 1)[0] == partition]
+        paths = [f"{ctx.paths.deadlines}/{n}" for n in names]
+        specs = [DeadlineSpec.from_bytes(raw[0], path=p)
+                 for p, raw in zip(paths, call.get_many(paths), strict=True) if raw is not None]
+        stats, _ = read_stats(call, ctx, partition)
+        fold(call, ctx, partition, window=stats.window if stats is not None else DEFAULT_WINDOW,
+             calendar=next((s.calendar for s in specs if s.calendar is not None), None))
+    return len(kept | declared)

@@ -169,6 +169,18 @@ function deadlineCell(d) {
     late ? el("span", { class: "tag late-mark" }, ` ${late}${d.alerted ? " (alerted)" : ""}`) : "");
 }
 
+// A re-sealed partition names its version and the correction that re-sealed it; a partition whose
+// newer version is being re-produced says that the version shown is stale, and by which correction.
+function versionTags(p) {
+  const tags = [];
+  if (p.version > 1) {
+    tags.push(" ", el("span", { class: "tag version", title: `correction ${p.correction}, re-sealed ${when(p.resealed_at)}` },
+      `v${p.version}`));
+  }
+  if (p.stale_by) tags.push(" ", el("span", { class: "tag stale", title: `correction ${p.stale_by}` }, `stale: ${p.stale_by}`));
+  return tags;
+}
+
 function renderDetail(d) {
   const r = d.row;
   $("detail").hidden = false;
@@ -178,7 +190,7 @@ function renderDetail(d) {
     + `end to end ${duration(d.seconds_to_seal)}; acknowledged ${d.partitions.filter((p) => p.state === "sealed").length}`
     + ` of ${d.partitions.length} partitions${d.history_loaded ? "" : " (history still loading)"}`;
   $("detail-partitions").replaceChildren(...d.partitions.map((p) => el("tr", { "data-partition": p.partition },
-    el("td", {}, p.partition), el("td", {}, el("span", { class: `tag state-${p.state}` }, LABEL[p.state])),
+    el("td", {}, p.partition, ...versionTags(p)), el("td", {}, el("span", { class: `tag state-${p.state}` }, LABEL[p.state])),
     el("td", {}, `${p.votes} of ${p.needed}`), el("td", {}, p.sealed_by === null ? "-" : `attempt ${p.sealed_by}`),
     el("td", {}, when(p.sealed_at)), el("td", {}, duration(p.seconds_to_seal)), deadlineCell(p.deadline),
     el("td", {}, p.summary.rows === undefined ? "-" : p.summary.rows.toLocaleString()),
