@@ -11,6 +11,7 @@ SIGINT to the demo's process group, as a terminal sends it) stops it, and no pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -157,6 +158,22 @@ def demo(tmp_path) -> Iterator[tuple[subprocess.Popen[str], Path, list[str]]]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+        _kill_leftovers(state)
+
+
+def _kill_leftovers(state: Path) -> None:
+    """Kill what a failed run left behind: the embedded servers run in sessions of their own, so a SIGKILL of the
+    demo's group does not reach them, and a leaked JVM would stay for the rest of the test run."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(state).encode() in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _wait_for(lines: list[str], proc: subprocess.Popen[str], pattern: str, seconds: float) -> re.Match[str]:
