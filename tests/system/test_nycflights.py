@@ -71,8 +71,8 @@ def _state(run) -> str:
     return str(run.state).rsplit(".", 1)[-1].lower()
 
 
-def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, airflow_home, zk_connection, zk, spark_connect,
-                                                                 tmp_path, monkeypatch):
+def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, airflow_home, zk_server, zk_connection, zk,
+                                                                 spark_connect, tmp_path, monkeypatch):
     days = 3
     land_days(tmp_path / "raw", [_day(n).date() for n in range(1, days + 1)])
     dag = dagbag.get_dag("nycflights_daily")
@@ -118,15 +118,13 @@ def test_pipeline_days_match_pandas_even_after_a_kill_mid_epoch(dagbag, airflow_
 
     # The CLI: status table and a timeline picture with one lane per stage.
     cli = [str(Path(sys.executable).parent / "airflow-epochs")]
-    hosts = json.loads(os.environ["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"])
-    connect = hosts["host"] + hosts["schema"]
-    status = subprocess.run([*cli, "status", PIPELINE, "--hosts", connect], capture_output=True, text=True,
-                            timeout=60)
+    status = subprocess.run([*cli, "status", PIPELINE, *zk_server.cli_args(zk_connection)], capture_output=True,
+                            text=True, timeout=60, env=zk_server.env())
     assert status.returncode == 0, status.stderr
     assert f"frontier {days}" in status.stdout and "ingested" in status.stdout
     png, html = tmp_path / "timeline.png", tmp_path / "timeline.html"
-    drawn = subprocess.run([*cli, "timeline", PIPELINE, "--hosts", connect, "--out", str(png), "--out", str(html)],
-                           capture_output=True, text=True, timeout=120)
+    drawn = subprocess.run([*cli, "timeline", PIPELINE, *zk_server.cli_args(zk_connection), "--out", str(png),
+                            "--out", str(html)], capture_output=True, text=True, timeout=120, env=zk_server.env())
     assert drawn.returncode == 0, drawn.stderr
     from PIL import Image
 
