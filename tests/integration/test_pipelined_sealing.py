@@ -73,10 +73,14 @@ def test_a_seal_sent_ahead_of_an_incomplete_epoch_writes_nothing_and_the_complet
 
 
 @pytest.mark.parametrize("fault", ["corrupt pointer", "no read access"])
-def test_an_error_sending_one_ballot_is_its_answer_and_the_others_are_settled(zk: KazooClient, fault: str):
+def test_an_error_sending_one_ballot_is_its_answer_and_the_others_are_settled(zk: KazooClient, zk_factory,
+                                                                              fault: str):
     """The snapshot pointer of ``b`` cannot be read (corrupt, or its ACL refuses us): ``b``'s vote is
     refused in its own slot, nothing of it written, and the votes sent before and after it are settled."""
-    ledger = EpochLedger(zk, "senderr", owner="A")
+    # The ledger votes as an identity of its own: the tests' own identity is the server's superuser, whom no
+    # ACL refuses.
+    voter = zk_factory(login="voter", password="voter-Secret-1")
+    ledger = EpochLedger(voter, "senderr", owner="A")
     ledger.create_pipeline(PipelineConfig(SOLE))
     attempt = ledger.open_epoch(1)
     pointer = ledger.paths.snapshot_pointer("b")
