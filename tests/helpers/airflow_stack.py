@@ -166,6 +166,11 @@ class AirflowStack:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not served (see spawn)
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            # A task's calls to the API server wait as long as the server's own request timeout (120 s)
+            # instead of Airflow's 5 s: a task start the client gave up on is still applied when a stalled
+            # server wakes, so the client's retry is refused and the started task fails (seen under a
+            # load average of 37: the first start call answered after 50 s).
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
             **self.secrets,
             **self.extra_env,
         }
