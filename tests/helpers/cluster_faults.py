@@ -105,9 +105,9 @@ class Faults:
         say(f"fault: ({epoch}, {SPARK_TASKS[task]}) sealed {fault.recovered_s:.1f} s after the kill")
 
     def zookeeper_leader(self) -> int | None:
-        ca = self.state["zookeeper"]["ca"]
+        files = {k: self.state["zookeeper"].get(k) for k in ("ca", "certfile", "keyfile")}
         for member in self.state["zookeeper"]["members"]:
-            if "Mode: leader" in four_letter_word(member["port"], ca=ca, timeout=2.0):
+            if "Mode: leader" in four_letter_word(member["port"], timeout=2.0, **files):
                 return int(member["myid"])
         return None
 

@@ -8,6 +8,11 @@ does) and supervised the way a process supervisor would.
 Checked: the sealed figures equal one Spark computation over the same days, row for row; one seal per
 (epoch, partition); one report run per day; each fault recovered, the killed worker's task retried
 and sealed once; seal-to-downstream and seconds per epoch measured for each day; the timeline picture drawn.
+
+And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
+cluster's processes it can use (every socket on loopback; no HTTP page with data, Redis command,
+PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' log servers among
+them; during the run the API server shows a running Spark task's log, fetched from its worker's log server.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from airflow_stack import postgres_bin
+from cluster_exposure import RunningLogWatch, listening_sockets, loopback, probe
 from cluster_run import Driver
 from cluster_supervisor import Supervisor
 from cluster_topology import Cluster
+from intruder import second_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble, pytest.mark.timeout(900)]
 
@@ -35,7 +42,11 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     cluster = Cluster(tmp_path / "cluster", days=DAYS)
     try:
         cluster.start()
-        with Supervisor(cluster) as supervisor:
+        sockets = listening_sockets(cluster)
+        with second_user() as intruder:
+            answers = probe(intruder, sockets)
+        hosts = ("127.0.0.2", "127.0.0.3")  # the two workers' log servers (cluster_topology.worker_env)
+        with Supervisor(cluster) as supervisor, RunningLogWatch(cluster, "nycflights_daily", hosts) as watch:
             driver = Driver(cluster.state)
             try:
                 outcome = driver.run(("celery-worker", "zookeeper-leader"), timeout=600)
@@ -46,6 +57,21 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
         print(outcome.markdown())
     finally:
         cluster.stop()
+
+    # Issue 35: every socket on loopback, each worker's log server on its own address, nothing usable
+    assert [s for s in sockets if not loopback(s[0])] == [], sockets
+    assert {(host, cluster.log_port) for host in hosts} <= set(sockets), sockets
+    assert set(answers) == {f"{a}:{p}" for a, p in sockets}, answers
+    for target, got in answers.items():
+        codes = [line.split()[1] for line in got["http"] if line.startswith("HTTP/") and len(line.split()) > 1]
+        assert not [c for c in codes if c.startswith("2")], (target, got)  # no page with data
+        assert got["redis"] != "+PONG" and got["pg"] != "R0" and got["zk"] == "none", (target, got)
+    for host in hosts:  # the control: the probe reached the log servers, which asked for a token
+        assert answers[f"{host}:{cluster.log_port}"]["http"][2].split()[1] == "403", answers  # the /log/ path
+    assert any(got["redis"].startswith("-NOAUTH") for got in answers.values()), answers  # ... and Redis
+    # the API server showed a running task's log from the worker's log server
+    assert watch.seen is not None, watch.errors
+    print(f"running task's log: {watch.seen[0]} on {watch.seen[1]}; {len(sockets)} listening sockets probed")
 
     assert driver.fault_errors == []
     assert outcome.check.endswith("all equal"), outcome.check
