@@ -31,6 +31,7 @@ from typing import Any
 
 from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
+from cluster_processes import stop_group
 from postgres_server import PostgresServer
 from spark_standalone import daemon_properties, new_ui_key
 
@@ -108,8 +109,8 @@ class Cluster:
             return dict(json.loads(read_private(path, secret=True)))
         from cryptography.fernet import Fernet
 
-        values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(32),
-                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
+        values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(64),
+                  "api": secrets.token_urlsafe(64), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
                   "spark_ui": new_ui_key()}
         write_private(path, json.dumps(values))
         return values
@@ -346,20 +347,26 @@ class Cluster:
         with self.lock:
             return self._supervise_once()
 
+    def held(self) -> set[str]:
+        """What an operator stopped (``held.json``, see cluster_faults): left stopped, as systemd leaves a unit."""
+        with contextlib.suppress(FileNotFoundError):
+            return set(json.loads(read_private(self.base / "held.json")))
+        return set()
+
     def _supervise_once(self) -> list[str]:
-        done = []
+        done, held = [], self.held()
         if self.own_zookeeper and self.ensemble is not None:
             for index, member in enumerate(self.ensemble.members):
                 if member.process is not None and not member.running():
                     self.ensemble.restart(index)
                     done.append(f"zookeeper-{member.myid}")
         for name, proc in list(self.procs.items()):
-            if proc.poll() is not None and name.startswith(SUPERVISED):
+            if proc.poll() is not None and name.startswith(SUPERVISED) and name not in held:
                 self._launch(name, *self.launches[name])
                 done.append(name)
         if self.stack is not None:
             for name, proc in list(self.stack.procs.items()):
-                if proc.poll() is not None and name.startswith(SUPERVISED):
+                if proc.poll() is not None and name.startswith(SUPERVISED) and name not in held:
                     self.stack.respawn(name)
                     done.append(name)
         self.restarts += [(time.time(), name) for name in done]
@@ -411,7 +418,7 @@ class Cluster:
         if self.stack is not None:
             self.stack.stop()
         for name, proc in reversed(list(self.procs.items())):
-            _stop_group(proc)
+            stop_group(proc)
             self.procs.pop(name)
         if self.connect is not None:
             self.connect.stop()
@@ -423,19 +430,6 @@ class Cluster:
 
 def _tls_extra(settings: ZooKeeperSettings) -> dict[str, Any]:
     return {"use_tls": True, "ca": settings.ca, "certfile": settings.certfile, "keyfile": settings.keyfile}
-
-
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(20)
-    # the leader gone, what it started in its group goes too (a Spark worker's executors)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
 
 
 def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from airflow_stack import postgres_bin
-from cluster_exposure import RunningLogWatch, listening_sockets, loopback, probe
+from cluster_exposure import PROTECTED, RunningLogWatch, listening_sockets, loopback, probe
 from cluster_run import Driver
 from cluster_supervisor import Supervisor
 from cluster_topology import Cluster
@@ -62,9 +62,14 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     assert [s for s in sockets if not loopback(s[0])] == [], sockets
     assert {(host, cluster.log_port) for host in hosts} <= set(sockets), sockets
     assert set(answers) == {f"{a}:{p}" for a, p in sockets}, answers
+    api = f"127.0.0.1:{cluster.stack.api_port}"
     for target, got in answers.items():
-        codes = [line.split()[1] for line in got["http"] if line.startswith("HTTP/") and len(line.split()) > 1]
-        assert not [c for c in codes if c.startswith("2")], (target, got)  # no page with data
+        codes = {path: line.split()[1] for path, line in zip(PROTECTED, got["http"], strict=True)
+                 if line.startswith("HTTP/") and len(line.split()) > 1}
+        if target == api:  # Airflow's UI answers every other path with its page shell (public: the login page)
+            codes = {path: code for path, code in codes.items() if path.startswith("/api/")}
+            assert set(codes.values()) == {"401"}, (target, got)
+        assert not [c for c in codes.values() if c.startswith("2")], (target, got)  # no page with data
         assert got["redis"] != "+PONG" and got["pg"] != "R0" and got["zk"] == "none", (target, got)
     for host in hosts:  # the control: the probe reached the log servers, which asked for a token
         assert answers[f"{host}:{cluster.log_port}"]["http"][2].split()[1] == "403", answers  # the /log/ path
