@@ -27,7 +27,7 @@ PROTECTED = ("/api/v2/dags", "/api/v2/variables", "/log/dag_id=nycflights_daily/
 PROBE = r"""
 import json, socket, ssl, struct, sys
 from concurrent.futures import ThreadPoolExecutor
-targets, paths = sys.argv[1].split(","), sys.argv[2:]
+targets, cert, paths = sys.argv[1].split(","), sys.argv[2].split(",") if sys.argv[2] != "-" else [], sys.argv[3:]
 
 def talk(host, port, data, tls=False):
     try:
@@ -36,6 +36,8 @@ def talk(host, port, data, tls=False):
             if tls:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+                if cert:
+                    ctx.load_cert_chain(cert[0], cert[1])
                 s = ctx.wrap_socket(raw)
             s.sendall(data)
             return s.recv(200)
@@ -97,10 +99,16 @@ def listening_sockets(cluster: Any) -> list[tuple[str, int]]:
     return sorted({(address_of(a), port) for a, port in listening_addresses(cluster_pids(cluster))})
 
 
-def probe(intruder: Intruder, sockets: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
-    """:data:`PROBE` as ``intruder`` against ``sockets``: what each answered, by ``address:port``."""
+def probe(intruder: Intruder | None, sockets: list[tuple[str, int]],
+          cert: tuple[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """:data:`PROBE` as ``intruder`` (None: as us, for a control) against ``sockets``, its ZooKeeper
+    ConnectRequest with ``cert`` (certificate, key) if given: what each answered, by ``address:port``."""
+    import subprocess
+
     targets = ",".join(f"{address}:{port}" for address, port in sockets)
-    done = intruder.run(["/usr/bin/python3", "-I", "-c", PROBE, targets, *PROTECTED], cwd="/", timeout=300)
+    argv = ["/usr/bin/python3", "-I", "-c", PROBE, targets, ",".join(cert) if cert else "-", *PROTECTED]
+    done = intruder.run(argv, cwd="/", timeout=300) if intruder is not None else \
+        subprocess.run(argv, cwd="/", timeout=300, capture_output=True, text=True, check=True)
     return dict(json.loads(done.stdout))
 
 
