@@ -188,7 +188,7 @@ def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory
 def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory, tmp_path):
     """Whoever can write the archive can rewrite the past: a linked or world-writable folder, or a file
     replaced by a link, is refused (``UnsafeArchive``) before anything is written or read through it."""
-    from airflow_epochs.coordination.state.archive import UnsafeArchive
+    from airflow_epochs.coordination.state.archive_storage import UnsafeArchive
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "linked" / "_epochs").mkdir(parents=True)
