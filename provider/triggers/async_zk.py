@@ -34,8 +34,8 @@ def shared_ledger(client: KazooClient, pipeline: str, *, owner: str = TRIGGERER,
 
     Not through :meth:`ZooKeeperHook.ledger <airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger>`: a
     hook holds a session of its own, and a triggerer's triggers (a thousand deferred sensors) share one
-    session per connection (:data:`~airflow_epochs.triggers.shared_client.SHARED_CLIENTS`); the ledger
-    is bound by the hook's own factory, :func:`~airflow_epochs.hooks.ledgers.ledger_on`, all the same.
+    session per connection (``triggers.shared_client.SHARED_CLIENTS``); the ledger is bound by the
+    hook's own factory, ``hooks.ledgers.ledger_on``, all the same.
 
     :param owner: identity recorded on what the ledger writes (a deadline watcher's own, to tell
         watchers that share the session apart).
