@@ -7,7 +7,7 @@ repeat after a lost answer, or a retry after a crash, finds what the first commi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -20,8 +20,6 @@ from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_re
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-T = TypeVar("T")
 
 
 class PipelineChangeOperator(CoordinationRetries, BaseOperator):
@@ -41,8 +39,8 @@ class PipelineChangeOperator(CoordinationRetries, BaseOperator):
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
 
-    def change(self, context: Context, step: Callable[[EpochLedger, str], T], *, what: str,
-               owner: str | None = None) -> T:
+    def change(self, context: Context, step: Callable[[EpochLedger, str], Any], *, what: str,
+               owner: str | None = None) -> Any:
         """``step(ledger, request_id)`` on a fresh hook's ledger, within the coordination retries.
 
         One request id for every try of this task: a repeat after a lost answer, or a retry after a
@@ -52,7 +50,7 @@ class PipelineChangeOperator(CoordinationRetries, BaseOperator):
         """
         request_id = task_request_id(context, per_try=False)
 
-        def attempt() -> T:
+        def attempt() -> Any:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 ledger = (hook.ledger(self.pipeline, root=self.root) if owner is None
                           else hook.ledger(self.pipeline, owner=owner, root=self.root))
