@@ -12,7 +12,7 @@ and sealed once; seal-to-downstream and seconds per epoch measured for each day;
 And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
 cluster's processes it can use (every socket on loopback; no HTTP page with data, Redis command,
 PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' log servers among
-them; during the run the API server shows a running Spark task's log, fetched from its worker's log server.
+them; during the run the API server shows a running task's log, fetched from its worker's log server.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _nothing_usable(cluster: Cluster, sockets: list[tuple[str, int]], answers: d
         codes = {path: line.split()[1] for path, line in zip(PROTECTED, got["http"], strict=True)
                  if line.startswith("HTTP/") and len(line.split()) > 1}
         if target == api:  # Airflow's UI answers every other path with its page shell (public: the login page)
-            codes = {path: code for path, code in codes.items() if path.startswith("/api/")}
+            codes = {path: code for path, code in codes.items() if path.startswith("/api/v2/")}
             assert set(codes.values()) == {"401"}, (target, got)
         assert not [c for c in codes.values() if c.startswith("2")], (target, got)  # no page with data
         assert got["redis"] != "+PONG" and got["pg"] != "R0" and got["zk"] == "none", (target, got)
