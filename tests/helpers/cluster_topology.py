@@ -299,7 +299,7 @@ class Cluster:
     def start(self) -> Cluster:
         started = time.monotonic()
         if self.own_zookeeper:
-            say("starting a 3-node ZooKeeper ensemble (TLS only, digest authentication)")
+            say("starting a 3-node ZooKeeper ensemble (mutual TLS only, digest authentication)")
             self.start_zookeeper()
         settings = self.zookeeper_settings()
         spark: threading.Thread | None = None
