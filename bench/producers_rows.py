@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from common import compare
+from common import compare, figure
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger
@@ -187,6 +187,12 @@ def report_stages(scenario: str, side: Side, snap: Snapshot, complete: list[str]
     sealed = [snap.seals[key] - snap.ends[key] for key in complete if key in snap.seals and key in snap.ends]
     print(f"  [{scenario}] ours sealed relative to the last producer's success: {[round(v, 2) for v in sealed]} s",
           flush=True)
+    delivered = [snap.stages[side.ours][key][0] - snap.seals[key] for key in complete
+                 if key in snap.seals and key in snap.stages[side.ours]]
+    if delivered:
+        figure(f"producers_seal_to_event_s[{scenario}]", "producers", "ours: seal -> the gate's asset event stored "
+               "(the triggerer's delivery)", statistics.median(delivered), "s",
+               note=f"median over {len(delivered)} keys; {min(delivered):.2f}..{max(delivered):.2f} s")
     measures = {"event": "last producer success -> the consumer's triggering asset event stored",
                 "queue": "asset event stored -> consumer run queued (scheduler pick-up)",
                 "start": "consumer run queued -> its first task running"}

@@ -46,6 +46,7 @@ def test_duplicates_missed_and_latency_per_scenario_with_stable_ids(rows):
     assert (latency.ours, latency.peer) == (2.5, 1.0)  # medians over keys of first run - last success
     event = by_id["producers_latency_event_s[plain]"]
     assert (event.ours, event.peer) == pytest.approx((0.5, 0.1))
+    assert by_id["producers_seal_to_event_s[plain]"].ours == pytest.approx(0.6)  # the triggerer's delivery
 
 
 def test_a_rerun_counts_the_runs_it_added(rows):
