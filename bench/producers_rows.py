@@ -198,7 +198,10 @@ def report_stages(scenario: str, side: Side, snap: Snapshot, complete: list[str]
                 "start": "consumer run queued -> its first task running"}
     for stage, measure in measures.items():
         if split[side.ours][stage] and split[side.peer][stage]:
+            # ours' event can come before the last success (the vote, and so the seal, precedes the success
+            # report): a negative stage has no ratio
+            signed = stage == "event" and min(split[side.ours][stage] + split[side.peer][stage]) <= 0
             compare(f"producers_latency_{stage}_s[{scenario}]", "producers", measure, split[side.ours][stage],
-                    split[side.peer][stage], "s", PEER_NAME,
+                    split[side.peer][stage], "s", PEER_NAME, better="none" if signed else "lower",
                     note=(f"median over keys; ours sealed {statistics.median(sealed):.2f} s after the last success"
                           if sealed else "median over keys"))
