@@ -47,6 +47,23 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _cpu_seconds(process: object) -> float:
+    """CPU seconds used by ``process`` (a ``psutil.Process``) and its live children (0 once it is gone)."""
+    import psutil
+
+    assert isinstance(process, psutil.Process)
+    try:
+        tree = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for member in tree:
+        with contextlib.suppress(psutil.Error):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def postgres_bin() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
     return Path(found[-1]).parent if found else None
@@ -199,7 +216,14 @@ class AirflowStack:
                            ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"]),
                            ("triggerer", ["triggerer"])):
             self.spawn(name, argv)
-        deadline = time.monotonic() + 120
+        # Bounded by the CPU the API server has used, not by the clock: at a load average of 37 it was
+        # still starting after 120 s (a soak run's failure), while one that has burnt 120 CPU-seconds
+        # without answering is broken (it is healthy after about 7 CPU-seconds here). The clock bound
+        # only catches a server that never gets CPU at all.
+        import psutil
+
+        server = psutil.Process(self.procs["api-server"].pid)
+        deadline = time.monotonic() + 900
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health",
@@ -208,7 +232,7 @@ class AirflowStack:
                         break
             except OSError:
                 pass
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or _cpu_seconds(server) > 120:
                 raise RuntimeError(self.log_tail("api-server"))
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
