@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_epochs.coordination.ledger import EpochLedger
-    from airflow_epochs.coordination.wire.versions import CorrectionNode
+    from airflow_epochs.coordination.wire.versions import CorrectionNode, VersionEntry
 
 #: What a job entry may hold: the partition it writes, its job file, and its inputs.
 JOB_KEYS = frozenset({"partition", "application", "inputs", "sealed_inputs"})
@@ -88,6 +88,8 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
         self.settle_timeout = settle_timeout
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.correction_origin: dict[str, Any] | None = None  # set by execute (OpenLineage reads them)
+        self.correction_result: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         asked = context["ti"].xcom_pull(task_ids=self.reseal_task_id)
@@ -96,7 +98,10 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
         origin = Reseal(self.pipeline, int(asked["epoch"]), str(asked["partition"]), int(asked["version"]), "open",
                         "", "", str(asked["correction"]))
         done: list[dict[str, Any]] = []
-        if self._ledger_call(lambda ledger: self._is_open(ledger, origin), "read the re-seal"):
+        entry = self._ledger_call(lambda ledger: self._entry(ledger, origin), "read the re-seal")
+        self.correction_origin = {"epoch": origin.epoch, "partition": origin.partition, "version": origin.version,
+                                  "reason": entry.reason}
+        if entry.state == "open":
             self._reproduce(origin, done)
         deadline = time.monotonic() + self.settle_timeout
         while True:
@@ -117,8 +122,9 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
         self.log.info("Correction %s of %s at epoch %s: %s; %d version(s) re-produced here", origin.correction,
                       origin.partition, origin.epoch, node.state, len(done))
         published = self._publish(max(item["epoch"] for item in done)) if self.table and done else None
-        return {"correction": origin.correction, "state": node.state, "plan": [list(p) for p in node.plan],
-                "resealed": done, "published": published}
+        self.correction_result = {"correction": origin.correction, "state": node.state,
+                                  "plan": [list(p) for p in node.plan], "resealed": done, "published": published}
+        return self.correction_result
 
     # -- steps ---------------------------------------------------------------------------------------
 
@@ -130,12 +136,12 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
         return self.coordinated(run, what=f"pipeline {self.pipeline!r}: {what}")
 
     @staticmethod
-    def _is_open(ledger: EpochLedger, reseal: Reseal) -> bool:
+    def _entry(ledger: EpochLedger, reseal: Reseal) -> VersionEntry:
         entry = ledger.version_entry(reseal.epoch, reseal.partition, reseal.version)
         if entry is None:
             raise AirflowFailException(f"pipeline {ledger.pipeline!r}: no version {reseal.version} of "
                                        f"{reseal.partition!r} at epoch {reseal.epoch}")
-        return entry.state == "open"
+        return entry
 
     @staticmethod
     def _advance(ledger: EpochLedger, correction: str) -> CorrectionNode | None:
@@ -195,3 +201,8 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
                                          conn_id=self.table_conn_id, root=self.root, storage=self.storage).to_dict()
 
         return self.coordinated(publish, what=f"publish the corrected {self.table_partition} to {self.table}")
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow_epochs.lineage.operators import correction_task_lineage
+
+        return correction_task_lineage(self, complete=True)
