@@ -93,6 +93,7 @@ def correct(*, ledger: Any, bag: Any, raw: Path, epoch: int, feed: str, days: in
     from nycflights.data import CORRECTIONS, correct_day, day_of_epoch
 
     day = day_of_epoch(epoch)
+    days = max(days, ledger.frontier())  # an earlier run may have sealed more days: they read it too
     changed = correct_day(raw, feed, day)
     say(f"correction: the corrected {feed} feed of {day} (epoch {epoch}) landed: {CORRECTIONS[feed]} "
         f"({changed} rows differ from what was landed)")
