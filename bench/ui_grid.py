@@ -16,11 +16,13 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 
 from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.hooks.ledgers import ledger_on
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 PIPELINE = "ui-grid-bench"
@@ -47,7 +49,7 @@ def first_view_ms(zk: KazooClient) -> tuple[float, float, int]:
         def of(self, dag_ids: object) -> dict[str, DagPipelines]:
             return {"long_dag": DagPipelines("long_dag", frozenset({PIPELINE}), frozenset({"epoch.open"}))}
 
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"long_dag"},
+    app = create_app(ledgers=partial(ledger_on, zk), authorized_dag_ids=lambda user: {"long_dag"},
                      dag_index=Index())  # type: ignore[arg-type]
     app.dependency_overrides[get_user] = lambda: "bench"
     timings = []

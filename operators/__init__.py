@@ -1,6 +1,6 @@
 """Operators that make epochs ordinary DAG stages (installed as ``airflow_epochs.operators``)."""
 
-from airflow_epochs.operators.changes import ReconfigureOperator, RollbackOperator
+from airflow_epochs.operators.changes import PipelineChangeOperator, ReconfigureOperator, RollbackOperator
 from airflow_epochs.operators.consumer import AcknowledgeEpochOperator
 from airflow_epochs.operators.corrections import ResealOperator
 from airflow_epochs.operators.deadline import WatchDeadlineOperator
@@ -22,6 +22,7 @@ __all__ = [
     "CloseEpochOperator",
     "EpochGroup",
     "OpenEpochOperator",
+    "PipelineChangeOperator",
     "PublishSealedOperator",
     "ReconfigureOperator",
     "ResealOperator",

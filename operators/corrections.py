@@ -10,18 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
-from airflow_epochs.coordination import DEFAULT_ROOT, Reseal
-from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.operators.epoch import default_owner, task_request_id
-from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
+from airflow_epochs.coordination import Reseal
+from airflow_epochs.operators.changes import PipelineChangeOperator
+from airflow_epochs.operators.epoch import default_owner
+from airflow_epochs.retries import templated_epoch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class ResealOperator(CoordinationRetries, BaseOperator):
+class ResealOperator(PipelineChangeOperator):
     """Open the next version of ``partition`` at the sealed past ``epoch`` (templated); its producers then
     re-produce it under that version, and every seal that read the old one is re-produced after it.
 
@@ -36,27 +34,18 @@ class ResealOperator(CoordinationRetries, BaseOperator):
 
     template_fields: Sequence[str] = ("pipeline", "epoch", "partition", "reason")
 
-    def __init__(self, *, pipeline: str, epoch: int | str, partition: str, reason: str,
-                 zookeeper_conn_id: str = ZooKeeperHook.default_conn_name, root: str = DEFAULT_ROOT,
-                 **kwargs: Any) -> None:
-        super().__init__(**with_retry_defaults(kwargs))
-        self.pipeline = pipeline
+    def __init__(self, *, pipeline: str, epoch: int | str, partition: str, reason: str, **kwargs: Any) -> None:
+        super().__init__(pipeline=pipeline, **kwargs)
         self.epoch = epoch
         self.partition = partition
         self.reason = reason
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self.root = root
 
     def execute(self, context: Context) -> dict[str, Any]:
         epoch = templated_epoch(self.epoch)
-        request_id = task_request_id(context, per_try=False)
-
-        def reseal() -> Reseal:
-            with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                return hook.ledger(self.pipeline, owner=default_owner(), root=self.root).reseal(
-                    epoch, self.partition, reason=self.reason, request_id=request_id)
-
-        asked = self.coordinated(reseal, what=f"pipeline {self.pipeline!r}: re-seal {self.partition!r} at {epoch}")
+        asked: Reseal = self.change(
+            context, lambda ledger, request_id: ledger.reseal(epoch, self.partition, reason=self.reason,
+                                                              request_id=request_id),
+            what=f"pipeline {self.pipeline!r}: re-seal {self.partition!r} at {epoch}", owner=default_owner())
         self.log.info("Pipeline %s: %s at epoch %s re-sealed as version %s (%s, correction %s)", self.pipeline,
                       asked.partition, asked.epoch, asked.version, asked.state, asked.correction)
         return {"epoch": asked.epoch, "partition": asked.partition, "version": asked.version, "state": asked.state,

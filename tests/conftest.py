@@ -174,7 +174,7 @@ def _migrated_sqlite(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite metadata database in a temporary AIRFLOW_HOME whose DAGs folder holds the
     project's example DAGs."""
     shutil.copytree(REPO / "dags", _DAGS, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
@@ -190,8 +190,7 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         copy.close()
         source.close()
-    yield _AIRFLOW_HOME
-    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+    return _AIRFLOW_HOME  # removed when this process's session ends (pytest_sessionfinish)
 
 
 @pytest.fixture(scope="session")
@@ -269,6 +268,15 @@ def spark_connect(spark_connect_server: int, spark_connect_state: Path, monkeypa
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
         {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server, "password": token}))
     return "spark_connect_test"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove this process's AIRFLOW_HOME (made at import: one per pytest-xdist worker, one for the
+    controller). Last: pytest's own session finish tears down the session fixtures first (and the
+    Airflow processes they started, which use the home until then). Not at unconfigure: a pytest-xdist
+    worker is shut down once it has reported the session finished, and never gets there."""
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

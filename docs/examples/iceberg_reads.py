@@ -18,11 +18,13 @@ def as_of_epoch(spark: Any, epoch: int) -> tuple[Any, Any]:
     return rows, frame
 
 
-def consistent_cut(zk_client: Any, catalog: Any, epoch: int) -> tuple[Any, Any, Any]:
+def consistent_cut(catalog: Any, epoch: int) -> tuple[Any, Any, Any]:
     # [START iceberg_cut]
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
     from airflow_epochs.tables import read_sealed_cut
 
-    cut = read_sealed_cut(zk_client, catalog, ["lake.daily", "lake.weekly"], epoch)
+    with ZooKeeperHook("zookeeper_default") as zookeeper:  # the seals are read through its ledgers
+        cut = read_sealed_cut(zookeeper.ledger, catalog, ["lake.daily", "lake.weekly"], epoch)
     daily, weekly = cut.rows["lake.daily"], cut.rows["lake.weekly"]  # pyarrow.Tables; cut.members: the snapshots
     # [END iceberg_cut]
     return cut, daily, weekly

@@ -18,7 +18,6 @@ from ``ZooKeeperHook.ledger()``.
 from __future__ import annotations
 
 import datetime
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -27,9 +26,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
-from airflow_epochs.coordination.base.call import Call
-from airflow_epochs.coordination.base.errors import Backpressured, EpochsError, InvalidEpoch, InvalidInput
-from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
+from airflow_epochs.coordination.base.errors import EpochsError, InvalidEpoch
+from airflow_epochs.coordination.base.names import validate_name, validate_root
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.protocol import (
     aborts,
@@ -45,6 +43,7 @@ from airflow_epochs.coordination.protocol import (
 from airflow_epochs.coordination.protocol.aborts import AbortResult
 from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 from airflow_epochs.coordination.protocol.retention import CompactionReport
+from airflow_epochs.coordination.recipes import waits
 from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
 from airflow_epochs.coordination.recipes.barriers import Barrier
 from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines
@@ -56,7 +55,6 @@ from airflow_epochs.coordination.state import snapshots
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.wire.nodes import FrontierNode
 from airflow_epochs.coordination.wire.recipe_nodes import RetiredScope
 from airflow_epochs.coordination.wire.records import (
     Attempt,
@@ -136,17 +134,11 @@ class EpochLedger(VersionedLedger):
 
     def config_versions(self) -> list[ConfigVersion]:
         """Every configuration version, oldest first."""
-
-        def run(call: Call) -> list[ConfigVersion]:
-            record = self.ctx.record(call)
-            return [self.ctx.config(call, version) for version, _ in record.configs]
-
-        return self.ctx.call(run, what="read config versions")
+        return self.reader.config_versions()
 
     def config_for(self, epoch: int) -> ConfigVersion:
         """The configuration version in force at ``epoch``: the newest one starting at or before it."""
-        validate_epoch(epoch)
-        return self.ctx.call(lambda c: self.ctx.config_for(c, epoch), what=f"read the configuration of epoch {epoch}")
+        return self.reader.config_for(epoch)
 
     # -- epochs and attempts -----------------------------------------------------------------
 
@@ -167,19 +159,7 @@ class EpochLedger(VersionedLedger):
           e <= slowest consumer's acknowledged epoch + window: otherwise :class:`Backpressured` is
           raised at once, or after waiting up to ``wait`` seconds for the consumers to catch up.
         """
-        validate_epoch(epoch)
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0):
-            raise InvalidInput(f"wait must be a non-negative number of seconds or None, not {wait!r}")
-        deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            changed = threading.Event()
-            try:
-                return opening.open_epoch(self.ctx, epoch, takeover=takeover, request_id=request_id,
-                                          on_consumer_change=changed.set)
-            except Backpressured:
-                if deadline is None or time.monotonic() >= deadline:
-                    raise
-                changed.wait(max(0.0, deadline - time.monotonic()))
+        return waits.open_epoch_waiting(self.ctx, epoch, takeover=takeover, wait=wait, request_id=request_id)
 
     def current_attempt(self, epoch: int) -> Attempt:
         """The epoch's current attempt (to resume it from another process); raises if not open."""
@@ -285,35 +265,13 @@ class EpochLedger(VersionedLedger):
 
         The callback runs on kazoo's event thread; return ``False`` from it to stop watching.
         """
-        path = self.paths.frontier
-
-        def on_change(data: bytes | None, _stat: Any) -> Any:
-            if data is None:
-                return None
-            return callback(FrontierNode.from_bytes(data, path=path).epoch)
-
-        return DataWatch(self.client, path, on_change)
+        return waits.watch_frontier(self.client, self.paths.frontier, callback)
 
     def wait_for_frontier(self, epoch: int, *, timeout: float | None = None) -> int:
         """Block until the frontier reaches ``epoch`` (on a watch: woken by the change itself), or
         ``timeout`` seconds pass (None: no limit); returns the frontier then."""
-        validate_epoch(epoch)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-            raise InvalidInput(f"timeout must be a non-negative number of seconds or None, not {timeout!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reached = threading.Event()
-        seen = [-1]
-
-        def on_frontier(value: int) -> bool:
-            seen[0] = value
-            if value >= epoch:
-                reached.set()
-                return False  # stop watching
-            return True
-
-        self.watch_frontier(on_frontier)
-        reached.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return seen[0] if seen[0] >= 0 else self.frontier()
+        return waits.wait_for_frontier(self.client, self.paths.frontier, epoch, timeout=timeout,
+                                       frontier=self.frontier)
 
     def epoch_info(self, epoch: int) -> EpochInfo | None:
         """The recorded state of ``epoch``, or None if it was never opened."""

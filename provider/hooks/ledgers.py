@@ -1,11 +1,14 @@
-"""The one factory of Airflow-side ledgers (no Airflow import: the page's view model and the command
-line use it without loading Airflow).
+"""The one factory of Airflow-side ledgers (no Airflow import: the command line uses it without
+loading Airflow).
 
-:meth:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger` builds a task's ledger on the hook's own
-client through it; the triggers and the page, which read through a process's shared session instead
-of a hook's client, call :func:`ledger_on` with that session. Nothing else on the Airflow side builds
-an :class:`~airflow_epochs.coordination.EpochLedger` (``tests/unit/test_wings.py`` holds it), so
-what every ledger is bound to (client, owner, root) is decided here.
+:meth:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger` builds every ledger of a task, the page and
+a table cut through it, on the hook's own client. Only two kinds of caller use :func:`ledger_on` on a
+client of their own: the triggers (:func:`~airflow_epochs.triggers.async_zk.shared_ledger`: a
+triggerer's triggers share one session per connection), and the command line (``airflow-epochs table
+cut``), which reads outside any task. The views and the table cut take a ledger factory from their
+caller instead of a client. Nothing else builds an :class:`~airflow_epochs.coordination.EpochLedger`
+or calls :func:`ledger_on` (``tests/unit/test_wings.py`` holds it), so what every ledger is bound to
+(client, owner, root) is decided here.
 """
 
 from __future__ import annotations

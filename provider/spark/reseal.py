@@ -18,14 +18,11 @@ from typing import Any
 
 from airflow_epochs.coordination.base.errors import PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.wire.manifests import RunManifest
 from airflow_epochs.coordination.wire.versions import Reseal, VersionVoteResult
-from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
-from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
-from airflow_epochs.spark.sealed import sealed_outputs
-from airflow_epochs.spark.storage import read_manifest, run_location
-from airflow_epochs.spark.submit import JobWithoutManifest, partition_reads, snapshot_pointer
+from airflow_epochs.spark.run_paths import check_snapshot_pointer
+from airflow_epochs.spark.storage import run_location
+from airflow_epochs.spark.submit import partition_reads, resolved_inputs, run_for_manifest, snapshot_pointer
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +58,7 @@ def resubmit_version(
     first = ledger.sealed_version(epoch, partition, 1)
     if first is None:
         raise PartitionNotSealed(f"pipeline {ledger.pipeline!r}: {partition!r} is not sealed at epoch {epoch}")
-    resolved: dict[str, str | list[str]] = dict(inputs or {})
-    for name, upstream in (sealed_inputs or {}).items():
-        paths = [item.path for item in sealed_outputs(ledger, upstream, [epoch])]
-        resolved[name] = paths[0] if len(paths) == 1 else paths
+    resolved = resolved_inputs(ledger, epoch, inputs, sealed_inputs)
     ref = ledger.last_sealed_snapshot(partition, before_epoch=epoch, producer=producer)
     snapshot = None if ref is None else dict(ref.pointer)
     if snapshot is not None:
@@ -76,17 +70,7 @@ def resubmit_version(
     location = run_location(storage, ledger.pipeline, partition, epoch, first.attempt, context.run)
     log.info("epoch %s: re-producing %s/%s as version %s (run %s, snapshot from epoch %s)", epoch, partition,
              producer, reseal.version, context.run, None if ref is None else ref.epoch)
-    manifest = runner(context)
-    if manifest is None:
-        manifest = read_manifest(location)
-    if manifest is None:
-        raise JobWithoutManifest(f"epoch {epoch}: the job for {partition!r} version {reseal.version} ended without "
-                                 f"a manifest in {redact_uri(location)}; nothing was voted")
-    record = RunManifest.from_json(manifest, where=f"the manifest in {redact_uri(location)}")
-    if (record.epoch, record.attempt, record.run) != (epoch, first.attempt, context.run):
-        raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
-                                 f"{record.epoch}/{record.attempt}/{record.run}")
-    check_manifest_outputs(location, record)
+    record = run_for_manifest(runner, context, location, job=f"{partition!r} version {reseal.version}")
     reads = partition_reads(ledger.pipeline, epoch, partition, sealed_inputs, None if ref is None else ref.epoch)
     vote = ledger.vote_version(epoch, partition, reseal.version, producer, record.vote_summary(),
                                snapshot=snapshot_pointer(record, epoch), upstream=reads or None,

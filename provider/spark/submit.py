@@ -91,6 +91,40 @@ def partition_reads(pipeline: str, epoch: int, partition: str, sealed_inputs: Ma
     return reads
 
 
+def resolved_inputs(ledger: EpochLedger, epoch: int, inputs: Mapping[str, str] | None,
+                    sealed_inputs: Mapping[str, str] | None) -> dict[str, str | list[str]]:
+    """The job's named inputs: ``inputs`` as given, and each of ``sealed_inputs`` (input name ->
+    partition of the same epoch) as the output path(s) its seal's manifests name."""
+    resolved: dict[str, str | list[str]] = dict(inputs or {})
+    for name, upstream in (sealed_inputs or {}).items():
+        paths = [item.path for item in sealed_outputs(ledger, upstream, [epoch])]
+        resolved[name] = paths[0] if len(paths) == 1 else paths
+    return resolved
+
+
+def run_for_manifest(runner: Callable[[EpochContext], Mapping[str, Any] | None], context: EpochContext,
+                     location: str, *, job: str) -> RunManifest:
+    """Run the job for ``context`` and return its manifest (as returned, or read from the run folder
+    ``location``), checked before anything is voted: of this very run, and every output it names there
+    (readers and publish trust the seal).
+
+    :param job: the job as the refusal names it (``'daily'``, ``'daily' version 2``).
+    :raises JobWithoutManifest: no manifest, or one of another run.
+    """
+    manifest = runner(context)
+    if manifest is None:
+        manifest = read_manifest(location)
+    if manifest is None:
+        raise JobWithoutManifest(f"epoch {context.epoch}: the job for {job} ended without a manifest "
+                                 f"in {redact_uri(location)}; nothing was voted")
+    record = RunManifest.from_json(manifest, where=f"the manifest in {redact_uri(location)}")
+    if (record.epoch, record.attempt, record.run) != (context.epoch, context.attempt, context.run):
+        raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
+                                 f"{record.epoch}/{record.attempt}/{record.run}")
+    check_manifest_outputs(location, record)
+    return record
+
+
 def _settled(decision: SubmitDecision) -> SubmitOutcome | None:
     if decision.action == "submit":
         return None
@@ -147,10 +181,7 @@ def submit_and_seal(
         done = _settled(decision)
         if done is not None:
             return done
-        resolved: dict[str, str | list[str]] = dict(inputs or {})
-        for name, upstream in (sealed_inputs or {}).items():
-            paths = [item.path for item in sealed_outputs(ledger, upstream, [attempt.epoch])]
-            resolved[name] = paths[0] if len(paths) == 1 else paths
+        resolved = resolved_inputs(ledger, attempt.epoch, inputs, sealed_inputs)
         snapshot = None if decision.snapshot is None else dict(decision.snapshot.pointer)
         if snapshot is not None:  # the job would read it: it must be a sealed run's, under our storage
             check_snapshot_pointer(storage, attempt.pipeline, partition, snapshot)
@@ -162,17 +193,7 @@ def submit_and_seal(
         location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)
         log.info("epoch %s: running %s/%s (attempt %s, run %s, snapshot from epoch %s)", attempt.epoch, partition,
                  producer, attempt.token, context.run, decision.snapshot.epoch if decision.snapshot else None)
-        manifest = runner(context)
-        if manifest is None:
-            manifest = read_manifest(location)
-        if manifest is None:
-            raise JobWithoutManifest(f"epoch {attempt.epoch}: the job for {partition!r} ended without a manifest "
-                                     f"in {redact_uri(location)}; nothing was voted")
-        record = RunManifest.from_json(manifest, where=f"the manifest in {redact_uri(location)}")
-        if (record.epoch, record.attempt, record.run) != (attempt.epoch, attempt.token, context.run):
-            raise JobWithoutManifest(f"the manifest in {redact_uri(location)} belongs to another run: "
-                                     f"{record.epoch}/{record.attempt}/{record.run}")
-        check_manifest_outputs(location, record)  # before it is voted: readers and publish trust the seal
+        record = run_for_manifest(runner, context, location, job=repr(partition))
         summary = record.vote_summary()
         if lineage_run:
             summary[LINEAGE_RUN] = {k: str(lineage_run[k]) for k in ("namespace", "job", "runId")}

@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import sys
+from functools import partial
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
@@ -138,6 +139,7 @@ def _check(identifier: str, catalog: Any) -> int:
 
 def _cut(args: argparse.Namespace, catalog: Any) -> int:
     """Print several tables at one aligned epoch (refused, nothing printed, unless it is one consistent cut)."""
+    from airflow_epochs.hooks.ledgers import READER, ledger_on
     from airflow_epochs.tables.cut import read_sealed_cut
 
     tables = [args.table, *args.with_tables]
@@ -158,7 +160,8 @@ def _cut(args: argparse.Namespace, catalog: Any) -> int:
         settings = with_embedded_credentials(ZooKeeperSettings.from_fields(host=args.zk_hosts))
     client = settings.start_client()
     try:
-        cut = read_sealed_cut(client, catalog, tables, args.as_of_epoch)
+        # the command's own client, outside any task (no hook): its ledgers are built on it here
+        cut = read_sealed_cut(partial(ledger_on, client, owner=READER), catalog, tables, args.as_of_epoch)
     finally:
         client.stop()
         client.close()

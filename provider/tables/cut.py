@@ -9,17 +9,15 @@ not the current seal (its publish is pending, or a rollback is not mirrored yet)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
 from airflow_epochs.coordination.services.shortcuts import lineage_of
-from airflow_epochs.hooks.ledgers import READER, ledger_on
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 
@@ -54,9 +52,11 @@ class SealedCut:
     rows: Mapping[str, pa.Table] = field(repr=False)
 
 
-def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoch: int, *,
-                    root: str = DEFAULT_ROOT) -> tuple[CutMember, ...]:
+def plan_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables: Sequence[str],
+                    as_of_epoch: int) -> tuple[CutMember, ...]:
     """Check that ``tables`` at ``as_of_epoch`` form one consistent cut; the snapshot of each to read.
+
+    :param ledgers: a pipeline's ledger (called once for each pipeline the tables were published from).
 
     :raises NotAlignedCut: the epoch is not sealed in every pipeline involved, a table's snapshot of it
         is not the current seal, or the seals' lineage is not a consistent cut.
@@ -70,18 +70,18 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
     for identifier in tables:
         check_identifier(identifier)
     loaded = {identifier: catalog.load_table(identifier) for identifier in tables}
-    ledgers: dict[str, EpochLedger] = {}
+    found: dict[str, EpochLedger] = {}
     members = []
     for identifier, table in loaded.items():
         pipeline, partition = table.properties.get(h.PIPELINE), table.properties.get(h.PARTITION)
         if not pipeline or not partition:
             raise InvalidInput(f"table {identifier} is not a published partition (no {h.PIPELINE} / {h.PARTITION})")
-        if pipeline not in ledgers:
-            ledgers[pipeline] = ledger_on(client, pipeline, owner=READER, root=root)
+        if pipeline not in found:
+            found[pipeline] = ledgers(pipeline)
         record = h.snapshot_of_epoch(table, as_of_epoch)
         members.append(CutMember(identifier, pipeline, partition, record.snapshot_id, record.attempt,
                                  record.generation, record.request, record))
-    for pipeline, ledger in sorted(ledgers.items()):
+    for pipeline, ledger in sorted(found.items()):
         info = ledger.epoch_info(as_of_epoch)
         if info is None or (info.state != "sealed" and info.attempt_state != "compacted"):
             unsealed = [] if info is None else sorted(set(ledger.config_for(as_of_epoch).config.partitions)
@@ -90,7 +90,7 @@ def plan_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoc
                                 f"({'no such epoch' if info is None else f'state {info.state}; unsealed {unsealed}'})")
     items: list[LineageItem] = []
     for member in members:
-        ledger = ledgers[member.pipeline]
+        ledger = found[member.pipeline]
         if not still_sealed(ledger, member.partition, member.record):
             raise NotAlignedCut(_not_current(ledger, member, as_of_epoch))
         item = lineage_of(ledger, as_of_epoch, member.partition)
@@ -114,13 +114,14 @@ def _not_current(ledger: EpochLedger, member: CutMember, epoch: int) -> str:
             f"publish it again first")
 
 
-def read_sealed_cut(client: Any, catalog: Any, tables: Sequence[str], as_of_epoch: int, *,
-                    root: str = DEFAULT_ROOT) -> SealedCut:
+def read_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables: Sequence[str],
+                    as_of_epoch: int) -> SealedCut:
     """Read ``tables`` (Iceberg identifiers of published partitions, of one pipeline or several) as of
     ``as_of_epoch`` as one consistent cut (see :func:`plan_sealed_cut` for what is refused).
 
-    :param client: a started KazooClient (the seals are read from it).
+    :param ledgers: a pipeline's ledger, where its seals are read: ``ZooKeeperHook(...).ledger`` in
+        Airflow (the caller closes the hook).
     """
-    members = plan_sealed_cut(client, catalog, tables, as_of_epoch, root=root)
+    members = plan_sealed_cut(ledgers, catalog, tables, as_of_epoch)
     rows = {m.table: catalog.load_table(m.table).scan(snapshot_id=m.snapshot_id).to_arrow() for m in members}
     return SealedCut(as_of_epoch, members, rows)

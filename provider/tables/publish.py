@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_epochs.coordination.base.errors import InvalidInput, PartitionNotSealed
+from airflow_epochs.coordination.base.errors import PartitionNotSealed
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.wire.events import Rollback
@@ -62,7 +62,7 @@ from airflow_epochs.tables.commit_guard import (
 )
 from airflow_epochs.tables.integrity import raise_if_broken
 from airflow_epochs.tables.reseal_publish import ResealPublisher
-from airflow_epochs.tables.run_folders import RunOutsideStorage, check_run_folder, run_folder_of
+from airflow_epochs.tables.run_markers import RUN_MARKERS, mark_earlier_runs
 from airflow_epochs.tables.seal_files import (
     PublishRefused,
     SealToPublish,
@@ -75,9 +75,6 @@ log = logging.getLogger(__name__)
 
 StepHook = Callable[[str], None]
 COMMIT_RETRIES = 5
-# A table property: every run folder the table's snapshots name carries the published marker (set on a
-# new table; an older table gets its markers written by the next publish, then this property).
-RUN_MARKERS = "epochs.run-markers"
 
 
 class RolledBackWhilePublishing(PartitionNotSealed):
@@ -195,7 +192,8 @@ class Publisher:
         if table is not None:
             table = self._checked(table)
             if table.properties.get(RUN_MARKERS) != "1":
-                self._mark_earlier_runs(table)
+                mark_earlier_runs(table, identifier=self.identifier, pipeline=self.ledger.pipeline,
+                                  partition=self.partition, storage=self.storage)
                 table = self._reload()  # the property's commit made a new metadata version
             rolled_back = self._mirror_rollback(table)
             table = self.load()
@@ -353,33 +351,6 @@ class Publisher:
                  self.identifier, to_epoch, removed, len(files), None if record is None else record.snapshot_id)
         return record
 
-    def _mark_earlier_runs(self, table: Any) -> list[str]:
-        """Mark the run folders named by the table's snapshots published before the marker existed
-        (garbage collection would take them), once per table; returns the folders marked now."""
-        if table.properties.get(RUN_MARKERS) == "1":
-            return []
-        marked, unreachable = [], 0
-        for folder, record in runs_named_by(table).items():
-            try:
-                check_run_folder(folder, pipeline=self.ledger.pipeline, partition=self.partition, epoch=record.epoch,
-                                 attempt=record.attempt, storage=self.storage)
-                mark_published(folder, {"table": self.identifier, "epoch": record.epoch, "attempt": record.attempt,
-                                        "generation": record.generation})
-            except (RunOutsideStorage, InvalidInput) as exc:  # refused, or the folder is gone already
-                log.warning("table %s: run folder of epoch %s not marked: %s", self.identifier, record.epoch, exc)
-                continue
-            except OSError as exc:  # storage unreachable now: the next publish tries again
-                log.warning("table %s: run folder of epoch %s not marked yet: %s", self.identifier, record.epoch, exc)
-                unreachable += 1
-                continue
-            marked.append(folder)
-        if unreachable:
-            return marked
-        with table.transaction() as txn:
-            txn.set_properties({RUN_MARKERS: "1"})
-        log.info("table %s: marked %d run folder(s) published before markers existed", self.identifier, len(marked))
-        return marked
-
     # -- helpers ---------------------------------------------------------------------------------
 
     def _properties(self, seal: SealToPublish, mode: str) -> dict[str, str]:
@@ -415,25 +386,6 @@ class Publisher:
                 if entry.snapshot_id in snapshot_ids:
                     files.append(entry.data_file)
         return files
-
-
-def runs_named_by(table: Any) -> dict[str, h.PublishedSnapshot]:
-    """Run folder -> the publish snapshot that registered files in it (``add_files``; a ``write``
-    publish copied the rows into the table's own files)."""
-    found: dict[str, h.PublishedSnapshot] = {}
-    for snapshot in table.snapshots():
-        record = h.published(snapshot)
-        if record is None or record.action != h.PUBLISH or h.summary_properties(snapshot).get(h.MODE) == "write":
-            continue
-        for manifest in snapshot.manifests(table.io):
-            if manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                folder = run_folder_of(str(entry.data_file.file_path)) if entry.snapshot_id == record.snapshot_id \
-                    else None
-                if folder is not None:
-                    found.setdefault(folder, record)
-    return found
 
 
 def publish_sealed(ledger: EpochLedger, catalog: Any, identifier: str, partition: str, epoch: int, *,

@@ -28,6 +28,21 @@ from airflow_epochs.triggers.rearming_client import RearmingKazooClient
 Watch = Callable[[WatchedEvent], None]
 
 
+def shared_ledger(client: KazooClient, pipeline: str, *, owner: str = TRIGGERER,
+                  root: str = DEFAULT_ROOT) -> EpochLedger:
+    """The ledger of ``pipeline`` on a triggerer's shared client: the one place a trigger gets a ledger.
+
+    Not through :meth:`ZooKeeperHook.ledger <airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger>`: a
+    hook holds a session of its own, and a triggerer's triggers (a thousand deferred sensors) share one
+    session per connection (``triggers.shared_client.SHARED_CLIENTS``); the ledger is bound by the
+    hook's own factory, ``hooks.ledgers.ledger_on``, all the same.
+
+    :param owner: identity recorded on what the ledger writes (a deadline watcher's own, to tell
+        watchers that share the session apart).
+    """
+    return ledger_on(client, pipeline, owner=owner, root=root)
+
+
 class AsyncZooKeeper:
     """Awaitable reads on a started kazoo client, for code running on ``loop``.
 
@@ -43,7 +58,7 @@ class AsyncZooKeeper:
     def ledger(self, pipeline: str, *, root: str = DEFAULT_ROOT) -> EpochLedger:
         """The ledger of ``pipeline`` on this shared client (a reader: triggers open and vote nothing),
         for the rare blocking step a trigger runs in a thread (``ledger.barrier(...).apply_policy``)."""
-        return ledger_on(self.client, pipeline, owner=TRIGGERER, root=root)
+        return shared_ledger(self.client, pipeline, root=root)
 
     async def _call(self, start: Callable[[], Any]) -> Any:
         """Issue one kazoo async call (``start``) and await its answer, inside the gate if any."""

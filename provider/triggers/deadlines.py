@@ -30,7 +30,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Verdict, validate_epoch, validate_name
-from airflow_epochs.hooks.ledgers import ledger_on
+from airflow_epochs.triggers.async_zk import shared_ledger
 from airflow_epochs.triggers.base import connection_settings
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 
@@ -96,7 +96,7 @@ class PartitionDeadlineTrigger(BaseTrigger):
         try:
             # one owner per watcher: watchers in one triggerer share the session
             owner = f"triggerer-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-            deadlines = ledger_on(client, self.pipeline, owner=owner, root=self.root).deadlines()
+            deadlines = shared_ledger(client, self.pipeline, owner=owner, root=self.root).deadlines()
             verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
                                               until_sealed=self.wait_for_seal)
             delivered = False

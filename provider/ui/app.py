@@ -3,8 +3,9 @@
 Every route depends on Airflow's own authentication (``requires_authenticated()``: the JWT of the UI
 session cookie or a bearer token), and a user sees a pipeline only if they may read a DAG that
 drives it (``get_auth_manager().get_authorized_dag_ids``); anything else is answered as if it did not
-exist. The app only reads ZooKeeper, through :mod:`airflow_epochs.views.pipeline`, on one kazoo session
-per API server process.
+exist. The app only reads ZooKeeper, through :mod:`airflow_epochs.views.pipeline` and ledgers from
+:class:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook`, on one kazoo session per API server process
+(and one more for reading the history).
 
 Routes (all GET, under the mount prefix)::
 
@@ -33,20 +34,23 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from airflow_epochs.coordination import (
+    DEFAULT_ROOT,
     AccessDenied,
     CoordinationUnavailable,
     CorruptPayload,
+    EpochLedger,
     EpochsError,
     InvalidInput,
     PipelineNotFound,
 )
+from airflow_epochs.hooks.ledgers import READER
+from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.ui.dags import DagIndex
 from airflow_epochs.views.model import STATES, as_json
-from airflow_epochs.views.pipeline import StateReader
+from airflow_epochs.views.pipeline import LedgerFactory, StateReader
 
 if TYPE_CHECKING:
     from airflow_epochs.tables.published import PublishedIndex
@@ -58,55 +62,40 @@ CONN_ENV = "AIRFLOW_EPOCHS_UI_CONN_ID"
 DEFAULT_CONN_ID = "zookeeper_default"
 
 
-class SharedSession:
-    """The process's kazoo sessions for the page, from the Airflow connection named by
-    ``$AIRFLOW_EPOCHS_UI_CONN_ID`` (default ``zookeeper_default``), opened on first use: the page's
-    one session, borrowed from the triggers' registry, and one more for bulk history reads (ZooKeeper
-    answers a session's requests in order: a long history read must not hold the grid's reads)."""
+class PageLedgers:
+    """The page's ledgers, all from :meth:`ZooKeeperHook.ledger
+    <airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger>` on the Airflow connection named by
+    ``$AIRFLOW_EPOCHS_UI_CONN_ID`` (default ``zookeeper_default``): two hooks, so two sessions for the
+    process, each opened on first use: one for the page's reads, one for bulk history reads (ZooKeeper
+    answers a session's requests in order: a long history read must not hold the grid's reads).
 
-    def __init__(self, conn_id: str | None = None) -> None:
+    :param conn_id: the connection (default: the environment's, or ``zookeeper_default``).
+    :param root: the znode under which pipelines live.
+    """
+
+    def __init__(self, conn_id: str | None = None, *, root: str = DEFAULT_ROOT) -> None:
         self.conn_id = conn_id or os.environ.get(CONN_ENV) or DEFAULT_CONN_ID
-        self._client: KazooClient | None = None
-        self._history: KazooClient | None = None
-        self._settings: Any = None
-        self._lock = threading.Lock()
+        self.root = root
+        self._reads = ZooKeeperHook(self.conn_id)
+        self._history = ZooKeeperHook(self.conn_id)
+        self._lock = threading.Lock()  # a hook connects on first use: two first requests, one session
 
-    def _load_settings(self) -> Any:
-        if self._settings is None:
-            from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-
-            self._settings = ZooKeeperHook(self.conn_id).settings
-            log.info("Epochs UI reads ZooKeeper %s", self._settings.describe())
-        return self._settings
-
-    def client(self) -> KazooClient:
+    def ledger(self, pipeline: str) -> EpochLedger:
+        """``pipeline``'s ledger for the page's reads."""
         with self._lock:
-            if self._client is None:
-                from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+            return self._reads.ledger(pipeline, owner=READER, root=self.root)
 
-                self._client = SHARED_CLIENTS.acquire(self._load_settings())
-            return self._client
-
-    def history_client(self) -> KazooClient:
+    def history_ledger(self, pipeline: str) -> EpochLedger:
+        """``pipeline``'s ledger for reading its recorded history, on the second session."""
         with self._lock:
-            if self._history is None:
-                settings = self._load_settings()
-                client = settings.client()
-                client.start(timeout=settings.connection_timeout)
-                self._history = client
-            return self._history
+            return self._history.ledger(pipeline, owner=READER, root=self.root)
 
     def close(self) -> None:
-        from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
-
         with self._lock:
-            if self._client is not None:
-                SHARED_CLIENTS.release(self._settings)
-                self._client = None
-            if self._history is not None:
-                self._history.stop()
+            try:
+                self._reads.close()
+            finally:
                 self._history.close()
-                self._history = None
 
 
 def published_from_environment() -> PublishedIndex | None:
@@ -129,26 +118,26 @@ def _authorized_dag_ids(user: Any) -> set[str]:
 
 def create_app(
     *,
-    client_factory: Callable[[], KazooClient] | None = None,
+    ledgers: LedgerFactory | None = None,
     authorized_dag_ids: Callable[[Any], set[str]] = _authorized_dag_ids,
     dag_index: DagIndex | None = None,
     published_index: PublishedIndex | None = None,
 ) -> FastAPI:
     """Build the app.
 
-    :param client_factory: the started kazoo client to read through (default: the Airflow connection's,
-        shared by the process).
+    :param ledgers: a pipeline's ledger, to read it through (default: :class:`PageLedgers`, from the
+        Airflow connection's hooks).
     :param authorized_dag_ids: the DAG ids a user may read (default: Airflow's auth manager).
     :param dag_index: which pipelines each DAG drives (default: from the serialized DAGs).
     :param published_index: where the epoch detail finds each sealed partition's table and snapshot
         (default: the Iceberg connections named by ``$AIRFLOW_EPOCHS_UI_TABLE_CONN_IDS``, if any).
     """
-    session = SharedSession() if client_factory is None else None
+    session = PageLedgers() if ledgers is None else None
     if session is not None:
-        reader = StateReader(session.client, history_client_factory=session.history_client)
+        reader = StateReader(session.ledger, history_ledgers=session.history_ledger)
     else:
-        assert client_factory is not None
-        reader = StateReader(client_factory)
+        assert ledgers is not None
+        reader = StateReader(ledgers)
     index = dag_index or DagIndex()
     tables = published_index or published_from_environment()
 

@@ -30,10 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from airflow_epochs.coordination import (
-    DEFAULT_ROOT,
     BarrierNotDeclared,
     ConfigVersion,
     EpochInfo,
@@ -45,7 +42,6 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.wire.payloads import loads_bounded
-from airflow_epochs.hooks.ledgers import READER, ledger_on
 from airflow_epochs.views.deadlines import partition_deadline
 from airflow_epochs.views.history import HistoryCache
 from airflow_epochs.views.model import (
@@ -69,6 +65,11 @@ MAX_OLDER_ATTEMPTS = 16  # superseded attempts one epoch's detail looks through 
 # Seconds a timeline request waits for the first read of a pipeline's history (a long history keeps
 # loading in the background, and the page asks again soon).
 TIMELINE_WAIT = 3.0
+
+# pipeline name -> its ledger: how a caller hands the view model its ledgers (the page one built from
+# ZooKeeperHook.ledger, the command line one on its own client), so the view model loads no Airflow and
+# decides nothing about sessions, owners or roots.
+LedgerFactory = Callable[[str], EpochLedger]
 
 
 # -- reading one pipeline ----------------------------------------------------------------------
@@ -400,19 +401,19 @@ def _counts(first: int, frontier: int, newest: int, last: int, in_flight: EpochR
 
 
 class StateReader:
-    """The pipelines' states for one process, over one shared kazoo session.
+    """The pipelines' states for one process, each read through the ledgers its caller's factories make
+    (each called once a pipeline, on first use).
 
-    :param client_factory: returns the started, shared kazoo client (called on first use).
-    :param root: the znode under which pipelines live.
+    :param ledgers: a pipeline's ledger (a reader: the view model opens and votes nothing).
     :param threads: reader threads for a page's epochs.
-    :param history_client_factory: returns the client for bulk history reads (default: the same).
+    :param history_ledgers: a pipeline's ledger for bulk history reads, best on a session of its own
+        (default: ``ledgers``).
     """
 
-    def __init__(self, client_factory: Callable[[], KazooClient], *, root: str = DEFAULT_ROOT,
-                 threads: int = 8, history_client_factory: Callable[[], KazooClient] | None = None) -> None:
-        self._client_factory = client_factory
-        self._history_client_factory = history_client_factory or client_factory
-        self.root = root
+    def __init__(self, ledgers: LedgerFactory, *, threads: int = 8,
+                 history_ledgers: LedgerFactory | None = None) -> None:
+        self._ledgers = ledgers
+        self._history_ledgers = history_ledgers or ledgers
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochs-ui-read")
         self._pipelines: dict[str, PipelineState] = {}
         self._lock = threading.Lock()
@@ -421,10 +422,8 @@ class StateReader:
         with self._lock:
             state = self._pipelines.get(name)
             if state is None:
-                # The page reads through the process's shared sessions (not a hook's own client).
-                ledger = ledger_on(self._client_factory(), name, owner=READER, root=self.root)
-                history = ledger_on(self._history_client_factory(), name, owner=READER, root=self.root)
-                state = PipelineState(ledger, pool=self._pool, history_ledger=history)
+                state = PipelineState(self._ledgers(name), pool=self._pool,
+                                      history_ledger=self._history_ledgers(name))
                 self._pipelines[name] = state
             return state
 

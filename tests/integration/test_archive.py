@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from airflow_epochs.coordination import EpochLedger, InvalidConfig, PipelineConfig
 from airflow_epochs.coordination.state.archive import decode, epoch_file
+from airflow_epochs.hooks.ledgers import ledger_on
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
@@ -186,7 +188,7 @@ def test_an_altered_archive_is_refused_not_read_as_a_shorter_past(zk, zk_factory
 def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory, tmp_path):
     """Whoever can write the archive can rewrite the past: a linked or world-writable folder, or a file
     replaced by a link, is refused (``UnsafeArchive``) before anything is written or read through it."""
-    from airflow_epochs.coordination.state.archive import UnsafeArchive
+    from airflow_epochs.coordination.state.archive_storage import UnsafeArchive
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "linked" / "_epochs").mkdir(parents=True)
@@ -228,7 +230,7 @@ def test_the_epochs_page_status_and_timeline_show_an_archived_epoch_as_before(zk
 
     ledger = EpochLedger(zk, "shown", owner="o")
     ledger.create_pipeline(PipelineConfig(PARTITIONS, archive=str(tmp_path / "storage")))
-    reader = StateReader(lambda: zk)
+    reader = StateReader(partial(ledger_on, zk))
     before: dict[int, tuple[object, ...]] = {}
 
     def shown(epoch: int) -> tuple[object, ...]:
@@ -249,6 +251,6 @@ def test_the_epochs_page_status_and_timeline_show_an_archived_epoch_as_before(zk
         after = shown(epoch)
         assert after == before[epoch], epoch
         assert after[1] and after[2], epoch  # a row and spans were there to compare
-    fresh = StateReader(lambda: zk).pipeline("shown")  # a new page reads the archived past the same way
+    fresh = StateReader(partial(ledger_on, zk)).pipeline("shown")  # a new page reads the archived past the same way
     assert fresh.epoch_detail(4, history=False) == before[4][0]
     reader.close()

@@ -39,7 +39,8 @@ from airflow_epochs.coordination import (
     TooManyRequests,
 )
 from airflow_epochs.coordination.base.paths import epoch_key
-from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote, staged_votes
+from airflow_epochs.coordination.services.declared_staging import staged_votes
+from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
 
 pytestmark = [pytest.mark.integration]

@@ -67,7 +67,7 @@ def load_example(name: str) -> types.ModuleType:
 
 
 @pytest.mark.slow
-def test_iceberg_reads_time_travel_cut_and_duckdb(zk, spark, tmp_path, monkeypatch):
+def test_iceberg_reads_time_travel_cut_and_duckdb(zk, zk_connection, spark, tmp_path, monkeypatch):
     """iceberg_reads.py against two tables of real sealed Spark epochs, published into a SQLite catalog
     that the Airflow connection ``iceberg_default`` names."""
     from tables_helpers import job_for, normalized
@@ -101,7 +101,7 @@ def test_iceberg_reads_time_travel_cut_and_duckdb(zk, spark, tmp_path, monkeypat
     pd.testing.assert_frame_equal(normalized(rows.to_pandas()), want)
     pd.testing.assert_frame_equal(normalized(frame.toPandas()), want)
 
-    cut, daily, weekly = example.consistent_cut(zk, catalog, 2)
+    cut, daily, weekly = example.consistent_cut(catalog, 2)  # through zookeeper_default: this test's chroot
     assert cut.epoch == 2 and {m.table for m in cut.members} == set(tables.values())
     pd.testing.assert_frame_equal(normalized(daily.to_pandas()), sealed_rows("daily", 2))
     pd.testing.assert_frame_equal(normalized(weekly.to_pandas()), sealed_rows("weekly", 2))

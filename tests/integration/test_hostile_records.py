@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ui_helpers import PROBE, build_probe
 
 from airflow_epochs.cli import main
 from airflow_epochs.coordination import CorruptPayload, EpochLedger, PipelineConfig
+from airflow_epochs.hooks.ledgers import ledger_on
 from airflow_epochs.views.pipeline import MAX_OLDER_ATTEMPTS, StateReader
 
 pytestmark = pytest.mark.integration
@@ -48,7 +50,7 @@ def test_forged_records_get_one_line_or_bounded_answers(zk, zk_server, zk_chroot
     assert main(["status", PROBE, *hosts]) == 0
     out = capsys.readouterr().out
     assert "more epoch(s) up to the newest opened, 9999999999" in out
-    state = StateReader(lambda: zk).pipeline(PROBE)
+    state = StateReader(partial(ledger_on, zk)).pipeline(PROBE)
     overview = state.overview()
     assert overview.newest_epoch == 9_999_999_999
     assert state.grid(limit=5).rows and state.timeline() is not None
@@ -86,7 +88,7 @@ def test_a_forged_lease_number_is_a_corrupt_record_in_status_and_on_the_page(zk,
         def epoch_of_run(self, dag_id, run_id):
             return None
 
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"d"},
+    app = create_app(ledgers=partial(ledger_on, zk), authorized_dag_ids=lambda user: {"d"},
                      dag_index=Index())  # type: ignore[arg-type]
     with TestClient(app, raise_server_exceptions=False) as client:
         app.dependency_overrides[get_user] = lambda: "alice"
@@ -101,7 +103,7 @@ def test_a_forged_attempt_token_does_not_drive_a_loop(zk):
     attempt = ledger.open_epoch(1)
     ledger.vote(attempt, "p", "a", {"rows": 1})
     _forge(zk, ledger.paths.epoch(1), attempt=10**9)
-    state = StateReader(lambda: zk).pipeline("forged")
+    state = StateReader(partial(ledger_on, zk)).pipeline("forged")
     reads = []
     real = state.ledger.vote_of
 
@@ -143,7 +145,7 @@ def test_the_page_lists_readable_pipelines_and_names_the_unreadable_one(zk, zk_s
 
     # The page's connection: an identity of its own (ours is the server's superuser, which reads everything).
     viewer = zk_server.client(zk_chroot, login="viewer", password="pw-viewer")
-    app = create_app(client_factory=lambda: viewer, authorized_dag_ids=lambda user: {"d"},
+    app = create_app(ledgers=partial(ledger_on, viewer), authorized_dag_ids=lambda user: {"d"},
                      dag_index=Index())  # type: ignore[arg-type]
     with TestClient(app) as client:
         app.dependency_overrides[get_user] = lambda: "alice"

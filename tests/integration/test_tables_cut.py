@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import types
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ import pytest
 from tables_helpers import PRODUCER, job_for, normalized, pg_catalog
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.hooks.ledgers import ledger_on
 from airflow_epochs.spark import read_sealed, run_epoch, submit_and_seal
 from airflow_epochs.tables import EpochNotPublished, load_catalog, publish_sealed
 from airflow_epochs.tables.cut import NotAlignedCut, read_sealed_cut
@@ -70,7 +72,7 @@ def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server,
             publish_sealed(ledger, catalog, table, partition, epoch)
 
     for epoch in (2, 3):
-        cut = read_sealed_cut(zk, catalog, list(PARTITIONS.values()), epoch)
+        cut = read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), epoch)
         assert {(m.table, m.partition) for m in cut.members} == {(t, p) for p, t in PARTITIONS.items()}
         for partition, table in PARTITIONS.items():
             got = normalized(cut.rows[table].to_pandas())
@@ -85,19 +87,19 @@ def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server,
                     runner=lambda context: run_epoch(main, spark, context))
     publish_sealed(ledger, catalog, PARTITIONS["daily"], "daily", 4)
     with pytest.raises(EpochNotPublished, match="epoch 4"):
-        read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 4)
+        read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 4)
     with pytest.raises(NotAlignedCut, match=r"epoch 4 is not aligned.*'weekly'"):
-        read_sealed_cut(zk, catalog, [PARTITIONS["daily"]], 4)
+        read_sealed_cut(partial(ledger_on, zk), catalog, [PARTITIONS["daily"]], 4)
     # ...while epoch 3 is still one cut.
-    assert read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3).epoch == 3
+    assert read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 3).epoch == 3
 
     # A rollback to 2, epoch 3 run again and sealed, but the tables not published again yet: the
     # tables' snapshots of 3 are the rolled-back attempt's, so 3 is refused, and 2 is still a cut.
     ledger.rollback(2, reason="test")
     seal(zk, spark, ledger, store, 3, PARTITIONS, main)
     with pytest.raises(NotAlignedCut, match="publish it again first"):
-        read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3)
-    assert read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 2).epoch == 2
+        read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 3)
+    assert read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 2).epoch == 2
     # The same through the CLI: refused with the reason and no rows at 3; both tables' rows at 2.
     conn = types.SimpleNamespace(port=pg.port, user=pg.user, password=pg.password,
                                  extra={"catalog": "sql", "warehouse": (tmp_path / "warehouse").as_uri(),
@@ -112,7 +114,7 @@ def test_an_aligned_epoch_is_one_cut_and_anything_else_is_refused(zk, zk_server,
         assert sum(1 for row in printed if row[0] == table) == len(sealed_rows(spark, ledger, partition, 2))
     for partition, table in PARTITIONS.items():
         publish_sealed(ledger, catalog, table, partition, 3)
-    cut = read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 3)
+    cut = read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 3)
     for partition, table in PARTITIONS.items():
         pd.testing.assert_frame_equal(normalized(cut.rows[table].to_pandas()), sealed_rows(spark, ledger, partition, 3))
 
@@ -142,5 +144,5 @@ def test_a_table_whose_partition_has_no_seal_at_the_epoch_is_refused(zk, spark, 
     weekly = h.snapshot_of_epoch(catalog.load_table(PARTITIONS["weekly"]), 2)  # still live: not mirrored
     assert not still_sealed(ledger, "weekly", weekly)
     with pytest.raises(NotAlignedCut, match=r"epochs\.cut_weekly.*no seal"):
-        read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 2)
-    assert read_sealed_cut(zk, catalog, list(PARTITIONS.values()), 1).epoch == 1
+        read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 2)
+    assert read_sealed_cut(partial(ledger_on, zk), catalog, list(PARTITIONS.values()), 1).epoch == 1

@@ -337,7 +337,7 @@ def test_runs_published_before_the_marker_existed_are_kept_by_garbage_collection
     marks the older snapshots' run folders first, then mirrors the rollback and publishes the new 2,
     so garbage collection of epoch 2 keeps the rolled-back run the table's history still names."""
     from airflow_epochs.spark.storage import PUBLISHED_MARKER, collect_garbage, run_location
-    from airflow_epochs.tables.publish import RUN_MARKERS
+    from airflow_epochs.tables.run_markers import RUN_MARKERS
 
     catalog = load_catalog(settings)
     store = tmp_path / "store"

@@ -5,10 +5,12 @@ server, and the page's JSON API (FastAPI's test client)."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from tables_helpers import PARTITION, job_for, new_pipeline, pg_catalog, seal_epoch
 
+from airflow_epochs.hooks.ledgers import ledger_on
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables import load_catalog, publish_sealed, published_snapshot
 from airflow_epochs.tables.published import PublishedIndex
@@ -76,7 +78,7 @@ def test_the_page_shows_each_sealed_partitions_table_and_snapshot(zk, spark, tmp
 
     counting, now = CountingCatalog(catalog), [1000.0]
     index = PublishedIndex({"lake": lambda: counting}, clock=lambda: now[0])
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"page"}, dag_index=OneDag(),
+    app = create_app(ledgers=partial(ledger_on, zk), authorized_dag_ids=lambda user: {"page"}, dag_index=OneDag(),
                      published_index=index)  # type: ignore[arg-type]
     with TestClient(app) as client:
         app.dependency_overrides[get_user] = lambda: "alice"

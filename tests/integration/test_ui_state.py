@@ -5,11 +5,13 @@ API answers only logged-in users, and only about pipelines of DAGs they may read
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 from ui_helpers import PROBE, build_probe, expected_grid, resume_probe
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
+from airflow_epochs.hooks.ledgers import ledger_on
 from airflow_epochs.ui.dags import DagPipelines
 from airflow_epochs.views.pipeline import StateReader
 
@@ -29,7 +31,7 @@ def _cells(page: object) -> dict[int, dict[str, str]]:
 
 def test_grid_overview_and_detail_say_what_the_ledger_says(zk):
     ledger = build_probe(zk)
-    reader = StateReader(lambda: zk)
+    reader = StateReader(partial(ledger_on, zk))
     state = reader.pipeline(PROBE)
 
     page = state.grid()
@@ -94,7 +96,7 @@ def test_a_grid_page_costs_the_same_reads_whatever_the_pipeline_length(zk, zk_se
         for epoch in range(1, epochs + 1):
             ledger.vote(ledger.open_epoch(epoch), "out", "job", {"rows": epoch})
         ledger.open_epoch(epochs + 1)
-        state = StateReader(lambda: zk).pipeline(name)
+        state = StateReader(partial(ledger_on, zk)).pipeline(name)
         state.grid(limit=20)  # a polling page: the reader's configuration cache is warm
         state.overview()
         before = _packets(zk_server)
@@ -141,7 +143,7 @@ def test_api_needs_a_login_and_shows_only_pipelines_of_readable_dags(zk):
 
     build_probe(zk)
     readable = {"alice": {"ui_probe"}, "bob": {"ui_other"}}
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: readable[user],
+    app = create_app(ledgers=partial(ledger_on, zk), authorized_dag_ids=lambda user: readable[user],
                      dag_index=_Index({"ui_probe": {PROBE}, "ui_other": {"uiother"}}))  # type: ignore[arg-type]
     with TestClient(app) as client:
         for path in ("/", "/api/pipelines", f"/api/pipelines/{PROBE}", f"/api/pipelines/{PROBE}/epochs"):
@@ -183,7 +185,7 @@ def test_status_and_the_page_show_compacted_epochs_as_sealed(zk):
     assert detail is not None and detail.row.state == "sealed"
     assert [cell.state for cell in detail.row.cells] == ["sealed", "sealed"]
     assert "frontier 4" in render(pipeline_status(ledger, recent=4))
-    page = StateReader(lambda: zk).pipeline("compacted").grid()
+    page = StateReader(partial(ledger_on, zk)).pipeline("compacted").grid()
     assert [(row.epoch, row.state) for row in page.rows] == [(4, "sealed"), (3, "sealed"), (2, "sealed"), (1, "sealed")]
     assert all(len(row.cells) == 2 for row in page.rows)
 
@@ -199,14 +201,14 @@ def test_the_first_timeline_view_draws_the_recorded_stages_never_an_empty_pictur
     from airflow_epochs.ui.app import create_app
 
     build_probe(zk)
-    app = create_app(client_factory=lambda: zk, authorized_dag_ids=lambda user: {"ui_probe"},
+    app = create_app(ledgers=partial(ledger_on, zk), authorized_dag_ids=lambda user: {"ui_probe"},
                      dag_index=_Index({"ui_probe": {PROBE}}))  # type: ignore[arg-type]
     app.dependency_overrides[get_user] = lambda: "alice"
     with TestClient(app) as client:
         first = client.get(f"/api/pipelines/{PROBE}/timeline.svg")
         assert first.status_code == 200 and "no recorded stages yet" not in first.text
         assert first.headers["X-Epochs-History"] == "loaded" and "<rect" in first.text
-    fresh = StateReader(lambda: zk).pipeline(PROBE)
+    fresh = StateReader(partial(ledger_on, zk)).pipeline(PROBE)
     found = fresh.timeline(wait=0)  # not waited for: loading (None), never an empty list
     assert found is None or {s.lane for s in found} >= {"open", "seal"}
     assert fresh.history.wait_loaded(30) and {s.lane for s in fresh.timeline()} >= {"open", "seal"}  # type: ignore[union-attr]
@@ -228,7 +230,7 @@ def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
     barrier.arrive(names[0])
     now[0] += 61
     assert barrier.apply_policy() is not None
-    (view,) = StateReader(lambda: zk).pipeline("widebar").barriers(1)
+    (view,) = StateReader(partial(ledger_on, zk)).pipeline("widebar").barriers(1)
     assert (view.decision, len(view.stragglers), view.late, view.unnamed) == ("rerun", 100, 149, 49)
     assert "and 49 more" in render(pipeline_status(ledger, recent=1))
 
@@ -244,7 +246,7 @@ def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_
         ledger.vote(attempt, "b", "y", {"rows": epoch}, upstream={read_key("rs", "a"): epoch})
     opened = ledger.reseal(1, "a", reason="late input")
     ledger.vote_version(1, "a", opened.version, "x", {"rows": 10})  # b at 1 read it: now stale
-    state = StateReader(lambda: zk).pipeline("rs")
+    state = StateReader(partial(ledger_on, zk)).pipeline("rs")
     detail = state.epoch_detail(1)
     assert detail is not None
     a, b = (next(p for p in detail.partitions if p.partition == name) for name in ("a", "b"))
@@ -258,7 +260,7 @@ def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_
     assert (b.version, b.correction, b.stale_by, b.summary["rows"]) == (2, opened.correction, "", 20)
     untouched = state.epoch_detail(2)
     assert untouched is not None and {p.version for p in untouched.partitions} == {1}
-    fresh = StateReader(lambda: zk).pipeline("rs")  # the page's history cache reads at most so often
+    fresh = StateReader(partial(ledger_on, zk)).pipeline("rs")  # the page's history cache reads at most so often
     lanes = {s.lane: s.note for s in fresh.timeline() or []}
     assert lanes["a v2"] == f"version 2 sealed; correction {opened.correction}"
     assert lanes["b v2"] == f"version 2 sealed; correction {opened.correction}"

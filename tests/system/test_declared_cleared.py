@@ -12,11 +12,11 @@ rolled back and sealed again (generation 2).
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from airflow_stack import REPO, AirflowStack, postgres_bin
+from airflow_stack import AirflowStack
 from declared_sales import DECLARED
+from module_stack import module_stack, wait_until
 from zk_helpers import fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger
@@ -34,24 +34,10 @@ def stack_zk(zk_server):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
-    if postgres_bin() is None:
-        pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
-    deployment = AirflowStack(tmp_path_factory.mktemp("declared-cleared"), template=airflow_pg_template, env={
+    yield from module_stack(tmp_path_factory.mktemp("declared-cleared"), airflow_pg_template, {
         "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0]),
         "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared",
-        "AIRFLOW__EPOCHS__REOPEN_ON_RERUN": "true"})
-    try:
-        deployment.start([REPO / "tests" / "dags" / "declared_producers.py"])
-        yield deployment
-    finally:
-        deployment.stop()
-
-
-def _wait_until(predicate, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what()
-        time.sleep(2)
+        "AIRFLOW__EPOCHS__REOPEN_ON_RERUN": "true"}, ["declared_producers.py"])
 
 
 def _tries(stack: AirflowStack, dag_id: str) -> list[tuple[object, ...]]:
@@ -73,7 +59,7 @@ def test_a_producer_cleared_after_the_seal_is_reported_and_reopens_the_key(stack
         conf = {"key": KEY, **({"die_on_first_try": True} if dag_id == "prod_returns" else {})}
         done = stack.airflow("dags", "trigger", dag_id, "-c", json.dumps(conf))
         assert done.returncode == 0, done.stderr[-2000:]
-    _wait_until(lambda: all(_tries(stack, d) and _tries(stack, d)[0][1] == "success" for d in producers), 600,
+    wait_until(lambda: all(_tries(stack, d) and _tries(stack, d)[0][1] == "success" for d in producers), 600,
                 lambda: ([_tries(stack, d) for d in producers], stack.log_tail("scheduler")))
     assert _tries(stack, "prod_returns") == [(2, "success")]  # try 1 killed -9 after its vote: retried
     assert ledger.frontier() == 1 and ledger.seal(1, "sales").generation == 1
@@ -81,7 +67,7 @@ def test_a_producer_cleared_after_the_seal_is_reported_and_reopens_the_key(stack
 
     cleared = stack.airflow("tasks", "clear", "prod_us", "-t", "load", "-y")  # -t: a substring in 3.3
     assert cleared.returncode == 0, cleared.stderr[-2000:]
-    _wait_until(lambda: _tries(stack, "prod_us") == [(2, "success")], 600,
+    wait_until(lambda: _tries(stack, "prod_us") == [(2, "success")], 600,
                 lambda: (_tries(stack, "prod_us"), stack.log_tail("scheduler")))
     assert ledger.frontier() == 1 and ledger.seal(1, "sales").generation == 2  # rolled back, sealed again
     reruns = _reruns(ledger)

@@ -20,13 +20,8 @@ from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput
 from airflow_epochs.coordination.services.declared_reruns import succeeded_try
-from airflow_epochs.coordination.services.declared_votes import (
-    StageOutcome,
-    TaskInstanceId,
-    drain,
-    stage_vote,
-    staged_votes,
-)
+from airflow_epochs.coordination.services.declared_staging import staged_votes
+from airflow_epochs.coordination.services.declared_votes import StageOutcome, TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer
 from airflow_epochs.coordination.wire.declared import Match
 

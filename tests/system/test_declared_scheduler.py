@@ -14,8 +14,9 @@ import json
 import time
 
 import pytest
-from airflow_stack import REPO, AirflowStack, postgres_bin
+from airflow_stack import AirflowStack
 from declared_sales import DECLARED
+from module_stack import module_stack, wait_until
 from zk_helpers import fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger
@@ -33,27 +34,12 @@ def stack_zk(zk_server):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
-    if postgres_bin() is None:
-        pytest.fail("PostgreSQL server binaries not installed: .ci/run installs Debian's postgresql")
-    deployment = AirflowStack(tmp_path_factory.mktemp("declared"), template=airflow_pg_template, env={
+    yield from module_stack(tmp_path_factory.mktemp("declared"), airflow_pg_template, {
         "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zk_server.connection_json(stack_zk[0]),
         "AIRFLOW__EPOCHS__DECLARED_PIPELINES": "declared",
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
-        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"})
-    try:
-        deployment.start([REPO / "tests" / "dags" / name for name in ("declared_producers.py", "declared_consumer.py")])
-        deployment.spawn("scheduler-2", ["scheduler"])
-        deployment.spawn("triggerer-2", ["triggerer"])
-        yield deployment
-    finally:
-        deployment.stop()
-
-
-def _wait_until(predicate, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what()
-        time.sleep(2)
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2"}, ["declared_producers.py", "declared_consumer.py"],
+        [("scheduler-2", ["scheduler"]), ("triggerer-2", ["triggerer"])])
 
 
 def _trigger(stack: AirflowStack, dag_id: str, key: str, **conf: object) -> None:
@@ -83,26 +69,26 @@ def test_one_consumer_run_per_complete_key_under_two_schedulers_and_two_triggere
     _trigger(stack, "prod_us", COMPLETE[0], die_on_first_try=True)
     for dag_id in ("prod_eu", "prod_returns"):
         _trigger(stack, dag_id, COMPLETE[0])
-    _wait_until(lambda: _consumed(stack) == [COMPLETE[0]], 600,
+    wait_until(lambda: _consumed(stack) == [COMPLETE[0]], 600,
                 lambda: (_consumed(stack), ledger.frontier(), stack.log_tail("scheduler"), stack.log_tail("triggerer")))
     tries = stack.query("SELECT try_number, state FROM task_instance WHERE dag_id = %s", "prod_us")
     assert tries == [(2, "success")], tries
 
     # the triggerer running the gate's watcher dies; keys 2 and 3 complete, out of order
-    _wait_until(lambda: stack.watcher_triggerer() is not None, 120, lambda: "no triggerer owns the watcher")
+    wait_until(lambda: stack.watcher_triggerer() is not None, 120, lambda: "no triggerer owns the watcher")
     stack.running("triggerer", "triggerer-2")  # the other one is there to take over
     stack.kill(stack.watcher_triggerer())
     for key in (COMPLETE[2], COMPLETE[1]):
         for dag_id in producers:
             _trigger(stack, dag_id, key)
     _trigger(stack, "prod_eu", INCOMPLETE)
-    _wait_until(lambda: len(_consumed(stack)) >= 3, 900,
+    wait_until(lambda: len(_consumed(stack)) >= 3, 900,
                 lambda: (_consumed(stack), ledger.frontier(), stack.log_tail("triggerer"),
                          stack.log_tail("triggerer-2")))
 
     # a producer runs again for a sealed key: reported, and the consumer does not run again
     _trigger(stack, "prod_us", COMPLETE[1])
-    _wait_until(lambda: [r["state"] for r in stack.runs("prod_us")].count("success") == 4, 300,
+    wait_until(lambda: [r["state"] for r in stack.runs("prod_us")].count("success") == 4, 300,
                 lambda: stack.runs("prod_us"))
     time.sleep(20)  # room for a late duplicate
     assert _consumed(stack) == list(COMPLETE)

@@ -3,11 +3,17 @@ older writer did not store read as its default, an unknown kind kept as stored, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from airflow_epochs.coordination import CorruptPayload, Event
+from airflow_epochs.coordination.wire import events
 from airflow_epochs.coordination.wire.events import (
     EVENT_KINDS,
     AttemptStarted,
@@ -17,6 +23,7 @@ from airflow_epochs.coordination.wire.events import (
     DeadlineMissed,
     DeliveryScopeRetired,
     EpochOpened,
+    EventRecord,
     PartitionSealed,
     PipelineCreated,
     ProducerRerun,
@@ -56,8 +63,56 @@ def test_a_record_reads_back_as_written_through_json(record):
     assert Event(1, 1, record.kind, 0.0, stored).record == record
 
 
-def test_every_kind_has_one_record():
-    assert len(EVENT_KINDS) == 24 and all(kind == cls.kind for kind, cls in EVENT_KINDS.items())
+def _record_classes() -> list[type[EventRecord]]:
+    """Every record class the events module defines (the unknown kind's stand-in aside)."""
+    return [cls for cls in vars(events).values() if isinstance(cls, type) and issubclass(cls, EventRecord)
+            and cls not in (EventRecord, UnknownEvent)]
+
+
+def test_every_kind_is_registered_once_under_its_own_name():
+    classes = _record_classes()
+    assert classes, "no record class found"
+    assert all(kind == cls.kind and kind for kind, cls in EVENT_KINDS.items())
+    assert sorted(EVENT_KINDS.values(), key=lambda c: c.__name__) == sorted(classes, key=lambda c: c.__name__), (
+        "a record class not in EVENT_KINDS (or one registered that is not defined there)")
+    kinds = [cls.kind for cls in classes]
+    assert len(set(kinds)) == len(kinds), f"two classes share a kind: {sorted(kinds)}"
+
+
+@pytest.mark.parametrize("cls", list(EVENT_KINDS.values()), ids=lambda c: c.kind)
+def test_every_kind_stores_each_field_under_a_key_of_its_own(cls):
+    keys = [cls.stored_as.get(f.name, f.name) for f in dataclasses.fields(cls)]
+    assert len(set(keys)) == len(keys), keys
+    assert set(cls.stored_as) <= {f.name for f in dataclasses.fields(cls)}
+
+
+def _value(hint: Any, name: str) -> Any:
+    """A value of type ``hint`` that is not a field's default (so a field dropped on the way shows)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        return True
+    if hint is int:
+        return 7
+    if hint is float:
+        return 2.5
+    if hint is str:
+        return f"{name}-x"
+    if origin is tuple:
+        return ("a", "b")
+    if origin is Mapping:
+        return {"k": 1}
+    raise AssertionError(f"no sample value for field {name!r} of type {hint!r}: teach _value about it")
+
+
+@pytest.mark.parametrize("cls", list(EVENT_KINDS.values()), ids=lambda c: c.kind)
+def test_every_kind_round_trips_with_every_field_set(cls):
+    hints = typing.get_type_hints(cls)
+    record = cls(**{f.name: _value(hints[f.name], f.name) for f in dataclasses.fields(cls)})
+    stored = json.loads(json.dumps(record.to_detail()))
+    assert event_record(cls.kind, stored) == record
+    assert Event(1, 1, cls.kind, 0.0, stored).record == record
 
 
 def test_the_seal_count_is_stored_under_the_key_the_seal_uses():

@@ -38,7 +38,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "triggers": _BELOW | {"hooks"},
     "listeners": _BELOW | {"hooks"},
     "lineage": _BELOW | {"hooks", "tables", "spark"},
-    "views": _BELOW | {"hooks"},  # hooks.ledgers only (no Airflow import: the CLI draws views too)
+    "views": _BELOW,  # no hooks: the CLI draws views too; a view's caller hands it ledgers (a factory)
     "tables": _BELOW | {"hooks", "spark", "views"},
     "operators": _BELOW | {"hooks", "lineage", "spark", "tables", "triggers"},
     "sensors": _BELOW | {"hooks", "operators", "triggers"},
@@ -144,8 +144,20 @@ def test_the_wing_check_refuses_a_wing_without_an_allow_list():
 
 LEDGER_CLASS = "EpochLedger"
 # Where an EpochLedger may be built: the core (its services), the job side (a PySpark driver holds a
-# started client, no Airflow connection), and the hook's factory (the hook, triggers, page, table cut).
+# started client, no Airflow connection), and the hook's factory, ledger_on.
 LEDGER_BUILDERS = ("provider/coordination/", "provider/spark/", "provider/hooks/ledgers.py")
+LEDGER_FACTORY = "ledger_on"
+# Who may use the hook's factory on a client of their own, instead of ZooKeeperHook.ledger():
+LEDGER_FACTORY_USERS = (
+    "provider/hooks/",  # ZooKeeperHook.ledger itself
+    # a triggerer's triggers share one session per connection (a hook's own session each would multiply
+    # them by the triggers): triggers.async_zk.shared_ledger is their one way to a ledger
+    "provider/triggers/async_zk.py",
+    # the command line reads outside any task, on a client it builds from its arguments: the cli wing
+    # (it uses the core's connected_ledger today) and `airflow-epochs table cut`
+    "provider/cli/",
+    "provider/tables/cli_command.py",
+)
 
 
 def ledgers_built(source: str) -> list[int]:
@@ -158,11 +170,43 @@ def ledgers_built(source: str) -> list[int]:
         or (isinstance(node.func, ast.Attribute) and node.func.attr == LEDGER_CLASS))]
 
 
+def factory_uses(source: str) -> list[int]:
+    """Lines where ``source`` uses the hook's ledger factory (calls it, or hands it on, as in
+    ``partial(ledger_on, client)``), under any name it was imported as; importing it is not a use."""
+    tree = ast.parse(source)
+    names = {LEDGER_FACTORY} | {alias.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                                for alias in node.names if alias.name == LEDGER_FACTORY and alias.asname}
+    return sorted({node.lineno for node in ast.walk(tree) if (isinstance(node, ast.Name) and node.id in names)
+                   or (isinstance(node, ast.Attribute) and node.attr == LEDGER_FACTORY)})
+
+
 def test_every_airflow_side_ledger_comes_from_the_hook():
     built = [f"{path}:{line}" for path, _own, source in _modules() if not path.startswith(LEDGER_BUILDERS)
              for line in ledgers_built(source)]
-    assert not built, ("build it with ZooKeeperHook.ledger(), or airflow_epochs.hooks.ledgers.ledger_on() on a "
-                       "shared client: " + "; ".join(built))
+    assert not built, ("build it with ZooKeeperHook.ledger(), or take a ledger factory from the caller: "
+                       + "; ".join(built))
+    used = [f"{path}:{line}" for path, _own, source in _modules() if not path.startswith(LEDGER_FACTORY_USERS)
+            for line in factory_uses(source)]
+    assert not used, ("ledger_on() on a client of one's own: use ZooKeeperHook.ledger(), or take a ledger "
+                      "factory from the caller (as the views and the table cut do): " + "; ".join(used))
+
+
+def test_the_views_and_the_table_cut_take_their_ledgers_from_the_caller():
+    for path in ("provider/views/pipeline.py", "provider/tables/cut.py"):
+        source = (ROOT / path).read_text()
+        assert not factory_uses(source) and not ledgers_built(source), path
+        assert "kazoo" not in source, f"{path} reads through ledgers, never a client of its own"
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from airflow_epochs.hooks.ledgers import ledger_on\nledger = ledger_on(client, 'p')\n", [2]),
+    ("from airflow_epochs.hooks.ledgers import ledger_on as make\nx = 1\nreader = StateReader(partial(make, zk))\n",
+     [3]),
+    ("import airflow_epochs.hooks.ledgers as h\nledger = h.ledger_on(client, 'p')\n", [2]),
+    ("from airflow_epochs.hooks.ledgers import READER, ledger_on\nledger = hook.ledger('p', owner=READER)\n", []),
+])
+def test_the_factory_check_finds_a_use_of_ledger_on(source, expected):
+    assert factory_uses(source) == expected
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -42,23 +42,20 @@ from airflow_epochs.coordination.base.errors import (
     PartitionAlreadySealed,
 )
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
+from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.base.steps import Create, SetData
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path
-from airflow_epochs.coordination.protocol.retention import delete_tree
 from airflow_epochs.coordination.services.declared_reruns import record_rerun, succeeded_try
+from airflow_epochs.coordination.services.declared_staging import prune_staged, staged_epoch_path, staged_votes
 from airflow_epochs.coordination.wire.config import PipelineConfig
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, Match
-from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedPruned, StagedVote
+from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedVote
 from airflow_epochs.coordination.wire.events import ProducerRerun
 from airflow_epochs.coordination.wire.records import Attempt
 
 # How many epochs one drain opens and votes at most (the rest: the next drain).
 MAX_DRAIN_EPOCHS = 1000
-# Staged epochs probed (one stat each) per round trip when pruning: the ``declared`` folder is never
-# listed, since its children grow with the epochs staged.
-_PRUNE_PROBE = 500
 
 
 @dataclass(frozen=True)
@@ -113,20 +110,6 @@ class DrainOutcome:
     waiting: int | None
 
 
-def staged_epoch_path(paths: PipelinePaths, epoch: int) -> str:
-    """``<pipeline>/declared/<epoch>``: the key staged for the epoch (data) and its staged votes."""
-    return f"{paths.base}/declared/{epoch_key(epoch)}"
-
-
-def _staged_epoch(ledger: EpochLedger, epoch: int) -> str:
-    return staged_epoch_path(ledger.paths, epoch)
-
-
-def decode_staged_key(raw: bytes | None) -> str | None:
-    """The partition key in a staged epoch node's data."""
-    return StagedKey.from_bytes(raw, path="staged epoch").partition_key if raw else None
-
-
 def declaration(ledger: EpochLedger, *, epoch: int | None = None) -> DeclaredProducers:
     """The declared producers in force at ``epoch`` (None: the newest configuration)."""
     version = ledger.config_for(epoch) if epoch is not None else ledger.config_versions()[-1]
@@ -164,7 +147,7 @@ def stage_vote(
     config = ledger.config_for(epoch).config
     _check_declared_at(config, match, epoch)
     doc = StagedVote(task_instance.to_json(), match.key, task_instance.request_id(match.key))
-    epoch_path = _staged_epoch(ledger, epoch)
+    epoch_path = staged_epoch_path(ledger.paths, epoch)
     path = f"{epoch_path}/{match.partition}/{match.producer}"
     if not _exists(ledger, path) and _sealed(ledger, epoch):
         # sealed, and its staged votes pruned with retention: a re-run of a long-sealed key
@@ -312,48 +295,8 @@ def drain(ledger: EpochLedger, *, max_epochs: int = MAX_DRAIN_EPOCHS) -> DrainOu
         sealed.append(epoch)
         epoch += 1
         if len(sealed) == 1:
-            _prune_staged(ledger)
+            prune_staged(ledger)
     return DrainOutcome(tuple(sealed), epoch)
-
-
-def _prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
-    """Delete the staged votes of at most ``max_epochs`` epochs more than the configuration's
-    ``retain_epochs`` behind the frontier (the ledger keeps those epochs' own votes no longer either).
-
-    The ``declared`` folder is never listed: its data is a cursor (every staged epoch through it is
-    pruned), and the epochs after it are probed, :data:`_PRUNE_PROBE` stats per round trip.
-    """
-    frontier = ledger.frontier()
-    if frontier < 1:
-        return []
-    retain = ledger.config_for(frontier).config.retain_epochs
-    if retain is None:
-        return []
-    root = staged_epoch_path(ledger.paths, 1).rsplit("/", 1)[0]
-    below = frontier - retain  # staged epochs before this one are pruned
-
-    def body(call: Call) -> list[int]:
-        raw = call.get(root)
-        if raw is None:
-            return []
-        cursor = StagedPruned.from_bytes(raw[0], path=root)
-        through = cursor.through if cursor is not None else ledger.ctx.record(call).first_epoch - 1
-        last = min(below - 1, through + _PRUNE_PROBE)
-        candidates = list(range(through + 1, last + 1))
-        stats = call.exists_many([staged_epoch_path(ledger.paths, e) for e in candidates])
-        pruned: list[int] = []
-        for epoch, stat in zip(candidates, stats, strict=True):
-            if stat is not None:
-                if len(pruned) == max_epochs:
-                    last = epoch - 1
-                    break
-                delete_tree(call, staged_epoch_path(ledger.paths, epoch))
-                pruned.append(epoch)
-        if last > through:  # a lost race to another pruner only means it moved the cursor first
-            call.try_commit([SetData(root, StagedPruned(last).to_bytes(), int(raw[1].version))])
-        return pruned
-
-    return list(ledger.ctx.call(body, what=f"prune the staged votes of {ledger.pipeline!r}"))
 
 
 def _open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
@@ -380,38 +323,6 @@ def _open_for_votes(ledger: EpochLedger, epoch: int) -> Attempt | None:
         return ledger.current_attempt(epoch)
     except (EpochOutOfOrder, EpochAlreadySealed):
         return None
-
-
-def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, StagedVote]]:
-    """``(partition, producer, staged record)`` of every vote staged for ``epoch``.
-
-    Both listings are bounded by the configuration in force at the epoch: only its partitions and
-    their producers can be staged (:func:`stage_vote` checks), and it is at most 48 KB as JSON.
-    """
-    epoch_path = _staged_epoch(ledger, epoch)
-
-    def body(call: Call) -> list[tuple[str, str, StagedVote]]:
-        partitions = sorted(call.children(epoch_path) or [])
-        listings = [call.children(f"{epoch_path}/{partition}") for partition in partitions]
-        pairs = [(partition, producer) for partition, producers in zip(partitions, listings, strict=True)
-                 for producer in sorted(producers or [])]
-        paths = [f"{epoch_path}/{partition}/{producer}" for partition, producer in pairs]
-        return [(partition, producer, StagedVote.from_bytes(raw[0], path=path))
-                for (partition, producer), path, raw in zip(pairs, paths, call.get_many(paths), strict=True)
-                if raw is not None]
-
-    return list(ledger.ctx.call(body, what=f"read the staged votes of epoch {epoch}"))
-
-
-def staged_key(ledger: EpochLedger, epoch: int) -> str | None:
-    """The partition key staged for ``epoch``, or None."""
-    path = _staged_epoch(ledger, epoch)
-
-    def body(call: Call) -> str | None:
-        raw = call.get(path)
-        return None if raw is None else decode_staged_key(raw[0])
-
-    return ledger.ctx.call(body, what=f"read the key staged for epoch {epoch}")
 
 
 def _ensure_epoch_node(call: Call, path: str, key: str, epoch: int) -> None:

@@ -30,19 +30,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import stat as filemode
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.protocol.states import ZnodeStat
-from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.paths import child_path
+from airflow_epochs.coordination.state.archive_storage import read_stored, write_stored_once
 from airflow_epochs.coordination.state.history import event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 
@@ -54,22 +51,6 @@ Watch = Callable[[Any], Any]
 
 class ArchiveMismatch(CorruptPayload):
     """An archive file disagrees with what ZooKeeper still holds of its epoch."""
-
-
-class UnsafeArchive(CorruptPayload):
-    """A local archive folder or file that another user could have planted or changed."""
-
-
-def _check_local(path: str, *, folder: bool) -> None:
-    """Refuse a local archive folder or file that is a symbolic link, not ours, or writable by others:
-    whoever can write there could rewrite the recorded past."""
-    st = os.lstat(path)
-    kind_ok = filemode.S_ISDIR(st.st_mode) if folder else filemode.S_ISREG(st.st_mode)
-    if filemode.S_ISLNK(st.st_mode) or not kind_ok:
-        raise UnsafeArchive(f"{path}: archive {'folder' if folder else 'file'} is a symbolic link or of another kind")
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise UnsafeArchive(f"{path}: archive {'folder' if folder else 'file'} is owned by uid {st.st_uid} with mode "
-                            f"{filemode.S_IMODE(st.st_mode):04o}; it must be ours and not writable by others")
 
 
 @dataclass(frozen=True)
@@ -227,86 +208,14 @@ def build(call: Call, ctx: PipelineContext, epoch: int, events_after: int) -> Ar
 # -- storage -----------------------------------------------------------------------------------
 
 
-def filesystem(location: str) -> tuple[Any, str]:
-    try:
-        found: tuple[Any, str] = pafs.FileSystem.from_uri(location)
-        return found
-    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-        raise CorruptPayload(f"archive location cannot be opened: {exc}") from None
-
-
 def _read_file(location: str, pipeline: str, epoch: int) -> bytes | None:
     """The raw archive file of ``epoch``, or None if there is none."""
     return read_stored(location, epoch_file("", pipeline, epoch).lstrip("/"))
 
 
-def read_stored(location: str, relative: str) -> bytes | None:
-    """The raw file at ``relative`` (a path under ``location``), or None if there is none."""
-    fs, base = filesystem(location)
-    path = f"{base.rstrip('/')}/{relative}"
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return None
-    if isinstance(fs, pafs.LocalFileSystem):
-        _check_local(os.path.dirname(path), folder=True)
-        _check_local(path, folder=False)
-    with fs.open_input_stream(path) as stream:
-        data: bytes = stream.read()
-    return data
-
-
-def stored_names(location: str, relative: str) -> list[str]:
-    """The names of the files in the folder ``relative`` under ``location`` (none if it does not exist)."""
-    fs, base = filesystem(location)
-    path = f"{base.rstrip('/')}/{relative}"
-    if isinstance(fs, pafs.LocalFileSystem) and os.path.lexists(path):
-        _check_local(path, folder=True)
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
-
-
-def _write_local(path: str, content: bytes) -> bool:
-    """Create ``path`` with ``content`` exclusively (False if it exists): write a private temporary
-    file (never following a symlink), then hard-link it to the final name."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o750, exist_ok=True)
-    _check_local(os.path.dirname(folder), folder=True)
-    _check_local(folder, folder=True)
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        os.unlink(temporary)
-
-
 def _write_once(location: str, pipeline: str, epoch: int, content: bytes) -> bool:
     """Write an epoch's archive file unless it exists; True if this call wrote it."""
     return write_stored_once(location, epoch_file("", pipeline, epoch).lstrip("/"), content)
-
-
-def write_stored_once(location: str, relative: str, content: bytes) -> bool:
-    """Write the file ``relative`` under ``location`` unless it exists; True if this call wrote it."""
-    fs, base = filesystem(location)
-    path = f"{base.rstrip('/')}/{relative}"
-    if fs.get_file_info(path).type != pafs.FileType.NotFound:
-        return False
-    if isinstance(fs, pafs.LocalFileSystem):
-        return _write_local(path, content)
-    # Object stores have no exclusive create: a racing writer of the same file writes the same bytes.
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with fs.open_output_stream(temporary) as out:
-        out.write(content)
-    fs.move(temporary, path)
-    return True
 
 
 def verify(found: ArchivedEpoch, built: ArchivedEpoch, *, where: str) -> None:

@@ -3,6 +3,7 @@ deadline), for status pages, sensors, triggers and the UI."""
 
 from __future__ import annotations
 
+from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.state.history import latest_event
 from airflow_epochs.coordination.state.pipeline import PipelineContext
@@ -16,6 +17,7 @@ from airflow_epochs.coordination.state.reader import (
     vote_of,
 )
 from airflow_epochs.coordination.state.snapshots import last_sealed_snapshots
+from airflow_epochs.coordination.wire.config import ConfigVersion
 from airflow_epochs.coordination.wire.records import (
     EpochInfo,
     Event,
@@ -42,6 +44,20 @@ class PipelineReader:
     def newest_epoch(self) -> int:
         """The newest epoch opened (and not rolled back); ``first_epoch - 1`` if none."""
         return self.ctx.call(lambda c: self.ctx.record(c).newest_epoch, what="read pipeline")
+
+    def config_versions(self) -> list[ConfigVersion]:
+        """Every configuration version, oldest first."""
+
+        def run(call: Call) -> list[ConfigVersion]:
+            record = self.ctx.record(call)
+            return [self.ctx.config(call, version) for version, _ in record.configs]
+
+        return self.ctx.call(run, what="read config versions")
+
+    def config_for(self, epoch: int) -> ConfigVersion:
+        """The configuration version in force at ``epoch``: the newest one starting at or before it."""
+        validate_epoch(epoch)
+        return self.ctx.call(lambda c: self.ctx.config_for(c, epoch), what=f"read the configuration of epoch {epoch}")
 
     def epoch_info(self, epoch: int) -> EpochInfo | None:
         validate_epoch(epoch)

@@ -35,14 +35,8 @@ from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step, first_failure
-from airflow_epochs.coordination.state.archive import (
-    ArchiveMismatch,
-    archive_location,
-    archive_locations,
-    read_stored,
-    stored_names,
-    write_stored_once,
-)
+from airflow_epochs.coordination.state.archive import ArchiveMismatch, archive_location, archive_locations
+from airflow_epochs.coordination.state.archive_storage import read_stored, stored_names, write_stored_once
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.compaction_record import CompactionSummary, RetiredPartition
 from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPointerNode
