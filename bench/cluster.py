@@ -47,6 +47,9 @@ from cluster_topology import Cluster  # noqa: E402
 
 GROUP = "cluster"
 SMOKE_FAULTS = ("second-deployment", "celery-worker", "zookeeper-leader")
+# The kill -9 faults: the takeover's recovery is the DAG's leadership lease (600 s) plus an epoch, a setting
+# rather than a recovery (scripts/cluster.sh faults runs it)
+FULL_FAULTS = tuple(f for f in ALL_FAULTS if f != "takeover")
 
 
 def merged(own: dict[str, Any], first: Cluster, shared: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def run_all(smoke: bool) -> tuple[Outcome, Outcome, Outcome]:
                 local = run_local(Path(tmp) / "local", shared, timeout=2400)
                 print(local.markdown(), flush=True)
                 faulted, errors = run_faults(Path(tmp) / "faults", cluster, shared, days,
-                                             SMOKE_FAULTS if smoke else ALL_FAULTS)
+                                             SMOKE_FAULTS if smoke else FULL_FAULTS)
         finally:
             cluster.stop()
     print(faulted.markdown())

@@ -19,8 +19,11 @@ Groups (row ids in brackets):
   scheduler  seal -> downstream task under a real scheduler              [scheduler_sensor_s, scheduler_asset_s]
   ui         the Epochs page's first grid view on 10,000 epochs          [ui_grid_10k_ms]
   publish    a Spark epoch sealed and published to Iceberg vs sealed only [publish_overhead_epoch_s]
-  producers  declared producers vs PartitionedAssetTimetable, real sched. [producers_duplicate_runs,
-             producers_missed_keys, producers_latency_s, producers_latency_{event,queue,start}_s]
+  producers  declared producers vs PartitionedAssetTimetable, real sched., [producers_duplicate_runs[S],
+             per scenario S: plain, two_assets_one_key, rerun_after_consumption, producers_missed_keys[S],
+             two_schedulers                                                producers_latency_s[S],
+                                                                           producers_latency_{event,queue,start}_s[S],
+                                                                           producers_seal_to_event_s[S]]
   deadlines  60 epochs, seeded producer durations, a known delayed set:  [deadline_alert_latency_s_p50/max,
              alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
              mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]

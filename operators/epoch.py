@@ -23,6 +23,7 @@ from airflow_epochs.coordination import (
     Attempt,
     EpochInfo,
     EpochLedger,
+    EpochNotOpen,
     PartitionAlreadySealed,
     PipelineConfig,
     PipelineNotFound,
@@ -344,8 +345,19 @@ class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
             barrier = ledger.barrier(attempt.epoch, self.barrier, generation=attempt.generation)
-            barrier.declare(self.policy, self.participants)
-            arrival = barrier.arrive(self.participant)
+            try:
+                barrier.declare(self.policy, self.participants)
+                arrival = barrier.arrive(self.participant)
+            except EpochNotOpen:
+                # Sealed meanwhile (another deployment took the epoch over while this one was stopped): there
+                # is nothing left to arrive at, as the open task skips a sealed epoch.
+                info = ledger.epoch_info(attempt.epoch)
+                if info is None or info.state != "sealed" or info.generation != attempt.generation:
+                    raise
+                message = (f"Pipeline {attempt.pipeline}: epoch {attempt.epoch} is already sealed by {info.owner} "
+                           f"(attempt {info.attempt}); {self.participant} has no barrier to arrive at; skipping")
+                self.log.info(message)
+                raise AirflowSkipException(message) from None
             self.log.info("Epoch %s: %s arrived at barrier %s (#%s)", attempt.epoch, self.participant,
                           self.barrier, arrival.index)
             outcome = arrival.outcome

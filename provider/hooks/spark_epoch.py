@@ -133,12 +133,17 @@ class SparkEpochHook(BaseHook):
         :raises InvalidInput: the master or deploy mode cannot run an epoch job (naming the connection).
         """
         conn = self.get_conn()
-        deploy_mode = self.submit_options.get("deploy_mode") or conn.extra_dejson.get("deploy-mode")
         master = spark_master(conn.conn_type, conn.host, conn.port)
         try:
-            return check_master(master, deploy_mode, kubernetes_available=kubernetes_provider_installed())
+            return check_master(master, self.deploy_mode(), kubernetes_available=kubernetes_provider_installed())
         except InvalidInput as exc:
             raise InvalidInput(f"Spark connection {self.conn_id!r}: {exc}") from None
+
+    def deploy_mode(self) -> str | None:
+        """The job's deploy mode (the operator's ``deploy_mode`` first, then the connection's), None for Spark's
+        default (client: the driver runs on this worker)."""
+        mode = self.submit_options.get("deploy_mode") or self.get_conn().extra_dejson.get("deploy-mode")
+        return None if mode is None else str(mode)
 
     # -- running the job -----------------------------------------------------------------------------
 
@@ -201,15 +206,18 @@ class SparkEpochHook(BaseHook):
         options = dict(self.submit_options)
         env = dict(options.pop("env_vars", None) or {})
         folder: str | None = None
-        if mode in ("local", "standalone"):
+        yarn_client = mode == "yarn" and self.deploy_mode() != "cluster"
+        if mode in ("local", "standalone") or yarn_client:
             # The driver runs here, on this worker's interpreter (so it has airflow_epochs). It reads its
             # context from a 0600 file, so that locations (and any credentials in them) are neither in
-            # the process list nor in spark-submit's logged command. On YARN or Kubernetes the driver
-            # runs elsewhere: nothing of this machine's environment or files goes there.
+            # the process list nor in spark-submit's logged command. In YARN's or Kubernetes' cluster mode
+            # the driver runs elsewhere: nothing of this machine's environment or files goes there.
             # PYTHONSAFEPATH: neither the driver nor its Python workers (``-m pyspark.daemon``) put their
             # working folder or the job's folder first on sys.path, so nothing planted there is imported.
-            env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                       SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), PYTHONSAFEPATH="1")
+            env.update(PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONSAFEPATH="1")
+            if not yarn_client:  # YARN's executors run on its hosts' Python and must reach the driver
+                env.update(PYSPARK_PYTHON=sys.executable,
+                           SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
             secret = self.cluster_secret() if mode == "standalone" else None
             options["conf"] = self.local_driver_conf(mode, options.get("conf"), cluster_secret=secret is not None)
             folder = tempfile.mkdtemp(prefix="airflow-epochs-context-")
@@ -254,7 +262,8 @@ class SparkEpochHook(BaseHook):
         ports then refuse whoever does not know the secret, which Spark generates in the driver's
         memory: it is on no command line, in no file and no log). A standalone master needs the
         cluster's own secret, the Spark connection's password (:meth:`cluster_secret`); with one,
-        authentication is on too.
+        authentication is on too. In YARN's client mode, ``spark.authenticate`` stays the YARN cluster's
+        setting (YARN then makes each application's secret; its shuffle service must agree).
 
         :param cluster_secret: a standalone cluster's secret goes with the job (in a properties file).
         :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off.

@@ -83,7 +83,7 @@ def generate_dev_certificates(directory: str | Path, *, names: Sequence[str] = L
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(start).not_valid_after(end)
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         return key, builder.sign(ca_key, hashes.SHA256())
@@ -94,8 +94,11 @@ def generate_dev_certificates(directory: str | Path, *, names: Sequence[str] = L
             sans.append(x509.IPAddress(ipaddress.ip_address(entry)))
         except ValueError:
             sans.append(x509.DNSName(entry))
-    server_key, server_cert = leaf(names[0] if names else "server", sans, ExtendedKeyUsageOID.SERVER_AUTH)
-    client_key, client_cert = leaf("airflow-epochs client", [], ExtendedKeyUsageOID.CLIENT_AUTH)
+    # The server's certificate also authenticates it as a client: ensemble members connect to each other
+    # over mutual TLS (ZooKeeper's sslQuorum) with it.
+    server_key, server_cert = leaf(names[0] if names else "server", sans,
+                                   [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])
+    client_key, client_cert = leaf("airflow-epochs client", [], [ExtendedKeyUsageOID.CLIENT_AUTH])
 
     files = DevCertificates(ca=folder / "ca.pem", server_keystore=folder / "server.pem",
                             client_cert=folder / "client-cert.pem", client_key=folder / "client-key.pem")

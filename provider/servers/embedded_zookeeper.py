@@ -337,6 +337,15 @@ class ZooKeeperEnsemble:
             lines += [
                 f"server.{m.myid}={_host(m.address, m.peer_port)}:{m.election_port}" for m in self.members
             ]
+            if self.tls is not None:  # members speak mutual TLS to each other too: no other user votes or syncs
+                lines += [
+                    "sslQuorum=true",
+                    f"ssl.quorum.keyStore.location={Path(self.tls.keystore).resolve()}",
+                    "ssl.quorum.keyStore.type=PEM",
+                    f"ssl.quorum.trustStore.location={Path(self.tls.truststore).resolve()}",
+                    "ssl.quorum.trustStore.type=PEM",
+                    "ssl.quorum.hostnameVerification=false",
+                ]
         write_private(member.config_file, "\n".join(lines) + "\n")
         write_private(member.directory / "log4j2.properties", log4j_config(member.log_file, size=self.log_file_size))
 

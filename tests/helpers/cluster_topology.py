@@ -1,20 +1,17 @@
 """The production topology on loopback (issue 36), each component its own processes, folder and port:
 
-- a 3-node ZooKeeper ensemble, TLS only, digest authentication (the embedded distribution's classes);
-- a Spark standalone master and workers (``spark-class`` from the pyspark wheel) and a Spark Connect
-  server attached to that master, all sharing one ``spark.authenticate`` secret (kept in 0600 files),
-  their web UIs behind a signed token (:mod:`spark_standalone`); a Celery worker named in
-  ``submit_workers`` runs its epoch jobs through ``spark-submit`` onto that master instead of Connect;
-- PostgreSQL (Debian's, password authentication, :class:`PostgresServer`) and Redis (Debian's
-  ``redis-server``, password, 127.0.0.1 only) as the Celery broker;
+- a 3-node ZooKeeper ensemble, mutual TLS only, digest authentication (the embedded distribution's classes);
+- a Spark standalone master and workers (``spark-class`` from the pyspark wheel) and a Spark Connect server on
+  that master, sharing one ``spark.authenticate`` secret (0600 files), UIs behind a signed token
+  (:mod:`spark_standalone`); a Celery worker in ``submit_workers`` uses ``spark-submit`` onto the master;
+- PostgreSQL (Debian's, password authentication) and Redis (password, 127.0.0.1 only) as the Celery broker;
 - Airflow: API server, DAG processor, schedulers, triggerers and Celery workers (or one scheduler and
-  triggerer with the LocalExecutor, for the comparison), one Fernet key and one JWT/API secret for every
-  process of the deployment; each Celery worker in its own working folder, TMPDIR and log folder.
+  triggerer with the LocalExecutor, for the comparison), one Fernet key and JWT/API secret for all; each
+  Celery worker in its own working, temporary and log folders, its logs served by
+  :mod:`airflow_epochs.worker_logs` on a loopback address of its own.
 
-Everything lives under ``base`` (0700, ours), one folder a component, except PostgreSQL's data (run
-as the ``postgres`` user, in a folder of its own, see :mod:`airflow_stack`). :meth:`Cluster.write_state`
-records the pids, ports and the deployment's Airflow environment (0600) for ``scripts/cluster.py``'s
-other commands and for :mod:`cluster_run`.
+Everything lives under ``base`` (0700, ours), one folder a component, except PostgreSQL's data (see
+:mod:`airflow_stack`). :meth:`Cluster.write_state` records the pids, ports and Airflow environment (0600).
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from typing import Any
 
 from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
+from cluster_processes import stop_group
 from postgres_server import PostgresServer
 from spark_standalone import daemon_properties, new_ui_key
 
@@ -48,10 +46,9 @@ from airflow_epochs.servers.zookeeper_security import ensure_certificates
 
 DAG_FILES = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
              REPO / "dags" / "nycflights", REPO / "dags" / ".airflowignore"]
-# What a process supervisor (systemd, Kubernetes) restarts when it dies; PostgreSQL and Redis are the
-# deployment's databases, left to their own operators.
+# What a process supervisor (systemd, Kubernetes) restarts; PostgreSQL and Redis are left to their operators.
 SUPERVISED = ("zookeeper-", "spark-master", "spark-worker-", "spark-connect", "scheduler", "triggerer",
-              "celery-worker-", "api-server", "dag-processor")
+              "celery-worker-", "worker-logs-", "api-server", "dag-processor")
 
 
 def say(message: str) -> None:
@@ -99,6 +96,7 @@ class Cluster:
         self.restarts: list[tuple[float, str]] = []
         self.lock = threading.RLock()  # a supervisor thread restarts components while a driver reads state()
         self.secrets = self._secrets()
+        self.log_port = _free_port()  # every worker's log server's, and the API server's to fetch from
         if shared:  # the Spark cluster's secrets are the other deployment's
             self.secrets.update(spark=shared["spark_secret"], spark_ui=shared["spark_ui_key"])
             self.master_ui = int(shared["spark_master_ui"])
@@ -111,8 +109,8 @@ class Cluster:
             return dict(json.loads(read_private(path, secret=True)))
         from cryptography.fernet import Fernet
 
-        values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(32),
-                  "api": secrets.token_urlsafe(32), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
+        values = {"fernet": Fernet.generate_key().decode(), "jwt": secrets.token_urlsafe(64),
+                  "api": secrets.token_urlsafe(64), "redis": secrets.token_hex(24), "spark": secrets.token_hex(32),
                   "spark_ui": new_ui_key()}
         write_private(path, json.dumps(values))
         return values
@@ -130,9 +128,9 @@ class Cluster:
         folder = self.folder("zookeeper")
         auth = load_or_create_auth(folder / CREDENTIALS_FILE)
         certificates = ensure_certificates(folder / TLS_FOLDER)
-        self.ensemble = ZooKeeperEnsemble(3, directory=folder, tls=ServerTls(certificates.server_keystore,
-                                                                             certificates.ca),
-                                          auth=auth, plaintext_port=False)
+        tls = ServerTls(certificates.server_keystore, certificates.ca, client_auth="need",  # mutual TLS
+                        client_cert=certificates.client_cert, client_key=certificates.client_key)
+        self.ensemble = ZooKeeperEnsemble(3, directory=folder, tls=tls, auth=auth, plaintext_port=False)
         self.ensemble.start(timeout=120)
 
     def zookeeper_settings(self) -> ZooKeeperSettings:
@@ -149,8 +147,7 @@ class Cluster:
             client.stop()
             client.close()
         return ZooKeeperSettings.from_fields(host=whole.connect_string + f"/deployments/{self.home}",
-                                             login=whole.login, password=whole.password,
-                                             extra={"use_tls": True, "ca": whole.ca})
+                                             login=whole.login, password=whole.password, extra=_tls_extra(whole))
 
     # -- Spark and Redis -------------------------------------------------------------------------
 
@@ -238,6 +235,7 @@ class Cluster:
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.log_port),
             "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(airflow_connection(settings)),
             "AIRFLOW_CONN_SPARK_CONNECT_CLUSTER": json.dumps({
                 "conn_type": "spark_connect", "host": host.rpartition(":")[0], "port": int(host.rpartition(":")[2]),
@@ -276,10 +274,13 @@ class Cluster:
     def worker_env(self, index: int) -> tuple[dict[str, str], Path]:
         assert self.stack is not None
         folder = self.folder(f"celery-worker-{index}")
-        # Nothing shared on local disk with the scheduler or the other worker: its own working folder,
-        # temporary folder and task logs (served to the API server by its own log server).
+        # Nothing on local disk shared with another process: its own working, temporary and log folders, the
+        # logs served by a log server of ours on its own loopback address (the API server asks the task's
+        # hostname on one port setting; Airflow's serve_logs would bind every interface).
         env = {**self.stack.env, "TMPDIR": str(self.folder(f"celery-worker-{index}/tmp")),
-               "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.folder(f"celery-worker-{index}/logs"))}
+               "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.folder(f"celery-worker-{index}/logs")),
+               "AIRFLOW__CORE__HOSTNAME_CALLABLE": "airflow_epochs.worker_logs.worker_hostname",
+               "AIRFLOW_EPOCHS_LOG_SERVER_HOST": f"127.0.0.{1 + index}"}
         if index in self.submit_workers:  # its epoch tasks go through spark-submit onto the standalone master
             env.update(AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT="", AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONN="spark_standalone")
         return env, folder
@@ -287,15 +288,18 @@ class Cluster:
     def start_worker(self, index: int) -> None:
         assert self.stack is not None
         env, folder = self.worker_env(index)
-        self.stack.spawn(f"celery-worker-{index}", ["celery", "worker", "--concurrency", "2", "--celery-hostname",
-                                                    f"worker-{index}@{self.deployment}"], env=env, cwd=folder)
+        self.stack.spawn(f"celery-worker-{index}", ["celery", "worker", "--concurrency", "2", "--skip-serve-logs",
+                         "--celery-hostname", f"worker-{index}@{self.deployment}"], env=env, cwd=folder)
+        self._launch(f"worker-logs-{index}", [sys.executable, "-I", "-m", "airflow_epochs.worker_logs", "--host",
+                                              env["AIRFLOW_EPOCHS_LOG_SERVER_HOST"], "--port", str(self.log_port)],
+                     env, folder)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> Cluster:
         started = time.monotonic()
         if self.own_zookeeper:
-            say("starting a 3-node ZooKeeper ensemble (TLS only, digest authentication)")
+            say("starting a 3-node ZooKeeper ensemble (mutual TLS only, digest authentication)")
             self.start_zookeeper()
         settings = self.zookeeper_settings()
         spark: threading.Thread | None = None
@@ -343,20 +347,26 @@ class Cluster:
         with self.lock:
             return self._supervise_once()
 
+    def held(self) -> set[str]:
+        """What an operator stopped (``held.json``, see cluster_faults): left stopped, as systemd leaves a unit."""
+        with contextlib.suppress(FileNotFoundError):
+            return set(json.loads(read_private(self.base / "held.json")))
+        return set()
+
     def _supervise_once(self) -> list[str]:
-        done = []
+        done, held = [], self.held()
         if self.own_zookeeper and self.ensemble is not None:
             for index, member in enumerate(self.ensemble.members):
                 if member.process is not None and not member.running():
                     self.ensemble.restart(index)
                     done.append(f"zookeeper-{member.myid}")
         for name, proc in list(self.procs.items()):
-            if proc.poll() is not None and name.startswith(SUPERVISED):
+            if proc.poll() is not None and name.startswith(SUPERVISED) and name not in held:
                 self._launch(name, *self.launches[name])
                 done.append(name)
         if self.stack is not None:
             for name, proc in list(self.stack.procs.items()):
-                if proc.poll() is not None and name.startswith(SUPERVISED):
+                if proc.poll() is not None and name.startswith(SUPERVISED) and name not in held:
                     self.stack.respawn(name)
                     done.append(name)
         self.restarts += [(time.time(), name) for name in done]
@@ -367,7 +377,6 @@ class Cluster:
             return self._state()
 
     def _state(self) -> dict[str, Any]:
-        assert self.stack is not None
         members = self.ensemble.members if self.ensemble is not None else []
         tls = self.ensemble.tls if self.ensemble is not None else None
         components = self.components()
@@ -378,9 +387,9 @@ class Cluster:
             "identities": {name: identity.to_json() for name, pid in components.items()
                            if (identity := identify(pid)) is not None},
             "zookeeper": {"members": [{"myid": m.myid, "port": m.client_port} for m in members],
-                          "ca": str(Path(tls.truststore).resolve()) if tls else None},
+                          **(tls.client_files() if tls else {})},  # ca, certfile, keyfile
             "zookeeper_admin": json.dumps({"host": whole.connect_string, "login": whole.login,
-                                           "password": whole.password, "extra": {"use_tls": True, "ca": whole.ca}})
+                                           "password": whole.password, "extra": _tls_extra(whole)})
             if whole is not None else (self.shared or {}).get("zookeeper_admin"),
             "spark_master": self.spark[1] if self.spark else None,
             "spark_master_ui": getattr(self, "master_ui", None), "spark_secret": self.secrets["spark"],
@@ -392,8 +401,7 @@ class Cluster:
             "pg": {"port": self.stack.pg_port, "user": PostgresServer.user, "password": self.stack.db_password},
             "airflow_env": {k: v for k, v in self.stack.env.items()
                             if k.startswith(("AIRFLOW", "NYCFLIGHTS")) and k != NONCE_ENV},
-            "data": str(self.data), "base": str(self.base), "logs": str(self.stack.base),
-            "restarts": self.restarts,
+            "data": str(self.data), "base": str(self.base), "logs": str(self.stack.base), "restarts": self.restarts,
         }
 
     def write_state(self) -> Path:
@@ -410,7 +418,7 @@ class Cluster:
         if self.stack is not None:
             self.stack.stop()
         for name, proc in reversed(list(self.procs.items())):
-            _stop_group(proc)
+            stop_group(proc)
             self.procs.pop(name)
         if self.connect is not None:
             self.connect.stop()
@@ -420,17 +428,8 @@ class Cluster:
             (self.base / f"state-{self.deployment}.json").unlink()
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(20)
-    # the leader gone, what it started in its group goes too (a Spark worker's executors)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
+def _tls_extra(settings: ZooKeeperSettings) -> dict[str, Any]:
+    return {"use_tls": True, "ca": settings.ca, "certfile": settings.certfile, "keyfile": settings.keyfile}
 
 
 def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) -> None:

@@ -8,20 +8,28 @@ does) and supervised the way a process supervisor would.
 Checked: the sealed figures equal one Spark computation over the same days, row for row; one seal per
 (epoch, partition); one report run per day; each fault recovered, the killed worker's task retried
 and sealed once; seal-to-downstream and seconds per epoch measured for each day; the timeline picture drawn.
+
+And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
+cluster's processes it can use (every socket on loopback; no HTTP page with data, Redis command,
+PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' log servers among
+them; during the run the API server shows a running task's log, fetched from its worker's log server.
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow_stack import postgres_bin
+from cluster_exposure import PROTECTED, RunningLogWatch, listening_sockets, loopback, probe
 from cluster_run import Driver
 from cluster_supervisor import Supervisor
 from cluster_topology import Cluster
+from intruder import second_user
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble, pytest.mark.timeout(1200)]
 
 DAYS = 3
 
@@ -35,10 +43,15 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     cluster = Cluster(tmp_path / "cluster", days=DAYS)
     try:
         cluster.start()
-        with Supervisor(cluster) as supervisor:
+        sockets = listening_sockets(cluster)
+        with second_user() as intruder:
+            answers = probe(intruder, sockets)
+        hosts = ("127.0.0.2", "127.0.0.3")  # the two workers' log servers (cluster_topology.worker_env)
+        _nothing_usable(cluster, sockets, answers, hosts)
+        with Supervisor(cluster) as supervisor, RunningLogWatch(cluster, "nycflights_daily", hosts) as watch:
             driver = Driver(cluster.state)
             try:
-                outcome = driver.run(("celery-worker", "zookeeper-leader"), timeout=600)
+                outcome = driver.run(("celery-worker", "zookeeper-leader"), timeout=900)
                 retried = driver.query("SELECT task_id, try_number FROM task_instance WHERE dag_id = "
                                        "'nycflights_daily' AND try_number > 1")
             finally:
@@ -46,6 +59,10 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
         print(outcome.markdown())
     finally:
         cluster.stop()
+
+    # the API server showed a running task's log from the worker's log server
+    assert watch.seen is not None, watch.errors
+    print(f"running task's log: {watch.seen[0]} on {watch.seen[1]}; {len(sockets)} listening sockets probed")
 
     assert driver.fault_errors == []
     assert outcome.check.endswith("all equal"), outcome.check
@@ -62,3 +79,29 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     assert all(0 < s < 600 for s in [*outcome.epoch_s.values(), *outcome.seal_to_downstream_s.values()])
     assert outcome.spark_submit_jobs == []  # read from the master's UI with the cluster's signed token
     assert all(Path(picture).stat().st_size > 1000 for picture in outcome.timeline) and len(outcome.timeline) == 2
+
+
+def _nothing_usable(cluster: Cluster, sockets: list[tuple[str, int]], answers: dict[str, dict[str, Any]],
+                    hosts: tuple[str, ...]) -> None:
+    """Issue 35: every socket on loopback, each worker's log server on its own address, nothing usable."""
+    assert [s for s in sockets if not loopback(s[0])] == [], sockets
+    assert {(host, cluster.log_port) for host in hosts} <= set(sockets), sockets
+    assert set(answers) == {f"{a}:{p}" for a, p in sockets}, answers
+    api = f"127.0.0.1:{cluster.stack.api_port}"
+    for target, got in answers.items():
+        codes = {path: line.split()[1] for path, line in zip(PROTECTED, got["http"], strict=True)
+                 if line.startswith("HTTP/") and len(line.split()) > 1}
+        if target == api:  # Airflow's UI answers every other path with its page shell (public: the login page)
+            codes = {path: code for path, code in codes.items() if path.startswith("/api/v2/")}
+            assert set(codes.values()) == {"401"}, (target, got)
+        assert not [c for c in codes.values() if c.startswith("2")], (target, got)  # no page with data
+        assert got["redis"] != "+PONG" and got["pg"] != "R0" and got["zk"] == "none", (target, got)
+    for host in hosts:  # the control: the probe reached the log servers, which asked for a token
+        assert answers[f"{host}:{cluster.log_port}"]["http"][2].split()[1] == "403", answers  # the /log/ path
+    assert any(got["redis"].startswith("-NOAUTH") for got in answers.values()), answers  # ... and Redis
+    # ... and the probe sees a ZooKeeper session where there is one: ours, with our client certificate
+    zookeeper = cluster.state()["zookeeper"]
+    ports = [("127.0.0.1", int(m["port"])) for m in zookeeper["members"]]
+    ours = probe(None, ports, cert=(zookeeper["certfile"], zookeeper["keyfile"]))
+    assert [got["zk"] for got in ours.values()] == ["session"] * 3, ours
+    assert {p for _, p in ports} <= {int(t.rpartition(":")[2]) for t in answers}, answers  # which it tried

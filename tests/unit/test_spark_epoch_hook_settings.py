@@ -109,23 +109,55 @@ def test_a_secret_that_would_add_properties_of_its_own_is_refused_without_naming
     assert password not in str(refused.value)
 
 
-@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
-def test_on_yarn_the_command_names_the_master_and_mode_and_sends_nothing_of_this_machine(monkeypatch, deploy_mode):
-    """YARN at the argument level only (no YARN here): the spark-submit command, not a run."""
+def _yarn_submit(monkeypatch, deploy_mode):
     import json
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(
         {"conn_type": "spark", "host": "yarn", "password": "0123456789abcdef0123",
          "extra": {"deploy-mode": deploy_mode}}))
     context = EpochContext(pipeline="p", partition="x", producer="x", epoch=1, attempt=1, config_version=0,
-                           run="0123456789abcdef", storage="/lake")
+                           run="0123456789abcdef", storage="/lake/secret-bucket")
     hook = SparkEpochHook(application=str(JOB), conn_id="spark_yarn")
     assert hook.check_master() == "yarn"
     submit, folder = hook.submit_hook(context)
     argv = submit._build_spark_submit_command(str(JOB))
     assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == deploy_mode
-    # the driver may run on another host: the context travels as an argument, with no file, interpreter,
+    return submit, folder, argv
+
+
+def test_in_yarn_cluster_mode_the_command_sends_nothing_of_this_machine(monkeypatch):
+    """YARN at the argument level only (no YARN here): the spark-submit command, not a run."""
+    import json
+
+    submit, folder, argv = _yarn_submit(monkeypatch, "cluster")
+    # the driver runs on a YARN host: the context travels as an argument, with no file, interpreter,
     # secret or Spark setting of this machine
     assert folder is None and json.loads(argv[argv.index("--epoch-context") + 1])["epoch"] == 1
     assert "--properties-file" not in argv and "--conf" not in argv
     assert not submit._env_vars  # no PYSPARK_PYTHON naming this machine's interpreter
+
+
+def test_in_yarn_client_mode_the_driver_here_reads_its_context_from_a_0600_file(monkeypatch):
+    """In client mode the driver runs on this worker, as with a local or standalone master: its context
+    (locations, perhaps with credentials) is in no process list or logged command, but in a 0600 file."""
+    import shutil
+    import sys
+
+    submit, folder, argv = _yarn_submit(monkeypatch, "client")
+    try:
+        assert folder is not None and "--epoch-context" not in argv and "secret-bucket" not in " ".join(argv)
+        context_file = Path(argv[argv.index("--epoch-context-file") + 1])
+        assert context_file.parent == Path(folder) and "secret-bucket" in context_file.read_text()
+        assert oct(context_file.stat().st_mode & 0o777) == "0o600"
+        assert oct(Path(folder).stat().st_mode & 0o777) == "0o700"
+        # this worker's interpreter for the driver only: YARN's executors run on its hosts' Python and must
+        # reach the driver (no loopback address for it); no UI on this worker; no properties file
+        assert submit._env_vars == {"PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONSAFEPATH": "1"}
+        confs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
+        # (the Spark provider also copies the variables into spark.yarn.appMasterEnv, for cluster mode)
+        assert confs == ["spark.ui.enabled=false", *(f"spark.yarn.appMasterEnv.{k}={v}"
+                                                      for k, v in submit._env_vars.items())], confs
+        assert submit._env == submit._env_vars  # the driver's process (spark-submit, here) gets them
+        assert "--properties-file" not in argv
+    finally:
+        shutil.rmtree(folder or "", ignore_errors=True)

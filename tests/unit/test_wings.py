@@ -45,6 +45,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "analysis": _BELOW | {"operators", "sensors"},
     "ui": _BELOW | {"hooks", "listeners", "tables", "triggers", "views"},
     "servers": _BELOW | {"spark"},
+    "worker_logs": frozenset(),  # a worker's log server: Airflow's own application, nothing of ours
     "cli": _BELOW | {"analysis", "hooks", "servers", "spark", "tables", "views"},
 }
 
