@@ -11,6 +11,11 @@
 - ``close`` seals the epoch and emits one asset event per partition with the epoch as partition key
   (``nycflights_report`` runs on the ``daily`` one).
 
+``nycflights_correct`` corrects a past day: after a corrected feed (``flights`` or ``weather``) of a
+sealed day has landed, it re-seals that day's partition as a new version and re-produces, with the same
+Spark jobs, exactly the seals that read the old one (that day's ``daily``, then the ``daily`` of every
+later day, which read the running totals), and publishes them into the table.
+
 Where it reads, where it writes and which Spark it uses are the deployment's choice, never the
 choice of whoever triggers a run (run params cannot change them): Airflow Variables
 ``nycflights_raw`` and ``nycflights_storage`` (default ``$AIRFLOW_EPOCHS_DATA/raw`` and ``/lake``,
@@ -30,7 +35,13 @@ from airflow.sdk import DAG
 
 from airflow_epochs.analysis import blazes_label
 from airflow_epochs.coordination.base.calendar import EpochCalendar
-from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, SparkEpochOperator
+from airflow_epochs.operators import (
+    ArriveAtBarrierOperator,
+    EpochGroup,
+    ResealOperator,
+    SparkCorrectionOperator,
+    SparkEpochOperator,
+)
 from airflow_epochs.sensors import BarrierSensor
 
 PIPELINE = "nycflights"
@@ -88,3 +99,33 @@ with DAG(
     blazes_label(join, "OW", gate=("carrier",), path="totals")
     arrivals >> barrier >> join >> epoch.close
 # [END nycflights_daily]
+
+# The jobs again, for re-producing a corrected epoch: what each producer writes and reads ({date}: the
+# epoch's day, which is what the daily runs' data interval gives the jobs above).
+REPRODUCE = {
+    "clean_flights": {"partition": "flights", "application": str(JOBS / "flights.py"),
+                      "inputs": {"raw": f"{raw}/flights/day={{date}}"}},
+    "hourly_weather": {"partition": "weather", "application": str(JOBS / "weather.py"),
+                       "inputs": {"raw": f"{raw}/weather/day={{date}}"}},
+    "join": {"partition": "daily", "application": str(JOBS / "daily.py"),
+             "sealed_inputs": {"flights": "flights", "weather": "weather"}},
+}
+
+# [START nycflights_correct]
+with DAG(
+    dag_id="nycflights_correct",
+    schedule=None,  # run by hand (or by the feed's landing) once the corrected feed of a sealed day is in place
+    start_date=ORIGIN,
+    catchup=False,
+    params={"epoch": 1, "feed": "weather", "reason": "corrected feed"},
+    tags=["airflow-epochs", "example", "spark"],
+):
+    reseal = ResealOperator(task_id="reseal", pipeline=PIPELINE, epoch="{{ params.epoch }}",
+                            partition="{{ params.feed }}", reason="{{ params.reason }}")
+    reproduce = SparkCorrectionOperator(task_id="reproduce", pipeline=PIPELINE, jobs=REPRODUCE, calendar=CALENDAR,
+                                        storage=spark["storage"], conn_id=spark["conn_id"],
+                                        spark_connect_conn_id=spark["spark_connect_conn_id"],
+                                        table="{{ var.value.get('nycflights_table', '') }}", table_partition="daily",
+                                        table_conn_id="nycflights_iceberg")
+    reseal >> reproduce
+# [END nycflights_correct]

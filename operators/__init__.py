@@ -14,6 +14,7 @@ from airflow_epochs.operators.epoch import (
 from airflow_epochs.operators.group import EpochGroup
 from airflow_epochs.operators.publish import PublishSealedOperator
 from airflow_epochs.operators.spark import SparkEpochOperator
+from airflow_epochs.operators.spark_corrections import SparkCorrectionOperator
 
 __all__ = [
     "AcknowledgeEpochOperator",
@@ -26,6 +27,7 @@ __all__ = [
     "ReconfigureOperator",
     "ResealOperator",
     "RollbackOperator",
+    "SparkCorrectionOperator",
     "SparkEpochOperator",
     "VotePartitionOperator",
     "WatchDeadlineOperator",

@@ -32,7 +32,8 @@ def get_provider_info() -> dict[str, Any]:
                                                                       "airflow_epochs.hooks.iceberg"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "changes", "group", "consumer", "spark",
-                                                            "publish", "declared", "deadline", "corrections")]}],
+                                                            "publish", "declared", "deadline", "corrections",
+                                                            "spark_corrections")]}],
         "sensors": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.sensors.{name}" for name in ("seals", "frontier", "barrier", "versions")]}],
         "triggers": [{"integration-name": "Epochs", "python-modules": [

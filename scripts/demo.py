@@ -7,6 +7,12 @@ results against one Spark computation over all the same days at once, and says w
 the check and the timeline picture are. Everything lives under ``.epochs/demo``; a rerun resumes
 after the last sealed epoch, ``--clean`` starts over.
 
+``--correct DAY`` (``8`` or ``2013-01-08``) then lands a corrected feed of that sealed day (``--correct-feed
+weather``, the default, or ``flights``), re-seals it as a new version through the ``nycflights_correct``
+DAG, whose Spark jobs re-produce exactly the seals that read the old one, runs the report once per
+re-sealed day, and says which seals got a new version and that nothing else ran; the check then
+compares with one Spark computation over the corrected data.
+
 ``--faults`` runs the same pipeline (in ``.epochs/demo-faults``, from scratch) while it kills and
 restarts the ZooKeeper server, kills a task in the middle of its Spark job and starts a competing
 coordinator; the run finishes by itself and ``faults-report.md`` says what each fault cost.
@@ -70,6 +76,10 @@ def main() -> int:
                         help="run the days under Airflow's real scheduler (PostgreSQL, API server, scheduler, "
                              "triggerer, DAG processor) and keep the UI serving until Ctrl-C")
     parser.add_argument("--port", type=int, default=None, help="with --serve: the API server's port (default: free)")
+    parser.add_argument("--correct", metavar="DAY", help="after the run, land a corrected feed of this sealed day "
+                        "(8 or 2013-01-08) and re-seal it: exactly what read it is re-produced")
+    parser.add_argument("--correct-feed", choices=("weather", "flights"), default="weather",
+                        help="with --correct: the feed that arrives corrected (default weather)")
     args = parser.parse_args()
     days = 365 if args.all else (args.days or (FAULT_DAYS if args.faults else 7))
     if not 1 <= days <= 365:
@@ -79,6 +89,19 @@ def main() -> int:
     if args.faults and days < MIN_DAYS:
         parser.error(f"--faults needs at least {MIN_DAYS} days (its faults hit epochs 2, 4 and 6), not {days}")
 
+    correct = None
+    if args.correct is not None:
+        sys.path.insert(0, str(ROOT / "dags"))
+        from demo_correct import parse_day
+
+        try:
+            correct = parse_day(args.correct)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if args.faults or args.serve:
+            parser.error("--correct runs with the plain demo, not with --faults or --serve")
+        if correct > days:
+            parser.error(f"--correct {args.correct}: epoch {correct} is after the last day of this run ({days})")
     from airflow_epochs.private_files import UnsafeState, check_private_dir, private_dir
     from airflow_epochs.servers.supervision import RunStillActive, reap_leftover
 
@@ -106,10 +129,11 @@ def main() -> int:
         from demo_serve import serve  # beside this script
 
         return serve(days, base, args.port)
-    return with_servers(base, days, faults=args.faults)
+    return with_servers(base, days, faults=args.faults,
+                        correct=None if correct is None else (correct, args.correct_feed))
 
 
-def with_servers(base: Path, days: int, *, faults: bool) -> int:
+def with_servers(base: Path, days: int, *, faults: bool, correct: tuple[int, str] | None = None) -> int:
     from airflow_epochs.private_files import write_private
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
@@ -174,7 +198,7 @@ def with_servers(base: Path, days: int, *, faults: bool) -> int:
             "AIRFLOW_EPOCHS_DATA": str(data),
         })
         demo = Demo(days=days, base=base, data=data, airflow_home=airflow_home, zookeeper=zookeeper,
-                    connect_url=connect.url)
+                    connect_url=connect.url, correct=correct)
         if not faults:
             # A ZooKeeper that crashes is restarted on the same port and data: the run rides through.
             supervisor = ZooKeeperSupervisor(zk, say=say, on_restart=lambda _index: record(
@@ -330,13 +354,14 @@ class Demo:
     """One run of the demo: the epochs still to do, the table, the check and the pictures."""
 
     def __init__(self, *, days: int, base: Path, data: Path, airflow_home: Path, zookeeper: Any,
-                 connect_url: str) -> None:
+                 connect_url: str, correct: tuple[int, str] | None = None) -> None:
         self.days = days
         self.base = base
         self.data = data
         self.airflow_home = airflow_home
         self.zookeeper = zookeeper  # the ZooKeeperSettings of the demo's server (credentials, TLS)
         self.connect_url = connect_url
+        self.correct = correct  # (epoch, feed) to correct after the run, or None
 
     def run(self, injector: Any = None) -> int:
         sys.path.insert(0, str(ROOT / "dags"))
@@ -405,8 +430,18 @@ class Demo:
                         return 1
             finally:
                 progress.close()
-            if frontier >= self.days:
+            if frontier >= self.days and self.correct is None:
                 say(f"nothing to do: days 1..{self.days} are sealed (use --days {min(self.days + 1, 365)} or --clean)")
+            if self.correct is not None:
+                from demo_correct import correct
+
+                epoch, feed = self.correct
+                corrected = correct(ledger=ledger, bag=bag, raw=self.data / "raw", epoch=epoch, feed=feed,
+                                    days=self.days, say=say)
+                for line in corrected.lines():
+                    say(line)
+                if not corrected.exact:
+                    return 1
             print_table(ledger, self.days, timings)
             return self.finish(ledger, timings, injector)
         finally:

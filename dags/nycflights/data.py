@@ -63,3 +63,43 @@ def land_days(raw: str | os.PathLike[str], days: Iterable[datetime.date]) -> lis
             frame[dates == f"{day:%Y-%m-%d}"].to_csv(tmp, index=False)
             tmp.rename(folder / "part-0.csv")  # weather lands last: its file marks the day complete
     return wanted
+
+
+#: The corrections the demo can land for a sealed day (``demo.sh --correct DAY [--correct-feed FEED]``).
+CORRECTIONS = {
+    "weather": "the EWR station's readings from noon to 6 p.m. were lost in the first delivery (no rain, full "
+               "visibility); the corrected feed has light rain and 2 miles of visibility",
+    "flights": "the morning UA departures (scheduled before 10 a.m.) were delivered with a 0-minute default delay; "
+               "the corrected feed has their delay of 30 minutes",
+}
+
+
+def correct_day(raw: str | os.PathLike[str], feed: str, day: datetime.date) -> int:
+    """Land the corrected ``feed`` (``weather`` or ``flights``) of a landed ``day`` in place of the first
+    delivery (one file renamed over the old one, as the landing does); returns how many rows changed.
+    The same correction again changes nothing.
+
+    :raises ValueError: an unknown feed, or a day that has not landed.
+    """
+    import pandas as pd
+
+    if feed not in CORRECTIONS:
+        raise ValueError(f"no correction of feed {feed!r} (choose from {sorted(CORRECTIONS)})")
+    folder = raw_location(raw, feed, day)
+    path = folder / "part-0.csv"
+    if not path.is_file():
+        raise ValueError(f"the {feed} feed of {day} has not landed ({path} is missing)")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    before = frame.copy()
+    if feed == "weather":
+        rows = (frame["origin"] == "EWR") & frame["hour"].astype(int).between(12, 17)
+        frame.loc[rows, "precip"] = "0.1"
+        frame.loc[rows, "visib"] = "2"
+    else:
+        rows = (frame["carrier"] == "UA") & (frame["sched_dep_time"].astype(int) < 1000) & (frame["dep_time"] != "NA")
+        frame.loc[rows, "dep_delay"] = "30"
+    changed = int((frame != before).any(axis=1).sum())
+    tmp = folder / ".part-0.csv.tmp"
+    frame.to_csv(tmp, index=False)
+    tmp.rename(path)
+    return changed

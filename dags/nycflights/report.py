@@ -40,7 +40,8 @@ def build_report(ledger: EpochLedger, epoch: int, out_dir: str | Path) -> dict[s
     columns = ["key", "flights", "cancelled", "delayed", "mean_dep_delay", "adverse_flights", "clear_mean_delay",
                "adverse_mean_delay"]
     lines = [f"# nycflights13, {day:%A %d %B %Y} (epoch {epoch})", "",
-             f"Sealed by attempt {daily.attempt}; {daily.rows} rows, checksum {daily.checksum}.", "",
+             f"Sealed by attempt {daily.attempt}, version {daily.version}; {daily.rows} rows, checksum "
+             f"{daily.checksum}.", "",
              "## By origin", "", _markdown(origins[columns]), "", "## By carrier", "", _markdown(carriers[columns]),
              "", f"## Running totals per carrier since 2013-01-01 (through epoch {epoch})", "",
              _markdown(running[["carrier", "cum_flights", "cum_cancelled", "cum_delay_minutes"]]), ""]
@@ -60,7 +61,8 @@ def build_report(ledger: EpochLedger, epoch: int, out_dir: str | Path) -> dict[s
     chart = out / f"report-{day:%Y-%m-%d}.png"
     fig.savefig(chart, dpi=100)
     plt.close(fig)
-    return {"epoch": epoch, "day": f"{day:%Y-%m-%d}", "markdown": str(markdown), "chart": str(chart),
+    return {"epoch": epoch, "day": f"{day:%Y-%m-%d}", "version": daily.version, "markdown": str(markdown),
+            "chart": str(chart),
             "flights": int(carriers["flights"].sum())}
 
 

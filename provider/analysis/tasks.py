@@ -141,7 +141,9 @@ def operator_roles() -> dict[type, Callable[[Any, Any], OperatorRole]]:
         CloseEpochOperator,
         OpenEpochOperator,
         ReconfigureOperator,
+        ResealOperator,
         RollbackOperator,
+        SparkCorrectionOperator,
         SparkEpochOperator,
         VotePartitionOperator,
     )
@@ -185,6 +187,11 @@ def operator_roles() -> dict[type, Callable[[Any, Any], OperatorRole]]:
             LEDGER_ORDER, ordered_by="the ledger: a configuration starts at a named, unopened epoch"),
         RollbackOperator: lambda task, dag: OperatorRole(
             LEDGER_ORDER, ordered_by="the ledger: one recorded transaction"),
+        ResealOperator: lambda task, dag: OperatorRole(
+            LEDGER_ORDER, ordered_by="the ledger: one re-seal of a sealed (epoch, partition) at a time, recorded"),
+        SparkCorrectionOperator: lambda task, dag: OperatorRole(
+            LEDGER_ORDER, ordered_by="the ledger: a correction's seals are re-produced in plan (epoch) order, a "
+                                     "vote out of turn refused", note="Spark jobs, then votes under the new versions"),
     }
     try:
         from airflow.providers.standard.operators.empty import EmptyOperator

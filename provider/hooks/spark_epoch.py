@@ -22,13 +22,14 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, Connection
 
-from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput
+from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput, Reseal
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.private_files import write_private
 from airflow_epochs.redaction import register_uri_secrets
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
 from airflow_epochs.spark.locations import parse_location, validate_location
+from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
 from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
 from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
 
@@ -171,6 +172,25 @@ class SparkEpochHook(BaseHook):
             return submit_and_seal(ledger, attempt, partition, producer, storage=storage, runner=self.run,
                                    inputs=inputs, sealed_inputs=sealed_inputs, lock_timeout=lock_timeout,
                                    lineage_run=lineage_run, lineage_dataset=lineage_dataset)
+
+    def resubmit_version(
+        self,
+        reseal: Reseal,
+        producer: str,
+        *,
+        storage: str,
+        inputs: Mapping[str, str] | None = None,
+        sealed_inputs: Mapping[str, str] | None = None,
+    ) -> ResubmitOutcome:
+        """Re-produce ``producer``'s part of the open version ``reseal`` with this job and vote it under
+        that version (see :func:`~airflow_epochs.spark.reseal.resubmit_version`): the job's inputs of the
+        same epoch and its snapshot are the newest sealed versions."""
+        if not self.spark_connect_conn_id:
+            self.check_master()
+        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as zookeeper:
+            ledger = zookeeper.ledger(reseal.pipeline, root=self.root)
+            return resubmit_version(ledger, reseal, producer, storage=storage, runner=self.run, inputs=inputs,
+                                    sealed_inputs=sealed_inputs)
 
     def run(self, job_context: EpochContext) -> dict[str, Any] | None:
         """Run the job for ``job_context``: its manifest, or None when the driver wrote it to storage."""

@@ -83,3 +83,30 @@ def _snapshot(published: Any, epoch: int) -> int | None:
         if record.get("epoch") == epoch:
             return int(record["snapshot_id"])
     return None
+
+
+def correction_task_lineage(operator: Any, *, complete: bool) -> Any:
+    """Lineage of a ``SparkCorrectionOperator``: each re-produced partition out (named as its producers
+    name it, with the epochs re-sealed), and the ``airflowEpochsCorrection`` run facet naming every
+    version it sealed and the correction."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from airflow_epochs.lineage.corrections import CORRECTION_FACET_NAME, correction_facet, resealed_outputs
+
+    result = getattr(operator, "correction_result", None) if complete else None
+    origin = getattr(operator, "correction_origin", None)
+    if not result or not origin:
+        return OperatorLineage()
+    resealed = result.get("resealed") or []
+    with ZooKeeperHook(zookeeper_conn_id=operator.zookeeper_conn_id) as hook:
+        ledger = hook.ledger(operator.pipeline, root=operator.root)
+        ids = {}
+        for partition in sorted({str(v["partition"]) for v in resealed}):
+            epoch = min(int(v["epoch"]) for v in resealed if v["partition"] == partition)
+            found = partition_dataset_id(ledger, partition, epoch, storage=operator.storage)
+            if found is not None:
+                ids[partition] = found
+    lineage: Any = OperatorLineage(outputs=resealed_outputs(ids, resealed))
+    lineage.run_facets[CORRECTION_FACET_NAME] = correction_facet(operator.pipeline, result, origin,
+                                                                 reason=str(origin.get("reason", "")))
+    return lineage

@@ -3,6 +3,7 @@
 ::
 
     airflow-epochs table read epochs.daily --as-of-epoch 40 --conn-id iceberg_default [--format csv|json]
+    airflow-epochs table read epochs.daily --as-of-epoch 40 --version 1 ...   # epoch 40 as its version 1 was
     airflow-epochs table epochs epochs.daily --sqlite catalog.db --warehouse file:///data/warehouse
     airflow-epochs table check epochs.daily --conn-id iceberg_default   # whole? (exit 1, with what to do, if not)
     airflow-epochs table cut epochs.daily --with epochs.weekly --as-of-epoch 40 --conn-id iceberg_default \
@@ -24,7 +25,7 @@ from typing import Any
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.hooks.connections import connection_outside_task
 from airflow_epochs.tables.catalog import catalog_settings, load_catalog, settings_of_connection
-from airflow_epochs.tables.read import epochs_in, snapshot_id_of_epoch, table_as_of_epoch
+from airflow_epochs.tables.read import epochs_in, snapshot_as_of, table_as_of_epoch
 from airflow_epochs.tables.seal_files import check_identifier
 
 
@@ -34,12 +35,20 @@ def _epoch(text: str) -> int:
     return int(text)
 
 
+def _version(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a version number (1, 2, ...), not {text!r}")
+    return int(text)
+
+
 def add_table_command(sub: Any) -> None:
     """Register ``table`` on the CLI's subparsers."""
     table = sub.add_parser("table", help="read a published Iceberg table as of an epoch, or list its epochs")
     table.add_argument("action", choices=["read", "epochs", "cut", "check"])
     table.add_argument("table", metavar="NAMESPACE.TABLE", help="the Iceberg table")
     table.add_argument("--as-of-epoch", type=_epoch, help="read the table as of this epoch (read: required)")
+    table.add_argument("--version", type=_version, help="read: epoch N as this version of its seal was published "
+                       "(1: the original, before a re-seal replaced it); default: every epoch at its newest version")
     table.add_argument("--conn-id", help="Airflow connection of the Iceberg catalog")
     table.add_argument("--sqlite", help="a SQLite catalog file (instead of --conn-id)")
     table.add_argument("--warehouse", help="the SQLite catalog's warehouse URI")
@@ -73,6 +82,8 @@ def run_table_command(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     check_identifier(args.table)
+    if args.version is not None and args.action != "read":
+        raise InvalidInput(f"--version is for table read, not table {args.action}")
     if bool(args.conn_id) == bool(args.sqlite):
         raise InvalidInput("give either --conn-id or --sqlite (with --warehouse)")
     if args.conn_id:  # the metadata database too, not only AIRFLOW_CONN_* (as every other command)
@@ -92,11 +103,13 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidInput(f"table {args.action} needs --as-of-epoch N")
     if args.action == "cut":
         return _cut(args, catalog)
-    rows = table_as_of_epoch(catalog, args.table, args.as_of_epoch)
+    rows = table_as_of_epoch(catalog, args.table, args.as_of_epoch, version=args.version)
     if args.limit is not None:
         rows = rows.slice(0, args.limit)
-    print(f"# {args.table} as of epoch {args.as_of_epoch}: snapshot "
-          f"{snapshot_id_of_epoch(catalog, args.table, args.as_of_epoch)}, {rows.num_rows} rows", file=sys.stderr)
+    snapshot = snapshot_as_of(catalog.load_table(args.table), args.as_of_epoch, args.version)
+    which = "" if args.version is None else f" version {args.version}"
+    print(f"# {args.table} as of epoch {args.as_of_epoch}{which}: snapshot {snapshot}, {rows.num_rows} rows",
+          file=sys.stderr)
     records = rows.to_pylist()
     if args.format == "json":
         for record in records:

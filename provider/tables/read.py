@@ -20,13 +20,7 @@ def _as_of(table: Any, as_of_epoch: int, version: int | None) -> tuple[int, list
     version of ``as_of_epoch`` live. Files of later epochs in that snapshot (a re-seal lands after them)
     are left out by the snapshot that added them.
     """
-    if version is None:
-        h.snapshot_of_epoch(table, as_of_epoch)  # raises when the epoch is not live
-        wanted = {r.snapshot_id for e, r in h.live_epochs(table).items() if e <= as_of_epoch}
-        snapshot_id = next(int(s.snapshot_id) for s in h.ancestry(table) if int(s.snapshot_id) in wanted)
-    else:
-        validate_version(version)
-        snapshot_id = h.snapshot_of_version(table, as_of_epoch, version).snapshot_id
+    snapshot_id = snapshot_as_of(table, as_of_epoch, version)
     live = h.live_epochs(table, snapshot_id)
     if as_of_epoch not in live:
         raise h.EpochNotPublished(f"table {h.table_name(table)}: epoch {as_of_epoch} is not live at snapshot "
@@ -35,6 +29,21 @@ def _as_of(table: Any, as_of_epoch: int, version: int | None) -> tuple[int, list
     tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     added = _added_by(table, snapshot_id)
     return snapshot_id, [t for t in tasks if added.get(str(t.file.file_path)) in keep]
+
+
+def snapshot_as_of(table: Any, as_of_epoch: int, version: int | None = None) -> int:
+    """The id of the snapshot that shows ``table`` as of ``as_of_epoch`` (``version`` as for
+    :func:`table_as_of_epoch`): with no version, the newest snapshot that published or re-sealed one of
+    epochs first..``as_of_epoch`` as they are live now.
+
+    :raises EpochNotPublished: that epoch (or that version of it) is not in the table.
+    """
+    if version is None:
+        h.snapshot_of_epoch(table, as_of_epoch)  # raises when the epoch is not live
+        wanted = {r.snapshot_id for e, r in h.live_epochs(table).items() if e <= as_of_epoch}
+        return next(int(s.snapshot_id) for s in h.ancestry(table) if int(s.snapshot_id) in wanted)
+    validate_version(version)
+    return int(h.snapshot_of_version(table, as_of_epoch, version).snapshot_id)
 
 
 def _added_by(table: Any, snapshot_id: int) -> dict[str, int]:

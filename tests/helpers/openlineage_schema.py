@@ -7,7 +7,8 @@ against the schema its ``_schemaURL`` names, every ``$ref`` resolved locally (no
 facet kind of the core spec (the Airflow provider's own run facets name ``#/$defs/RunFacet``), a standard
 facet by its file in ``openlineage_spec/facets`` (the file of the published version we vendored: the
 version in the URL may be older), the JSON files the installed Airflow provider and
-openlineage-integration-common ship, or our ``airflowEpochs`` facet (the schema our package ships). A
+openlineage-integration-common ship, or our ``airflowEpochs`` and ``airflowEpochsCorrection`` facets (the
+schemas our package ships). A
 facet whose schema is none of these is an error: nothing goes unchecked.
 """
 
@@ -26,6 +27,7 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from airflow_epochs.lineage.corrections import CORRECTION_SCHEMA_URL, correction_facet_schema
 from airflow_epochs.lineage.facets import SCHEMA_URL, run_facet_schema
 
 SPEC_DIR = Path(__file__).resolve().parent / "openlineage_spec"
@@ -104,8 +106,8 @@ def registry() -> Registry:
         resources_.append((schema["$id"], _resource(schema)))
     for name, schema in schemas_by_file().items():
         resources_.append((schema.get("$id") or f"urn:file:{name}", _resource(schema)))
-    ours = run_facet_schema()
-    resources_.append((ours["$id"], _resource(ours)))
+    for ours in (run_facet_schema(), correction_facet_schema()):
+        resources_.append((ours["$id"], _resource(ours)))
     return Registry().with_resources(resources_)
 
 
@@ -128,8 +130,8 @@ def facets_of(event: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]
 
 def facet_schema(schema_url: str) -> dict[str, Any]:
     """The schema a facet's ``_schemaURL`` names, as a reference into the registry."""
-    if schema_url == SCHEMA_URL:
-        return {"$ref": SCHEMA_URL}
+    if schema_url in (SCHEMA_URL, CORRECTION_SCHEMA_URL):
+        return {"$ref": schema_url}
     base, _, fragment = schema_url.partition("#")
     file = base.rsplit("/", 1)[-1]
     if base == SPEC_ID:  # a facet kind the core spec defines (e.g. the Airflow provider's ``airflow`` run facet)

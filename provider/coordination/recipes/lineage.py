@@ -7,6 +7,12 @@ of sealed outputs is a consistent cut when
   (member B read pipeline A up to epoch 18, but the set's A output is epoch 17: B saw the future), and
 - members that read the same upstream read the same epoch of it (otherwise combining them mixes two
   versions of the same input, the classic diamond anomaly).
+
+A vector also names the partitions of the member's own pipeline it read (``read_key``, ``nyc:daily``:
+the epoch read, such as the snapshot of the epoch before): those are not upstream pipelines. Within one
+pipeline the seals themselves order the reads (epoch e seals after e-1, a partition after its same-epoch
+inputs), so a running total that read ``daily`` at e-1 and a report that read ``daily`` at e are one
+consistent cut at e; such keys are left out of both checks.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.protocol.retention import archived_lineage
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import seal_record
+from airflow_epochs.coordination.wire.versions import partition_read
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ def check_consistency(items: Iterable[LineageItem]) -> LineageReport:
     readers: dict[str, dict[int, list[str]]] = {}
     for item in members:
         for upstream, epoch in sorted(item.upstream.items()):
+            if partition_read(item.pipeline, upstream) is not None:
+                continue  # a partition of its own pipeline (see the module): ordered by the seals
             readers.setdefault(upstream, {}).setdefault(epoch, []).append(item.label)
             if upstream in held and epoch > held[upstream]:
                 violations.append(
