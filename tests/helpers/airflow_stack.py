@@ -47,6 +47,23 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _cpu_seconds(process: object) -> float:
+    """CPU seconds used by ``process`` (a ``psutil.Process``) and its live children (0 once it is gone)."""
+    import psutil
+
+    assert isinstance(process, psutil.Process)
+    try:
+        tree = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for member in tree:
+        with contextlib.suppress(psutil.Error):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def postgres_bin() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
     return Path(found[-1]).parent if found else None
@@ -166,6 +183,11 @@ class AirflowStack:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not served (see spawn)
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            # A task's calls to the API server wait as long as the server's own request timeout (120 s)
+            # instead of Airflow's 5 s: a task start the client gave up on is still applied when a stalled
+            # server wakes, so the client's retry is refused and the started task fails (seen under a
+            # load average of 37: the first start call answered after 50 s).
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
             **self.secrets,
             **self.extra_env,
         }
@@ -194,7 +216,14 @@ class AirflowStack:
                            ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"]),
                            ("triggerer", ["triggerer"])):
             self.spawn(name, argv)
-        deadline = time.monotonic() + 120
+        # Bounded by the CPU the API server has used, not by the clock: at a load average of 37 it was
+        # still starting after 120 s (a soak run's failure), while one that has burnt 120 CPU-seconds
+        # without answering is broken (it is healthy after about 7 CPU-seconds here). The clock bound
+        # only catches a server that never gets CPU at all.
+        import psutil
+
+        server = psutil.Process(self.procs["api-server"].pid)
+        deadline = time.monotonic() + 900
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health",
@@ -203,7 +232,7 @@ class AirflowStack:
                         break
             except OSError:
                 pass
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or _cpu_seconds(server) > 120:
                 raise RuntimeError(self.log_tail("api-server"))
             for name, proc in self.procs.items():
                 if proc.poll() is not None:

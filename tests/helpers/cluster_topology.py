@@ -225,6 +225,9 @@ class Cluster:
             # a dead worker's task is noticed after this many seconds without its heartbeat (default 300)
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+            # a task's calls wait as long as the API server's own request timeout (Airflow's 5 s failed task
+            # starts under load: the abandoned start is applied, its retry refused; see airflow_stack.py)
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
             # A task whose Celery message a killed worker had reserved (not started) stays queued: Redis gives
             # it back only after the visibility timeout (6 h in Airflow's settings). The scheduler re-queues a
             # task queued this long (seconds), up to this many times, instead.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -132,3 +133,35 @@ def test_a_partition_sealed_in_time_raises_no_alert(stack, stack_zk, alerts):
     assert len(_lines(alerts.with_name(alerts.name + ".started"))) == before
     assert ledger.deadlines().check(2, "daily").state == "in_time"
     assert ledger.deadlines().alert(2, "daily") is None
+
+
+def test_watches_started_while_the_api_server_stalls_still_run(stack, stack_zk, alerts):
+    """The API server stalls while both watches start: frozen with SIGSTOP from before the run is
+    triggered until 45 s after its tasks are queued, time for the workers to send their start calls
+    (under a load average of 37 it was seen answering its first start call after 50 s). Airflow's task
+    client gives up on a call after ``[workers] execution_api_timeout`` and retries it, but the start it
+    gave up on is applied when the server wakes, so the retry is refused and the task fails although it
+    was started. The test deployment waits as long as the API server's own request timeout: both watches
+    run, defer and succeed once the partition seals (runs after the tests above)."""
+    ledger = EpochLedger(stack_zk[1], "late", owner="outside")
+    run_id = "epoch-3"
+    api_server = stack.procs["api-server"].pid
+    os.kill(api_server, signal.SIGSTOP)
+    try:
+        done = stack.airflow("dags", "trigger", "deadline_watch", "--run-id", run_id,
+                             "--conf", json.dumps({"epoch": 3}))  # straight into the database
+        assert done.returncode == 0, done.stderr
+        _wait_until(lambda: set(_task_states(stack, run_id).values()) == {"queued"}, 150,
+                    lambda: (_task_states(stack, run_id), stack.log_tail("scheduler")))
+        # the start calls arrive (up to half a minute after queueing under load) and wait longer than the
+        # task client's default 5 s call timeout
+        time.sleep(45)
+    finally:
+        os.kill(api_server, signal.SIGCONT)
+    _wait_until(lambda: set(_task_states(stack, run_id).values()) == {"deferred"}, 150,
+                lambda: (_task_states(stack, run_id), stack.log_tail("scheduler")))
+    attempt = ledger.open_epoch(3)
+    ledger.vote(attempt, "daily", "fast", {})
+    ledger.vote(attempt, "daily", "slow", {})
+    _wait_until(lambda: set(_task_states(stack, run_id).values()) == {"success"}, 120,
+                lambda: (_task_states(stack, run_id), stack.log_tail("scheduler")))
