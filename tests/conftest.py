@@ -39,9 +39,8 @@ from built_once import built_once  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import pid_alive  # noqa: E402
 from zk_proxy import LostAnswerProxy  # noqa: E402
+from zk_test_ensemble import TestEnsemble  # noqa: E402
 from zk_test_server import SharedZooKeeper  # noqa: E402
-
-from airflow_epochs.servers.embedded_zookeeper import ZooKeeperEnsemble  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -136,12 +135,15 @@ def zk(zk_factory: Callable[..., KazooClient]) -> KazooClient:
 
 
 @pytest.fixture
-def ensemble() -> Iterator[ZooKeeperEnsemble]:
-    """A fresh 3-node ensemble on loopback, for fault tests."""
-    cluster = ZooKeeperEnsemble(3)
-    cluster.start()
-    yield cluster
-    cluster.stop()
+def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestEnsemble]:
+    """A fresh 3-node ensemble on loopback, for fault tests: mutual TLS only, digest credentials, TLS quorum
+    (see tests/helpers/zk_test_ensemble.py for its one way in)."""
+    cluster = TestEnsemble(tmp_path_factory.mktemp("ensemble"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -47,21 +47,16 @@ def committed(op: int, reply: bytes) -> bool:
 class LostAnswerProxy:
     """Forward ``127.0.0.1:<port>`` to a ZooKeeper; drop armed answers of committed writes.
 
-    :param server: the tests' ZooKeeper (``zk_server``; the proxy then speaks TLS on both sides with its
-        certificates and credentials), or the ``host:port`` of a plaintext server (a test's own ensemble).
+    :param server: the tests' ZooKeeper (``zk_server``) or one member of the tests' ensemble
+        (``ensemble.member(i)``); the proxy speaks TLS on both sides with its certificates and credentials.
     """
 
     def __init__(self, server: Any) -> None:
         self.server = server
-        if isinstance(server, str):
-            self.upstream = split_host(server)
-            self._upstream_tls: ssl.SSLContext | None = None
-            self._serving_tls: ssl.SSLContext | None = None
-        else:
-            upstream: ZooKeeperSettings = server.settings()
-            self.upstream = split_host(upstream.hosts[0])
-            self._upstream_tls = upstream.ssl_context()
-            self._serving_tls = server.server_ssl_context()
+        upstream: ZooKeeperSettings = server.settings()
+        self.upstream = split_host(upstream.hosts[0])
+        self._upstream_tls: ssl.SSLContext = upstream.ssl_context()
+        self._serving_tls: ssl.SSLContext = server.server_ssl_context()
         self.lock = threading.Lock()
         self.armed = 0
         self.predicate: Callable[[int], bool] = lambda op: op in WRITE_OPS
@@ -86,9 +81,7 @@ class LostAnswerProxy:
 
     @property
     def hosts(self) -> str:
-        """The connect string of a plaintext proxy (a TLS one needs our certificate: see :meth:`client`)."""
-        if self._serving_tls is None:
-            return self.address
+        """Gone: the proxy speaks TLS and wants our certificate (see :meth:`client`)."""
         raise AttributeError("proxy.hosts is gone: the proxy speaks TLS and wants our client certificate; use "
                              "proxy.client(chroot, **kazoo_kwargs), proxy.settings(chroot) or proxy.connection(chroot)")
 
@@ -151,7 +144,7 @@ class LostAnswerProxy:
         asyncio.set_event_loop(self.loop)
         self._listener = self.loop.run_until_complete(
             asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._serving_tls,
-                                 ssl_handshake_timeout=10 if self._serving_tls else None))
+                                 ssl_handshake_timeout=10))
         self.port = self._listener.sockets[0].getsockname()[1]
         started.set()
         try:
@@ -179,7 +172,7 @@ class LostAnswerProxy:
         host, port = self.upstream
         try:
             server_reader, server_writer = await asyncio.wait_for(asyncio.open_connection(
-                host, port, ssl=self._upstream_tls, server_hostname=host if self._upstream_tls else None), timeout=10)
+                host, port, ssl=self._upstream_tls, server_hostname=host), timeout=10)
         except (OSError, asyncio.TimeoutError):
             client_writer.transport.abort()
             return

@@ -90,8 +90,7 @@ def _write_eventually(client, path, data, timeout=30):
 @pytest.mark.integration
 @pytest.mark.ensemble
 def test_ensemble_survives_member_and_leader_kill(ensemble):
-    client = KazooClient(hosts=ensemble.hosts, timeout=10)
-    client.start(timeout=15)
+    client = ensemble.client(timeout=10, start_timeout=15)
     try:
         _write_eventually(client, "/before", b"0")
         follower = ensemble.followers()[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import (
     CoordinationUnavailable,
@@ -32,8 +31,7 @@ def _seal_nodes(client, epoch):
 
 
 def test_leader_then_follower_die_mid_vote_and_quorum_loss_writes_nothing(ensemble):
-    client = KazooClient(hosts=ensemble.hosts, timeout=10)
-    client.start(timeout=20)
+    client = ensemble.client(timeout=10, start_timeout=20)
     try:
         ledger = EpochLedger(client, "ens", owner="coordinator", op_timeout=30)
         ledger.create_pipeline(PipelineConfig({"out": PRODUCERS}))

@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, WatchedEvent
 from zk_proxy import LostAnswerProxy
 
@@ -170,11 +169,9 @@ def test_triggers_ride_a_leader_failover_without_a_storm(ensemble, monkeypatch):
     n, during = 240, 80
     leader = ensemble.leader()
     follower = next(i for i in range(3) if i != leader)
-    proxy = LostAnswerProxy(ensemble.member_hosts(follower))
-    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
-        {"conn_type": "zookeeper", "host": proxy.hosts, "extra": {"session_timeout": 40}}))
-    writer = KazooClient(hosts=ensemble.hosts, timeout=30)
-    writer.start(timeout=20)
+    proxy = LostAnswerProxy(ensemble.member(follower))  # TLS on both sides, our certificate required
+    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(proxy.connection(session_timeout=40)))
+    writer = ensemble.client(timeout=30, start_timeout=20)
     partitions = [f"p{i:03d}" for i in range(n)]
     ledger = EpochLedger(writer, "p", owner="o")
     ledger.create_pipeline(PipelineConfig({p: ("x",) for p in partitions}))

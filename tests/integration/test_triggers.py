@@ -147,10 +147,8 @@ def test_asset_event_trigger_emits_each_seal_once_across_two_instances(pipeline)
 @pytest.mark.ensemble
 def test_seal_made_while_disconnected_is_not_missed(ensemble, monkeypatch):
     """The trigger's client talks to member 0 only; the seal is written while member 0 is down."""
-    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT",
-                       json.dumps({"conn_type": "zookeeper", "host": ensemble.member_hosts(0)}))
-    writer = KazooClient(hosts=",".join(ensemble.member_hosts(i) for i in (1, 2)))
-    writer.start(timeout=20)
+    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", ensemble.connection_json(members=[0]))
+    writer = ensemble.client(members=[1, 2], start_timeout=20)
     ledger = EpochLedger(writer, "p", owner="o")
     ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
     attempt = ledger.open_epoch(1)
