@@ -166,6 +166,11 @@ class Opening:
         if current is None:
             raise CorruptPayload(f"{self.paths.attempt(self.epoch, token)}: the current attempt of epoch "
                                  f"{self.epoch} is missing")
+        mine = (current[0].request, current[0].owner) == (call.request_id, self.ctx.owner)
+        if current[0].state == "running" and mine:
+            # This request already opened it: another process with the same request id committed between
+            # our look-up and our commit. The answer is that attempt; a new one would fence off its votes.
+            return _attempt_handle(self.ctx, call, self.epoch, token, node, current[0])
         if current[0].state == "running" and node.owner != self.ctx.owner and not self.takeover:
             raise EpochAlreadyOpen(
                 f"pipeline {self.ctx.pipeline!r}: epoch {self.epoch} is open under attempt {token} of "
