@@ -37,10 +37,18 @@ def _assert_no_local_environment(argv: list[str]) -> None:
 
 
 def test_yarn_argv_carries_no_local_environment(monkeypatch, airflow_home):
-    for mode in ("client", "cluster"):
-        argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": mode}})
-        assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == mode
-        _assert_no_local_environment(argv)
+    argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": "cluster"}})
+    assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == "cluster"
+    _assert_no_local_environment(argv)
+    # Client mode: the driver runs here, on this worker's interpreter, with its context in a 0600 file. The Spark
+    # provider's hook also copies a YARN job's driver environment to the application master (an executor
+    # launcher in client mode, which runs no Python): those two entries, and nothing else of this machine.
+    argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": "client"}})
+    assert argv[argv.index("--master") + 1] == "yarn" and argv[argv.index("--deploy-mode") + 1] == "client"
+    master_env = [a for a in argv if "appMasterEnv" in a]
+    assert master_env == [f"spark.yarn.appMasterEnv.PYSPARK_DRIVER_PYTHON={sys.executable}",
+                          "spark.yarn.appMasterEnv.PYTHONSAFEPATH=1"], master_env
+    _assert_no_local_environment([a for a in argv if a not in master_env])
     # The user's own (allowed) variables go to the application master, and only those.
     argv = _argv(monkeypatch, {"host": "yarn", "extra": {"deploy-mode": "cluster"}}, env_vars={"TZ": "UTC"})
     assert [a for a in argv if "appMasterEnv" in a] == ["spark.yarn.appMasterEnv.TZ=UTC"]
