@@ -6,9 +6,7 @@ an output, with the epochs it re-sealed as its partition subset). Its JSON schem
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 import attr
@@ -20,7 +18,7 @@ from openlineage.client.generated.base_subset_dataset import (
     PartitionSubsetCondition,
 )
 
-from airflow_epochs.lineage.facets import PRODUCER
+from airflow_epochs.lineage.facets import PRODUCER, shipped_schema
 
 CORRECTION_FACET_NAME = "airflowEpochsCorrection"
 CORRECTION_SCHEMA_FILE = "EpochsCorrectionRunFacet.json"
@@ -29,9 +27,7 @@ CORRECTION_SCHEMA_URL = "urn:airflow-provider-epochs:schemas:EpochsCorrectionRun
 
 def correction_facet_schema() -> dict[str, Any]:
     """The JSON schema of :class:`EpochsCorrectionRunFacet`, as shipped in the package."""
-    text = resources.files("airflow_epochs.lineage").joinpath("schemas", CORRECTION_SCHEMA_FILE).read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return shipped_schema(CORRECTION_SCHEMA_FILE)
 
 
 @attr.define

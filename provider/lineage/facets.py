@@ -42,11 +42,16 @@ SCHEMA_URL = "urn:airflow-provider-epochs:schemas:EpochsRunFacet:1-0-0"
 PRODUCER = "urn:airflow-provider-epochs"
 
 
-def run_facet_schema() -> dict[str, Any]:
-    """The JSON schema of :class:`EpochsRunFacet`, as shipped in the package."""
-    text = resources.files("airflow_epochs.lineage").joinpath("schemas", SCHEMA_FILE).read_text()
+def shipped_schema(file_name: str) -> dict[str, Any]:
+    """A JSON schema of one of our facets, as shipped in the package (``lineage/schemas``)."""
+    text = resources.files("airflow_epochs.lineage").joinpath("schemas", file_name).read_text()
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+def run_facet_schema() -> dict[str, Any]:
+    """The JSON schema of :class:`EpochsRunFacet`, as shipped in the package."""
+    return shipped_schema(SCHEMA_FILE)
 
 
 @attr.define
