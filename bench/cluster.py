@@ -24,14 +24,17 @@ from the run with faults (the clean runs' own figures are in the notes). Rows:
 - ``cluster_epoch_s``: an epoch opened -> sealed, p50, Celery vs LocalExecutor, fault-free runs;
 - ``cluster_fault_recovery_s_max``: the longest recovery among the faults (see tests/helpers/cluster_faults.py).
 
-    python bench/cluster.py [--smoke]      # alone; bench/run.py includes it (--only cluster)
+    python bench/cluster.py [--smoke] [--days N]   # alone; bench/run.py includes it (--only cluster)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +82,46 @@ def run_faults(base: Path, first: Cluster, shared: dict[str, Any], days: int,
         third.stop()
 
 
-def run_all(smoke: bool) -> tuple[Outcome, Outcome, Outcome]:
-    days = 3 if smoke else 5
+class LoadAverage:
+    """The 1-minute load average sampled every 15 s while the benchmark runs (the machine is shared)."""
+
+    def __init__(self) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="load-average", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(15):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def summary(self) -> str:
+        values = [*self.samples, os.getloadavg()[0]]
+        return f"load average {min(values):.1f} to {max(values):.1f} (median {statistics.median(values):.1f})"
+
+
+def speed_rows(celery: Outcome, local: Outcome, days: int, load: str) -> None:
+    """The fault-free runs' rows, recorded as soon as both ran (a failure of the faults phase keeps them)."""
+    compare("cluster_seal_to_downstream_s", GROUP, "daily sealed -> report's first task, p50, Celery vs Local "
+            "(no fault)", list(celery.seal_to_downstream_s.values()), list(local.seal_to_downstream_s.values()),
+            "s", "LocalExecutor, same days",
+            note=f"{days} days each, same machine, ensemble and Spark Connect; {load}")
+    compare("cluster_epoch_s", GROUP, "epoch opened -> sealed, p50, Celery vs Local (no fault)",
+            list(celery.epoch_s.values()), list(local.epoch_s.values()), "s", "LocalExecutor, same days",
+            note=f"{days} days each, same machine, ensemble and Spark Connect (warmed before both); "
+            f"Celery {_each(celery.epoch_s)}, Local {_each(local.epoch_s)}; {load}")
+
+
+def _each(values: dict[int, float]) -> str:
+    return "/".join(f"{values[e]:.0f}" for e in sorted(values)) + " s"
+
+
+def run_all(smoke: bool, days: int | None = None) -> tuple[Outcome, Outcome, Outcome]:
+    days = days or (3 if smoke else 5)
+    load = LoadAverage()
     with tempfile.TemporaryDirectory(prefix="epochs-bench-cluster-") as tmp:
         cluster = Cluster(Path(tmp) / "cluster", days=days)
         try:
@@ -102,37 +143,37 @@ def run_all(smoke: bool) -> tuple[Outcome, Outcome, Outcome]:
                     cluster.stack.stop()
                 local = run_local(Path(tmp) / "local", shared, timeout=2400)
                 print(local.markdown(), flush=True)
+                speed_rows(celery, local, days, f"{load.summary()} so far")
                 faulted, errors = run_faults(Path(tmp) / "faults", cluster, shared, days,
                                              SMOKE_FAULTS if smoke else FULL_FAULTS)
         finally:
             cluster.stop()
+    load.stop()
     print(faulted.markdown())
+    whole = load.summary()
+    print(f"[cluster] {days} days a phase; {whole} over the whole benchmark", flush=True)
     clean = (f"fault-free runs: Celery {celery.days_exact:.2f} exact, {celery.duplicate_seals} duplicate seals, "
              f"{celery.report_runs_per_day:.2f} report runs/day; LocalExecutor {local.days_exact:.2f}, "
              f"{local.duplicate_seals}, {local.report_runs_per_day:.2f}")
     note = f"{days} days with faults: {', '.join(f.name for f in faulted.faults)}" + \
-        (f"; NOT injected: {errors}" if errors else "") + f"; {clean}"
+        (f"; NOT injected: {errors}" if errors else "") + f"; {clean}; {whole}"
     figure("cluster_days_exact", GROUP, "days whose sealed figures equal one Spark computation / days (Celery, "
            "faults)", faulted.days_exact, "ratio", note)
     figure("cluster_duplicate_seals", GROUP, "seals beyond one per (epoch, partition) and per epoch (Celery, faults)",
            faulted.duplicate_seals, "seals", f"missing seals: {faulted.missing_seals}; {clean}")
     figure("cluster_report_runs_per_day", GROUP, "successful nycflights_report runs per day (Celery, faults)",
            faulted.report_runs_per_day, "runs/day", f"per epoch: {dict(sorted(faulted.report_runs.items()))}")
-    compare("cluster_seal_to_downstream_s", GROUP, "daily sealed -> report's first task, p50, Celery vs Local "
-            "(no fault)", list(celery.seal_to_downstream_s.values()), list(local.seal_to_downstream_s.values()),
-            "s", "LocalExecutor, same days", note=f"{days} days each, same machine, ensemble and Spark Connect")
-    compare("cluster_epoch_s", GROUP, "epoch opened -> sealed, p50, Celery vs Local (no fault)",
-            list(celery.epoch_s.values()), list(local.epoch_s.values()), "s", "LocalExecutor, same days",
-            note=f"{days} days each, same machine, ensemble and Spark Connect (warmed before both)")
     recoveries = [f.recovered_s for f in faulted.faults if f.recovered_s is not None]
     figure("cluster_fault_recovery_s_max", GROUP, "longest recovery of a fault (kill -9) during the run",
            max(recoveries) if recoveries else None, "s",
            "; ".join(f"{f.name}: {'-' if f.recovered_s is None else round(f.recovered_s, 1)}" for f in faulted.faults)
-           + f"; spark-submit jobs: {len(faulted.spark_submit_jobs)}")
+           + f"; spark-submit jobs: {len(faulted.spark_submit_jobs)}; {whole}")
     return celery, local, faulted
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true")
-    run_all(parser.parse_args().smoke)
+    parser.add_argument("--days", type=int, default=None, help="days in each phase (default 3 smoke, 5 full)")
+    args = parser.parse_args()
+    run_all(args.smoke, args.days)

@@ -3,6 +3,7 @@
     python bench/run.py                          # every group, full sizes (tens of minutes)
     python bench/run.py --smoke                  # tiny sizes, to keep the code working (CI)
     python bench/run.py --only sealing,open,growth
+    python bench/run.py --only cluster --cluster-days 4   # the production topology over fewer days
 
 Groups (row ids in brackets):
   wake       seal -> trigger wakes, vs poke sensors                      [wake_p50_ms, wake_vs_poke_*]
@@ -69,7 +70,7 @@ FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 """A group named here raises instead of running: how the tests check that the others' rows are kept."""
 
 
-def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]]:
+def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None) -> dict[str, Callable[[], None]]:
     import barrier
     import deadlines
     import many_waiters
@@ -122,7 +123,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool) -> dict[str, Callable[[], None]
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
 
-        run_cluster(smoke)
+        run_cluster(smoke, cluster_days)
 
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
@@ -152,7 +153,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     parser.add_argument("--only", default="", help=f"comma-separated groups: {','.join(GROUPS)}")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
+    parser.add_argument("--cluster-days", type=int, default=None,
+                        help="cluster: the days the main job runs in each phase (default 3 with --smoke, else 5)")
     args = parser.parse_args()
+    if args.cluster_days is not None and not 2 <= args.cluster_days <= 30:
+        parser.error(f"--cluster-days must be between 2 and 30, not {args.cluster_days}")
     wanted = [g.strip() for g in args.only.split(",") if g.strip()] or list(GROUPS)
     unknown = sorted(set(wanted) - set(GROUPS))
     if unknown:
@@ -187,7 +192,7 @@ def main() -> int:
     planted = os.environ.get(FAIL_GROUP_ENV, "")  # the tests' way to make one group fail
     # No per-address connection limit: the many-waiters peer opens one session per waiter.
     with EmbeddedZooKeeper(max_client_connections=0) as server:
-        groups = plan(server, args.smoke)
+        groups = plan(server, args.smoke, args.cluster_days)
         for name in wanted:
             print(f"== {name}", flush=True)
             started = time.monotonic()

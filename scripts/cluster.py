@@ -124,9 +124,17 @@ def faults(base: Path) -> int:
         if driver.second is not None:
             driver.second.stop()
         driver.close()
+    from cluster_outcome import faults_markdown
+
     for fault in driver.faults:
         recovered = f"{fault.recovered_s:.1f} s" if fault.recovered_s is not None else "not recovered"
-        say(f"{fault.name}: {fault.killed} ({fault.detail}): recovered after {recovered}; {fault.restarted}")
+        made_of = f" ({fault.made_of()})" if fault.parts else ""
+        say(f"{fault.name}: {fault.killed} ({fault.detail}): recovered after {recovered}{made_of}; {fault.restarted}")
+    report = "# The faults injected into a run on the cluster\n\n" + faults_markdown(driver.faults)
+    report += "".join(f"\n- fault not injected: {problem}\n" for problem in driver.fault_errors)
+    (base / "faults-report.md").write_text(report)
+    print(report)
+    say(f"report: {base / 'faults-report.md'}")
     return 1 if driver.fault_errors else 0
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cluster_outcome import Fault
+from cluster_outcome import Fault, takeover_parts
 
 from airflow_epochs.servers.zookeeper_runtime import four_letter_word
 
@@ -28,6 +28,7 @@ ALL_FAULTS = ("celery-worker", "second-deployment", "zookeeper-leader", "schedul
               "takeover")
 # What ``systemctl stop`` left stopped: the names the cluster's supervisor does not restart (0600, in its base).
 HELD_FILE = "held.json"
+SECOND = "second"  # the second deployment's name, its AIRFLOW_EPOCHS_DEPLOYMENT (the lease's owner)
 
 
 def say(message: str) -> None:
@@ -205,7 +206,7 @@ class Faults:
                       "own metadata DB, broker, scheduler, triggerer, 1 Celery worker; same DAG, pipeline, storage")
         self.faults.append(fault)
         self.second_fault = fault
-        self.second = Cluster(Path(state["base"]) / "second", days=self.days, deployment="second", shared=state,
+        self.second = Cluster(Path(state["base"]) / SECOND, days=self.days, deployment=SECOND, shared=state,
                               same_pipeline=True, workers=1)
 
         def start() -> None:
@@ -234,8 +235,11 @@ class Faults:
         """Once the second deployment is up, stop the first deployment's schedulers and Celery workers
         mid-epoch, as an operator stopping it (kill -9, and its supervisor told to leave them stopped); the
         second deployment's open task waits out the first's leadership lease, takes the leadership and the
-        epoch over and seals it. Recovered: that epoch sealed after the second deployment took the lead.
-        Then the first deployment's processes are started again (its runs of sealed epochs skip)."""
+        epoch over and seals it. Recovered: that epoch sealed after the second deployment took the lead;
+        the figure is split into the first's lease still running at the stop (the open task's
+        ``lease_seconds``, 600 s in the unchanged DAG, less the time since its last renewal), the second's
+        wake-up after the expiry and the epoch's work under the second. Then the first deployment's
+        processes are started again (its runs of sealed epochs skip)."""
         if self.second_start is None:
             self.fault_second_deployment()
         if not self.second_ready.wait(1800):
@@ -252,13 +256,25 @@ class Faults:
         try:
             for name in names:
                 self.kill(name)
+            lease = self.ledger.lease().holder()  # the first's last renewal: its last open before the stop
+            if lease is None or lease.owner == SECOND:
+                raise RuntimeError(f"the first deployment did not lead at the stop (lease: {lease})")
+            fault.detail += f"; {lease.owner}'s lease ran to {lease.remaining(fault.at):.0f} s after the stop"
             say(f"fault: stopped {', '.join(names)} of the first deployment during {task} of epoch {epoch}; the "
-                "second must wait out the leadership lease (600 s, the DAG's default) and take the epoch over")
-            fault.recovered_s = self._until(lambda: self._sealed_by("second", epoch), 1800) - fault.at
+                f"second must wait out {lease.owner}'s leadership lease ({lease.remaining(fault.at):.0f} s left) "
+                "and take the epoch over")
+            sealed = self._until(lambda: self._sealed_by(SECOND, epoch), 1800)
+            fault.recovered_s = sealed - fault.at
+            events = self.history()
+            taken = min(e.at for e in events if e.event == "leader_changed" and e.detail.get("owner") == SECOND)
+            at = next(e.at for e in events if e.event == "epoch_sealed" and e.detail.get("epoch") == epoch)
+            fault.parts = takeover_parts(fault.at, lease.until.timestamp(), taken, at)
+            fault.recovered_s = at - fault.at  # the seal's own time (the poll above saw it up to 0.5 s later)
         finally:
             held.unlink(missing_ok=True)
         fault.restarted = f"{', '.join(names)}, by the cluster's supervisor once the epoch was sealed"
-        say(f"fault: epoch {epoch} sealed under the second deployment {fault.recovered_s:.1f} s after the stop")
+        say(f"fault: epoch {epoch} sealed under the second deployment {fault.recovered_s:.1f} s after the stop: "
+            f"{fault.made_of()}")
 
     def _sealed_by(self, owner: str, epoch: int) -> bool:
         """Whether ``epoch`` is sealed after ``owner`` took the leadership (it may carry on the attempt the

@@ -14,6 +14,22 @@ class Fault:
     detail: str = ""
     recovered_s: float | None = None  # the recovery's measure (see each fault)
     restarted: str = ""  # what a supervisor restarted
+    # what the recovery is made of (label -> seconds, in order; they add up to ``recovered_s``)
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def made_of(self) -> str:
+        """``recovered_s`` split into its parts, or "" when it has none."""
+        return "; ".join(f"{label} {seconds:.1f} s" for label, seconds in self.parts.items())
+
+
+def takeover_parts(stopped: float, lease_until: float, taken: float, sealed: float) -> dict[str, float]:
+    """What a takeover's recovery (``sealed - stopped``, wall clock) is made of: the stopped leader's lease
+    still running at the stop (a setting: the open task's ``lease_seconds`` less the time since its last
+    renewal), the standby's wake-up after the lease ran out until it took the leadership, and the epoch
+    carried to its seal under the new leader. A lease that had run out before the stop counts 0."""
+    expiry = min(max(lease_until, stopped), taken)
+    return {"lease left at the stop": expiry - stopped, "lease expiry to the leadership taken": taken - expiry,
+            "leadership taken to the epoch sealed": sealed - taken}
 
 
 @dataclass
@@ -59,12 +75,18 @@ class Outcome:
                  f"({', '.join(self.spark_submit_jobs) or 'none'}); the others through Spark Connect",
                  f"- timeline of the epochs' stages: {', '.join(self.timeline) or '-'}",
                  f"- whole run: {self.seconds:.0f} s", ""]
-        if self.faults:
-            lines += ["| fault | killed | detail | recovered after (s) | restarted by the supervisor |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| {f.name} | {f.killed} | {f.detail} | {_fmt(f.recovered_s)} | {f.restarted or '-'} |"
-                      for f in self.faults]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + faults_markdown(self.faults)
+
+
+def faults_markdown(faults: list[Fault]) -> str:
+    """The faults' table: each with its recovery and, where it has them, the recovery's parts."""
+    if not faults:
+        return ""
+    lines = ["| fault | killed | detail | recovered after (s) | made of | restarted by the supervisor |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {f.name} | {f.killed} | {f.detail} | {_fmt(f.recovered_s)} | {f.made_of() or '-'} | "
+              f"{f.restarted or '-'} |" for f in faults]
+    return "\n".join(lines) + "\n"
 
 
 def _fmt(value: float | None) -> str:
