@@ -200,6 +200,11 @@ def main() -> int:
                 if name == planted:
                     raise RuntimeError(f"group {name} made to fail by {FAIL_GROUP_ENV}")
                 groups[name]()
+            except KeyboardInterrupt:  # stopped by hand: the rows this group recorded so far are kept
+                failed[name] = "stopped by hand (SIGINT) before the group finished"
+                took[name] = round(time.monotonic() - started, 1)
+                save()
+                raise
             except Exception as error:  # noqa: BLE001 - any group's failure is reported, the others still run
                 traceback.print_exc()
                 failed[name] = f"{type(error).__name__}: {error}"
