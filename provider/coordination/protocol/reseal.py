@@ -131,6 +131,7 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
                 f"pipeline {ctx.pipeline!r}: version {running.version} of {partition!r} at epoch {epoch} is being "
                 f"re-sealed (request {running.request or running.correction!r}); one re-seal at a time; nothing "
                 "was written", version=running.version, request=running.request)
+        _check_no_correction_running(call, ctx, node)
         if len(node.entries) >= MAX_VERSIONS - 1:
             raise ResealRefused(f"pipeline {ctx.pipeline!r}: {partition!r} at epoch {epoch} has {MAX_VERSIONS} "
                                 "versions already; nothing was written")
@@ -144,6 +145,22 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
         return answer(entry)
 
     return ctx.call(body, what=f"re-seal {partition!r} at epoch {epoch}", request_id=request_id, find=find)
+
+
+def _check_no_correction_running(call: Call, ctx: PipelineContext, node: VersionsNode) -> None:
+    """Refuse a re-seal of a key whose last user-asked version is sealed while its correction still re-produces
+    what read it: that request is still in flight, and a second one would re-produce the same seals again."""
+    asked = [e for e in node.entries if e.correction == correction_id(node.epoch, node.partition, e.version)]
+    if not asked:
+        return
+    last = asked[-1]
+    found = correction(call, ctx, last.correction)
+    if found is not None and found[0].state not in ("done", "rolled_back"):
+        raise ResealInFlight(
+            f"pipeline {ctx.pipeline!r}: version {last.version} of {node.partition!r} at epoch {node.epoch} is "
+            f"sealed, and its correction {last.correction} (request {last.request!r}) is still re-producing the "
+            f"seals that read it ({found[0].state}); one re-seal at a time: retry the task that re-produces it, "
+            "or wait for it; nothing was written", version=last.version, request=last.request)
 
 
 def open_derived(call: Call, ctx: PipelineContext, epoch: int, partition: str, origin: CorrectionNode) -> bool:
