@@ -82,7 +82,7 @@ class Worker:
     """A ``correct_worker.py`` process running one ``nycflights_correct`` run (its own Airflow database)."""
 
     def __init__(self, airflow_home: Path, home: Path, markers: Path, name: str, when: datetime,
-                 hold_at: str = "") -> None:
+                 hold_at: str = "", conf: dict | None = None) -> None:
         self.name = name
         self.log = home.parent / f"{name}.log"
         # The Airflow database of its own (copied once; a rerun keeps the killed run's rows, as a retry does).
@@ -95,7 +95,7 @@ class Worker:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, str(HELPERS / "correct_worker.py"), str(airflow_home / "dags"), when.isoformat(),
-                 json.dumps(CONF), str(markers), name, hold_at], stdout=out, stderr=subprocess.STDOUT, env=env,
+                 json.dumps(conf or CONF), str(markers), name, hold_at], stdout=out, stderr=subprocess.STDOUT, env=env,
                 cwd=HELPERS)
 
     def text(self) -> str:
@@ -203,3 +203,48 @@ def test_two_runs_of_one_correction_at_once_give_one_reseal(dagbag, airflow_home
     (markers / "release").touch()
     assert winner.state() == "success", winner.text()[-6000:]
     _finished_once(ledger, raw, extra, seen, spark)
+
+
+def test_two_corrections_of_one_day_at_once_both_land(dagbag, airflow_home, zk_connection, zk, spark, spark_connect,
+                                                      tmp_path, monkeypatch):
+    """The flights and the weather of day 3 corrected at once, by two runs: both re-seals are allowed (they
+    are different keys). The seals both reach (``daily``@3..5) can have one version open at a time: the
+    correction that opened one first re-produces it, the other waits for it to seal and then re-produces
+    it again (it read the other feed's old version), in epoch order. The end: each feed one new version,
+    each ``daily`` at most one new version per correction, every figure over both corrected inputs."""
+    ledger, raw, extra, seen = _pipeline(dagbag, zk, spark_connect, tmp_path, monkeypatch)
+    assert correct_day(raw, "weather", day_of_epoch(CORRECTED)) > 0
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    confs = {"flights": CONF, "weather": {**CONF, "feed": "weather", "reason": "corrected weather of day 3"}}
+    workers = [Worker(airflow_home, tmp_path / f"home-{feed}", markers, feed, _day(40 + i), conf=conf)
+               for i, (feed, conf) in enumerate(confs.items())]
+    _go(markers, *workers)
+    for worker in workers:
+        assert worker.state() == "success", worker.text()[-6000:]
+
+    corrections = ledger.corrections()
+    assert sorted(c.origin for c in corrections) == [(CORRECTED, "flights", 2), (CORRECTED, "weather", 2)]
+    assert all(c.state == "done" for c in corrections)
+    for feed in ("flights", "weather"):
+        assert [(v.version, v.state) for v in ledger.versions(CORRECTED, feed)] == [(2, "sealed")]
+    for epoch, partition in STALE:
+        entries = ledger.versions(epoch, partition)
+        assert all(v.state == "sealed" for v in entries) and 1 <= len(entries) <= 2, entries
+        assert len({v.correction for v in entries}) == len(entries)  # one version per correction at most
+        assert ledger.sealed_version(epoch, partition).version == 1 + len(entries)
+    for epoch in (1, 2):
+        assert ledger.sealed_version(epoch, "daily").version == 1
+    events = ledger.history(since_seq=seen)
+    assert not [e.event for e in events if e.event in ("epoch_opened", "attempt_started", "partition_sealed",
+                                                         "epoch_sealed", "rolled_back")]
+    result = check_sealed(spark, ledger, raw, [day_of_epoch(n) for n in range(1, DAYS + 1)])
+    assert result.equal, result.summary()  # both corrections are in every figure
+    ok, verdict = published_check(ledger, "nycflights_iceberg", "nycflights.daily", "daily", DAYS)
+    assert ok, verdict
+    table = load_catalog(catalog_settings(extra=extra)).load_table("nycflights.daily")
+    resealed = [(r.epoch, r.version) for r in (h.published(s) for s in table.snapshots())
+                if r is not None and r.action == "reseal"]
+    for epoch, partition in STALE:  # one corrective snapshot per version at most; the last is the newest
+        mine = [v for e, v in resealed if e == epoch]
+        assert mine and len(mine) == len(set(mine)) and mine[-1] == ledger.sealed_version(epoch, partition).version
