@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def _duck(sql_source: str) -> pd.DataFrame:
     duck = connect()
     try:
-        return normalized(duck.execute(f"SELECT * FROM {sql_source}").df())  # noqa: S608 - quoted by the helpers
+        return normalized(duck.execute(f"SELECT * FROM {sql_source}").df())
     finally:
         duck.close()
 
