@@ -4,7 +4,9 @@
 node (:mod:`..wire.versions`) with a ``reseal_opened`` history event; the original seal (version 1)
 and every earlier version stay as they were. While a version is open, a second re-seal of the same
 (epoch, partition) is refused (:class:`ResealInFlight`): one in flight at a time, also with two
-requests at once (the loser's compare-and-set fails, it reads again and sees the winner's).
+requests at once (the loser's compare-and-set fails, it reads again and sees the winner's). A request
+stays in flight until its correction is done: while that still re-produces the seals that read the old
+version, a new request is refused too (it would re-produce them again).
 
 :func:`vote_version` records a producer's vote under the open version, in a compare-and-set of the same
 node that checks the version is still the open one (the fence); the vote that completes the
