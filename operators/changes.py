@@ -46,15 +46,13 @@ class PipelineChangeOperator(CoordinationRetries, BaseOperator):
         One request id for every try of this task: a repeat after a lost answer, or a retry after a
         crash, finds what the first committed instead of applying it again.
 
-        :param owner: the ledger's owner (None: the hook's default).
+        :param owner: the ledger's owner (None: this deployment, :func:`default_owner`), recorded with the change.
         """
         request_id = task_request_id(context, per_try=False)
 
         def attempt() -> Any:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-                ledger = (hook.ledger(self.pipeline, root=self.root) if owner is None
-                          else hook.ledger(self.pipeline, owner=owner, root=self.root))
-                return step(ledger, request_id)
+                return step(hook.ledger(self.pipeline, owner=owner or default_owner(), root=self.root), request_id)
 
         return self.coordinated(attempt, what=what)
 
@@ -97,6 +95,6 @@ class RollbackOperator(PipelineChangeOperator):
             raise AirflowFailException(f"to_epoch must be an integer, got {self.to_epoch!r}") from None
         undone: list[int] = self.change(
             context, lambda ledger, request_id: ledger.rollback(to_epoch, reason=self.reason, request_id=request_id),
-            what=f"pipeline {self.pipeline!r}: roll back to epoch {to_epoch}", owner=default_owner())
+            what=f"pipeline {self.pipeline!r}: roll back to epoch {to_epoch}")
         self.log.info("Pipeline %s rolled back to epoch %s: %s", self.pipeline, to_epoch, undone)
         return undone

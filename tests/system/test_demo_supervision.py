@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,7 +17,12 @@ import pytest
 from airflow_epochs.process_identity import ProcessIdentity, identify
 from airflow_epochs.servers.supervision import read_record
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+# Each step has a budget of its own, and pytest's is their sum with room to spare: under a load of 30 on
+# two cores a one-day demo takes ten times its idle minute, and a test that runs out of pytest's time
+# loses the output that says where the time went.
+FIRST_EPOCH_S = 300
+RERUN_S = 600
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(FIRST_EPOCH_S + RERUN_S + 150)]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,6 +60,9 @@ def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
                              stderr=subprocess.STDOUT, text=True)
     seen: list[str] = []
     tree: dict[int, ProcessIdentity] = {}
+    # The reading loop below blocks on the demo's output: a timer kills a run that never gets there.
+    watchdog = threading.Timer(FIRST_EPOCH_S, first.kill)
+    watchdog.start()
     try:
         assert first.stdout is not None
         for line in first.stdout:
@@ -61,7 +70,8 @@ def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
             if "epoch 1 +" in line and "opened" in line:
                 break
         else:
-            pytest.fail("the first run never opened epoch 1:\n" + "".join(seen[-40:]))
+            pytest.fail(f"the first run did not open epoch 1 within {FIRST_EPOCH_S} s:\n" + "".join(seen[-40:]))
+        watchdog.cancel()
         time.sleep(1.0)  # its Spark jobs are starting on the Spark Connect server
         records = {name: read_record(state / "servers" / f"{name}.json") for name in ("zookeeper", "spark-connect")}
         assert all(records.values()), records
@@ -74,6 +84,7 @@ def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
         os.kill(first.pid, signal.SIGKILL)
         first.wait(30)
     finally:
+        watchdog.cancel()
         if first.poll() is None:
             first.kill()
             first.wait()
@@ -83,7 +94,12 @@ def test_a_rerun_after_kill_9_leaves_no_process_of_the_killed_run(tmp_path):
         assert time.monotonic() < deadline, "the killed run's servers outlived it"
         time.sleep(0.2)
 
-    rerun = subprocess.run([*demo, "--days", "1"], env=_demo_env(), capture_output=True, text=True, timeout=420)
+    try:
+        rerun = subprocess.run([*demo, "--days", "1"], env=_demo_env(), capture_output=True, text=True,
+                               timeout=RERUN_S)
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
+        pytest.fail(f"the rerun did not finish within {RERUN_S} s; its output ended:\n{(out or '')[-4000:]}")
     assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-2000:]
     assert "server of an earlier run" in rerun.stdout, rerun.stdout[:2000]  # it looked at the records
     assert "check: sealed results vs one Spark computation over days 1..1" in rerun.stdout
