@@ -46,7 +46,7 @@ class PipelineChangeOperator(CoordinationRetries, BaseOperator):
         One request id for every try of this task: a repeat after a lost answer, or a retry after a
         crash, finds what the first committed instead of applying it again.
 
-        :param owner: the ledger's owner (None: this deployment, :func:`default_owner`), recorded with the change.
+        :param owner: the ledger's owner (None: this deployment, ``default_owner()``), recorded with the change.
         """
         request_id = task_request_id(context, per_try=False)
 

@@ -121,7 +121,10 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
             time.sleep(1.0)
         self.log.info("Correction %s of %s at epoch %s: %s; %d version(s) re-produced here", origin.correction,
                       origin.partition, origin.epoch, node.state, len(done))
-        published = self._publish(max(item["epoch"] for item in done)) if self.table and done else None
+        # Through the correction's last re-sealed epoch of the table's partition, whether or not this try
+        # re-produced it: a try killed after the last re-seal, before the publish, left the table behind.
+        reached = [e for e, p in ((origin.epoch, origin.partition), *node.plan) if p == self.table_partition]
+        published = self._publish(max(reached)) if self.table and reached and node.state == "done" else None
         self.correction_result = {"correction": origin.correction, "state": node.state,
                                   "plan": [list(p) for p in node.plan], "resealed": done, "published": published}
         return self.correction_result

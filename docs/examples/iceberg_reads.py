@@ -32,14 +32,13 @@ def consistent_cut(catalog: Any, epoch: int) -> tuple[Any, Any, Any]:
 
 def duckdb_at_epoch(catalog: Any, epoch: int) -> tuple[Any, Any]:
     # [START iceberg_duckdb]
-    from airflow_epochs.tables import snapshot_id_of_epoch
-    from airflow_epochs.tables.duckdb_reader import connect, scan_sql
+    from airflow_epochs.tables.duckdb_reader import as_of_sql, connect, scan_sql
 
     table = catalog.load_table("lake.daily")
     duck = connect()  # LOADs the Avro and Iceberg extensions from their packages' files: nothing is downloaded
     scan = scan_sql(table.metadata_location)  # iceberg_scan('<metadata file>'), the location quoted
     totals = duck.sql(f"SELECT key, sum(amount) AS amount FROM {scan} GROUP BY key")  # noqa: S608
-    at_epoch = scan_sql(table.metadata_location, snapshot_id_of_epoch(catalog, "lake.daily", epoch))
+    at_epoch, _ = as_of_sql(catalog, "lake.daily", epoch)  # the epoch's snapshot, or its files after a re-seal
     as_of = duck.sql(f"SELECT * FROM {at_epoch}")  # noqa: S608 - the table as of the epoch
     # [END iceberg_duckdb]
     return totals.df(), as_of.df()

@@ -4,7 +4,9 @@ At an aligned epoch N (every partition of each pipeline involved sealed at N, an
 vectors agree: no member was built on an upstream epoch another member does not hold), the tables'
 snapshots of N show exactly what the seals say, so reading them together is one consistent cut. Anything
 else is refused before any data is read: an epoch not sealed everywhere, a table whose snapshot of N is
-not the current seal (its publish is pending, or a rollback is not mirrored yet), or a lineage violation.
+not the current seal (its publish is pending, or a rollback is not mirrored yet), a table that shows an
+epoch through N at an older version than the newest sealed one (a re-seal not published yet), or a lineage
+violation. Each table is read as of N: epochs first..N at their newest versions, no later epoch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
 from airflow_epochs.coordination.services.shortcuts import lineage_of
 from airflow_epochs.tables import history as h
+from airflow_epochs.tables.read import snapshot_as_of, table_as_of_epoch
 from airflow_epochs.tables.seal_files import check_identifier, still_sealed
 
 if TYPE_CHECKING:
@@ -79,7 +82,8 @@ def plan_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables:
         if pipeline not in found:
             found[pipeline] = ledgers(pipeline)
         record = h.snapshot_of_epoch(table, as_of_epoch)
-        members.append(CutMember(identifier, pipeline, partition, record.snapshot_id, record.attempt,
+        # Not the publish of the epoch itself: an earlier epoch re-sealed after it changed what it shows.
+        members.append(CutMember(identifier, pipeline, partition, snapshot_as_of(table, as_of_epoch), record.attempt,
                                  record.generation, record.request, record))
     for pipeline, ledger in sorted(found.items()):
         info = ledger.epoch_info(as_of_epoch)
@@ -93,6 +97,9 @@ def plan_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables:
         ledger = found[member.pipeline]
         if not still_sealed(ledger, member.partition, member.record):
             raise NotAlignedCut(_not_current(ledger, member, as_of_epoch))
+        behind = _behind_versions(ledger, loaded[member.table], member, as_of_epoch)
+        if behind:
+            raise NotAlignedCut(behind)
         item = lineage_of(ledger, as_of_epoch, member.partition)
         if item is not None:
             items.append(item)
@@ -114,6 +121,21 @@ def _not_current(ledger: EpochLedger, member: CutMember, epoch: int) -> str:
             f"publish it again first")
 
 
+def _behind_versions(ledger: EpochLedger, table: Any, member: CutMember, epoch: int) -> str:
+    """Why the table shows an epoch through ``epoch`` at an older version than the newest sealed one (a
+    re-seal not published yet), or "". Only the epochs a correction re-sealed can differ: they are read
+    from the corrections, not epoch by epoch."""
+    live = h.live_epochs(table, member.snapshot_id)
+    touched = sorted({e for node in ledger.corrections()
+                      for e, p in (node.origin[:2], *node.plan) if p == member.partition and e <= epoch and e in live})
+    for e in touched:
+        newest = ledger.sealed_version(e, member.partition)
+        if newest is not None and newest.version != live[e].version:
+            return (f"table {member.table}: epoch {e} is published as version {live[e].version}, but the newest "
+                    f"sealed version of {member.partition!r} there is {newest.version}; publish it again first")
+    return ""
+
+
 def read_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables: Sequence[str],
                     as_of_epoch: int) -> SealedCut:
     """Read ``tables`` (Iceberg identifiers of published partitions, of one pipeline or several) as of
@@ -123,5 +145,5 @@ def read_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables:
         Airflow (the caller closes the hook).
     """
     members = plan_sealed_cut(ledgers, catalog, tables, as_of_epoch)
-    rows = {m.table: catalog.load_table(m.table).scan(snapshot_id=m.snapshot_id).to_arrow() for m in members}
+    rows = {m.table: table_as_of_epoch(catalog, m.table, as_of_epoch) for m in members}  # no later epoch's rows
     return SealedCut(as_of_epoch, members, rows)

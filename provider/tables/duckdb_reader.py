@@ -54,6 +54,36 @@ def scan_sql(metadata_location: str, snapshot_id: int | None = None) -> str:
     return f"iceberg_scan('{_quoted(metadata_location)}'{at})"
 
 
+def as_of_sql(catalog: Any, identifier: str, epoch: int) -> tuple[str, str]:
+    """The table function reading the table as of ``epoch`` with DuckDB (epochs first..``epoch`` at their
+    newest published versions), and what it reads: ``iceberg_scan`` at the epoch's snapshot
+    (:func:`~airflow_epochs.tables.snapshot_id_of_epoch`), or, where no snapshot shows that epoch alone
+    (a re-seal of an earlier epoch holds later ones too), ``read_parquet`` of the epochs' data files in the
+    newest snapshot that holds them.
+
+    :raises EpochNotPublished: that epoch is not in the table.
+    """
+    from airflow_epochs.tables.history import NoSnapshotOfItsOwn
+    from airflow_epochs.tables.read import as_of_files, snapshot_id_of_epoch
+
+    table = catalog.load_table(identifier)
+    try:
+        snapshot = snapshot_id_of_epoch(catalog, identifier, epoch)
+    except NoSnapshotOfItsOwn:
+        snapshot, files = as_of_files(catalog, identifier, epoch)
+        listed = ", ".join(f"'{_quoted(_local(f))}'" for f in files)
+        return f"read_parquet([{listed}], union_by_name = true)", f"{len(files)} data file(s) of snapshot {snapshot}"
+    return scan_sql(table.metadata_location, snapshot), f"snapshot {snapshot}"
+
+
+def _local(location: str) -> str:
+    """A ``file:`` URI as a path (DuckDB reads other schemes through its own file systems)."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(location)
+    return unquote(parsed.path) if parsed.scheme == "file" else location
+
+
 def _quoted(text: str) -> str:
     return text.replace("'", "''")
 
@@ -68,13 +98,11 @@ def matches_sealed(ledger: Any, catalog: Any, identifier: str, partition: str, t
 
     from airflow_epochs.spark.sealed import sealed_outputs
     from airflow_epochs.spark.storage import data_files
-    from airflow_epochs.tables.read import snapshot_id_of_epoch
-
     table = catalog.load_table(identifier)
-    snapshot = snapshot_id_of_epoch(catalog, identifier, through_epoch)
+    source, snapshot = as_of_sql(catalog, identifier, through_epoch)
     duck = connect()
     try:
-        query = f"SELECT * FROM {scan_sql(table.metadata_location, snapshot)}"  # noqa: S608 - quoted by scan_sql
+        query = f"SELECT * FROM {source}"  # noqa: S608 - quoted by as_of_sql
         seen = duck.execute(query).arrow()
     finally:
         duck.close()
@@ -93,7 +121,7 @@ def matches_sealed(ledger: Any, catalog: Any, identifier: str, partition: str, t
     left = left.sort_values(columns).reset_index(drop=True)
     right = right.sort_values(columns).reset_index(drop=True)
     equal = len(left) == len(right) and bool(left.astype(str).equals(right.astype(str)))
-    return equal, (f"DuckDB reads {identifier} as of epoch {through_epoch} (snapshot {snapshot}): {len(left)} rows, "
+    return equal, (f"DuckDB reads {identifier} as of epoch {through_epoch} ({snapshot}): {len(left)} rows, "
                    f"{'equal to' if equal else 'DIFFERENT from'} the sealed files of epochs {first}..{through_epoch}")
 
 

@@ -34,6 +34,11 @@ class EpochNotPublished(EpochsError):
     """The table has no snapshot of that epoch (not published yet, or rolled back)."""
 
 
+class NoSnapshotOfItsOwn(EpochsError):
+    """No snapshot shows the table as of that epoch alone (a re-seal of an earlier epoch, committed after
+    later epochs were published, holds those too): read the epoch's files instead."""
+
+
 class TableOfAnotherPartition(EpochsError):
     """The table already holds another pipeline's or partition's epochs; nothing was written."""
 

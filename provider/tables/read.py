@@ -108,5 +108,35 @@ def epochs_in(catalog: Any, identifier: str) -> list[h.PublishedSnapshot]:
 
 
 def snapshot_id_of_epoch(catalog: Any, identifier: str, epoch: int) -> int:
-    """The snapshot id that shows the table as of ``epoch``."""
-    return h.snapshot_of_epoch(catalog.load_table(identifier), epoch).snapshot_id
+    """The id of the snapshot that shows the table as of ``epoch``: epochs first..``epoch`` at their newest
+    published versions and no later epoch, for readers that take a snapshot id (DuckDB's ``iceberg_scan``).
+
+    Not the publish of ``epoch`` itself: an earlier epoch re-sealed after it changed what it shows. A re-seal
+    of an epoch through ``epoch`` committed after later epochs were published holds those too: then no
+    snapshot shows the table as of ``epoch`` alone, and :func:`table_as_of_epoch` (or
+    :func:`as_of_files`) reads it.
+
+    :raises EpochNotPublished: that epoch is not in the table.
+    :raises NoSnapshotOfItsOwn: no snapshot shows epochs first..``epoch`` without later ones.
+    """
+    validate_epoch(epoch)
+    table = catalog.load_table(identifier)
+    snapshot_id = snapshot_as_of(table, epoch)
+    later = sorted(e for e in h.live_epochs(table, snapshot_id) if e > epoch)
+    if later:
+        raise h.NoSnapshotOfItsOwn(
+            f"table {h.table_name(table)}: no snapshot shows it as of epoch {epoch} alone: the newest one of epochs "
+            f"through {epoch} ({snapshot_id}, a re-seal) also holds epoch(s) {later}; read it by its files")
+    return snapshot_id
+
+
+def as_of_files(catalog: Any, identifier: str, epoch: int) -> tuple[int, list[str]]:
+    """The snapshot that holds ``epoch`` at its newest published version and the data files of epochs
+    first..``epoch`` in it (the newest versions; no later epoch): what reads the table as of ``epoch``
+    where :func:`snapshot_id_of_epoch` finds no snapshot of its own.
+
+    :raises EpochNotPublished: that epoch is not in the table.
+    """
+    validate_epoch(epoch)
+    snapshot_id, tasks = _as_of(catalog.load_table(identifier), epoch, None)
+    return snapshot_id, [str(t.file.file_path) for t in tasks]

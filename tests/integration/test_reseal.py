@@ -209,6 +209,18 @@ def test_refusals_write_nothing(zk):
         ledger.vote_version(5, "weather", 3, "w", {"value": 1})
     assert tree(zk, ledger.paths.base) == before
 
+    # Version 2 sealed, its correction still re-producing what read it: a second request is still refused
+    # (it would re-produce the same seals again); the first request's repeat answers.
+    assert ledger.vote_version(5, "weather", 2, "w", {"value": 1}).sealed
+    (correction,) = ledger.corrections()
+    assert correction.state == "marking" and ledger.pending_reseals()
+    before = tree(zk, ledger.paths.base)
+    with pytest.raises(ResealInFlight, match=r"version 2 of 'weather' at epoch 5 is sealed, and its correction "
+                                             r"\S+ \(request 'r1'\) is still re-producing"):
+        ledger.reseal(5, "weather", reason="second", request_id="r2")
+    assert tree(zk, ledger.paths.base) == before
+    assert ledger.reseal(5, "weather", reason="first", request_id="r1").state == "sealed"
+
 
 def test_repeats_and_lost_replies_apply_once(zk, lossy, proxy: LostAnswerProxy):
     pipeline(zk, "lost", WEATHER, epochs=9)
@@ -231,6 +243,12 @@ def test_repeats_and_lost_replies_apply_once(zk, lossy, proxy: LostAnswerProxy):
     with pytest.raises(InputsNotResealed, match="not re-sealed yet"):
         ledger.vote_version(9, "totals", 2, "t", {"value": 0})
     assert correction.plan == ((8, "joined"), (8, "totals"), (9, "totals"))
+    # Another request while that correction re-produces: refused; once it is done, it opens version 3.
+    with pytest.raises(ResealInFlight, match="is still re-producing the seals that read it"):
+        ledger.reseal(8, "weather", reason="again", request_id="fix-2")
+    reproduce(ledger, WEATHER)
+    assert ledger.corrections()[0].state == "done"
+    assert ledger.reseal(8, "weather", reason="again", request_id="fix-2").version == 3
 
 
 def test_two_concurrent_reseal_requests_give_one_reseal(zk, zk_factory):

@@ -4,7 +4,9 @@
 node (:mod:`..wire.versions`) with a ``reseal_opened`` history event; the original seal (version 1)
 and every earlier version stay as they were. While a version is open, a second re-seal of the same
 (epoch, partition) is refused (:class:`ResealInFlight`): one in flight at a time, also with two
-requests at once (the loser's compare-and-set fails, it reads again and sees the winner's).
+requests at once (the loser's compare-and-set fails, it reads again and sees the winner's). A request
+stays in flight until its correction is done: while that still re-produces the seals that read the old
+version, a new request is refused too (it would re-produce them again).
 
 :func:`vote_version` records a producer's vote under the open version, in a compare-and-set of the same
 node that checks the version is still the open one (the fence); the vote that completes the
@@ -131,6 +133,7 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
                 f"pipeline {ctx.pipeline!r}: version {running.version} of {partition!r} at epoch {epoch} is being "
                 f"re-sealed (request {running.request or running.correction!r}); one re-seal at a time; nothing "
                 "was written", version=running.version, request=running.request)
+        _check_no_correction_running(call, ctx, node)
         if len(node.entries) >= MAX_VERSIONS - 1:
             raise ResealRefused(f"pipeline {ctx.pipeline!r}: {partition!r} at epoch {epoch} has {MAX_VERSIONS} "
                                 "versions already; nothing was written")
@@ -144,6 +147,22 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
         return answer(entry)
 
     return ctx.call(body, what=f"re-seal {partition!r} at epoch {epoch}", request_id=request_id, find=find)
+
+
+def _check_no_correction_running(call: Call, ctx: PipelineContext, node: VersionsNode) -> None:
+    """Refuse a re-seal of a key whose last user-asked version is sealed while its correction still re-produces
+    what read it: that request is still in flight, and a second one would re-produce the same seals again."""
+    asked = [e for e in node.entries if e.correction == correction_id(node.epoch, node.partition, e.version)]
+    if not asked:
+        return
+    last = asked[-1]
+    found = correction(call, ctx, last.correction)
+    if found is not None and found[0].state not in ("done", "rolled_back"):
+        raise ResealInFlight(
+            f"pipeline {ctx.pipeline!r}: version {last.version} of {node.partition!r} at epoch {node.epoch} is "
+            f"sealed, and its correction {last.correction} (request {last.request!r}) is still re-producing the "
+            f"seals that read it ({found[0].state}); one re-seal at a time: retry the task that re-produces it, "
+            "or wait for it; nothing was written", version=last.version, request=last.request)
 
 
 def open_derived(call: Call, ctx: PipelineContext, epoch: int, partition: str, origin: CorrectionNode) -> bool:

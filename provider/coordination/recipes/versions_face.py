@@ -39,7 +39,8 @@ class VersionedLedger:
         :param reason: why (the late or corrected input), recorded in the history.
         :raises ResealNotSealed: the epoch is not sealed yet. :raises ResealUnknownPartition: not
             configured at that epoch. :raises ResealCompacted: the epoch is compacted.
-        :raises ResealInFlight: another version of it is open (one re-seal at a time).
+        :raises ResealInFlight: another version of it is open, or sealed while its correction still
+            re-produces what read it (one re-seal at a time).
         """
         return reseal.reseal(self.ctx, epoch, partition, reason=reason, request_id=request_id)
 
