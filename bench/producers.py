@@ -22,7 +22,9 @@ Rows per scenario (ids end in ``[scenario]``): ``producers_duplicate_runs`` (con
 complete key, plus any for the incomplete key; for the re-run, the runs it added),
 ``producers_missed_keys`` (complete keys with no run), ``producers_latency_s`` (a key's last producer
 success to its consumer's first task running, median over keys) and its stages
-``producers_latency_{event,queue,start}_s``.
+``producers_latency_{event,queue,start}_s``; ours' ``producers_seal_to_event_s`` splits into
+``producers_seal_to_yield_s`` (the watcher) and ``producers_yield_to_event_s`` (the triggerer's hand-over, from
+its ``Trigger fired event`` log lines).
 
     python bench/producers.py [--smoke]      # alone; bench/run.py --only producers includes it
 """

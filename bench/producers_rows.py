@@ -9,8 +9,10 @@ A *side* is one consumer DAG with the producer DAGs it waits for: ours reads the
 from __future__ import annotations
 
 import json
+import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from common import compare, figure
@@ -43,11 +45,47 @@ class Snapshot:
     stages: dict[str, dict[str, tuple[float, float, float]]]  # consumer -> key -> (event, queued, started)
     seals: dict[str, float]  # key -> when ours sealed it
     pending: dict[str, int]  # key -> the peer's pending partitioned runs (AssetPartitionDagRun, no run yet)
+    yields: dict[str, float] = field(default_factory=dict)  # key -> when our gate's watcher yielded its event
 
 
 def snapshot(stack: AirflowStack, zk: KazooClient, side: Side) -> Snapshot:
     return Snapshot(consumer_starts(stack, side), last_successes(stack, side), run_stages(stack, side),
-                    seals(zk, side.pipeline), pending_peer_runs(stack, side))
+                    seals(zk, side.pipeline), pending_peer_runs(stack, side), watcher_yields(stack, side))
+
+
+_FIRED = "Trigger fired event"
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)(Z|[+-]\d\d:?\d\d)?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _field(line: str, name: str) -> str | None:
+    found = re.search(rf"[\\]?['\"]{name}[\\]?['\"]:\s*[\\]?['\"]([^'\"\\]+)", line)
+    return found.group(1) if found else None
+
+
+def watcher_yields(stack: AirflowStack, side: Side) -> dict[str, float]:
+    """key -> when the triggerer's runner logged our gate's event as fired (its ``Trigger fired event`` line,
+    stamped in the runner when the watcher yielded, before the runner hands it to its supervisor): splits
+    seal -> stored event into the watcher's part and the triggerer's hand-over. Empty when no log line
+    of the triggerer's could be read (the rows that need it are then left out)."""
+    found: dict[str, float] = {}
+    for path in sorted(stack.base.rglob("*.log")):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if _FIRED not in line:
+                continue
+            line = _ANSI.sub("", line)
+            stamp, key = _STAMP.search(line), _field(line, "partition_key")
+            if stamp is None or key is None or _field(line, "pipeline") != side.pipeline:
+                continue
+            zone = (stamp.group(3) or "+00:00").replace("Z", "+00:00")
+            zone = zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
+            at = datetime.fromisoformat(f"{stamp.group(1)}T{stamp.group(2).replace(',', '.')}{zone}").timestamp()
+            found[key] = min(found.get(key, at), at)
+    return found
 
 
 def pending_peer_runs(stack: AirflowStack, side: Side) -> dict[str, int]:
@@ -189,6 +227,18 @@ def report_stages(scenario: str, side: Side, snap: Snapshot, complete: list[str]
           flush=True)
     delivered = [snap.stages[side.ours][key][0] - snap.seals[key] for key in complete
                  if key in snap.seals and key in snap.stages[side.ours]]
+    yielded = [snap.yields[key] - snap.seals[key] for key in complete if key in snap.seals and key in snap.yields]
+    handed = [snap.stages[side.ours][key][0] - snap.yields[key] for key in complete
+              if key in snap.yields and key in snap.stages[side.ours]]
+    print(f"  [{scenario}] ours seal -> watcher yielded {[round(v, 3) for v in yielded]} s, yielded -> event stored "
+          f"{[round(v, 3) for v in handed]} s", flush=True)
+    if yielded and handed:
+        figure(f"producers_seal_to_yield_s[{scenario}]", "producers", "ours: seal -> the gate's watcher yielded the "
+               "event (ZooKeeper watch and the watcher's reads)", statistics.median(yielded), "s",
+               note=f"median over {len(yielded)} keys; {min(yielded):.3f}..{max(yielded):.3f} s")
+        figure(f"producers_yield_to_event_s[{scenario}]", "producers", "ours: the watcher yielded -> the asset event "
+               "stored (the trigger runner's loop and its supervisor)", statistics.median(handed), "s",
+               note=f"median over {len(handed)} keys; {min(handed):.3f}..{max(handed):.3f} s")
     if delivered:
         figure(f"producers_seal_to_event_s[{scenario}]", "producers", "ours: seal -> the gate's asset event stored "
                "(the triggerer's delivery)", statistics.median(delivered), "s",

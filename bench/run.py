@@ -24,7 +24,9 @@ Groups (row ids in brackets):
              per scenario S: plain, two_assets_one_key, rerun_after_consumption, producers_missed_keys[S],
              two_schedulers                                                producers_latency_s[S],
                                                                            producers_latency_{event,queue,start}_s[S],
-                                                                           producers_seal_to_event_s[S]]
+                                                                           producers_seal_to_event_s[S],
+                                                                           producers_seal_to_yield_s[S],
+                                                                           producers_yield_to_event_s[S]]
   deadlines  60 epochs, seeded producer durations, a known delayed set:  [deadline_alert_latency_s_p50/max,
              alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
              mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]

@@ -38,7 +38,8 @@ def declared_gate_asset(
     :param pipeline: the pipeline that declares the producers.
     :param partition: the declared partition.
     :param consumer: the consumer's name (its DAG id, say); its acknowledgement of a key releases the next.
-    :param scope: the delivery scope (one per Airflow deployment).
+    :param scope: the delivery scope (one per Airflow deployment); each consumer keeps its own cursor in
+        it, so two consumers of one partition each get every key.
     """
     validate_name("pipeline", pipeline)
     validate_name("partition", partition)

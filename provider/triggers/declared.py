@@ -25,15 +25,23 @@ from airflow_epochs.triggers.assets import SealedPartitionEventTrigger, SealStre
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 
 
+def delivery_scope(scope: str, consumer: str | None) -> str:
+    """Where a consumer's cursor and claims live: ``<consumer>@<scope>``, one per consumer (``scope`` when
+    there is no consumer). Two consumers of one partition sharing the scope's cursor would split its keys:
+    the first to deliver a key moves the cursor past it for both."""
+    return validate_name("owner", scope if consumer is None else f"{consumer}@{validate_name('owner', scope)}")
+
+
 class DeclaredKeyStream(SealStream):
     """The seals of one declared partition, in epoch order, each with its partition key.
 
     :param consumer: deliver epoch e only after this consumer acknowledged e-1 (None: no holding).
     """
 
-    def __init__(self, *, consumer: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.consumer = None if consumer is None else validate_name("consumer", consumer)
+    def __init__(self, *, scope: str, consumer: str | None = None, **kwargs: Any) -> None:
+        consumer = None if consumer is None else validate_name("consumer", consumer)
+        super().__init__(scope=delivery_scope(scope, consumer), **kwargs)
+        self.consumer = consumer
         self.outstanding: int | None = None  # the epoch handed to Airflow and not yet confirmed stored
 
     async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
@@ -65,7 +73,8 @@ class DeclaredKeyEventTrigger(SealedPartitionEventTrigger):
     :param pipeline: pipeline name.
     :param partition: the declared partition.
     :param consumer: the consumer whose acknowledgement of a key releases the next (see the module).
-    :param scope: the delivery scope (one per Airflow deployment).
+    :param scope: the delivery scope (one per Airflow deployment); with ``consumer``, the cursor and claims
+        are the consumer's own, in scope ``<consumer>@<scope>`` (see :func:`delivery_scope`).
     :param from_epoch: the first epoch to report.
     """
 

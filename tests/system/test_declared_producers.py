@@ -192,6 +192,33 @@ def test_the_gate_delivers_each_complete_key_once_and_holds_the_next_until_ackno
     assert second[0]["dedupe_key"] == "declared/sales/2/1/" + str(second[0]["attempt"])
 
 
+def test_two_consumers_of_one_partition_in_one_scope_each_get_every_key(zk_connection, zk):
+    """Each consumer's cursor is its own: with one cursor per scope, the first consumer to receive a key
+    moved it past that key for the other, which then never got it."""
+    from airflow_epochs.triggers.declared import DeclaredKeyEventTrigger
+
+    ledger = EpochLedger(zk, "declared", owner="declared-producers")
+    ledger.create_pipeline(DECLARED.pipeline_config())
+    for day in ("2026-01-01", "2026-01-02"):
+        for producer in ("eu", "us", "returns"):
+            _vote(ledger, producer, day, _ti(f"prod_{producer}", day))
+
+    def trigger(consumer: str) -> DeclaredKeyEventTrigger:
+        return DeclaredKeyEventTrigger(pipeline="declared", partition="sales", consumer=consumer, scope="t")
+
+    for consumer in ("report", "audit"):
+        got = asyncio.run(_collect(trigger(consumer), 2, 4.0))
+        assert [(e["partition_key"], e["epoch"]) for e in got] == [("2026-01-01", 1)], consumer
+    register_consumer(ledger, "report", acked=1)
+    acknowledge(ledger, "report", 1)
+    assert [e["epoch"] for e in asyncio.run(_collect(trigger("report"), 2, 4.0))] == [2]
+    assert asyncio.run(_collect(trigger("audit"), 1, 2.0)) == []  # audit has not acknowledged key 1
+    register_consumer(ledger, "audit", acked=1)
+    acknowledge(ledger, "audit", 1)
+    assert [e["epoch"] for e in asyncio.run(_collect(trigger("audit"), 2, 4.0))] == [2]
+    assert asyncio.run(_collect(trigger("report"), 1, 2.0)) == []  # report's key 2 is not delivered again
+
+
 def test_staged_votes_are_pruned_with_retention_and_a_late_rerun_writes_nothing(zk):
     ledger = EpochLedger(zk, "pruned", owner="declared-producers")
     ledger.create_pipeline(DECLARED.pipeline_config(retain_epochs=2))
