@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow_epochs.coordination import (
     DEFAULT_ROOT,
     Attempt,
+    EpochAlreadySealed,
     EpochInfo,
     EpochLedger,
     EpochNotOpen,
@@ -414,7 +415,20 @@ class CloseEpochOperator(CoordinationRetries, BaseOperator):
         def close() -> tuple[EpochInfo, int, dict[str, SealInfo | None]]:
             with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
                 ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
-                info = ledger.close_epoch(attempt)
+                try:
+                    info = ledger.close_epoch(attempt)
+                except EpochAlreadySealed:
+                    # Another attempt sealed it (a deployment that took the epoch over while this one was
+                    # stopped): its run emits the epoch's asset events; this one emits none, so a
+                    # downstream DAG runs once per epoch across deployments.
+                    sealed = ledger.epoch_info(attempt.epoch)
+                    if sealed is None or sealed.state != "sealed" or \
+                            (sealed.attempt, sealed.generation) == (attempt.token, attempt.generation):
+                        raise
+                    message = (f"Pipeline {attempt.pipeline}: epoch {attempt.epoch} was sealed by {sealed.owner} "
+                               f"(attempt {sealed.attempt}), not by attempt {attempt.token}; skipping, no asset event")
+                    self.log.info(message)
+                    raise AirflowSkipException(message) from None
                 return info, ledger.frontier(), {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}
 
         info, frontier, seals = self.coordinated(

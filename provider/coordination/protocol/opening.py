@@ -62,14 +62,19 @@ def open_epoch(
 
 
 def _find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | None:
-    """The attempt this call's request id opened, flagged if it is no longer current; None if the
-    request opened none (or the epoch is compacted: its attempts are gone)."""
+    """The attempt this call's request id opened for this owner, flagged if it is no longer current;
+    None if the request opened none (or the epoch is compacted: its attempts are gone).
+
+    A request id is this owner's: two deployments running the same DAG derive the same id from the
+    same run and try, and the standby's takeover must supersede the stopped leader's attempt, not
+    answer with it (that would leave both deployments on one fencing token, each sealing "its" epoch).
+    """
     names = call.children(ctx.paths.epoch(epoch))
     if not names:
         return None
     for token in sorted((t for t in map(parse_attempt_key, names) if t is not None), reverse=True):
         found = attempt_record(call, ctx, epoch, token)
-        if found is None or found[0].request != call.request_id:
+        if found is None or (found[0].request, found[0].owner) != (call.request_id, ctx.owner):
             continue
         current = epoch_record(call, ctx, epoch)
         if current is None:
