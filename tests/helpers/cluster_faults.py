@@ -277,8 +277,9 @@ class Faults:
             f"{fault.made_of()}")
 
     def _sealed_by(self, owner: str, epoch: int) -> bool:
-        """Whether ``epoch`` is sealed after ``owner`` took the leadership (it may carry on the attempt the
-        stopped leader opened, when no partition had voted yet: the seal then names that attempt's owner)."""
+        """Whether ``epoch`` is sealed after ``owner`` took the leadership (read from the history's order, not
+        from the seal's owner: before the fix of issue 36's takeover, the standby carried on the stopped
+        leader's attempt, whose owner the seal then named)."""
         events = self.history()
         led = [e.at for e in events if e.event == "leader_changed" and e.detail.get("owner") == owner]
         sealed = [e.at for e in events if e.event == "epoch_sealed" and e.detail.get("epoch") == epoch]
