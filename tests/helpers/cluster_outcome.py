@@ -32,6 +32,12 @@ def takeover_parts(stopped: float, lease_until: float, taken: float, sealed: flo
             "leadership taken to the epoch sealed": sealed - taken}
 
 
+def every_day_reported(report_runs: dict[int, int], days: int) -> bool:
+    """Whether each of days 1..``days`` has a successful report run: what a run waits for. A total would
+    stop early when one day ran twice (issue 36's takeover: day 2 twice, day 5 not counted yet, 5 of 5)."""
+    return all(report_runs.get(day, 0) >= 1 for day in range(1, days + 1))
+
+
 @dataclass
 class Outcome:
     deployment: str

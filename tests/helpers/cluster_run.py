@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow_stack import REPO
 from cluster_faults import DAG_ID, PIPELINE, REPORT_DAG, SPARK_TASKS, Faults
-from cluster_outcome import Fault, Outcome
+from cluster_outcome import Fault, Outcome, every_day_reported
 
 sys.path.insert(0, str(REPO / "dags"))
 
@@ -156,11 +156,12 @@ class Driver(Faults):
     def wait_done(self, deadline: float) -> None:
         last = (-2, -1)
         while True:
-            frontier, reports = self.frontier(), sum(self.report_runs().values())
+            frontier, runs = self.frontier(), self.report_runs()
+            reports = sum(runs.values())
             if (frontier, reports) != last:
                 say(f"  frontier {frontier}/{self.days}, report runs {reports}/{self.days}")
                 last = (frontier, reports)
-            if frontier >= self.days and reports >= self.days:
+            if frontier >= self.days and every_day_reported(runs, self.days):
                 return
             failed = self.query("SELECT run_id FROM dag_run WHERE dag_id IN (%s, %s) AND state = 'failed'",
                                 DAG_ID, REPORT_DAG)

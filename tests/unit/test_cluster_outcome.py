@@ -4,7 +4,7 @@ it waited out and the rest. Pure arithmetic and text; the takeover itself runs i
 from __future__ import annotations
 
 import pytest
-from cluster_outcome import Fault, Outcome, faults_markdown, takeover_parts
+from cluster_outcome import Fault, Outcome, every_day_reported, faults_markdown, takeover_parts
 
 
 def test_a_takeover_splits_into_the_lease_left_the_wake_up_and_the_epoch_under_the_new_leader():
@@ -36,3 +36,11 @@ def test_the_faults_table_says_what_a_recovery_is_made_of_and_dashes_where_it_is
     assert faults_markdown([]) == ""
     # the run's report ends with the same table
     assert Outcome("celery", 3, faults=[worker]).markdown().endswith("\n\n" + faults_markdown([worker]))
+
+
+def test_a_run_waits_for_a_report_of_every_day_not_for_a_total_a_duplicate_fills():
+    # issue 36's takeover: day 2 reported in both deployments, day 5 not yet: 5 runs for 5 days, not done
+    takeover = {1: 1, 2: 2, 3: 1, 4: 1}
+    assert sum(takeover.values()) == 5 and not every_day_reported(takeover, 5)
+    assert every_day_reported({**takeover, 5: 1}, 5)
+    assert not every_day_reported({}, 1) and every_day_reported({}, 0)
