@@ -13,6 +13,13 @@ running task's log from ``http://<the task's hostname>:<[logging] worker_log_ser
 the task's hostname must be the address served: in the worker's environment set
 ``AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_epochs.worker_logs.worker_hostname`` and
 ``AIRFLOW_EPOCHS_LOG_SERVER_HOST`` to that address (:func:`worker_hostname`).
+
+A triggerer's log server is the same application and binds every interface too (``airflow triggerer``
+starts it on ``[logging] trigger_log_server_port``); the API server fetches a deferred task's trigger log
+from ``http://<the triggerer job's hostname>:<that port>/log/...``. Start the triggerer with
+``--skip-serve-logs``, the same two variables in its environment, and beside it::
+
+    python -I -m airflow_epochs.worker_logs --component triggerer --host 10.0.0.6
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import os
 import sys
 
 HOST_ENV = "AIRFLOW_EPOCHS_LOG_SERVER_HOST"
+#: the component whose logs a server serves -> the ``[logging]`` setting of its port
+PORT_SETTINGS = {"worker": "worker_log_server_port", "triggerer": "trigger_log_server_port"}
 
 
 def serving_address(host: str) -> str:
@@ -81,12 +90,15 @@ def serve(host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -I -m airflow_epochs.worker_logs --host ADDRESS [--port PORT]``."""
+    """``python -I -m airflow_epochs.worker_logs --host ADDRESS [--port PORT] [--component triggerer]``."""
     parser = argparse.ArgumentParser(prog="python -m airflow_epochs.worker_logs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default=os.environ.get(HOST_ENV),
                         help=f"the one address to bind (default: ${HOST_ENV})")
     parser.add_argument("--port", type=int, default=None,
-                        help="the port (default: [logging] worker_log_server_port)")
+                        help="the port (default: [logging] worker_log_server_port, or trigger_log_server_port "
+                        "for a triggerer)")
+    parser.add_argument("--component", choices=sorted(PORT_SETTINGS), default="worker",
+                        help="whose logs: a Celery worker's (default) or a triggerer's; chooses the default port")
     args = parser.parse_args(argv)
     if args.host is None:
         parser.error(f"--host (or {HOST_ENV}) is required: the log server binds one address, never every interface")
@@ -96,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if port is None:
             from airflow.configuration import conf
 
-            port = conf.getint("logging", "worker_log_server_port")
+            port = conf.getint("logging", PORT_SETTINGS[args.component])
         port = serving_port(port)
     except ValueError as exc:
         parser.error(str(exc))

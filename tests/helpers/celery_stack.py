@@ -4,6 +4,7 @@ and, given a broker, the CeleryExecutor (Redis), for :mod:`cluster_topology`."""
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -17,10 +18,18 @@ class CeleryStack(AirflowStack):
     """:class:`AirflowStack` on a password-protected PostgreSQL, with the CeleryExecutor on ``broker``
     (or the LocalExecutor when ``broker`` is None)."""
 
-    def __init__(self, base: Path, *, env: dict[str, str], broker: str | None) -> None:
+    def __init__(self, base: Path, *, env: dict[str, str], broker: str | None,
+                 component_env: dict[str, dict[str, str]] | None = None) -> None:
         super().__init__(base, env=env)
         self.broker = broker
         self.pg: PostgresServer | None = None
+        self.component_env = component_env or {}  # a component's own additions to the environment, by name
+
+    def spawn(self, name: str, argv: list[str], *, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.Popen[bytes]:
+        if env is None and name in self.component_env:
+            env = {**self.env, **self.component_env[name]}
+        return super().spawn(name, argv, env=env, cwd=cwd)
 
     def start_postgres(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)

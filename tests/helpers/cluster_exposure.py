@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -119,25 +120,31 @@ class RunningLogWatch:
     ``seen`` ends as (task id, hostname, the API server's answer as text), or None if no task was caught
     running."""
 
+    # (run id, task id, try, the host whose log server holds the log) of the tasks to watch
+    SQL = ("SELECT run_id, task_id, try_number, hostname FROM task_instance WHERE dag_id = %s AND state = 'running' "
+           "AND hostname = ANY(%s)")
+
     def __init__(self, cluster: Any, dag_id: str, hosts: tuple[str, ...]) -> None:
         self.cluster, self.dag_id, self.hosts = cluster, dag_id, hosts
         self.seen: tuple[str, str, str] | None = None
         self.errors: list[str] = []
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="running-log-watch", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
+
+    def served(self, answer: str, hostname: str) -> bool:
+        """Whether the API server's ``answer`` holds the log as ``hostname``'s log server served it."""
+        return f"http://{hostname}:" in answer and '"event"' in answer
 
     def _loop(self) -> None:
         stack = self.cluster.stack
         while self.seen is None and not self.stopping.wait(1.0):
             try:
-                rows = stack.query("SELECT run_id, task_id, try_number, hostname FROM task_instance WHERE dag_id = %s "
-                                   "AND state = 'running' AND hostname = ANY(%s)", self.dag_id, list(self.hosts))
-                for run_id, task_id, try_number, hostname in rows:
+                for run_id, task_id, try_number, hostname in stack.query(self.SQL, self.dag_id, list(self.hosts)):
                     started = time.monotonic()
                     while time.monotonic() - started < 30 and not self.stopping.is_set():
                         answer = json.dumps(stack.api("GET", f"dags/{self.dag_id}/dagRuns/{run_id}/taskInstances/"
                                                       f"{task_id}/logs/{try_number}?full_content=true"))
-                        if f"http://{hostname}:" in answer and '"event"' in answer:
+                        if self.served(answer, str(hostname)):
                             self.seen = (str(task_id), str(hostname), answer)
                             break
                         time.sleep(1)
@@ -153,3 +160,22 @@ class RunningLogWatch:
     def __exit__(self, *_: object) -> None:
         self.stopping.set()
         self.thread.join(60)
+
+
+class TriggerLogWatch(RunningLogWatch):
+    """The same for a deferred ``dag_id`` task: its trigger's log, which only the triggerer running the
+    trigger holds (its own log folder), read through the API server from that triggerer's log server
+    (the triggerer job's hostname, one of ``hosts``, on ``port``)."""
+
+    SQL = ("SELECT ti.run_id, ti.task_id, ti.try_number, j.hostname FROM task_instance ti JOIN trigger t ON "
+           "t.id = ti.trigger_id JOIN job j ON j.id = t.triggerer_id WHERE ti.dag_id = %s AND ti.state = 'deferred' "
+           "AND j.hostname = ANY(%s)")
+
+    def __init__(self, cluster: Any, dag_id: str, hosts: tuple[str, ...], port: int) -> None:
+        super().__init__(cluster, dag_id, hosts)
+        self.port = port
+
+    def served(self, answer: str, hostname: str) -> bool:
+        # the source is the triggerer's log server, and the triggerer's own line for the trigger came back
+        line = rf"trigger {re.escape(self.dag_id)}/[^ ]+ \(ID \d+\) starting"  # Airflow's TriggerRunner's
+        return f"http://{hostname}:{self.port}/log/" in answer and re.search(line, answer) is not None

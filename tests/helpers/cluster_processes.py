@@ -1,4 +1,4 @@
-"""Stopping a component's process group (for :mod:`cluster_topology`)."""
+"""Waiting for a component to be ready, and stopping its process group (for :mod:`cluster_topology`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
+from typing import Any
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -20,3 +22,16 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
+
+
+def wait_ready(ready: Any, timeout: float, what: str, cluster: Any, name: str) -> None:
+    """Until ``ready()``; raises with the end of component ``name``'s log when it exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        proc = cluster.procs.get(name) or (cluster.stack.procs.get(name) if cluster.stack else None)
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            folder = cluster.launches[name][2] if name in cluster.launches else cluster.base / "airflow"
+            log = folder / f"{name}.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{what} did not start:\n{tail}")
+        time.sleep(0.3)

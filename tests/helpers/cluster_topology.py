@@ -7,8 +7,7 @@
 - PostgreSQL (Debian's, password authentication) and Redis (password, 127.0.0.1 only) as the Celery broker;
 - Airflow: API server, DAG processor, schedulers, triggerers and Celery workers (or one scheduler and
   triggerer with the LocalExecutor, for the comparison), one Fernet key and JWT/API secret for all; each
-  Celery worker in its own working, temporary and log folders, its logs served by
-  :mod:`airflow_epochs.worker_logs` on a loopback address of its own.
+  Celery worker in its own working, temporary and log folders; logs served as :mod:`cluster_logs` says.
 
 Everything lives under ``base`` (0700, ours), one folder a component, except PostgreSQL's data (see
 :mod:`airflow_stack`). :meth:`Cluster.write_state` records the pids, ports and Airflow environment (0600).
@@ -31,7 +30,8 @@ from typing import Any
 
 from airflow_stack import REPO, _free_port
 from celery_stack import CeleryStack
-from cluster_processes import stop_group
+from cluster_logs import TRIGGERERS, log_server_argv, serving_env, triggerer_address, worker_address
+from cluster_processes import stop_group, wait_ready
 from postgres_server import PostgresServer
 from spark_standalone import daemon_properties, new_ui_key
 
@@ -48,7 +48,7 @@ DAG_FILES = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycfligh
              REPO / "dags" / "nycflights", REPO / "dags" / ".airflowignore"]
 # What a process supervisor (systemd, Kubernetes) restarts; PostgreSQL and Redis are left to their operators.
 SUPERVISED = ("zookeeper-", "spark-master", "spark-worker-", "spark-connect", "scheduler", "triggerer",
-              "celery-worker-", "worker-logs-", "api-server", "dag-processor")
+              "celery-worker-", "worker-logs-", "trigger-logs-", "api-server", "dag-processor")
 
 
 def say(message: str) -> None:
@@ -97,6 +97,7 @@ class Cluster:
         self.lock = threading.RLock()  # a supervisor thread restarts components while a driver reads state()
         self.secrets = self._secrets()
         self.log_port = _free_port()  # every worker's log server's, and the API server's to fetch from
+        self.trigger_log_port = _free_port()  # every triggerer's log server's
         if shared:  # the Spark cluster's secrets are the other deployment's
             self.secrets.update(spark=shared["spark_secret"], spark_ui=shared["spark_ui_key"])
             self.master_ui = int(shared["spark_master_ui"])
@@ -187,7 +188,7 @@ class Cluster:
         self._launch("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                       "--port", str(self.master_port), "--webui-port", str(self.master_ui),
                                       "--properties-file", str(props)], self._spark_env(), master_dir)
-        _wait(lambda: listening(self.master_port), 120, "the Spark master", self, "spark-master")
+        wait_ready(lambda: listening(self.master_port), 120, "the Spark master", self, "spark-master")
         for index in range(1, self.workers + 1):
             folder = self.folder(f"spark-worker-{index}")
             worker_props = write_private(folder / "spark-auth.properties", Path(props).read_text())
@@ -207,7 +208,7 @@ class Cluster:
             f"dir {folder}", 'save ""', "appendonly no", "daemonize no", f"logfile {folder / 'redis.log'}", ""]))
         redis = shutil.which("redis-server") or "/usr/bin/redis-server"
         self._launch("redis", [redis, str(conf)], dict(os.environ), folder)
-        _wait(lambda: listening(port), 30, "Redis", self, "redis")
+        wait_ready(lambda: listening(port), 30, "Redis", self, "redis")
         return f"redis://:{self.secrets['redis']}@127.0.0.1:{port}/0"
 
     # -- Airflow ---------------------------------------------------------------------------------
@@ -239,6 +240,7 @@ class Cluster:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.log_port),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_port),
             "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps(airflow_connection(settings)),
             "AIRFLOW_CONN_SPARK_CONNECT_CLUSTER": json.dumps({
                 "conn_type": "spark_connect", "host": host.rpartition(":")[0], "port": int(host.rpartition(":")[2]),
@@ -259,18 +261,27 @@ class Cluster:
         }
 
     def start_airflow(self, settings: ZooKeeperSettings, broker: str | None) -> None:
-        self.stack = CeleryStack(self.folder("airflow"), env=self.airflow_env(settings), broker=broker)
+        triggerers = TRIGGERERS[:2 if self.executor == "celery" and self.celery_workers > 1 else 1]
+        serving = {name: serving_env(triggerer_address(i), self.folder(f"trigger-logs-{i}/logs"))
+                   for i, name in enumerate(triggerers, 1)}
+        self.stack = CeleryStack(self.folder("airflow"), env=self.airflow_env(settings), broker=broker,
+                                 component_env=serving)  # each triggerer's hostname: its log server's address
         self.stack.start(DAG_FILES)
+        for i, name in enumerate(triggerers, 1):  # Airflow's own would bind every interface (see spawn)
+            if name != "triggerer":
+                self.stack.spawn(name, ["triggerer"])
+            address = serving[name]["AIRFLOW_EPOCHS_LOG_SERVER_HOST"]
+            self._launch(f"trigger-logs-{i}", log_server_argv("triggerer", address, self.trigger_log_port),
+                         {**self.stack.env, **serving[name]}, self.folder(f"trigger-logs-{i}"))
         if self.executor == "celery":
             if self.celery_workers > 1:
                 self.stack.spawn("scheduler-2", ["scheduler"])
-                self.stack.spawn("triggerer-2", ["triggerer"])
             indexes = range(1, self.celery_workers + 1)
             for index in indexes:
                 self.start_worker(index)
             for index in indexes:  # Celery says "ready" once connected to the broker
                 name = f"celery-worker-{index}"
-                _wait(lambda name=name: b" ready." in (self.stack.base / f"{name}.log").read_bytes(), 180,
+                wait_ready(lambda name=name: b" ready." in (self.stack.base / f"{name}.log").read_bytes(), 180,
                       f"Celery worker {index}", self, name)
         self.stack.wait_for_dags(["nycflights_daily", "nycflights_report"], timeout=300)
 
@@ -282,8 +293,7 @@ class Cluster:
         # hostname on one port setting; Airflow's serve_logs would bind every interface).
         env = {**self.stack.env, "TMPDIR": str(self.folder(f"celery-worker-{index}/tmp")),
                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.folder(f"celery-worker-{index}/logs")),
-               "AIRFLOW__CORE__HOSTNAME_CALLABLE": "airflow_epochs.worker_logs.worker_hostname",
-               "AIRFLOW_EPOCHS_LOG_SERVER_HOST": f"127.0.0.{1 + index}"}
+               **serving_env(worker_address(index))}
         if index in self.submit_workers:  # its epoch tasks go through spark-submit onto the standalone master
             env.update(AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONNECT="", AIRFLOW_VAR_NYCFLIGHTS_SPARK_CONN="spark_standalone")
         return env, folder
@@ -293,9 +303,8 @@ class Cluster:
         env, folder = self.worker_env(index)
         self.stack.spawn(f"celery-worker-{index}", ["celery", "worker", "--concurrency", "2", "--skip-serve-logs",
                          "--celery-hostname", f"worker-{index}@{self.deployment}"], env=env, cwd=folder)
-        self._launch(f"worker-logs-{index}", [sys.executable, "-I", "-m", "airflow_epochs.worker_logs", "--host",
-                                              env["AIRFLOW_EPOCHS_LOG_SERVER_HOST"], "--port", str(self.log_port)],
-                     env, folder)
+        self._launch(f"worker-logs-{index}", log_server_argv("worker", worker_address(index), self.log_port), env,
+                     folder)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -433,15 +442,3 @@ class Cluster:
 
 def _tls_extra(settings: ZooKeeperSettings) -> dict[str, Any]:
     return {"use_tls": True, "ca": settings.ca, "certfile": settings.certfile, "keyfile": settings.keyfile}
-
-
-def _wait(ready: Any, timeout: float, what: str, cluster: Cluster, name: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        proc = cluster.procs.get(name) or (cluster.stack.procs.get(name) if cluster.stack else None)
-        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-            folder = cluster.launches[name][2] if name in cluster.launches else cluster.base / "airflow"
-            log = folder / f"{name}.log"
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise RuntimeError(f"{what} did not start:\n{tail}")
-        time.sleep(0.3)

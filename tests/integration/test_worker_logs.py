@@ -69,27 +69,38 @@ def _env(folder: Path) -> dict[str, str]:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
 
 
-@pytest.fixture
-def log_server(tmp_path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    log = tmp_path / "logs" / LOG
-    log.parent.mkdir(parents=True)
-    log.write_text("hello from the worker\n")
-    (tmp_path / "secret.txt").write_text("not a log\n")
-    port = _free_port()
-    with open(tmp_path / "server.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-I", "-m", "airflow_epochs.worker_logs", "--host", ADDRESS,
-                                 "--port", str(port)], env=_env(tmp_path), cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+@contextlib.contextmanager
+def _serving(folder: Path, args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -I -m airflow_epochs.worker_logs --host ADDRESS *args``, until it listens; stopped after."""
+    with open(folder / "server.log", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-I", "-m", "airflow_epochs.worker_logs", "--host", ADDRESS, *args],
+                                env={**_env(folder), **env}, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not listening_addresses(process_group(proc.pid)):
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            assert proc.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()
             time.sleep(0.3)
-        yield proc, port
+        yield proc
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def _logs(folder: Path, relative: str, text: str) -> None:
+    log = folder / "logs" / relative
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(text)
+
+
+@pytest.fixture
+def log_server(tmp_path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    _logs(tmp_path, LOG, "hello from the worker\n")
+    (tmp_path / "secret.txt").write_text("not a log\n")
+    port = _free_port()
+    with _serving(tmp_path, ["--port", str(port)], {}) as proc:
+        yield proc, port
 
 
 def test_the_log_server_binds_its_one_address_and_serves_only_signed_requests(log_server):
@@ -116,6 +127,28 @@ def test_another_local_user_gets_nothing_from_the_log_server(log_server):
         assert [a.split()[1] for a in _probe(intruder, port, f"Authorization: {forged}", f"/log/{LOG}")] == ["403"]
         # the control: the same probe with the deployment's token gets the log
         assert _probe(intruder, port, f"Authorization: {_token(LOG)}", f"/log/{LOG}")[0].split()[1] == "200"
+
+
+def test_a_triggerers_log_server_serves_its_trigger_logs_on_the_trigger_port_and_nothing_to_another_user(tmp_path):
+    """The triggerer's log server (``--component triggerer``): on ``[logging] trigger_log_server_port`` (the
+    port the API server asks a triggerer job's hostname on), one address, signed requests only."""
+    trigger_log = LOG + ".trigger.7.log"  # the name the triggerer's job 7 gives its file (Airflow's suffix)
+    _logs(tmp_path, trigger_log, "hello from the trigger\n")
+    port, worker_port = _free_port(), _free_port()
+    settings = {"AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(port),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_port)}
+    with _serving(tmp_path, ["--component", "triggerer"], settings) as proc:
+        assert listening_addresses(process_group(proc.pid)) == {("0200007F", port)}  # not the workers' port
+        url = f"http://{ADDRESS}:{port}/log/{trigger_log}"
+        assert _get(url, _token(trigger_log)) == (200, "hello from the trigger\n")
+        assert _get(url, None)[0] == 403
+        assert _get(url, _token(LOG))[0] == 403  # the task's token is not the trigger log's
+        with second_user() as intruder:
+            answers = _probe(intruder, port, "", f"/log/{trigger_log}", "/", "/log/")
+            assert answers and {a.split()[1] for a in answers} <= {"403", "404"}, answers
+            # the control: with the deployment's token for that file the same probe gets it
+            assert _probe(intruder, port, f"Authorization: {_token(trigger_log)}",
+                          f"/log/{trigger_log}")[0].split()[1] == "200"
 
 
 def _probe(intruder: Intruder, port: int, header: str, *paths: str) -> list[str]:

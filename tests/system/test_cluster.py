@@ -11,8 +11,9 @@ and sealed once; seal-to-downstream and seconds per epoch measured for each day;
 
 And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
 cluster's processes it can use (every socket on loopback; no HTTP page with data, Redis command,
-PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' log servers among
-them; during the run the API server shows a running task's log, fetched from its worker's log server.
+PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' and the triggerers' log
+servers among them; during the run the API server shows a running task's log, fetched from its worker's log
+server, and a deferred task's trigger log, fetched from its triggerer's log server.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 import pytest
 from airflow_stack import postgres_bin
-from cluster_exposure import PROTECTED, RunningLogWatch, listening_sockets, loopback, probe
+from cluster_exposure import PROTECTED, RunningLogWatch, TriggerLogWatch, listening_sockets, loopback, probe
+from cluster_logs import triggerer_address, worker_address
 from cluster_run import Driver
 from cluster_supervisor import Supervisor
 from cluster_topology import Cluster
@@ -46,9 +48,11 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
         sockets = listening_sockets(cluster)
         with second_user() as intruder:
             answers = probe(intruder, sockets)
-        hosts = ("127.0.0.2", "127.0.0.3")  # the two workers' log servers (cluster_topology.worker_env)
-        _nothing_usable(cluster, sockets, answers, hosts)
-        with Supervisor(cluster) as supervisor, RunningLogWatch(cluster, "nycflights_daily", hosts) as watch:
+        hosts = (worker_address(1), worker_address(2))  # the two workers' log servers
+        triggerers = (triggerer_address(1), triggerer_address(2))  # the two triggerers'
+        _nothing_usable(cluster, sockets, answers, hosts, triggerers)
+        with Supervisor(cluster) as supervisor, RunningLogWatch(cluster, "nycflights_daily", hosts) as watch, \
+                TriggerLogWatch(cluster, "nycflights_daily", triggerers, cluster.trigger_log_port) as triggers:
             driver = Driver(cluster.state)
             try:
                 outcome = driver.run(("celery-worker", "zookeeper-leader"), timeout=900)
@@ -63,6 +67,9 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     # the API server showed a running task's log from the worker's log server
     assert watch.seen is not None, watch.errors
     print(f"running task's log: {watch.seen[0]} on {watch.seen[1]}; {len(sockets)} listening sockets probed")
+    # ... and a deferred task's trigger log from its triggerer's log server (the triggerer's own folder)
+    assert triggers.seen is not None, triggers.errors
+    print(f"deferred task's trigger log: {triggers.seen[0]} on {triggers.seen[1]}")
 
     assert driver.fault_errors == []
     assert outcome.check.endswith("all equal"), outcome.check
@@ -82,10 +89,12 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
 
 
 def _nothing_usable(cluster: Cluster, sockets: list[tuple[str, int]], answers: dict[str, dict[str, Any]],
-                    hosts: tuple[str, ...]) -> None:
-    """Issue 35: every socket on loopback, each worker's log server on its own address, nothing usable."""
+                    hosts: tuple[str, ...], triggerers: tuple[str, ...]) -> None:
+    """Issue 35: every socket on loopback, each worker's and triggerer's log server on its own address,
+    nothing usable."""
     assert [s for s in sockets if not loopback(s[0])] == [], sockets
-    assert {(host, cluster.log_port) for host in hosts} <= set(sockets), sockets
+    servers = {(host, cluster.log_port) for host in hosts} | {(host, cluster.trigger_log_port) for host in triggerers}
+    assert servers <= set(sockets), sockets
     assert set(answers) == {f"{a}:{p}" for a, p in sockets}, answers
     api = f"127.0.0.1:{cluster.stack.api_port}"
     for target, got in answers.items():
@@ -96,8 +105,8 @@ def _nothing_usable(cluster: Cluster, sockets: list[tuple[str, int]], answers: d
             assert set(codes.values()) == {"401"}, (target, got)
         assert not [c for c in codes.values() if c.startswith("2")], (target, got)  # no page with data
         assert got["redis"] != "+PONG" and got["pg"] != "R0" and got["zk"] == "none", (target, got)
-    for host in hosts:  # the control: the probe reached the log servers, which asked for a token
-        assert answers[f"{host}:{cluster.log_port}"]["http"][2].split()[1] == "403", answers  # the /log/ path
+    for host, port in servers:  # the control: the probe reached the log servers, which asked for a token
+        assert answers[f"{host}:{port}"]["http"][2].split()[1] == "403", answers  # the /log/ path
     assert any(got["redis"].startswith("-NOAUTH") for got in answers.values()), answers  # ... and Redis
     # ... and the probe sees a ZooKeeper session where there is one: ours, with our client certificate
     zookeeper = cluster.state()["zookeeper"]
