@@ -108,6 +108,7 @@ def run(base: Path, faults: bool, compare: bool, timeout: float) -> int:
 
 def faults(base: Path) -> int:
     from cluster_faults import ALL_FAULTS
+    from cluster_outcome import days_not_reported_once
     from cluster_run import Driver
 
     driver = Driver(lambda: read_state(base))
@@ -121,6 +122,9 @@ def faults(base: Path) -> int:
                 driver.second_settled(time.monotonic() + 600)
                 runs = driver.report_runs()
                 say(f"report runs per day across both deployments: {dict(sorted(runs.items()))}")
+                off = days_not_reported_once(runs, driver.days)
+                if off:  # a day run twice and a day not run: neither hides behind a total
+                    driver.fault_errors.append(f"not exactly one report run per day: {off} (day: runs)")
             except Exception as exc:  # noqa: BLE001 - the faults' report below is printed all the same
                 driver.fault_errors.append(f"after the faults: {type(exc).__name__}: {exc}")
     finally:
@@ -130,9 +134,9 @@ def faults(base: Path) -> int:
     from cluster_outcome import faults_markdown
 
     for fault in driver.faults:
-        recovered = f"{fault.recovered_s:.1f} s" if fault.recovered_s is not None else "not recovered"
         made_of = f" ({fault.made_of()})" if fault.parts else ""
-        say(f"{fault.name}: {fault.killed} ({fault.detail}): recovered after {recovered}{made_of}; {fault.restarted}")
+        restarted = f"; restarted: {fault.restarted}" if fault.restarted else ""
+        say(f"{fault.name}: {fault.killed} ({fault.detail}): {fault.recovery()}{made_of}{restarted}")
     report = "# The faults injected into a run on the cluster\n\n" + faults_markdown(driver.faults)
     report += "".join(f"\n- not as planned: {problem}\n" for problem in driver.fault_errors)
     (base / "faults-report.md").write_text(report)

@@ -41,11 +41,15 @@ class Faults:
 
     def inject(self, faults: tuple[str, ...]) -> None:
         for name in faults:
+            before = len(self.faults)
             try:
                 getattr(self, "fault_" + name.replace("-", "_"))()
             except Exception as exc:  # noqa: BLE001 - reported with the run's figures, never silent
                 self.fault_errors.append(f"{name}: {type(exc).__name__}: {exc}")
-                say(f"fault {name} could not be injected: {exc}")
+                injected = [f for f in self.faults[before:] if f.recovered_s is None and f.awaited]
+                for fault in injected:  # injected, then its recovery's wait failed
+                    fault.failure = f"{type(exc).__name__}: {exc}"
+                say(f"fault {name}: {'did not recover' if injected else 'could not be injected'}: {exc}")
 
     def kill(self, name: str) -> int:
         """kill -9 every process of component ``name``'s session (each component leads its own; a Celery
@@ -88,7 +92,7 @@ class Faults:
                         event.detail.get("partition") == partition:
                     return max(0.0, event.at - since)
             time.sleep(1)
-        raise TimeoutError(f"({epoch}, {partition}) not sealed")
+        raise TimeoutError(f"({epoch}, {partition}) not sealed within {timeout:.0f} s")
 
     def supervisor_note(self, name: str, since: float) -> str:
         return f"{name}, by the cluster's supervisor (as systemd would)"
@@ -127,13 +131,15 @@ class Faults:
         say(f"fault: kill -9 the ZooKeeper leader (member {leader}) during {task} of epoch {epoch}")
         self.faults.append(fault)
         fault.restarted = self.supervisor_note(f"zookeeper-{leader}", fault.at)
-        probe = "/cluster-probe"
+        probe, deadline = "/cluster-probe", time.monotonic() + 600
         while True:
             try:
                 self.client.ensure_path(probe)
                 self.client.set(probe, str(time.time()).encode())
                 break
-            except Exception:  # noqa: BLE001 - the election: asked again
+            except Exception as exc:  # the election: asked again (raised past the deadline)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no write committed within 600 s of the leader's kill ({exc})") from exc
                 time.sleep(0.2)
         fault.recovered_s = time.time() - fault.at
         say(f"fault: the ensemble commits again {fault.recovered_s:.1f} s after the leader's kill")
@@ -203,7 +209,8 @@ class Faults:
         self.running_spark_task(min_seconds=0.0)  # mid-run
         state = self.refresh()
         fault = Fault("second deployment started mid-run", "second", time.time(),
-                      "own metadata DB, broker, scheduler, triggerer, 1 Celery worker; same DAG, pipeline, storage")
+                      "own metadata DB, broker, scheduler, triggerer, 1 Celery worker; same DAG, pipeline, storage",
+                      awaited=False)
         self.faults.append(fault)
         self.second_fault = fault
         self.second = Cluster(Path(state["base"]) / SECOND, days=self.days, deployment=SECOND, shared=state,
@@ -226,6 +233,7 @@ class Faults:
                 say(f"fault: the second deployment is up ({fault.detail})")
             except Exception as exc:  # noqa: BLE001 - reported with the run's figures, never silent
                 self.fault_errors.append(f"second-deployment: {type(exc).__name__}: {exc}")
+                fault.detail += f"; did not come up: {type(exc).__name__}: {exc}"
 
         say("fault: starting a second deployment of the same DAG on the same ensemble (in the background)")
         self.second_start = threading.Thread(target=start, name="second-deployment", daemon=True)
@@ -272,7 +280,8 @@ class Faults:
             fault.recovered_s = at - fault.at  # the seal's own time (the poll above saw it up to 0.5 s later)
         finally:
             held.unlink(missing_ok=True)
-        fault.restarted = f"{', '.join(names)}, by the cluster's supervisor once the epoch was sealed"
+            fault.restarted = f"{', '.join(names)}, by the cluster's supervisor once " + \
+                ("the epoch was sealed" if fault.recovered_s is not None else "the wait for the seal gave up")
         say(f"fault: epoch {epoch} sealed under the second deployment {fault.recovered_s:.1f} s after the stop: "
             f"{fault.made_of()}")
 
@@ -305,7 +314,7 @@ class Faults:
             if predicate():
                 return time.time()
             time.sleep(0.5)
-        raise TimeoutError("not recovered")
+        raise TimeoutError(f"not within {timeout:.0f} s")
 
 
 def _session(sid: int) -> list[int]:

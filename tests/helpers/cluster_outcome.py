@@ -16,6 +16,16 @@ class Fault:
     restarted: str = ""  # what a supervisor restarted
     # what the recovery is made of (label -> seconds, in order; they add up to ``recovered_s``)
     parts: dict[str, float] = field(default_factory=dict)
+    awaited: bool = True  # False for a start (the second deployment): no recovery to measure
+    failure: str = ""  # why the recovery was not seen (the wait's error), when it was not
+
+    def recovery(self) -> str:
+        """What became of the fault, in words: its recovery time, or why there is none."""
+        if self.recovered_s is not None:
+            return f"recovered after {self.recovered_s:.1f} s"
+        if not self.awaited:
+            return "a start, no recovery awaited"
+        return f"did not recover: {self.failure}" if self.failure else "no recovery seen (the run ended first)"
 
     def made_of(self) -> str:
         """``recovered_s`` split into its parts, or "" when it has none."""
@@ -38,6 +48,19 @@ def every_day_reported(report_runs: dict[int, int], days: int) -> bool:
     return all(report_runs.get(day, 0) >= 1 for day in range(1, days + 1))
 
 
+def days_reported_once(report_runs: dict[int, int], days: int) -> float:
+    """Days 1..``days`` with exactly one successful report run / ``days`` (1.0 only when each day ran once:
+    a day run twice and a day not run count against it, never average out as a total / days would)."""
+    return sum(1 for day in range(1, days + 1) if report_runs.get(day, 0) == 1) / days if days else 0.0
+
+
+def days_not_reported_once(report_runs: dict[int, int], days: int) -> dict[int, int]:
+    """Each day with 0 or 2+ successful report runs -> its count (and any run of a day not run, as it is)."""
+    off = {day: report_runs.get(day, 0) for day in range(1, days + 1) if report_runs.get(day, 0) != 1}
+    off.update({day: n for day, n in report_runs.items() if not 1 <= day <= days})
+    return dict(sorted(off.items()))
+
+
 @dataclass
 class Outcome:
     deployment: str
@@ -57,12 +80,17 @@ class Outcome:
 
     @property
     def report_runs_per_day(self) -> float:
-        return sum(self.report_runs.values()) / self.days if self.days else 0.0
+        """Days with exactly one successful report run / days run (:func:`days_reported_once`)."""
+        return days_reported_once(self.report_runs, self.days)
+
+    @property
+    def report_days_off(self) -> dict[int, int]:
+        """The days with 0 or 2+ successful report runs -> their count (:func:`days_not_reported_once`)."""
+        return days_not_reported_once(self.report_runs, self.days)
 
     @property
     def one_report_run_per_day(self) -> bool:
-        return all(self.report_runs.get(epoch) == 1 for epoch in range(1, self.days + 1)) and \
-            len(self.report_runs) == self.days
+        return not self.report_days_off
 
     def p50(self, values: dict[int, float]) -> float | None:
         return statistics.median(values.values()) if values else None
@@ -71,12 +99,13 @@ class Outcome:
         lines = [f"# The main job on the cluster ({self.deployment}, {self.days} days)", "",
                  f"- check, row for row against one Spark computation: {self.check}",
                  f"- days exact: {self.days_exact:.2f}; duplicate seals: {self.duplicate_seals}; missing seals: "
-                 f"{self.missing_seals}; report runs per day: {self.report_runs_per_day:.2f} "
-                 f"({dict(sorted(self.report_runs.items()))})",
+                 f"{self.missing_seals}; days with exactly one report run: {self.report_runs_per_day:.2f} "
+                 f"({dict(sorted(self.report_runs.items()))}; not once: {self.report_days_off or 'none'})",
                  f"- seconds per epoch (open to seal), p50: {_fmt(self.p50(self.epoch_s))}; each: "
                  f"{ {e: round(s, 1) for e, s in sorted(self.epoch_s.items())} }",
                  "- seal of `daily` to the report run's first task, p50: "
-                 f"{_fmt(self.p50(self.seal_to_downstream_s))} s",
+                 f"{_fmt(self.p50(self.seal_to_downstream_s))} s; each: "
+                 f"{ {e: round(s, 1) for e, s in sorted(self.seal_to_downstream_s.items())} }",
                  f"- epoch jobs through spark-submit onto the standalone master: {len(self.spark_submit_jobs)} "
                  f"({', '.join(self.spark_submit_jobs) or 'none'}); the others through Spark Connect",
                  f"- timeline of the epochs' stages: {', '.join(self.timeline) or '-'}",
@@ -90,9 +119,16 @@ def faults_markdown(faults: list[Fault]) -> str:
         return ""
     lines = ["| fault | killed | detail | recovered after (s) | made of | restarted by the supervisor |",
              "|---|---|---|---|---|---|"]
-    lines += [f"| {f.name} | {f.killed} | {f.detail} | {_fmt(f.recovered_s)} | {f.made_of() or '-'} | "
+    lines += [f"| {f.name} | {f.killed} | {f.detail} | {_recovered(f)} | {f.made_of() or '-'} | "
               f"{f.restarted or '-'} |" for f in faults]
     return "\n".join(lines) + "\n"
+
+
+def _recovered(fault: Fault) -> str:
+    """The table's recovery cell: seconds, "-" for a start, or what kept it from recovering."""
+    if fault.recovered_s is not None or not fault.awaited:
+        return _fmt(fault.recovered_s)
+    return fault.recovery()
 
 
 def _fmt(value: float | None) -> str:

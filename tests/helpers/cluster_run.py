@@ -188,11 +188,16 @@ class Driver(Faults):
         outcome.epoch_s = {e: sealed[e] - opened[e] for e in opened if e in sealed}
         daily = {e.detail["epoch"]: e.at for e in events if e.event == "partition_sealed"
                  and e.detail.get("partition") == "daily"}
-        starts = self.query("SELECT r.partition_key, min(extract(epoch FROM ti.start_date)) FROM task_instance ti "
-                            "JOIN dag_run r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s "
-                            "AND ti.task_id = 'sealed' GROUP BY r.partition_key", REPORT_DAG)
-        outcome.seal_to_downstream_s = {int(k): float(at) - daily[int(k)] for k, at in starts
-                                        if k is not None and str(k).isdigit() and int(k) in daily and at is not None}
+        # the report run of a day is in the database of the deployment whose close emitted the asset events:
+        # after a takeover the second's, so both are read (one database alone measured only the days before)
+        starts: dict[int, float] = {}
+        for query in (self.query, *self.other_databases()):
+            for key, at in query("SELECT r.partition_key, min(extract(epoch FROM ti.start_date)) FROM task_instance "
+                                 "ti JOIN dag_run r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = "
+                                 "%s AND ti.task_id = 'sealed' GROUP BY r.partition_key", REPORT_DAG):
+                if key is not None and str(key).isdigit() and at is not None:
+                    starts[int(key)] = min(float(at), starts.get(int(key), float(at)))
+        outcome.seal_to_downstream_s = {day: at - daily[day] for day, at in starts.items() if day in daily}
         outcome.report_runs = self.report_runs()
         result = self.check()
         per_day: dict[int, bool] = {}
