@@ -88,6 +88,46 @@ def test_a_claimed_seal_is_delivered_by_one_deliverer_of_a_scope(zk, zk_factory)
     assert asyncio.run(delivery.next_seal(second, 1, lambda _event: None)) == 2  # stored: look at the next
 
 
+class DeliveredBeforeOurCreate(KazooStore):
+    """A deliverer's store whose claim create runs only after ``first`` ran: the interleaving where another
+    deliverer of the scope claims the seal, has it stored, moves the cursor and lets the claim go between
+    this deliverer's look at the cursor and its create."""
+
+    def __init__(self, client: KazooClient, first: Any) -> None:
+        super().__init__(client)
+        self.first = first
+
+    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str:
+        if self.first is not None:
+            first, self.first = self.first, None
+            await first()
+        return await super().create(path, value, ephemeral=ephemeral)
+
+
+@pytest.mark.parametrize("shared_session", [False, True], ids=["two-sessions", "one-session"])
+def test_a_seal_delivered_between_a_look_at_the_cursor_and_the_claim_is_not_delivered_again(
+        zk, zk_factory, shared_session):
+    """Found as ``[1, 2, 2, 3, 3]`` from two watchers of one scope: the claim a late deliverer creates
+    after the first let it go is taken again, and the cursor is read again under it."""
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    ledger.vote(ledger.open_epoch(1), "a", "x")
+    one = _delivery()
+    delivered: list[SealToDeliver] = []
+
+    async def deliver_all_of_it() -> None:
+        found = await one.next_seal(KazooStore(zk), 1, _wake)
+        assert isinstance(found, SealToDeliver)
+        delivered.append(found)
+        await one.move_cursor(KazooStore(zk), 2)
+        await one.drop_claims(KazooStore(zk), [found.claim])
+
+    late = DeliveredBeforeOurCreate(zk if shared_session else zk_factory(), deliver_all_of_it)
+    assert asyncio.run(_delivery().next_seal(late, 1, _wake)) == 2  # stored meanwhile: look at the next
+    assert late.first is None and len(delivered) == 1  # the interleaving happened
+    assert zk.exists(delivered[0].claim) is None  # the late claim was let go again
+
+
 def test_moving_the_cursor_gives_up_after_a_bounded_number_of_lost_rounds(zk):
     """Pure logic around the client: a store that always loses the compare-and-set."""
     delivery = _delivery()

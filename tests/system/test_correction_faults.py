@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 HELPERS = REPO / "tests" / "helpers"
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.check import check_sealed  # noqa: E402
-from nycflights.data import correct_day, day_of_epoch, land_days  # noqa: E402
+from nycflights.data import correct_day, day_of_epoch  # noqa: E402
+from nycflights_days import day, seal_days  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 DAYS = 5
@@ -50,28 +51,10 @@ STALE = [(e, "daily") for e in range(CORRECTED, DAYS + 1)]
 CONF = {"epoch": CORRECTED, "feed": "flights", "reason": "corrected flights of day 3"}
 
 
-def _day(n: int) -> datetime:
-    return datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=n - 1)
-
-
-def _ok(run) -> bool:
-    return str(run.state).rsplit(".", 1)[-1].lower() == "success"
-
-
 def _pipeline(dagbag, zk, spark_connect, tmp_path, monkeypatch) -> tuple[EpochLedger, Path, dict, int]:
     """Days 1..DAYS sealed and published; then the corrected flights of day CORRECTED land. Returns the
     ledger, the raw folder, the catalog's settings and the history's last sequence number before."""
-    raw = tmp_path / "raw"
-    land_days(raw, [day_of_epoch(n) for n in range(1, DAYS + 1)])
-    extra = {"catalog": "sql", "sqlite": str(tmp_path / "iceberg-catalog.db"),
-             "warehouse": (tmp_path / "iceberg-warehouse").as_uri()}
-    for name, value in (("raw", raw), ("storage", tmp_path / "lake"), ("spark_connect", spark_connect),
-                        ("reports", tmp_path / "reports"), ("table", "nycflights.daily")):
-        monkeypatch.setenv(f"AIRFLOW_VAR_NYCFLIGHTS_{name.upper()}", str(value))
-    monkeypatch.setenv("AIRFLOW_CONN_NYCFLIGHTS_ICEBERG", json.dumps({"conn_type": "iceberg", "extra": extra}))
-    daily = dagbag.get_dag("nycflights_daily")
-    for n in range(1, DAYS + 1):
-        assert _ok(daily.test(logical_date=_day(n), run_conf={})), n
+    raw, extra = seal_days(dagbag, monkeypatch, tmp_path, spark_connect, DAYS)
     ledger = EpochLedger(zk, "nycflights")
     assert ledger.frontier() == DAYS
     seen = max(e.seq for e in ledger.history())
@@ -155,7 +138,7 @@ def _finished_once(ledger: EpochLedger, raw: Path, extra: dict, seen: int, spark
 def test_a_correction_killed_mid_invalidation_resumes_and_finishes_once(
         dagbag, airflow_home, zk_connection, zk, spark, spark_connect, tmp_path, monkeypatch, hold_at):
     ledger, raw, extra, seen = _pipeline(dagbag, zk, spark_connect, tmp_path, monkeypatch)
-    markers, home, when = tmp_path / "markers", tmp_path / "home", _day(40)
+    markers, home, when = tmp_path / "markers", tmp_path / "home", day(40)
     markers.mkdir()
     killed = Worker(airflow_home, home, markers, "killed", when, hold_at)
     _go(markers, killed)
@@ -175,7 +158,7 @@ def test_a_correction_killed_mid_invalidation_resumes_and_finishes_once(
         # Meanwhile a new DAG run of the correction (another request): refused, nothing written; the
         # correction in flight is the killed run's to finish. (Killed at the publish, the correction was
         # done: a new request would be a new correction, and its run publishes both.)
-        other = Worker(airflow_home, tmp_path / "home-other", markers, "other", _day(41))
+        other = Worker(airflow_home, tmp_path / "home-other", markers, "other", day(41))
         _go(markers, other)
         assert other.state() == "failed"
         assert "is still re-producing the seals that read it" in other.text()
@@ -195,7 +178,7 @@ def test_two_runs_of_one_correction_at_once_give_one_reseal(dagbag, airflow_home
     markers.mkdir()
     # Two DAG runs (two logical dates, so two request ids), each in its own process; whichever re-seals
     # first holds before its first vote until the other run has answered.
-    workers = [Worker(airflow_home, tmp_path / f"home-{name}", markers, name, _day(40 + i), "vote:1")
+    workers = [Worker(airflow_home, tmp_path / f"home-{name}", markers, name, day(40 + i), "vote:1")
                for i, name in enumerate(("one", "two"))]
     _go(markers, *workers)
     deadline = time.monotonic() + 400
@@ -227,7 +210,7 @@ def test_two_corrections_of_one_day_at_once_both_land(dagbag, airflow_home, zk_c
     markers = tmp_path / "markers"
     markers.mkdir()
     confs = {"flights": CONF, "weather": {**CONF, "feed": "weather", "reason": "corrected weather of day 3"}}
-    workers = [Worker(airflow_home, tmp_path / f"home-{feed}", markers, feed, _day(40 + i), conf=conf)
+    workers = [Worker(airflow_home, tmp_path / f"home-{feed}", markers, feed, day(40 + i), conf=conf)
                for i, (feed, conf) in enumerate(confs.items())]
     _go(markers, *workers)
     for worker in workers:

@@ -21,10 +21,8 @@ seal about 2 s, so the whole test stays within a few minutes.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -38,19 +36,12 @@ from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
 from nycflights.check import check_sealed  # noqa: E402
-from nycflights.data import correct_day, day_of_epoch, land_days  # noqa: E402
+from nycflights.data import correct_day, day_of_epoch  # noqa: E402
+from nycflights_days import seal_days, succeeded  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 DAYS = 20
 CORRECTED = 8
-
-
-def _day(n: int) -> datetime:
-    return datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=n - 1)
-
-
-def _ok(run) -> bool:
-    return str(run.state).rsplit(".", 1)[-1].lower() == "success"
 
 
 def _events(scope: str, count: int, grace: float = 2.0, timeout: float = 120.0) -> list[dict]:
@@ -84,18 +75,7 @@ def _versions(ledger: EpochLedger) -> dict[tuple[int, str], int]:
 
 def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk, spark, spark_connect, tmp_path,
                                                      monkeypatch):
-    raw = tmp_path / "raw"
-    days = [day_of_epoch(n) for n in range(1, DAYS + 1)]
-    land_days(raw, days)
-    extra = {"catalog": "sql", "sqlite": str(tmp_path / "iceberg-catalog.db"),
-             "warehouse": (tmp_path / "iceberg-warehouse").as_uri()}
-    for name, value in (("raw", raw), ("storage", tmp_path / "lake"), ("spark_connect", spark_connect),
-                        ("reports", tmp_path / "reports"), ("table", "nycflights.daily")):
-        monkeypatch.setenv(f"AIRFLOW_VAR_NYCFLIGHTS_{name.upper()}", str(value))
-    monkeypatch.setenv("AIRFLOW_CONN_NYCFLIGHTS_ICEBERG", json.dumps({"conn_type": "iceberg", "extra": extra}))
-    daily = dagbag.get_dag("nycflights_daily")
-    for n in range(1, DAYS + 1):
-        assert _ok(daily.test(logical_date=_day(n), run_conf={})), n
+    raw, extra = seal_days(dagbag, monkeypatch, tmp_path, spark_connect, DAYS)
     ledger = EpochLedger(zk, "nycflights")
     assert ledger.frontier() == DAYS
     first = _events("reports", DAYS)
@@ -107,7 +87,7 @@ def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk,
     assert correct_day(raw, "flights", day_of_epoch(CORRECTED)) > 0  # the corrected feed lands
     run = dagbag.get_dag("nycflights_correct").test(run_conf={"epoch": CORRECTED, "feed": "flights",
                                                               "reason": "corrected flights of day 8"})
-    assert _ok(run)
+    assert succeeded(run)
 
     # Exactly the affected seals got a new version, once each, in the planned (epoch) order.
     stale = [(CORRECTED, "daily"), *((e, "daily") for e in range(CORRECTED + 1, DAYS + 1))]
@@ -125,7 +105,7 @@ def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk,
     assert ledger.frontier() == DAYS
 
     # Every figure equals one Spark computation over the corrected input; the table follows the seals.
-    result = check_sealed(spark, ledger, raw, days)
+    result = check_sealed(spark, ledger, raw, [day_of_epoch(n) for n in range(1, DAYS + 1)])
     assert result.equal, result.summary()
     assert len(result.totals) > 0 and len(result.rows) > 15 * DAYS
     ok, verdict = published_check(ledger, "nycflights_iceberg", "nycflights.daily", "daily", DAYS)
@@ -142,7 +122,7 @@ def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk,
     assert len({e["dedupe_key"] for e in again}) == len(again)
     report = dagbag.get_dag("nycflights_report")
     for event in again:
-        assert _ok(report.test(run_conf={"epoch": event["epoch"]})), event
+        assert succeeded(report.test(run_conf={"epoch": event["epoch"]})), event
     for n in range(CORRECTED, DAYS + 1):  # rewritten from the new version
         assert "version 2;" in (tmp_path / "reports" / f"report-{day_of_epoch(n):%Y-%m-%d}.md").read_text(), n
     assert _events("reports", 0, grace=2.0) == []  # the same watcher again: nothing delivered twice

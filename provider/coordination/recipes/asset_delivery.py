@@ -5,7 +5,9 @@ Per delivery scope and partition the cursor (:class:`~.wire.DeliveryCursor`) nam
 deliver. :func:`next_seal` decides what to do about one epoch: wait (nothing to deliver yet, or
 another deliverer holds it), look elsewhere (the cursor moved past it, or a rollback moved the
 frontier back), or deliver it, holding an *ephemeral* claim so that a second deliverer of the same
-scope waits instead of delivering it twice (the claim goes with its holder's session). A claim
+scope waits instead of delivering it twice (the claim goes with its holder's session); the cursor is
+read again once the claim is held, since the claim's last holder moves the cursor and then lets the
+claim go, possibly between a deliverer's first look and its create. A claim
 found existing is the deliverer's own when its ``ephemeralOwner`` is the deliverer's session and it
 holds the deliverer's token (an earlier create committed, its answer lost): it goes on delivering;
 any other claim is waited for (deliverers in one triggerer share a session: the token tells them
@@ -144,6 +146,13 @@ class Delivery:
             if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
                 return None  # another deliverer holds it: wait for its claim to go
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
+        # Looked at again under the claim: another deliverer may have delivered the seal, moved the
+        # cursor and let the claim go between our first look and our create (it moves before it lets go).
+        moved = await self.committed(store)
+        if moved > epoch:
+            with contextlib.suppress(NoNodeError):
+                await store.delete(claim)
+            return moved
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
         return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
 
