@@ -62,6 +62,7 @@ class SealStream(SharedStreamProducer):
         self.cursor = self.delivery.cursor
         self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
         self.handed: set[str] = set()  # claims of re-sealed versions handed over, not yet stored
+        self.unsettled: set[str] = set()  # claims of seals handed over, not yet stored
         self._release: Any = None
 
     async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], Payload]]:
@@ -104,10 +105,24 @@ class SealStream(SharedStreamProducer):
                 if isinstance(item, int):  # moved on: the cursor is past it, or the frontier moved back
                     following = item
                     continue
+                self.unsettled.add(item[1][2])
                 yield item
                 following = item[1][0] + 1
         finally:
             client.remove_listener(on_state)
+            await self.let_go_unsettled()
+
+    async def let_go_unsettled(self) -> None:
+        """Let the claims of events handed over and not confirmed go: the stream ends (Airflow did not
+        store an event, the trigger is cancelled) while the process's shared session lives on, and the
+        stream started after it, or another triggerer, must deliver those seals again (at least once)."""
+        zk, claims = self.zk, self.unsettled | self.handed
+        self.unsettled, self.handed = set(), set()
+        if zk is None:
+            return
+        for claim in sorted(claims):
+            with contextlib.suppress(*TRANSIENT):  # no session: the claim goes with it
+                await self.delivery.let_go(zk, claim)
 
     async def _next(
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
@@ -166,6 +181,7 @@ class SealStream(SharedStreamProducer):
         seals = [payload for payload in payloads if payload[3] == 1]
         if seals:
             await self.delivered(max(payload[0] for payload in seals), [payload[2] for payload in seals])
+            self.unsettled.difference_update(payload[2] for payload in seals)
 
     async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
         """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
@@ -175,6 +191,8 @@ class SealStream(SharedStreamProducer):
         await self.delivery.drop_claims(zk, claims)
 
     async def aclose(self) -> None:
+        with contextlib.suppress(Exception):  # closing must not fail; a claim left goes with the session
+            await self.let_go_unsettled()
         if self._release is not None:
             self._release()
             self._release = None

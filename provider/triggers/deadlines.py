@@ -19,6 +19,7 @@ told to stop when the trigger is cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import os
@@ -104,7 +105,14 @@ class PartitionDeadlineTrigger(BaseTrigger):
                 self.log.info("Pipeline %s: partition %s of epoch %s is late (deadline %s); waiting for %s",
                               self.pipeline, self.partition, self.epoch, verdict.deadline_at,
                               [m.producer for m in verdict.alert.missing])
-                await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
+                try:
+                    await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
+                except BaseException:
+                    # Not delivered: let the delivery go so that another watcher (this triggerer's
+                    # next one, on the same live session, or another triggerer's) delivers it.
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(deadlines.abandon, verdict.alert)
+                    raise
                 await asyncio.to_thread(deadlines.delivered, verdict.alert)
                 delivered = True
                 if self.wait_for_seal and verdict.state == "late":  # then its late seal is recorded

@@ -36,3 +36,10 @@ async def hang_first_then_record(*, alert: dict[str, Any]) -> None:
         await asyncio.sleep(3600)
     with open(out, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"alert": alert, "pid": os.getpid(), "at": time.time()}) + "\n")
+
+
+async def fail_alert(*, out: str, alert: dict[str, Any], tag: str = "") -> None:
+    """A callback that fails (its service is down): the alert is noted in ``out + '.failed'``, not in ``out``."""
+    with open(out + ".failed", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"alert": alert, "tag": tag, "pid": os.getpid(), "at": time.time()}) + "\n")
+    raise RuntimeError("the alerting service is down")

@@ -5,6 +5,8 @@ and the bounded compare-and-set that moves the cursor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -365,3 +367,49 @@ def test_retiring_a_scope_removes_the_records_of_delivered_versions(zk):
     asyncio.run(delivery.version_delivered(store, found.claim, found.sent))
     retired = ledger.retire_delivery_scope("deploy")
     assert retired.cursors == {"a": 3} and zk.exists(PipelinePaths("p").asset_event_scope("deploy")) is None
+
+
+def _expire(client: KazooClient, zk_factory: Any) -> None:
+    """Expire ``client``'s session (a second client on the same session id closes it) and wait until
+    ``client`` is connected again on a new session."""
+    old = client.client_id
+    twin = zk_factory(client_id=old)
+    twin.stop()
+    twin.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # reconnecting
+            client.exists("/")
+            if client.client_id is not None and client.client_id[0] != old[0]:
+                return
+        time.sleep(0.1)
+    raise AssertionError("the session did not expire")
+
+
+def test_a_late_confirmation_of_a_deliverer_whose_session_expired_never_moves_the_cursor_back(zk, zk_factory):
+    """A hands seal 1 over; its session expires (its claim with it); B delivers 1 again (the documented
+    at-least-once window) and 2; then A's confirmation of 1 arrives. The cursor only moves forward, and A
+    lets go only of a claim that holds its own token."""
+    ledger = EpochLedger(zk, "p", owner="A")
+    ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
+    for epoch in (1, 2, 3):
+        ledger.vote(ledger.open_epoch(epoch), "a", "x")
+    a_client, b_client = zk_factory(), zk_factory()
+    a, b = KazooStore(a_client), KazooStore(b_client)
+    one, two = _delivery(), _delivery()
+    found = asyncio.run(one.next_seal(a, 1, _wake))
+    assert isinstance(found, SealToDeliver)
+    _expire(a_client, zk_factory)
+    assert zk.exists(found.claim) is None
+    for epoch in (1, 2):
+        got = asyncio.run(two.next_seal(b, epoch, _wake))
+        assert isinstance(got, SealToDeliver) and got.epoch == epoch
+        asyncio.run(two.move_cursor(b, epoch + 1))
+        asyncio.run(two.drop_claims(b, [got.claim]))
+    third = asyncio.run(two.next_seal(b, 3, _wake))  # B holds seal 3's claim now
+    assert isinstance(third, SealToDeliver)
+    asyncio.run(one.move_cursor(a, 2))  # A's late confirmation
+    asyncio.run(one.drop_claims(a, [found.claim, third.claim]))  # (as if A had held 3 too)
+    assert asyncio.run(one.committed(a)) == 3
+    assert zk.exists(third.claim) is not None  # B's claim stays B's
+    assert asyncio.run(_delivery().next_seal(KazooStore(zk_factory()), 2, _wake)) == 3  # 2 is not delivered again

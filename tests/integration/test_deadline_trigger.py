@@ -11,7 +11,9 @@ import time
 import pytest
 
 from airflow_epochs.coordination import DeadlineSpec, EpochLedger, PipelineConfig
+from airflow_epochs.triggers.base import connection_settings
 from airflow_epochs.triggers.deadlines import PartitionDeadlineTrigger
+from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +116,28 @@ def test_a_cancelled_watch_lets_go_promptly(pipeline, tmp_path):
         return time.monotonic() - started
 
     assert asyncio.run(scenario()) < 2.0
+
+
+def test_a_failed_callback_lets_the_alert_go_to_the_next_watch_of_the_same_triggerer(pipeline, tmp_path):
+    """Watches of one triggerer share its ZooKeeper session, which lives on after a watch's callback failed:
+    the failed watch lets its delivery go (it would otherwise hold every other watch back until the session
+    ends), and the next watch delivers the alert once."""
+    out = tmp_path / "alerts.jsonl"
+    pipeline.open_epoch(1)
+
+    async def scenario():
+        settings = await connection_settings("zookeeper_default")
+        await SHARED_CLIENTS.acquire_async(settings)  # another trigger of the triggerer keeps the session
+        try:
+            with pytest.raises(RuntimeError, match="alerting service is down"):
+                await _first_event(_trigger(out, "failing", path="deadline_callbacks.fail_alert",
+                                            wait_for_seal=False), 30)
+            return await _first_event(_trigger(out, "next", wait_for_seal=False), 15)
+        finally:
+            SHARED_CLIENTS.release(settings)
+
+    event = asyncio.run(scenario())
+    assert len((tmp_path / "alerts.jsonl.failed").read_text().splitlines()) == 1
+    assert event.payload["delivered"]
+    assert [json.loads(line)["tag"] for line in out.read_text().splitlines()] == ["next"]
+    assert pipeline.deadlines().alert(1, "daily").delivered_at is not None

@@ -143,6 +143,52 @@ def test_asset_event_trigger_emits_each_seal_once_across_two_instances(pipeline)
     assert [e["partition_key"] for e in sorted(events, key=lambda e: e["epoch"])] == ["1", "2", "3"]
 
 
+def test_a_stream_started_again_after_an_unstored_event_delivers_the_seal_again(pipeline):
+    """Airflow did not store a seal's event (an ack timeout, no subscriber online): the stream ends and the
+    triggerer starts a new one, on the same live session (another trigger holds the shared client). The
+    ended stream lets its claim go, so the new one delivers the seal again instead of waiting for good."""
+    from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
+
+    from airflow_epochs.coordination import DEFAULT_ROOT
+    from airflow_epochs.triggers.assets import SealStream
+    from airflow_epochs.triggers.base import connection_settings
+
+    pipeline.vote(pipeline.open_epoch(1), "a", "x")
+
+    def stream() -> SealStream:
+        return SealStream(pipeline="p", partition="a", scope="s", from_epoch=1,
+                          zookeeper_conn_id="zookeeper_default", root=DEFAULT_ROOT)
+
+    async def scenario():
+        settings = await connection_settings("zookeeper_default")
+        await SHARED_CLIENTS.acquire_async(settings)
+        try:
+            first = stream()
+            events = first.open_stream()
+            raw, payload = await asyncio.wait_for(events.__anext__(), 15)
+            assert raw["epoch"] == 1
+            with pytest.raises(RuntimeError, match="redeliver"):
+                await first.advance([AdvanceItem(payload, AdvanceOutcome(acked=0, failed=1))])
+            await events.aclose()
+            await first.aclose()
+            second = stream()
+            events = second.open_stream()
+            try:
+                raw, payload = await asyncio.wait_for(events.__anext__(), 10)
+                await second.advance([AdvanceItem(payload, AdvanceOutcome(acked=1, failed=0))])
+            finally:
+                await events.aclose()
+                await second.aclose()
+            return raw
+        finally:
+            SHARED_CLIENTS.release(settings)
+
+    raw = asyncio.run(scenario())
+    assert raw["epoch"] == 1 and raw["dedupe_key"].endswith("/1/1/1")
+    cursor = pipeline.paths.asset_event_cursor("s", "a")
+    assert DeliveryCursor.from_bytes(pipeline.client.get(cursor)[0], path=cursor).following == 2
+
+
 @pytest.mark.slow
 @pytest.mark.ensemble
 def test_seal_made_while_disconnected_is_not_missed(ensemble, monkeypatch):

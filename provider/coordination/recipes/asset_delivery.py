@@ -13,7 +13,10 @@ holds the deliverer's token (an earlier create committed, its answer lost): it g
 any other claim is waited for (deliverers in one triggerer share a session: the token tells them
 apart). Once the
 consumer has stored the event, :func:`move_cursor` moves the cursor past it (compare-and-set,
-bounded) and :func:`drop_claims` lets the claims go.
+bounded, forward only) and :func:`drop_claims` lets the claims go (a deliverer deletes only a claim
+that holds its own token). A deliverer that ends with seals handed over and not confirmed lets their
+claims go itself (:meth:`Delivery.let_go`): its session may live on in a process that shares it, and
+a claim nobody will delete would hold every deliverer of the scope back until that session ends.
 
 A re-sealed version (2, 3, ...) of a seal the cursor is already past is delivered once as well
 (:meth:`Delivery.next_version`): its own ephemeral claim keeps a second deliverer waiting, and once the
@@ -150,8 +153,7 @@ class Delivery:
         # cursor and let the claim go between our first look and our create (it moves before it lets go).
         moved = await self.committed(store)
         if moved > epoch:
-            with contextlib.suppress(NoNodeError):
-                await store.delete(claim)
+            await self.let_go(store, claim)
             return moved
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
         return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
@@ -214,8 +216,7 @@ class Delivery:
         # Looked at again under the claim: another deliverer may have stored it and let the claim go
         # between our first look and our create.
         if await store.exists(sent) is not None:
-            with contextlib.suppress(NoNodeError):
-                await store.delete(claim)
+            await self.let_go(store, claim)
             return True
         return claim, sent
 
@@ -224,11 +225,12 @@ class Delivery:
         record it for good in ``sent``, then let the claim go."""
         with contextlib.suppress(NodeExistsError):
             await store.create(sent)
-        with contextlib.suppress(NoNodeError):
-            await store.delete(claim)
+        await self.let_go(store, claim)
 
     async def move_cursor(self, store: NodeStore, following: int) -> None:
-        """Set the cursor to ``following`` (compare-and-set: concurrent deliverers never lose a move);
+        """Move the cursor forward to ``following`` (compare-and-set: concurrent deliverers never lose a
+        move); a cursor already there or further stays (a deliverer whose claim went with an expired
+        session confirms late, after another delivered more: moving back would deliver those again).
         :class:`ContentionExhausted` after :data:`MAX_CURSOR_ROUNDS` lost rounds."""
         data = DeliveryCursor(following).to_bytes()
         for _ in range(MAX_CURSOR_ROUNDS):
@@ -236,6 +238,8 @@ class Delivery:
             try:
                 if node is None:
                     await store.create(self.cursor, data)
+                elif node[0] and DeliveryCursor.from_bytes(node[0], path=self.cursor).following >= following:
+                    return
                 else:
                     await store.set(self.cursor, data, version=node[1].version)
                 return
@@ -249,5 +253,13 @@ class Delivery:
     async def drop_claims(self, store: NodeStore, claims: Sequence[str]) -> None:
         """Let the claims of delivered seals go (one already gone went with its session)."""
         for claim in claims:
-            with contextlib.suppress(NoNodeError):
-                await store.delete(claim)
+            await self.let_go(store, claim)
+
+    async def let_go(self, store: NodeStore, claim: str) -> None:
+        """Delete ``claim`` if this deliverer holds it (its session, its token): a claim that went with an
+        expired session and was taken since is another deliverer's, and stays."""
+        held = await store.get(claim)
+        if held is None or held[0] != self.holder.encode() or held[1].ephemeralOwner != store.session_id():
+            return
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            await store.delete(claim, version=held[1].version)

@@ -16,6 +16,7 @@ deadline is seen and no alert is raised for a partition sealed in time.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -355,6 +356,20 @@ class PartitionDeadlines:
             raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds marking the alert delivered")
 
         return self.ctx.call(run, what=f"mark the alert of {alert.partition!r} at epoch {alert.epoch} delivered")
+
+    def abandon(self, alert: LateAlert) -> None:
+        """Let go of the delivery of ``alert`` without marking it delivered (its callback failed or was
+        cancelled): watchers in one process share a session that lives on, so the run node would
+        otherwise hold every other watcher back until that session ends. Only this watcher's own run
+        node is deleted."""
+        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
+        try:
+            data, stat = self.ctx.client.get(run)
+        except NoNodeError:
+            return
+        if data == self.ctx.owner.encode() and stat.ephemeralOwner == self.ctx.client.client_id[0]:
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self.ctx.client.delete(run, version=stat.version)
 
     def alert(self, epoch: int, partition: str, *, generation: int | None = None) -> LateAlert | None:
         """The alert of ``partition`` at ``epoch`` (in its current opening, or in ``generation``), or None
