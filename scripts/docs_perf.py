@@ -54,7 +54,8 @@ GROUPS = {
     "waiters": "Many waiters", "sealing": "Sealing throughput", "cost": "Cost of an epoch",
     "open": "Opening an epoch", "growth": "Bounded state", "capacity": "Capacity",
     "reconnect": "Failover", "spark": "Spark epochs", "ui": "The Epochs page", "publish": "Iceberg publishing",
-    "producers": "Declared producers", "cluster": "The production topology",
+    "producers": "Declared producers", "deadlines": "Deadline alerts", "reseal": "Corrections (re-seal)",
+    "cluster": "The production topology",
 }
 UNITS_AFTER = {"ms", "s", "MB", "GB", "KB", "%"}  # written after the number; others are words ("3 requests")
 
