@@ -15,7 +15,7 @@ from typing import Any
 from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.protocol import invalidation
+from airflow_epochs.coordination.recipes.corrections import invalidation
 
 
 def main(hosts: str, pipeline: str, kill_after: str) -> None:

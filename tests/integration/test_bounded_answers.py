@@ -20,8 +20,8 @@ from zk_helpers import tree
 
 import airflow_epochs.coordination.base.names as names
 import airflow_epochs.coordination.protocol.config_store as config_store
-import airflow_epochs.coordination.recipes.backpressure as backpressure
-import airflow_epochs.coordination.recipes.barriers as barriers
+import airflow_epochs.coordination.recipes.backpressure.consumers as backpressure
+import airflow_epochs.coordination.recipes.barriers.barrier as barriers
 import airflow_epochs.coordination.services.shortcuts as shortcuts
 import airflow_epochs.coordination.state.history as history
 import airflow_epochs.coordination.state.pipeline as pipeline_module
@@ -39,8 +39,8 @@ from airflow_epochs.coordination import (
     TooManyRequests,
 )
 from airflow_epochs.coordination.base.paths import epoch_key
-from airflow_epochs.coordination.services.declared_staging import staged_votes
-from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote
+from airflow_epochs.coordination.declared.staging import staged_votes
+from airflow_epochs.coordination.declared.votes import TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
 
 pytestmark = [pytest.mark.integration]

@@ -51,7 +51,7 @@ FIRST, SECOND = "first-request", "second-request"
 
 
 def lease(client: KazooClient, owner: str = "A", later: float = 0.0) -> LeaderLease:
-    return LeaderLease(client, P, owner=owner, duration=LEASE, clock=lambda: time.time() + later)
+    return EpochLedger(client, P, owner=owner, clock=lambda: time.time() + later).lease(duration=LEASE)
 
 
 def seal(ledger: EpochLedger, epoch: int) -> None:

@@ -19,9 +19,9 @@ import pytest
 from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput
-from airflow_epochs.coordination.services.declared_reruns import succeeded_try
-from airflow_epochs.coordination.services.declared_staging import staged_votes
-from airflow_epochs.coordination.services.declared_votes import StageOutcome, TaskInstanceId, drain, stage_vote
+from airflow_epochs.coordination.declared.reruns import succeeded_try
+from airflow_epochs.coordination.declared.staging import staged_votes
+from airflow_epochs.coordination.declared.votes import StageOutcome, TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer
 from airflow_epochs.coordination.wire.declared import Match
 

@@ -29,7 +29,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -263,8 +263,8 @@ def test_a_resealed_key_gives_one_asset_event_naming_its_version_under_the_sched
     _wait_until(lambda: _delivered_through(stack_zk[1]) == frontier, 240,
                 lambda: (_delivered_through(stack_zk[1]), stack.log_tail("triggerer")))
     runs_before = len(stack.runs("watched_consumer"))
-    opened = ledger.reseal(1, "daily", reason="corrected input")
-    assert ledger.vote_version(1, "daily", opened.version, "job", {"rows": 100}).sealed
+    opened = ledger.corrections.reseal(1, "daily", reason="corrected input")
+    assert ledger.corrections.vote_version(1, "daily", opened.version, "job", {"rows": 100}).sealed
 
     def resealed() -> list[dict]:
         return [p for p in _watched_payloads(stack) if p.get("version", 1) > 1]

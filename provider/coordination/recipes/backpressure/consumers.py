@@ -21,9 +21,9 @@ from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData
+from airflow_epochs.coordination.recipes.backpressure.records import ConsumerRegistration
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import consumer_acks, frontier
-from airflow_epochs.coordination.wire.consumer_records import ConsumerRegistration
 from airflow_epochs.coordination.wire.events import ConsumerRegistered, ConsumerUnregistered
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken
