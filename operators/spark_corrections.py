@@ -3,7 +3,7 @@ seal that read its old version, in the order the correction planned (epoch order
 
 A thin class over :class:`~airflow_epochs.hooks.spark_epoch.SparkEpochHook` (one per job) and the
 ledger: it takes the version a :class:`~airflow_epochs.operators.ResealOperator` opened (from its XCom),
-asks the ledger what the correction waits for (``pending_reseals``), runs that producer's job for
+asks the ledger what the correction waits for (``ledger.corrections.pending()``), runs that producer's job for
 that (epoch, partition) and votes it under the version, until the correction is done. It runs nothing
 the correction did not plan, and a retry asks the ledger again: a version sealed by an earlier try is
 not re-produced.

@@ -33,7 +33,7 @@ def main(hosts: str, pipeline: str, kill_after: str) -> None:
         return done
 
     invalidation.open_derived = killed_after  # type: ignore[assignment]
-    EpochLedger(client, pipeline, owner="worker").resume_corrections()
+    EpochLedger(client, pipeline, owner="worker").corrections.resume()
     print("NOT KILLED", flush=True)
 
 

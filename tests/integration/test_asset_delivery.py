@@ -21,6 +21,7 @@ from airflow_epochs.coordination.recipes.delivery.delivery import (
     SealToDeliver,
     VersionToDeliver,
 )
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 
 
@@ -162,8 +163,8 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim
     ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
     ledger.vote(ledger.open_epoch(1), "a", "x")
     delivery = _delivery()
-    claim = PipelinePaths("p").asset_event("deploy", 1, 1, "a")
-    lossy.ensure_path(PipelinePaths("p").asset_event_scope("deploy"))
+    claim = DeliveryPaths(PipelinePaths("p")).claim("deploy", 1, 1, "a")
+    lossy.ensure_path(DeliveryPaths(PipelinePaths("p")).scope("deploy"))
 
     async def deliver_after_a_lost_reply() -> Any:
         store = AsyncZooKeeper(lossy, asyncio.get_running_loop())
@@ -229,7 +230,7 @@ def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_serv
     assert "'bad/scope'" in capsys.readouterr().err
     assert main(["retire-scope", "p", "gone", *hosts]) == 0
     assert "retired delivery scope 'gone' of pipeline 'p' (its cursors: a at epoch 2)" in capsys.readouterr().out
-    assert zk.exists(PipelinePaths("p").asset_event_scope("gone")) is None
+    assert zk.exists(DeliveryPaths(PipelinePaths("p")).scope("gone")) is None
     assert ledger.delivery_scopes() == []
     retired = [e for e in ledger.history() if e.event == "delivery_scope_retired"]
     assert [(e.detail["scope"], e.detail["cursors"]) for e in retired] == [("gone", {"a": 2})]
@@ -366,7 +367,7 @@ def test_retiring_a_scope_removes_the_records_of_delivered_versions(zk):
     assert isinstance(found, VersionToDeliver)
     asyncio.run(delivery.version_delivered(store, found.claim, found.sent))
     retired = ledger.retire_delivery_scope("deploy")
-    assert retired.cursors == {"a": 3} and zk.exists(PipelinePaths("p").asset_event_scope("deploy")) is None
+    assert retired.cursors == {"a": 3} and zk.exists(DeliveryPaths(PipelinePaths("p")).scope("deploy")) is None
 
 
 def _expire(client: KazooClient, zk_factory: Any) -> None:

@@ -14,7 +14,6 @@ from airflow_epochs.coordination import EpochLedger, EpochNotOpen, PipelineConfi
 from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
 from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
-from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer, unregister_consumer
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
@@ -67,19 +66,19 @@ def test_consumers_trigger_fires_when_the_slowest_consumer_acknowledges(pipeline
         attempt = pipeline.open_epoch(epoch)
         pipeline.vote(attempt, "a", "x")
         pipeline.vote(attempt, "b", "y")
-    register_consumer(pipeline, "fast", acked=2)
-    register_consumer(pipeline, "slow", acked=0)
-    register_consumer(pipeline, "leaving", acked=0)
+    pipeline.consumer("fast").register(acked=2)
+    pipeline.consumer("slow").register(acked=0)
+    pipeline.consumer("leaving").register(acked=0)
 
     async def scenario():
         task = asyncio.create_task(_first_event(ConsumersCaughtUpTrigger(pipeline="p", epoch=2), 30))
-        await asyncio.to_thread(acknowledge, pipeline, "slow", 1)
+        await asyncio.to_thread(pipeline.consumer("slow").acknowledge, 1)
         await asyncio.sleep(1.0)
         assert not task.done()  # "slow" is at 1 and "leaving" at 0
-        await asyncio.to_thread(acknowledge, pipeline, "slow", 2)
+        await asyncio.to_thread(pipeline.consumer("slow").acknowledge, 2)
         await asyncio.sleep(1.0)
         assert not task.done()  # "leaving" still holds it back
-        await asyncio.to_thread(unregister_consumer, pipeline, "leaving")
+        await asyncio.to_thread(pipeline.consumer("leaving").unregister)
         left_at = time.monotonic()
         event = await task
         return event, time.monotonic() - left_at

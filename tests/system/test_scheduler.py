@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -136,7 +137,7 @@ def _watched_epochs(stack: AirflowStack) -> list[int]:
 
 def _delivered_through(zk: KazooClient) -> int:
     """Where the watcher's delivery cursor stands: seals before it are stored as asset events."""
-    path = PipelinePaths("watched").asset_event_cursor("stack", "daily")
+    path = DeliveryPaths(PipelinePaths("watched")).cursor("stack", "daily")
     return DeliveryCursor.from_bytes(zk.get(path)[0], path=path).following - 1 if zk.exists(path) else 0
 
 

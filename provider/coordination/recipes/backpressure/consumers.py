@@ -8,7 +8,7 @@ when ZooKeeper's reply is lost.
 
 The ledger binds these recipes the way kazoo binds ``zk.Lock``: ``ledger.consumer("report")`` is a
 :class:`Consumer` and ``ledger.backpressure()`` a :class:`Backpressure` on the ledger's pipeline.
-The module-level functions over a ledger are in :mod:`..services.shortcuts`.
+Bound to a ledger as ``ledger.consumer(name)`` and ``ledger.backpressure()``.
 """
 
 from __future__ import annotations
