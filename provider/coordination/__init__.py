@@ -130,6 +130,7 @@ from airflow_epochs.coordination.recipes.deadlines.records import (
     ProducerForecast,
     SealForecast,
 )
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.coordination.recipes.delivery.scopes import (
     DeliveryScopeHeld,
     RetiredScope,
@@ -234,6 +235,7 @@ __all__ = [
     "SealForecast",
     "SealInfo",
     "SealRecord",
+    "SealedPartitionEvent",
     "Session",
     "SessionLost",
     "SnapshotHistoryUnavailable",

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -62,6 +62,9 @@ from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record
 from airflow_epochs.coordination.wire.events import BarrierDeclared, BarrierReleased, BarrierStragglers
 from airflow_epochs.coordination.wire.records import BarrierStatus
+
+if TYPE_CHECKING:
+    from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch
 
 __all__ = ["MAX_BARRIERS", "MAX_LATE_NAMED", "MAX_PARTICIPANTS", "Arrival", "Barrier", "BarrierClosed",
            "BarrierConflict", "BarrierError", "BarrierFailed", "BarrierFull",
@@ -469,3 +472,9 @@ class Barrier:
                     return
 
         check()
+
+    def watch(self) -> BarrierWatch:
+        """The asynchronous wait for this barrier's decision, as a trigger runs it (see :mod:`.watch`)."""
+        from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch  # it builds on this module
+
+        return BarrierWatch(self)
