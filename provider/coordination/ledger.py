@@ -60,6 +60,7 @@ from airflow_epochs.coordination.recipes.deadlines import deadlines
 from airflow_epochs.coordination.recipes.deadlines.deadlines import PartitionDeadlines
 from airflow_epochs.coordination.recipes.delivery import scopes as delivery_scopes
 from airflow_epochs.coordination.recipes.delivery.records import RetiredScope
+from airflow_epochs.coordination.recipes.delivery.rewinds import rewind_on_rollback
 from airflow_epochs.coordination.recipes.leadership.lease import LeaderLease
 from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
@@ -83,6 +84,8 @@ __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealI
 
 # What each recipe family trims when epochs are compacted (handed to retention, which knows no family).
 COMPACTION_STEPS: tuple[retention.CompactionStep, ...] = (deadlines.COMPACTION, delivery_scopes.COMPACTION)
+# What each recipe family adds to a rollback's transaction (the kernel knows none of them).
+ROLLBACK_STEPS: tuple[rollbacks.RollbackStep, ...] = (rewind_on_rollback,)
 
 
 class EpochLedger:
@@ -250,7 +253,7 @@ class EpochLedger:
         :param to_epoch: the last epoch that stays sealed (``first_epoch - 1`` rolls back everything).
         :param reason: why, recorded in the history.
         """
-        return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
+        return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id, steps=ROLLBACK_STEPS)
 
     def delivery_scopes(self) -> list[str]:
         """The pipeline's asset-delivery scopes (one a deployment whose triggerer delivers seals), sorted."""

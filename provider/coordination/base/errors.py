@@ -113,7 +113,18 @@ class EpochAlreadyOpen(StateError):
 
 
 class EpochAlreadySealed(StateError):
-    """The epoch is sealed; it can change only through a recorded rollback."""
+    """The epoch is sealed; it can change only through a recorded rollback.
+
+    When the close of one attempt finds the epoch sealed by another (a deployment that took the epoch
+    over), ``sealed_by_attempt``, ``sealed_by_owner`` and ``generation`` name that seal, from the same
+    read of the epoch record the refusal was decided on (None when not known: compacted)."""
+
+    def __init__(self, message: str, *, sealed_by_attempt: int | None = None, sealed_by_owner: str | None = None,
+                 generation: int | None = None) -> None:
+        self.sealed_by_attempt = sealed_by_attempt
+        self.sealed_by_owner = sealed_by_owner
+        self.generation = generation
+        super().__init__(message)
 
 
 class EpochIncomplete(StateError):

@@ -305,4 +305,6 @@ class LateAlert:
         return {"epoch": self.epoch, "generation": self.generation, "partition": self.partition,
                 "deadline_at": self.deadline_at,
                 "raised_at": self.raised_at, "raised_by": self.raised_by,
-                "missing": [m.to_json() for m in self.missing]}
+                "missing": [m.to_json() for m in self.missing],
+                # set when the partition sealed before the alert was raised (judged after the seal)
+                "sealed_at": self.sealed_at, "late_by": self.late_by}
