@@ -6,7 +6,7 @@ seals; :mod:`.reader` for reads; :mod:`.retention` for compaction; :mod:`.lineag
 call takes an optional ``request_id``, except :meth:`EpochLedger.compact` (idempotent: a repeat
 finishes what a cut-short one left, so it needs none); after a lost answer, and before any refusal,
 the call asks ZooKeeper whether that request committed and answers with what it did (see the outcome
-table in the README), and repeating a call with the same ``request_id`` never applies it twice.
+table, docs: reference/outcomes), and repeating a call with the same ``request_id`` never applies it twice.
 
 It is also the bound handle of the pipeline's recipe families, the way kazoo binds ``zk.Lock``: one
 binding line a family, each built as ``Family(self.ctx, what it names, *, options)`` on the ledger's
