@@ -8,6 +8,8 @@ from typing import Any
 
 from airflow_epochs.cli.analyze import add_analyze_command
 from airflow_epochs.cli.corrections import cmd_corrections, cmd_reseal
+from airflow_epochs.cli.deployment import DEFAULT_CONN_ID
+from airflow_epochs.cli.maintenance import add_maintenance_commands
 from airflow_epochs.cli.pipelines import (
     PASSWORD_ENV,
     cmd_acl,
@@ -69,9 +71,14 @@ def _master(text: str) -> str:
 
 def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline")
-    parser.add_argument("--conn-id", help="an Airflow connection of type zookeeper (hosts, chroot, credentials, TLS)")
-    parser.add_argument("--hosts", help="ZooKeeper connect string, with an optional chroot (default: the embedded "
-                        "server)")
+    _connection_args(parser)
+
+
+def _connection_args(parser: argparse.ArgumentParser) -> None:
+    """How a command reaches ZooKeeper; given none, it finds the deployment (airflow_epochs.cli.deployment)."""
+    parser.add_argument("--conn-id", help="an Airflow connection of type zookeeper (hosts, chroot, credentials, TLS); "
+                        f"default: the embedded server of ${STATE_ENV} if there is one, else {DEFAULT_CONN_ID!r}")
+    parser.add_argument("--hosts", help="ZooKeeper connect string, with an optional chroot")
     parser.add_argument("--digest-user", help=f"digest user; its password comes from ${PASSWORD_ENV}")
     parser.add_argument("--tls", action="store_true", help="connect with TLS")
     parser.add_argument("--ca", help="CA certificate file (PEM) for TLS")
@@ -139,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--out", action="append", required=True, help="output file, .png or .html (repeatable)")
     timeline.add_argument("--epochs", help="only these epochs, e.g. 3..9")
     timeline.set_defaults(func=cmd_timeline)
+    add_maintenance_commands(sub, _connection_args, _positive)
     add_analyze_command(sub)
     acl = sub.add_parser("acl", help="check, or repair, that only this connection's credentials can write a "
                          "pipeline's subtree")

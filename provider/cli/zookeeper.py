@@ -59,12 +59,28 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
     except BaseException:  # never leave a detached server the state file does not name
         server.stop()
         raise
+    state = record_running(base, server)
+    return {**state, "mode": "standalone", "already_running": False}
+
+
+def record_running(base: Path, server: Any) -> dict[str, Any]:
+    """Record the started ``server`` (a :func:`secured_server` in ``base/zookeeper``) in the state folder
+    ``base`` as this command's own start records it: the pipeline commands and ``zookeeper status|stop``
+    then find it (the demo records its server this way too). Returns the state written."""
     identity = server.identity(0)
-    state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": None,
+    state = {"port": server.port, "secure_port": server.secure_port, "pid": server.pid,
+             "hosts": server.client_settings().connect_string, "ca": None,
              **(server.tls.client_files() if server.tls else {}),
              "directory": str(server.directory), "identity": identity.to_json() if identity else None}
     write_private(state_file(base), json.dumps(state))
-    return {**state, "mode": "standalone", "already_running": False}
+    return state
+
+
+def record_stopped(base: Path, server: Any) -> None:
+    """What a stop keeps of ``server``'s record (its ports): a later start, or a command that serves the
+    stopped server for itself, takes them again."""
+    kept = {"port": server.port, "secure_port": server.secure_port}
+    write_private(state_file(base), json.dumps({k: v for k, v in kept.items() if v is not None}))
 
 
 def migrate_legacy_files(base: Path, state: dict[str, Any]) -> None:
