@@ -15,6 +15,7 @@ from airflow_epochs.coordination.recipes.barriers import Barrier, BarrierOutcome
 from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.notices import pipeline_notice
 from airflow_epochs.triggers.seals import epoch_generation
 
 # Near the deadline another process's clock may already have let a policy decide: read, don't infer.
@@ -49,6 +50,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
     :param pipeline: pipeline name.
     :param epoch: the epoch.
     :param barrier: barrier name.
+    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         barrier: str,
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
+        timeout_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
@@ -66,6 +69,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         self.barrier = validate_name("barrier", barrier)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.timeout_at = timeout_at
         self.paths = PipelinePaths(pipeline, root)
         self._generation: int | None = None
         self._deadline: float | None = None
@@ -76,8 +80,13 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         return (
             "airflow_epochs.triggers.barriers.BarrierReleasedTrigger",
             {"pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
+             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root,
+             "timeout_at": self.timeout_at},
         )
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = f"barrier {self.barrier!r} of pipeline {self.pipeline!r} at epoch {self.epoch}"
+        return await pipeline_notice(zk, self.paths, root=self.root, epoch=self.epoch, waiting_for=what, first=first)
 
     def _payload(self, outcome: BarrierOutcome) -> dict[str, Any]:
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,

@@ -8,6 +8,7 @@ from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_ep
 from airflow_epochs.coordination.wire.nodes import FrontierNode
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.notices import pipeline_notice
 
 
 class FrontierReachedTrigger(ZooKeeperWatchTrigger):
@@ -18,6 +19,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
     :param zookeeper_conn_id: ZooKeeper connection id.
     :param root: znode under which pipelines live.
     :param give_up_after: seconds after which it fires ``{"status": "timeout"}`` instead.
+    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
     """
 
     def __init__(
@@ -27,6 +29,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         epoch: int,
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
+        timeout_at: float | None = None,
         give_up_after: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
@@ -35,14 +38,19 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         self.epoch = validate_epoch(epoch)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.timeout_at = timeout_at
         self.paths = PipelinePaths(pipeline, root)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "airflow_epochs.triggers.frontier.FrontierReachedTrigger",
             {"pipeline": self.pipeline, "epoch": self.epoch, "zookeeper_conn_id": self.zookeeper_conn_id,
-             "root": self.root, "give_up_after": self.give_up_after},
+             "root": self.root, "give_up_after": self.give_up_after, "timeout_at": self.timeout_at},
         )
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = f"the frontier of pipeline {self.pipeline!r} to reach epoch {self.epoch}"
+        return await pipeline_notice(zk, self.paths, root=self.root, epoch=self.epoch, waiting_for=what, first=first)
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
         # the frontier's value is the news, so it is read; a missing node leaves a creation watch

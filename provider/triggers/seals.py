@@ -11,6 +11,7 @@ from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_ep
 from airflow_epochs.coordination.wire.nodes import EpochNode, PipelineRecord
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.notices import pipeline_notice
 
 
 async def epoch_generation(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int, wake: Watch | None) -> int | None:
@@ -46,6 +47,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
     :param partitions: the partitions to align on.
     :param zookeeper_conn_id: ZooKeeper connection id.
     :param root: znode under which pipelines live.
+    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         partitions: Sequence[str],
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
+        timeout_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = pipeline
@@ -63,6 +66,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         self.partitions = [validate_name("partition", p) for p in partitions]
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.timeout_at = timeout_at
         self.paths = PipelinePaths(pipeline, root)
         self._generation: int | None = None
         self._sealed: dict[str, int | None] = {}  # partition -> seal czxid (None: heard of, not read)
@@ -71,8 +75,13 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         return (
             "airflow_epochs.triggers.seals.PartitionsSealedTrigger",
             {"pipeline": self.pipeline, "epoch": self.epoch, "partitions": list(self.partitions),
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
+             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root,
+             "timeout_at": self.timeout_at},
         )
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = f"partition(s) {', '.join(self.partitions)} of pipeline {self.pipeline!r} at epoch {self.epoch}"
+        return await pipeline_notice(zk, self.paths, root=self.root, epoch=self.epoch, waiting_for=what, first=first)
 
     def on_watch(self, event: WatchedEvent) -> None:
         if self._generation is None:
