@@ -21,8 +21,8 @@ from airflow_epochs.cli.pipelines import (
 )
 from airflow_epochs.cli.servers import ACTIONS, run_server_command
 from airflow_epochs.cli.spark_connect import SPARK_CONNECT
-from airflow_epochs.cli.state import STATE_ENV
-from airflow_epochs.cli.zookeeper import ZOOKEEPER
+from airflow_epochs.cli.state import STATE_ENV, state_dir
+from airflow_epochs.cli.zookeeper import ZOOKEEPER, print_values
 
 DESCRIPTION = "airflow-epochs: manage the embedded ZooKeeper and look at pipelines."
 
@@ -90,6 +90,12 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", help="znode under which pipelines live")
 
 
+def _zookeeper_command(args: argparse.Namespace) -> int:
+    if args.action == "values":
+        return print_values(state_dir(args.state_dir))
+    return run_server_command(ZOOKEEPER, args)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line (exit status 2), like every other error of the CLI."""
 
@@ -101,15 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="airflow-epochs", description=DESCRIPTION)
     parser.add_argument("--state-dir", help=f"state folder (default ${STATE_ENV} or ~/.airflow-epochs)")
     sub = parser.add_subparsers(dest="command", required=True)
-    zk = sub.add_parser("zookeeper", help="start, stop or check the embedded ZooKeeper server")
-    zk.add_argument("action", choices=ACTIONS)
+    zk = sub.add_parser("zookeeper", help="start, stop or check the embedded ZooKeeper server, or print what a "
+                        "connection to it holds (values)")
+    zk.add_argument("action", choices=(*ACTIONS, "values"))
     zk.add_argument("--port", type=_port, help="client port (default: the previous one, else a free one)")
     zk.add_argument("--plaintext", action="store_true", help="serve without TLS: clients then send the digest "
                     "password in clear (default: TLS with a CA generated into the state folder)")
     zk.add_argument("--unresponsive-after", type=_positive_seconds, default=30.0,
                     help="start: seconds without an answer after which the watchdog restarts the server "
                     "(default 30; one that exited is restarted at once)")
-    zk.set_defaults(func=functools.partial(run_server_command, ZOOKEEPER))
+    zk.set_defaults(func=_zookeeper_command)
     connect = sub.add_parser("spark-connect", help="start, stop or check a warm Spark Connect server")
     connect.add_argument("action", choices=ACTIONS)
     connect.add_argument("--port", type=_port, help="gRPC port (default: a free one)")
