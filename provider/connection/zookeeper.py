@@ -169,7 +169,8 @@ class ZooKeeperSettings:
     def client(self, client_class: type[KazooClient] = KazooClient) -> KazooClient:
         """A new (not yet started) kazoo client for these settings, logging through a logger that
         redacts credentials (kazoo logs its Auth request, password included, at DEBUG level) and folds
-        its reconnect tries into one line of each outage's start and end (:class:`ReconnectFolding`).
+        its reconnect tries into one line of each outage's start and end
+        (``airflow_epochs.connection.kazoo_log``).
 
         :param client_class: kazoo's client or an extension of it (the triggers' re-arming client).
         """
