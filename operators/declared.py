@@ -15,7 +15,7 @@ from airflow.sdk import Asset, AssetWatcher, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
-from airflow_epochs.coordination.recipes.backpressure import ConsumerState
+from airflow_epochs.coordination.recipes.backpressure.consumers import ConsumerState
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.declared import DeclaredKeyEventTrigger

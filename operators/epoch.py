@@ -32,7 +32,7 @@ from airflow_epochs.coordination import (
     validate_name,
 )
 from airflow_epochs.coordination.base.calendar import Calendar
-from airflow_epochs.coordination.recipes.barriers import StragglerPolicy
+from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
 from airflow_epochs.hooks.epoch_opening import open_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id

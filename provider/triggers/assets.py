@@ -14,7 +14,7 @@ Airflow stored the event and before the cursor moved, redelivers a seal with the
 A re-sealed version (2, 3, ...) of a seal already delivered is delivered once more, as its own event
 carrying ``version`` and ``correction``, its ``dedupe_key`` ending in ``/v<version>``: a consumer runs
 once per correction of each key. Its own claim and a persistent record that Airflow stored it (see
-``airflow_epochs.coordination.recipes.asset_delivery``) keep two triggerers from delivering one
+``airflow_epochs.coordination.recipes.delivery.delivery``) keep two triggerers from delivering one
 version twice. The stream looks for re-sealed versions whenever no new seal is waiting.
 """
 
@@ -31,7 +31,8 @@ from kazoo.client import KazooState
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.recipes.asset_delivery import Delivery, SealToDeliver, VersionToDeliver
+from airflow_epochs.coordination.recipes.delivery.delivery import Delivery, SealToDeliver, VersionToDeliver
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
 from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
@@ -82,7 +83,7 @@ class SealStream(SharedStreamProducer):
 
         client.add_listener(on_state)
         try:
-            await zk.ensure_path(self.paths.asset_event_scope(self.scope))
+            await zk.ensure_path(DeliveryPaths(self.paths).scope(self.scope))
             following = await self.delivery.committed(zk)
             while True:
                 changed.clear()

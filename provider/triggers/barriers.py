@@ -10,9 +10,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.recipes.barrier_values import late_text
-from airflow_epochs.coordination.recipes.barriers import Barrier, BarrierOutcome
-from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode
+from airflow_epochs.coordination.recipes.barriers.barrier import Barrier, BarrierOutcome
+from airflow_epochs.coordination.recipes.barriers.records import BarrierNode, BarrierPaths, late_text
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.notices import pipeline_notice
@@ -94,7 +93,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
 
     def on_watch(self, event: WatchedEvent) -> None:
         if self._generation is not None and event.type == EventType.CREATED \
-                and event.path == self.paths.barrier_release(self.epoch, self._generation, self.barrier):
+                and event.path == BarrierPaths(self.paths, self.epoch, self._generation, self.barrier).release:
             self._released = True
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
@@ -109,12 +108,12 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
                     raise _not_open(self.pipeline, self.epoch)
                 return self._payload(archived)
         if self._deadline is None:
-            path = self.paths.barrier(self.epoch, self._generation, self.barrier)
+            path = BarrierPaths(self.paths, self.epoch, self._generation, self.barrier).barrier
             node = await zk.get(path, wake)  # the barrier may be declared later
             if node is None:
                 return None
             self._deadline = BarrierNode.from_bytes(node[0], path=path).deadline
-        release = self.paths.barrier_release(self.epoch, self._generation, self.barrier)
+        release = BarrierPaths(self.paths, self.epoch, self._generation, self.barrier).release
         if not self._released and await zk.exists(release, wake) is not None:
             self._released = True
         if self._released:

@@ -7,7 +7,7 @@ when the DAG run is created, and its callback runs when that DAG run is not fini
 partition's deadline is about ZooKeeper state (is the partition sealed, whose vote is missing) and
 may be a prediction that changes as votes land; and each deployment's scheduler would alert for its
 own DAG run. So the watch is ours: the decision and the one alert are the core's
-(:mod:`airflow_epochs.coordination.recipes.deadlines`), and the callback is an Airflow callback
+(:mod:`airflow_epochs.coordination.recipes.deadlines.deadlines`), and the callback is an Airflow callback
 (``AsyncCallback(path, kwargs)``, called as Airflow's ``CallbackTrigger`` calls it), given the alert as
 ``alert=...`` (JSON: epoch, partition, deadline_at, missing producers with their predicted vote times
 and last votes).

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_epochs.coordination import validate_name
-from airflow_epochs.coordination.services.declared_staging import decode_staged_key, staged_epoch_path
+from airflow_epochs.coordination.declared.staging import decode_staged_key, staged_epoch_path
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger, SealStream
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.wire.versions import VersionsNode, versions_path
+from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, versions_path
 from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.notices import pipeline_notice

@@ -28,13 +28,11 @@ from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import ContentionExhausted, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step
-from airflow_epochs.coordination.recipes.backpressure import UnknownConsumer
-from airflow_epochs.coordination.state.alert_archive import archived_alert
-from airflow_epochs.coordination.state.archive import archived_call
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record
-from airflow_epochs.coordination.state.seal_stats import check_quantile, check_window, fold, forecast_of, predict
-from airflow_epochs.coordination.wire.deadline_records import (
+from airflow_epochs.coordination.protocol.retention import CompactionStep
+from airflow_epochs.coordination.recipes.backpressure.consumers import UnknownConsumer
+from airflow_epochs.coordination.recipes.deadlines.alerts import archived_alert, prune_alerts
+from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
+from airflow_epochs.coordination.recipes.deadlines.records import (
     DEFAULT_WINDOW,
     DeadlineSpec,
     LateAlert,
@@ -42,6 +40,17 @@ from airflow_epochs.coordination.wire.deadline_records import (
     SealForecast,
     SealStats,
 )
+from airflow_epochs.coordination.recipes.deadlines.stats import (
+    check_quantile,
+    check_window,
+    fold,
+    fold_before_compaction,
+    forecast_of,
+    predict,
+)
+from airflow_epochs.coordination.state.archive import archived_call
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import epoch_record
 from airflow_epochs.coordination.wire.events import DeadlineMissed, SealedLate
 
 _ROUNDS = 20
@@ -90,7 +99,7 @@ class PartitionDeadlines:
         write: a partition not in the configuration in force, a consumer declarer not registered."""
         if not isinstance(spec, DeadlineSpec):
             raise InvalidInput(f"expected a DeadlineSpec, not {type(spec).__name__}")
-        path = self.paths.deadline(spec.partition, spec.declarer)
+        path = DeadlinePaths(self.paths).deadline(spec.partition, spec.declarer)
 
         def run(call: Call) -> DeadlineSpec:
             record = self.ctx.record(call)
@@ -217,7 +226,7 @@ class PartitionDeadlines:
         q = next((s.quantile for s in specs if s.mode == "predicted"), 0.9)
         forecast = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
         deadline = self._deadline(specs, stats, forecast, epoch)
-        alert_path = self.paths.late_alert(epoch, forecast.generation or 1, partition)
+        alert_path = DeadlinePaths(self.paths).late_alert(epoch, forecast.generation or 1, partition)
         raw = call.get(alert_path)
         alert = None if raw is None else LateAlert.from_bytes(raw[0], path=alert_path)
         if alert is not None:
@@ -265,7 +274,7 @@ class PartitionDeadlines:
 
     def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast) -> Verdict:
         generation = forecast.generation or 1  # an epoch never opened: its first opening
-        path = self.paths.late_alert(epoch, generation, partition)
+        path = DeadlinePaths(self.paths).late_alert(epoch, generation, partition)
         alert = LateAlert(epoch, partition, deadline, self.ctx.clock(), self.ctx.owner, forecast.missing,
                           request=call.request_id, generation=generation)
         if call.exists(self.paths.late_alerts) is None:
@@ -287,7 +296,7 @@ class PartitionDeadlines:
 
     def _sealed_late(self, call: Call, alert: LateAlert, sealed_at: float) -> LateAlert:
         """Record once on the alert (and in the history) that the partition sealed, and how late."""
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         for _ in range(_ROUNDS):
             raw = call.get(path)
             if raw is None:
@@ -312,7 +321,7 @@ class PartitionDeadlines:
         else running it): an ephemeral run node, gone with its holder's session."""
         if alert.delivered_at is not None:
             return False
-        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
+        run = DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation, alert.partition)
         try:
             self.ctx.client.create(run, self.ctx.owner.encode(), ephemeral=True)
         except NodeExistsError:
@@ -324,7 +333,7 @@ class PartitionDeadlines:
                 return self._take_delivery(alert)  # its holder just finished or died: look again
             return bool(stat.ephemeralOwner == self.ctx.client.client_id[0] and data == self.ctx.owner.encode())
         # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         try:
             raw = self.ctx.client.get(path)[0]
         except NoNodeError:  # delivered by another and pruned by retention since this watcher read it
@@ -337,7 +346,7 @@ class PartitionDeadlines:
 
     def delivered(self, alert: LateAlert) -> LateAlert:
         """Mark ``alert`` delivered (its callback ran) and let its run node go."""
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
 
         def run(call: Call) -> LateAlert:
             for _ in range(_ROUNDS):
@@ -350,7 +359,7 @@ class PartitionDeadlines:
                 done = replace(current, delivered_at=self.ctx.clock())
                 if call.try_commit([SetData(path, done.to_bytes(), raw[1].version)]) is None:
                     # its run node goes now (a failure means it went with its session already)
-                    call.try_commit([Delete(self.paths.late_alert_delivery(alert.epoch, alert.generation,
+                    call.try_commit([Delete(DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation,
                                                                            alert.partition))])
                     return done
             raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds marking the alert delivered")
@@ -362,7 +371,7 @@ class PartitionDeadlines:
         cancelled): watchers in one process share a session that lives on, so the run node would
         otherwise hold every other watcher back until that session ends. Only this watcher's own run
         node is deleted."""
-        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
+        run = DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation, alert.partition)
         try:
             data, stat = self.ctx.client.get(run)
         except NoNodeError:
@@ -384,7 +393,7 @@ class PartitionDeadlines:
                 found = epoch_record(past, self.ctx, epoch)
             gen = generation if generation is not None else 1 if found is None else \
                 found[0].generation + 1 if found[0].state == "rolled_back" else found[0].generation
-            path = self.paths.late_alert(epoch, gen, partition)
+            path = DeadlinePaths(self.paths).late_alert(epoch, gen, partition)
             raw = call.get(path)
             if raw is None:  # retention prunes the alerts of compacted epochs, archiving them first
                 return archived_alert(call, self.ctx, epoch, gen, partition)
@@ -413,7 +422,8 @@ class PartitionDeadlines:
                 return verdict
             client = self.ctx.client
             if verdict.alert is not None and not delivered:  # another is delivering it: wait for it to finish
-                if client.exists(self.paths.late_alert_delivery(epoch, verdict.alert.generation, partition),
+                running = DeadlinePaths(self.paths).late_alert_delivery(epoch, verdict.alert.generation, partition)
+                if client.exists(running,
                                  watch=poke) is None:
                     continue
                 pause = 5.0
@@ -442,3 +452,12 @@ class PartitionDeadlines:
                 wake.wait(left if stop is None else min(left, 0.5))
             if stop is not None and stop.is_set():
                 return verdict
+
+
+def _trim_alerts(call: Call, ctx: PipelineContext, through: int) -> int:
+    return prune_alerts(call, ctx, through)[0]
+
+
+# What this family hands retention: the statistics take the epochs' votes before they go, and the
+# delivered late alerts of compacted epochs leave (archived first where there is an archive).
+COMPACTION = CompactionStep("deadlines", before=fold_before_compaction, trim=_trim_alerts)

@@ -40,10 +40,11 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.base.errors import ContentionExhausted
 from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, reseals_dir, versions_path
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 from airflow_epochs.coordination.state.reader import decode_seal
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
-from airflow_epochs.coordination.wire.versions import VersionsNode, reseals_dir, versions_path
 
 Watch = Callable[[Any], Any]
 
@@ -108,7 +109,7 @@ class Delivery:
 
     @property
     def cursor(self) -> str:
-        return self.paths.asset_event_cursor(self.scope, self.partition)
+        return DeliveryPaths(self.paths).cursor(self.scope, self.partition)
 
     async def committed(self, store: NodeStore) -> int:
         """The next epoch to deliver, as the cursor records it (never before ``from_epoch``)."""
@@ -139,7 +140,7 @@ class Delivery:
         seal = await store.get(seal_path, wake)
         if seal is None:
             return None
-        claim = self.paths.asset_event(self.scope, epoch, node.generation, self.partition)
+        claim = DeliveryPaths(self.paths).claim(self.scope, epoch, node.generation, self.partition)
         try:
             await store.create(claim, self.holder.encode(), ephemeral=True)
         except NodeExistsError:
@@ -186,7 +187,7 @@ class Delivery:
             if node.generation != epoch_node.generation:
                 continue
             for entry in sorted((e for e in node.entries if e.state == "sealed"), key=lambda e: e.version):
-                if self.paths.asset_event_version(self.scope, epoch, node.generation, self.partition,
+                if DeliveryPaths(self.paths).version_claim(self.scope, epoch, node.generation, self.partition,
                                                   entry.version) in handed:
                     continue
                 found = await self._claim_version(store, epoch, node.generation, entry.version, wake)
@@ -201,8 +202,8 @@ class Delivery:
                              wake: Watch) -> tuple[str, str] | bool:
         """(claim, sent record) once this deliverer holds ``version``'s claim; True: its event was
         stored already; False: another deliverer holds the claim."""
-        claim = self.paths.asset_event_version(self.scope, epoch, generation, self.partition, version)
-        sent = self.paths.asset_event_sent(self.scope, epoch, generation, self.partition, version)
+        claim = DeliveryPaths(self.paths).version_claim(self.scope, epoch, generation, self.partition, version)
+        sent = DeliveryPaths(self.paths).version_sent(self.scope, epoch, generation, self.partition, version)
         if await store.exists(sent) is not None:
             return True
         try:
