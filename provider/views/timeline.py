@@ -158,9 +158,9 @@ def render_svg(found: Sequence[Span]) -> str:
              'colour the epoch; hover a bar for its epoch, stage and seconds.</text>']
     epochs = sorted({s.epoch for s in found})
     for k, epoch in enumerate(epochs[:30]):
-        x = 4 + k * 64
-        parts.append(f'<rect class="swatch" x="{x}" y="24" width="12" height="12" '
-                     f'fill="{palette[(epoch - 1) % len(palette)]}"/><text x="{x + 16}" y="34">epoch {epoch}</text>')
+        at = 4 + k * 64
+        parts.append(f'<rect class="swatch" x="{at}" y="24" width="12" height="12" '
+                     f'fill="{palette[(epoch - 1) % len(palette)]}"/><text x="{at + 16}" y="34">epoch {epoch}</text>')
     parts.append(f'</g><g transform="translate(0,{legend})">')
     for i, name in enumerate(names):
         parts.append(f'<g data-lane="{html.escape(name)}"><text x="4" y="{i * row + 18}">{html.escape(name)}</text>')

@@ -46,7 +46,8 @@ def test_a_small_bench_file_gives_a_table_per_group_with_ratios_machine_and_date
     # groups in bench/run.py's order, each titled, only those with rows
     lines = text.splitlines()
     titles = [lines[i] for i in range(len(lines) - 1) if lines[i + 1] and set(lines[i + 1]) == {"~"}]
-    assert titles == ["Waking on a seal", "Sealing throughput", "Opening an epoch", "Spark epochs", "Running the benchmark"]
+    assert titles == ["Waking on a seal", "Sealing throughput", "Opening an epoch", "Spark epochs",
+                      "Running the benchmark"]
     # ours beside the peer of the same run, and how many times better ours is, either way round
     assert "   * - ``wake_vs_poke_5s``\n     - measure of wake_vs_poke_5s\n     - 3.2 ms\n" \
            "     - poke sensor: 1,670 ms\n     - 522x\n" in text
