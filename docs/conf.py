@@ -27,6 +27,7 @@ extensions = [
 exclude_patterns = ["_build", "examples/README.rst"]
 templates_path: list[str] = []
 html_static_path = ["_static"]
+html_css_files = ["epochs.css"]  # long code lines wrap instead of being cut off
 html_theme = "furo"
 html_title = "airflow-provider-epochs"
 html_show_sourcelink = False

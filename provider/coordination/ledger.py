@@ -264,6 +264,10 @@ class EpochLedger:
         refused while a deliverer holds it (see :mod:`.delivery_scopes`)."""
         return delivery_scopes.retire_delivery_scope(self.ctx, scope, request_id=request_id)
 
+    def delete_pipeline(self, *, confirm: str) -> int:
+        """Delete the pipeline's whole ZooKeeper subtree (``confirm`` = its name); returns the znodes deleted."""
+        return config_store.delete_pipeline(self.ctx, confirm=confirm)
+
     def compact(self, *, max_epochs: int | None = None) -> CompactionReport:
         """Apply the configuration's ``retain_epochs``: compact sealed epochs that fell out of it.
 

@@ -30,7 +30,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "redaction": frozenset(),
     "process_identity": frozenset(),
     "private_files": frozenset({"path_trust"}),
-    "retries": frozenset({"coordination"}),
+    # a NoAuth refusal names the identity the task connected as, which the connection wing resolves
+    "retries": frozenset({"coordination", "connection"}),
     "coordination": frozenset(),  # the core stands alone (and imports no Airflow)
     "connection": frozenset({"coordination", "private_files", "process_identity", "redaction"}),
     "spark": frozenset({"coordination", "path_trust", "redaction"}),
