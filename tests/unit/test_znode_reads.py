@@ -48,8 +48,8 @@ def path_reads(source: str) -> list[int]:
 
 
 def _outside_modules() -> list[tuple[str, str]]:
-    return [(str(path.relative_to(ROOT)), path.read_text()) for folder in OUTSIDE for path in sorted(folder.rglob("*.py"))
-            if CORE not in path.parents]
+    paths = [path for folder in OUTSIDE for path in sorted(folder.rglob("*.py")) if CORE not in path.parents]
+    return [(str(path.relative_to(ROOT)), path.read_text()) for path in paths]
 
 
 def test_no_znode_is_read_by_path_outside_the_core():
