@@ -391,40 +391,40 @@ class EpochLedger:
     # -- deprecated: the re-seal calls moved to ``ledger.corrections`` -------------------------
 
     def reseal(self, epoch: int, partition: str, *, reason: str, request_id: str | None = None) -> Reseal:
-        """Deprecated: :meth:`Corrections.reseal` (``ledger.corrections.reseal``)."""
+        """Deprecated: use ``ledger.corrections.reseal``."""
         _moved("reseal", "reseal")
         return self.corrections.reseal(epoch, partition, reason=reason, request_id=request_id)
 
     def vote_version(self, epoch: int, partition: str, version: int, producer: str,
                      manifest: Mapping[str, Any] | None = None, *, snapshot: Any = None,
                      upstream: Mapping[str, int] | None = None, request_id: str | None = None) -> VersionVoteResult:
-        """Deprecated: :meth:`Corrections.vote_version` (``ledger.corrections.vote_version``)."""
+        """Deprecated: use ``ledger.corrections.vote_version``."""
         _moved("vote_version", "vote_version")
         return self.corrections.vote_version(epoch, partition, version, producer, manifest, snapshot=snapshot,
                                              upstream=upstream, request_id=request_id)
 
     def versions(self, epoch: int, partition: str) -> tuple[VersionEntry, ...]:
-        """Deprecated: :meth:`Corrections.versions` (``ledger.corrections.versions``)."""
+        """Deprecated: use ``ledger.corrections.versions``."""
         _moved("versions", "versions")
         return self.corrections.versions(epoch, partition)
 
     def sealed_version(self, epoch: int, partition: str, version: int | None = None) -> VersionView | None:
-        """Deprecated: :meth:`Corrections.sealed_version` (``ledger.corrections.sealed_version``)."""
+        """Deprecated: use ``ledger.corrections.sealed_version``."""
         _moved("sealed_version", "sealed_version")
         return self.corrections.sealed_version(epoch, partition, version)
 
     def advance_correction(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
-        """Deprecated: :meth:`Corrections.advance` (``ledger.corrections.advance``)."""
+        """Deprecated: use ``ledger.corrections.advance``."""
         _moved("advance_correction", "advance")
         return self.corrections.advance(correction, max_steps=max_steps)
 
     def resume_corrections(self) -> list[CorrectionNode]:
-        """Deprecated: :meth:`Corrections.resume` (``ledger.corrections.resume``)."""
+        """Deprecated: use ``ledger.corrections.resume``."""
         _moved("resume_corrections", "resume")
         return self.corrections.resume()
 
     def pending_reseals(self) -> list[Reseal]:
-        """Deprecated: :meth:`Corrections.pending` (``ledger.corrections.pending``)."""
+        """Deprecated: use ``ledger.corrections.pending``."""
         _moved("pending_reseals", "pending")
         return self.corrections.pending()
 

@@ -5,7 +5,8 @@ asynchronous watch (``recipes/<family>/watch.py``, the kernel's ``state/watches.
 watches (passing ``wake``) and returns the event payload once the condition holds. When a watch fires,
 :meth:`~ZooKeeperWatchTrigger.on_watch` sees what it says first, so a check that already knows enough
 (a seal node was created) answers without reading. The connection is the one lifecycle of
-:mod:`.lifecycle`: the triggerer's shared session, borrowed within a budget and given back at the end;
+:mod:`airflow_epochs.triggers.lifecycle`: the triggerer's shared session, borrowed within a budget and
+given back at the end;
 after a lost connection the shared client re-arms the watches and the server fires those whose node
 changed meanwhile (a change made while disconnected is not missed, and a wait whose node did not change
 is not woken: no storm of reads after a failover). A lost connection inside a check waits for the

@@ -2,7 +2,7 @@
 session within a budget, hear of its reconnects, and give it back when the trigger ends.
 
 A triggerer runs many triggers; each borrows the one kazoo session per connection the process keeps
-(:data:`~airflow_epochs.triggers.shared_client.SHARED_CLIENTS`): ZooKeeper may be down when the trigger
+(``triggers.shared_client.SHARED_CLIENTS``): ZooKeeper may be down when the trigger
 starts, so borrowing is retried within :attr:`budget` seconds; a refused TLS certificate is a
 configuration error that waiting cannot fix. While the trigger runs, :class:`TriggerSession` sets
 ``changed`` when one of its watches fires, and on every reconnect: a client that keeps its watches
@@ -11,7 +11,7 @@ other client drops them, so every reconnect must be followed by a look. Giving t
 synchronous and never blocks: it runs in a cancelled trigger's ``finally`` on the loop.
 
 What a trigger checks is its family's asynchronous watch (``recipes/<family>/watch.py``, the kernel's
-``state/watches.py``), on :attr:`TriggerSession.store`: no trigger reads a znode by path.
+``state/watches.py``), on ``TriggerSession.store``: no trigger reads a znode by path.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 sealed (the epoch's own state, as a trigger waits for it).
 
 Each watch reads through a :class:`~airflow_epochs.coordination.base.aio.NodeStore` and leaves one-shot
-watches (``wake``); :meth:`on_watch` sees what a fired watch says first, so a watch that already knows
+watches (``wake``); ``on_watch`` sees what a fired watch says first, so a watch that already knows
 enough (a seal node was created) answers without reading. The families' watches live in their own
 folders (``recipes/<family>/watch.py``).
 """

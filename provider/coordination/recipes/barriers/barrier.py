@@ -474,7 +474,8 @@ class Barrier:
         check()
 
     def watch(self) -> BarrierWatch:
-        """The asynchronous wait for this barrier's decision, as a trigger runs it (see :mod:`.watch`)."""
+        """The asynchronous wait for this barrier's decision, as a trigger runs it (see
+        :mod:`airflow_epochs.coordination.recipes.barriers.watch`)."""
         from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch  # it builds on this module
 
         return BarrierWatch(self)

@@ -11,7 +11,7 @@ threads), and the wait wakes on whatever can change the verdict:
 
 Each look is one short evaluation of :meth:`PartitionDeadlines.check` (the one alert is raised there,
 at most once across watchers and deployments), run off the loop on a small pool of the family's own
-(:data:`EVALUATIONS`): a hundred watches whose deadline is the same second are evaluated together, and
+(``EVALUATIONS``): a hundred watches whose deadline is the same second are evaluated together, and
 none of them waits behind the loop's default pool, or holds it.
 """
 
@@ -56,7 +56,7 @@ class DeadlineWatch:
 
     def decided(self, verdict: Verdict) -> bool:
         """Whether ``verdict`` ends the wait: sealed (in time or late), no deadline, an alert this
-        watcher must deliver, or (unless :attr:`until_sealed`) one another watcher delivered."""
+        watcher must deliver, or (unless ``until_sealed``) one another watcher delivered."""
         delivered = verdict.alert is not None and verdict.alert.delivered_at is not None
         return verdict.state in ("in_time", "sealed_late", "no_deadline") or verdict.deliver \
             or (delivered and not self.until_sealed)
