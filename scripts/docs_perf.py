@@ -55,6 +55,7 @@ GROUPS = {
     "open": "Opening an epoch", "growth": "Bounded state", "capacity": "Capacity",
     "reconnect": "Failover", "spark": "Spark epochs", "ui": "The Epochs page", "publish": "Iceberg publishing",
     "producers": "Declared producers", "deadlines": "Deadline alerts", "reseal": "Corrections (re-seal)",
+    "mainjob": "The main job beside Airflow alone and Dagster",
     "cluster": "The production topology",
 }
 UNITS_AFTER = {"ms", "s", "MB", "GB", "KB", "%"}  # written after the number; others are words ("3 requests")
