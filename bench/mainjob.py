@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO / "dags"))
 sys.path.insert(0, str(HERE / "dags"))
 from airflow_stack import AirflowStack  # noqa: E402
 from mainjob_peer.jobs import day_folder, run_day  # noqa: E402
-from mainjob_rows import Side, rows  # noqa: E402
+from mainjob_rows import Side, rows, spark_task  # noqa: E402
 from nycflights.data import FIRST_DAY, day_of_epoch, land_days  # noqa: E402
 
 OURS_DAGS = ("nycflights_daily", "nycflights_report")
@@ -138,15 +138,20 @@ def _wait(what: str, done: Any, timeout: float, failed: Any = None) -> None:
         time.sleep(2)
 
 
-def _task_spans(stack: AirflowStack, dag_id: str, kinds: Any) -> dict[int, list[tuple[float, float, str]]]:
-    """Per day, each finished task instance of ``dag_id`` as (start, end, kind)."""
+def _task_spans(stack: AirflowStack, dag_id: str, kinds: Any,
+               spark: Any) -> dict[int, list[tuple[float, float, str]]]:
+    """Per day, each finished task instance of ``dag_id`` as spans (see ``mainjob_rows.spark_task``);
+    ``spark(day, partition)``: the seconds of that day's Spark job of ``partition``."""
     spans: dict[int, list[tuple[float, float, str]]] = {}
     for task_id, logical, start, end in stack.query(
             "SELECT ti.task_id, r.logical_date, extract(epoch FROM ti.start_date), extract(epoch FROM ti.end_date) "
             "FROM task_instance ti JOIN dag_run r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id "
             "WHERE ti.dag_id = %s AND ti.start_date IS NOT NULL AND ti.end_date IS NOT NULL", dag_id):
-        spans.setdefault(_epoch_of(logical), []).append((float(start), float(end),  # type: ignore[arg-type]
-                                                         kinds(str(task_id).rsplit(".", 1)[-1])))
+        day, task = _epoch_of(logical), str(task_id).rsplit(".", 1)[-1]
+        begin, finish = float(start), float(end)  # type: ignore[arg-type]
+        kind = kinds(task)
+        spans.setdefault(day, []).extend(spark_task(begin, finish, spark(day, SPARK_TASKS[task])) if kind == "spark"
+                                         else [(begin, finish, kind)])
     return spans
 
 
@@ -210,14 +215,13 @@ def run_ours(stack: AirflowStack, zk: Any, zk_port: int, days: int, roots: list[
             side.completions[epoch] = min(event.at, side.completions.get(epoch, event.at))
         if event.event == "partition_sealed" and event.detail.get("partition") == "daily" and isinstance(epoch, int):
             side.outputs[epoch] = side.outputs.get(epoch, 0) + 1
-    for day in range(1, days + 1):
-        seconds = {}
-        for producer, partition in SPARK_TASKS.items():
-            seal = ledger.seal(day, partition)
-            run = None if seal is None else RunManifest.from_vote(seal.manifests.get(producer))
-            seconds[partition] = (run.seconds or 0.0) if run is not None else 0.0
-        side.spark_s[day] = max(seconds["flights"], seconds["weather"]) + seconds["daily"]
-    side.spans = _task_spans(stack, "nycflights_daily", _ours_kind)
+    def seconds(day: int, partition: str) -> float:
+        producer = next(p for p, part in SPARK_TASKS.items() if part == partition)
+        seal = ledger.seal(day, partition)
+        run = None if seal is None else RunManifest.from_vote(seal.manifests.get(producer))
+        return (run.seconds or 0.0) if run is not None else 0.0
+
+    side.spans = _task_spans(stack, "nycflights_daily", _ours_kind, seconds)
     side.downstream, side.reports = _report_starts(stack, "nycflights_report", True)
     return side
 
@@ -228,14 +232,12 @@ def _failed_runs(stack: AirflowStack, dag_ids: tuple[str, ...]) -> str:
     return f"failed runs {failed}\n{stack.log_tail('scheduler')}" if failed else ""
 
 
-def _peer_spark_seconds(storage: str, pipeline: str, day: int) -> float:
+def _peer_spark_seconds(storage: str, pipeline: str, day: int, partition: str) -> float:
+    """The seconds of a peer's Spark job (its manifest's), 0 when it left none."""
     from airflow_epochs.spark.storage import read_manifest
 
-    seconds = {}
-    for partition in ("flights", "weather", "daily"):
-        manifest = read_manifest(day_folder(storage, pipeline, partition, day)) or {}
-        seconds[partition] = float(manifest.get("seconds") or 0.0)
-    return max(seconds["flights"], seconds["weather"]) + seconds["daily"]
+    manifest = read_manifest(day_folder(storage, pipeline, partition, day)) or {}
+    return float(manifest.get("seconds") or 0.0)
 
 
 def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int, roots: list[int]) -> Side:
@@ -262,7 +264,8 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
         for dag_id in PEER_DAGS:
             stack.api("PATCH", f"dags/{dag_id}", {"is_paused": True})
     side.zk_requests = packets(zk_port) - before
-    side.spans = _task_spans(stack, PEER_DAGS[0], lambda task: "spark" if task in SPARK_TASKS else "task")
+    side.spans = _task_spans(stack, PEER_DAGS[0], lambda task: "spark" if task in SPARK_TASKS else "task",
+                             lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["airflow"], day, part))
     for logical, end, n in stack.query(
             "SELECT r.logical_date, max(extract(epoch FROM ti.end_date)), count(*) FROM task_instance ti JOIN dag_run "
             "r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE ti.dag_id = %s AND ti.task_id = 'join' AND "
@@ -270,8 +273,6 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
         day = _epoch_of(logical)
         side.completions[day] = float(end)  # type: ignore[arg-type]
         side.outputs[day] = int(n)  # type: ignore[call-overload]
-    for day in range(1, days + 1):
-        side.spark_s[day] = _peer_spark_seconds(storage, PEER_PIPELINES["airflow"], day)
     side.downstream, side.reports = _report_starts(stack, PEER_DAGS[1], False)
     return side
 
@@ -302,13 +303,11 @@ def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw
     if result["status"] != "COMPLETED_SUCCESS":
         raise RuntimeError(f"the Dagster backfill ended {result['status']}: "
                            f"{[(r['partition'], r['status']) for r in result['runs']]}\n{deployment.log_tail()}")
-    absorb_dagster(side, result)
-    for day in range(1, days + 1):
-        side.spark_s[day] = _peer_spark_seconds(storage, PEER_PIPELINES["dagster"], day)
+    absorb_dagster(side, result, lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["dagster"], day, part))
     return side
 
 
-def absorb_dagster(side: Side, result: dict[str, Any]) -> None:
+def absorb_dagster(side: Side, result: dict[str, Any], spark: Any) -> None:
     """Completions, report starts, step spans and materialisation counts from the backfill's records."""
     for run in result["runs"]:
         if run["partition"] is None:
@@ -322,8 +321,9 @@ def absorb_dagster(side: Side, result: dict[str, Any]) -> None:
                 if step == "report":
                     side.downstream[day] = min(event["at"], side.downstream.get(day, event["at"]))
             elif event["kind"] in ("STEP_SUCCESS", "STEP_FAILURE") and step in starts:
-                kind = "spark" if step in ("flights", "weather", "daily") else "task"
-                side.spans.setdefault(day, []).append((starts[step], event["at"], kind))
+                side.spans.setdefault(day, []).extend(
+                    spark_task(starts[step], event["at"], spark(day, step)) if step in SPARK_TASKS.values()
+                    else [(starts[step], event["at"], "task")])
                 if step == "daily" and event["kind"] == "STEP_SUCCESS":
                     side.completions[day] = min(event["at"], side.completions.get(day, event["at"]))
             elif event["kind"] == "ASSET_MATERIALIZATION":

@@ -23,8 +23,8 @@ class Side:
     seconds: float = 0.0
     completions: dict[int, float] = field(default_factory=dict)  # day -> wall clock its output was complete
     downstream: dict[int, float] = field(default_factory=dict)  # day -> its report work started
-    spans: dict[int, list[tuple[float, float, str]]] = field(default_factory=dict)  # day -> (start, end, kind)
-    spark_s: dict[int, float] = field(default_factory=dict)  # day -> Spark seconds on its critical path
+    # day -> (start, end, kind) of each task or step of the day (kind: spark, task or deferred; spark_task())
+    spans: dict[int, list[tuple[float, float, str]]] = field(default_factory=dict)
     outputs: dict[int, int] = field(default_factory=dict)  # day -> outputs of its daily figures (1 each)
     reports: dict[int, int] = field(default_factory=dict)  # day -> successful report runs or steps
     zk_requests: int = 0
@@ -40,8 +40,7 @@ class Side:
         """Each catch-up interval split into Spark, coordination and orchestration (see the module docstring)."""
         parts: dict[str, list[float]] = {"spark": [], "coordination": [], "orchestration": []}
         for day in sorted(self.intervals()):
-            split = split_interval(self.completions[day - 1], self.completions[day], self.spans.get(day, []),
-                                   self.spark_s.get(day, 0.0))
+            split = split_interval(self.completions[day - 1], self.completions[day], self.spans.get(day, []))
             for key, value in split.items():
                 parts[key].append(value)
         return parts
@@ -56,17 +55,23 @@ class Side:
         return [d for d in range(1, self.days + 1) if not self.outputs.get(d) or not self.reports.get(d)]
 
 
-def split_interval(start: float, end: float, spans: list[tuple[float, float, str]], spark: float) -> dict[str, float]:
-    """``(start, end]`` split by what ran: a Spark task (its job's ``spark`` seconds, the rest of the task
-    coordination), another task (coordination), a deferred wait or nothing (orchestration)."""
+def spark_task(start: float, end: float, spark: float) -> list[tuple[float, float, str]]:
+    """A task that ran a Spark job of ``spark`` seconds (its manifest's), as two spans: its own work (start-up,
+    session, coordination) first, then the job, which ends with the task (a job longer than its task is cut)."""
+    job_start = max(start, end - spark)
+    return [(start, job_start, "task"), (job_start, end, "spark")]
+
+
+def split_interval(start: float, end: float, spans: list[tuple[float, float, str]]) -> dict[str, float]:
+    """``(start, end]`` split by what ran: a Spark job (``spark``), else a task's own work (``coordination``),
+    else a deferred wait or nothing at all (``orchestration``); parallel spans count once."""
     points = sorted({start, end, *(max(start, min(end, t)) for s, e, _ in spans for t in (s, e))})
     covered = {"spark": 0.0, "task": 0.0, "deferred": 0.0, "none": 0.0}
     for a, b in itertools.pairwise(points):
         middle = (a + b) / 2
         kinds = {kind for s, e, kind in spans if s <= middle < e}
         covered[next((k for k in ("spark", "task", "deferred") if k in kinds), "none")] += b - a
-    spark_on_path = min(spark, covered["spark"])
-    return {"spark": spark_on_path, "coordination": covered["spark"] - spark_on_path + covered["task"],
+    return {"spark": covered["spark"], "coordination": covered["task"],
             "orchestration": covered["deferred"] + covered["none"]}
 
 

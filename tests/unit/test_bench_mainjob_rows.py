@@ -22,18 +22,22 @@ def mainjob_rows(monkeypatch):
 
 def test_an_interval_splits_into_spark_the_rest_of_its_tasks_and_the_gaps(mainjob_rows):
     rows, _ = mainjob_rows
-    # day complete at 100; open deferred until 103, then two producers overlap (104-110, 105-112), an
-    # arrival 112.5-113, the join 114-120 with 4.5 s of Spark in the three jobs' critical path
-    spans = [(90.0, 103.0, "deferred"), (104.0, 110.0, "spark"), (105.0, 112.0, "spark"), (112.5, 113.0, "task"),
-             (114.0, 120.0, "spark")]
-    split = rows.split_interval(100.0, 121.0, spans, 9.0)
-    assert split == {"spark": 9.0, "coordination": 14.0 - 9.0 + 0.5, "orchestration": 3.0 + 1.0 + 0.5 + 1.0 + 1.0}
+    # day complete at 100; open deferred until 103, then two producers overlap (104-110 with a 4 s job,
+    # 105-112 with a 3 s job), an arrival 112.5-113, the join 114-120 with a 5 s job
+    spans = [(90.0, 103.0, "deferred"), *rows.spark_task(104.0, 110.0, 4.0), *rows.spark_task(105.0, 112.0, 3.0),
+             (112.5, 113.0, "task"), *rows.spark_task(114.0, 120.0, 5.0)]
+    split = rows.split_interval(100.0, 121.0, spans)
+    # Spark 106-112 (the two jobs overlap from 109 to 110) and 115-120; the tasks' own work 104-106,
+    # 112.5-113 and 114-115; the rest is orchestration
+    assert split == {"spark": 6.0 + 5.0, "coordination": 2.0 + 0.5 + 1.0,
+                     "orchestration": 3.0 + 1.0 + 0.5 + 1.0 + 1.0}
     assert sum(split.values()) == pytest.approx(21.0)
 
 
-def test_spark_seconds_never_exceed_the_time_a_spark_task_ran(mainjob_rows):
+def test_a_job_longer_than_its_task_is_cut_to_the_task(mainjob_rows):
     rows, _ = mainjob_rows
-    split = rows.split_interval(0.0, 10.0, [(2.0, 4.0, "spark")], 7.0)
+    assert rows.spark_task(2.0, 4.0, 7.0) == [(2.0, 2.0, "task"), (2.0, 4.0, "spark")]
+    split = rows.split_interval(0.0, 10.0, rows.spark_task(2.0, 4.0, 7.0))
     assert split == {"spark": 2.0, "coordination": 0.0, "orchestration": 8.0}
 
 
@@ -49,9 +53,9 @@ def test_a_side_counts_duplicates_and_missing_days_and_its_intervals(mainjob_row
 
 def test_rows_compare_ours_with_each_peer_that_ran(mainjob_rows):
     rows, common = mainjob_rows
-    day = {e: [(10.0 * e - 8, 10.0 * e - 1, "spark")] for e in (1, 2, 3)}
+    day = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2, 3)}
     ours = rows.Side("ours", 3, completions={1: 10.0, 2: 20.0, 3: 30.0}, downstream={1: 11.0, 2: 21.0, 3: 31.0},
-                     spans=day, spark_s={1: 5.0, 2: 5.0, 3: 5.0}, outputs={1: 1, 2: 1, 3: 1},
+                     spans=day, outputs={1: 1, 2: 1, 3: 1},
                      reports={1: 1, 2: 1, 3: 1}, zk_requests=300, peak_mb=900.0, exact={1: True, 2: True, 3: True})
     peer = rows.Side("airflow", 3, completions={1: 10.0, 2: 40.0, 3: 70.0}, downstream={1: 15.0, 2: 45.0, 3: 75.0},
                      outputs={1: 1, 2: 1, 3: 1}, reports={1: 1, 2: 1, 3: 1}, peak_mb=800.0,
