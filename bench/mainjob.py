@@ -40,6 +40,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -56,9 +57,10 @@ sys.path.insert(0, str(REPO / "tests" / "helpers"))
 sys.path.insert(0, str(REPO / "dags"))
 sys.path.insert(0, str(HERE / "dags"))
 from airflow_stack import AirflowStack  # noqa: E402
+from mainjob_correct import Correction, correct_airflow, correct_dagster, correct_ours  # noqa: E402
 from mainjob_peer.jobs import day_folder, run_day  # noqa: E402
-from mainjob_rows import Side, rows, spark_task  # noqa: E402
-from nycflights.data import FIRST_DAY, day_of_epoch, land_days  # noqa: E402
+from mainjob_rows import Side, correction_rows, rows, spark_task  # noqa: E402
+from nycflights.data import FIRST_DAY, correct_day, day_of_epoch, land_days  # noqa: E402
 
 OURS_DAGS = ("nycflights_daily", "nycflights_report")
 PEER_DAGS = ("mainjob_airflow_daily", "mainjob_airflow_report")
@@ -155,6 +157,25 @@ def _task_spans(stack: AirflowStack, dag_id: str, kinds: Any,
     return spans
 
 
+def _task_seconds(stack: AirflowStack, dag_id: str) -> dict[str, float]:
+    """Each task of ``dag_id``: its median seconds from queued to started (the hop to a worker) and from
+    started to ended, over the days (the last task try of each)."""
+    found: dict[str, list[tuple[float, float]]] = {}
+    for task_id, queued, start, end in stack.query(
+            "SELECT task_id, extract(epoch FROM queued_dttm), extract(epoch FROM start_date), "
+            "extract(epoch FROM end_date) FROM task_instance WHERE dag_id = %s AND state = 'success'", dag_id):
+        if queued is not None and start is not None and end is not None:
+            found.setdefault(str(task_id).rsplit(".", 1)[-1], []).append(
+                (float(start) - float(queued), float(end) - float(start)))  # type: ignore[arg-type]
+    out: dict[str, float] = {}
+    for task, pairs in found.items():
+        waits = [q for q, _ in pairs if q >= 0]  # a deferred task is queued again after its first start
+        if waits:
+            out[f"{task} queued->start"] = round(statistics.median(waits), 2)
+        out[f"{task} start->end"] = round(statistics.median(r for _, r in pairs), 2)
+    return out
+
+
 def _ours_kind(task: str) -> str:
     return "spark" if task in SPARK_TASKS else "deferred" if task in DEFERRED_TASKS else "task"
 
@@ -222,6 +243,7 @@ def run_ours(stack: AirflowStack, zk: Any, zk_port: int, days: int, roots: list[
         return (run.seconds or 0.0) if run is not None else 0.0
 
     side.spans = _task_spans(stack, "nycflights_daily", _ours_kind, seconds)
+    side.hops = _task_seconds(stack, "nycflights_daily")
     side.downstream, side.reports = _report_starts(stack, "nycflights_report", True)
     return side
 
@@ -264,6 +286,7 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
         for dag_id in PEER_DAGS:
             stack.api("PATCH", f"dags/{dag_id}", {"is_paused": True})
     side.zk_requests = packets(zk_port) - before
+    side.hops = _task_seconds(stack, PEER_DAGS[0])
     side.spans = _task_spans(stack, PEER_DAGS[0], lambda task: "spark" if task in SPARK_TASKS else "task",
                              lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["airflow"], day, part))
     for logical, end, n in stack.query(
@@ -278,7 +301,9 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
 
 
 def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw: Path, url: str, days: int,
-                roots: list[int]) -> Side:
+                roots: list[int], live: dict[str, Any]) -> Side:
+    """Dagster's catch-up; its deployment stays up in ``live["dagster"]`` (for the correction), the caller
+    stops it."""
     from mainjob_dagster import DagsterDeployment, create_database, ensure_venv
 
     side = Side("dagster", days)
@@ -291,6 +316,7 @@ def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw
     before = packets(zk_port)
     pg = stack.procs["postgres"].pid
     started = time.monotonic()
+    live["dagster"] = deployment
     deployment.start()
     memory = PeakMemory(lambda: [*roots, pg, *([deployment.pid] if deployment.pid else [])])
     try:
@@ -298,7 +324,6 @@ def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw
     finally:
         side.seconds = time.monotonic() - started
         side.peak_mb = memory.stop()
-        deployment.stop()
     side.zk_requests = packets(zk_port) - before
     if result["status"] != "COMPLETED_SUCCESS":
         raise RuntimeError(f"the Dagster backfill ended {result['status']}: "
@@ -333,8 +358,9 @@ def absorb_dagster(side: Side, result: dict[str, Any], spark: Any) -> None:
                     side.reports[day] = side.reports.get(day, 0) + 1
 
 
-def check_side(side: Side, ledger: Any, raw: Path, storage: str, oneshot: tuple[Any, Any]) -> None:
-    """Each day's figures against one Spark computation over every day (``side.exact``, ``side.check``)."""
+def check_side(side: Side, ledger: Any, raw: Path, storage: str,
+               oneshot: tuple[Any, Any]) -> tuple[dict[int, bool], str]:
+    """Each day's figures against one Spark computation over every day: day -> equal, and the summary."""
     import pandas as pd
     from nycflights.check import compare as compare_frames
 
@@ -350,17 +376,18 @@ def check_side(side: Side, ledger: Any, raw: Path, storage: str, oneshot: tuple[
         totals = f"{day_folder(storage, pipeline, 'daily', side.days)}/snapshot"
     result = compare_frames(pd.concat([pd.read_parquet(p) for p in daily], ignore_index=True),
                             pd.read_parquet(totals), oneshot[0], oneshot[1], days)
+    exact: dict[int, bool] = {}
     for row in result.rows:
-        side.exact[int(row["epoch"])] = side.exact.get(int(row["epoch"]), True) and bool(row["equal"])
-    if not all(t["equal"] for t in result.totals):
-        side.exact = {day: False for day in side.exact}
-    side.check = result.summary()
+        exact[int(row["epoch"])] = exact.get(int(row["epoch"]), True) and bool(row["equal"])
+    if not all(t["equal"] for t in result.totals):  # the last day's running totals are the last day's figures
+        exact[side.days] = False
+    return exact, result.summary()
 
 
 def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int | None = None,
-            only: tuple[str, ...] = SIDES) -> dict[str, Side]:
-    """Each side of ``only`` over the same days, then the rows of those that finished; a side that failed
-    fails the group (after the others' rows are recorded)."""
+            only: tuple[str, ...] = SIDES, correct: bool = True) -> dict[str, Side]:
+    """Each side of ``only`` over the same days, then (``correct``) the correction of a day by each; the rows
+    of those that finished; a side that failed fails the group (after the others' rows are recorded)."""
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 
     days = days or (3 if smoke else 30)
@@ -373,6 +400,7 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
         land_days(raw, [day_of_epoch(e) for e in range(1, days + 1)])
         connect = SparkConnectServer(base / "connect", master="local[2]")
         stack = None
+        live: dict[str, Any] = {}
         from kazoo.client import KazooClient
 
         zk = KazooClient(hosts=hosts, timeout=30)
@@ -404,7 +432,7 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
             shared = [p for p in (connect.pid,) if p]
             runs = {"ours": lambda: run_ours(stack, zk, zk_port, days, [*shared, *([zk_pid] if zk_pid else [])]),
                     "airflow": lambda: run_airflow_peer(stack, zk_port, storage, days, shared),
-                    "dagster": lambda: run_dagster(stack, zk_port, base, storage, raw, url, days, shared)}
+                    "dagster": lambda: run_dagster(stack, zk_port, base, storage, raw, url, days, shared, live)}
             for name in only:
                 say(f"{name}: days 1..{days}")
                 try:
@@ -412,25 +440,60 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                 except Exception as exc:  # noqa: BLE001 - the sides that ran still give their rows
                     failures[name] = f"{type(exc).__name__}: {exc}"
                     traceback.print_exc()
-            check_all(sides, url, zk, raw, storage)
+            for name, (exact, summary) in check_all(sides, url, zk, raw, storage).items():
+                sides[name].exact, sides[name].check = exact, summary
+            for side in sides.values():
+                say(f"{side.name}: {side.seconds:.0f} s; per day {_each(side.intervals())}; to report "
+                    f"{[round(v, 1) for v in side.seal_to_downstream()]}; path {side.path()}; peak "
+                    f"{side.peak_mb:.0f} MB; {side.check}; tasks (median s) {side.hops}")
+            rows(sides, f"{load.summary()} (catch-ups)")
+            if correct and days >= 2:
+                fixed = min(8, days - 1)
+                changed = correct_day(raw, "weather", day_of_epoch(fixed))
+                say(f"correction: the weather feed of day {fixed} corrected ({changed} rows); each side re-produces")
+                corrections = correct_all(sides, stack, zk, live.get("dagster"), fixed, days, failures)
+                for name, (exact, summary) in check_all(sides, url, zk, raw, storage).items():
+                    if name in corrections:
+                        corrections[name].exact, corrections[name].check = exact, summary
+                correction_rows(sides, corrections, fixed)
         finally:
+            if "dagster" in live:
+                live["dagster"].stop()
             if stack is not None:
                 stack.stop()
             connect.stop()
             zk.stop()
             zk.close()
     load.stop()
-    for side in sides.values():
-        say(f"{side.name}: {side.seconds:.0f} s; per day {_each(side.intervals())}; to report "
-            f"{[round(v, 1) for v in side.seal_to_downstream()]}; path {side.path()}; peak {side.peak_mb:.0f} MB; "
-            f"{side.check}")
-    rows(sides, load.summary())
+    say(f"{load.summary()} over the whole group")
     if failures:
         raise RuntimeError("; ".join(f"{name} failed: {error}" for name, error in failures.items()))
     return sides
 
 
-def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path, storage: str) -> None:
+def correct_all(sides: dict[str, Side], stack: AirflowStack, zk: Any, dagster: Any, fixed: int, days: int,
+                failures: dict[str, str]) -> dict[str, Correction]:
+    """Each side that caught up corrects day ``fixed`` its own way (bench/mainjob_correct.py)."""
+    timeout = 600 + 300 * (days - fixed + 1)
+    steps = {"ours": lambda: correct_ours(stack, zk, fixed, days, timeout),
+             "airflow": lambda: correct_airflow(stack, PEER_DAGS, FIRST_DAY, fixed, days, timeout),
+             "dagster": lambda: correct_dagster(dagster, FIRST_DAY, fixed, days, timeout)}
+    done: dict[str, Correction] = {}
+    for name in sides:
+        say(f"correction: {name}")
+        try:
+            done[name] = steps[name]()
+            say(f"  {name}: {done[name].spark_jobs} Spark jobs and {done[name].reports} reports again in "
+                f"{done[name].seconds:.0f} s; {done[name].detail}")
+        except Exception as exc:  # noqa: BLE001 - the other sides still correct
+            failures[f"{name} correction"] = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+    return done
+
+
+def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path,
+              storage: str) -> dict[str, tuple[dict[int, bool], str]]:
+    """Each side's figures against one Spark computation over the raw files as they are now."""
     from nycflights.check import one_shot
     from pyspark.sql.connect.session import SparkSession
 
@@ -438,7 +501,7 @@ def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path, storage: str
     from airflow_epochs.spark.connect import client_url, connect_mode
 
     if not sides:
-        return
+        return {}
     days = next(iter(sides.values())).days
     with connect_mode():
         spark = SparkSession.builder.remote(client_url(url)).create()
@@ -447,8 +510,7 @@ def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path, storage: str
         finally:
             spark.stop()
     ledger = EpochLedger(zk, "nycflights", owner="bench-check")
-    for side in sides.values():
-        check_side(side, ledger, raw, storage, oneshot)
+    return {name: check_side(side, ledger, raw, storage, oneshot) for name, side in sides.items()}
 
 
 def _each(values: dict[int, float]) -> str:
@@ -460,12 +522,14 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="3 days")
     parser.add_argument("--days", type=int, default=None)
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated sides (default: all three)")
+    parser.add_argument("--no-correction", action="store_true", help="the catch-up only")
     args = parser.parse_args()
     from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with EmbeddedZooKeeper() as server:
-        run_all(server.hosts, server.port, server.pid, args.smoke, args.days, tuple(args.sides.split(",")))
+        run_all(server.hosts, server.port, server.pid, args.smoke, args.days, tuple(args.sides.split(",")),
+                not args.no_correction)
     return 0
 
 

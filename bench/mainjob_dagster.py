@@ -123,7 +123,8 @@ class DagsterDeployment:
     def pid(self) -> int | None:
         return None if self.daemon is None else self.daemon.pid
 
-    def backfill(self, days: int, *, timeout: float, partitions: str = "", assets: str = "") -> dict[str, Any]:
+    def backfill(self, days: int, *, timeout: float, partitions: str = "", assets: str = "",
+                 subset: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
         """Run an asset backfill through the daemon and wait for it; what the instance recorded."""
         out = self.base / f"backfill-{time.monotonic_ns()}.json"
         argv = [str(self.python), str(CODE / "backfill.py"), str(days), str(out), "--timeout", str(timeout)]
@@ -131,6 +132,8 @@ class DagsterDeployment:
             argv += ["--partitions", partitions]
         if assets:
             argv += ["--assets", assets]
+        if subset:
+            argv += ["--subset", json.dumps(subset)]
         done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout + 300)
         if not out.exists():
             raise RuntimeError(f"the backfill wrote nothing: {done.stderr[-3000:]}\n{self.log_tail()}")

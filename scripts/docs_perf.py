@@ -31,8 +31,8 @@ Performance
 ===========
 
 ``bash scripts/bench.sh`` runs ``bench/run.py``: each measure beside the peer a user would otherwise
-pick, in the same run, on an embedded ZooKeeper (and, for ``scheduler`` and ``producers``, a whole
-Airflow deployment on PostgreSQL started by the benchmark). ``--only GROUP,GROUP`` runs a subset;
+pick, in the same run, on an embedded ZooKeeper (and, for ``scheduler``, ``producers`` and ``mainjob``, a
+whole Airflow deployment on PostgreSQL started by the benchmark; ``mainjob`` also a Dagster instance). ``--only GROUP,GROUP`` runs a subset;
 ``--smoke`` uses tiny sizes (the tests run it). It prints one table and writes ``.epochs/bench.json``,
 every row with a stable ``id``.
 

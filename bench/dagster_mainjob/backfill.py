@@ -29,6 +29,8 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--partitions", default="", help="comma-separated partition keys (default: every day)")
     parser.add_argument("--assets", default="", help="comma-separated asset keys (default: every asset)")
+    parser.add_argument("--subset", default="", help='JSON {"asset": ["first day", "last day"], ...}: a range of '
+                        "partitions per asset (what the UI's backfill of a partition and its downstream selects)")
     parser.add_argument("--timeout", type=float, default=3600)
     args = parser.parse_args()
 
@@ -45,10 +47,25 @@ def main() -> int:
         [(FIRST + datetime.timedelta(days=d)).isoformat() for d in range(args.days)]
     backfill_id = make_new_backfill_id()
     started = time.time()
-    instance.add_backfill(PartitionBackfill.from_asset_partitions(
-        backfill_id=backfill_id, asset_graph=graph, partition_names=partitions, asset_selection=keys,
-        backfill_timestamp=started, tags={}, dynamic_partitions_store=instance, all_partitions=False,
-        title="mainjob", description=None, run_config=None))
+    if args.subset:
+        from dagster._core.definitions.selector import (
+            PartitionRangeSelector,
+            PartitionsByAssetSelector,
+            PartitionsSelector,
+        )
+
+        selectors = [PartitionsByAssetSelector(AssetKey(name), PartitionsSelector([PartitionRangeSelector(*span)]))
+                     for name, span in json.loads(args.subset).items()]
+        backfill = PartitionBackfill.from_partitions_by_assets(
+            backfill_id=backfill_id, asset_graph=graph, backfill_timestamp=started, tags={},
+            dynamic_partitions_store=instance, partitions_by_assets=selectors, title="mainjob", description=None,
+            run_config=None)
+    else:
+        backfill = PartitionBackfill.from_asset_partitions(
+            backfill_id=backfill_id, asset_graph=graph, partition_names=partitions, asset_selection=keys,
+            backfill_timestamp=started, tags={}, dynamic_partitions_store=instance, all_partitions=False,
+            title="mainjob", description=None, run_config=None)
+    instance.add_backfill(backfill)
     deadline = time.monotonic() + args.timeout
     while True:
         backfill = instance.get_backfill(backfill_id)
