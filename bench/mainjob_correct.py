@@ -56,20 +56,30 @@ def correct_ours(stack: Any, zk: Any, day: int, days: int, timeout: float) -> Co
     ledger = EpochLedger(zk, "nycflights", owner="bench-correct")
     seen = max((e.seq for e in ledger.history()), default=-1)
     started = time.monotonic()
-    reports_before = _success_runs(stack, "nycflights_report", "partition_key")
     for dag_id in ("nycflights_correct", "nycflights_report"):
         stack.unpause(dag_id)
     run_id = stack.trigger("nycflights_correct", {"epoch": day, "feed": "weather",
                                                   "reason": f"corrected weather feed of day {day}"})
+
+    asked: list[int] = []
 
     def done() -> bool | str:
         [(state,)] = stack.query("SELECT state FROM dag_run WHERE dag_id = 'nycflights_correct' AND run_id = %s",
                                  run_id)
         if state == "failed":
             raise RuntimeError(f"nycflights_correct ended failed\n{stack.log_tail('scheduler')}")
-        reports = _success_runs(stack, "nycflights_report", "partition_key")
-        again = sum(reports.get(d, 0) - reports_before.get(d, 0) for d in range(day, days + 1))
-        return True if state == "success" and again >= days - day + 1 else f"run {state}, reports again {again}"
+        if state == "success" and not asked:
+            # A new version of a seal emits no asset event: the report of each re-sealed daily is asked
+            # for by hand (as demo.sh --correct does), a run each, gated by its sensor on the seal.
+            asked.extend(sorted({int(e.detail["epoch"]) for e in ledger.history(since_seq=seen)
+                                 if e.event == "version_sealed" and e.detail.get("partition") == "daily"}))
+            for epoch in asked:
+                stack.trigger("nycflights_report", {"epoch": epoch})
+        if not asked:
+            return f"run {state}"
+        finished = stack.query("SELECT count(*) FROM dag_run WHERE dag_id = 'nycflights_report' AND "
+                               "run_type = 'manual' AND state = 'success'")[0][0]
+        return True if finished >= len(asked) else f"reports again {finished}/{len(asked)}"
 
     try:
         _wait("ours' correction", done, timeout)
@@ -79,20 +89,12 @@ def correct_ours(stack: Any, zk: Any, day: int, days: int, timeout: float) -> Co
     events = ledger.history(since_seq=seen)
     versions = [(e.detail.get("epoch"), e.detail.get("partition")) for e in events if e.event == "version_sealed"]
     outside = [f"{e.event} {e.detail.get('epoch')}" for e in events if e.event in OUTSIDE]
-    reports = _success_runs(stack, "nycflights_report", "partition_key")
-    return Correction("ours", spark_jobs=len(versions),
-                      reports=sum(reports.get(d, 0) - reports_before.get(d, 0) for d in reports),
-                      detail=f"new versions {sorted(versions, key=str)}; other events {outside or 'none'}",
+    reports = stack.query("SELECT count(*) FROM dag_run WHERE dag_id = 'nycflights_report' AND run_type = 'manual' "
+                          "AND state = 'success'")[0][0]
+    return Correction("ours", spark_jobs=len(versions), reports=int(reports),
+                      detail=f"new versions {sorted(versions, key=str)}; other events {outside or 'none'}; the "
+                      f"reports of days {asked} asked for by hand (a new version emits no asset event)",
                       seconds=time.monotonic() - started)
-
-
-def _success_runs(stack: Any, dag_id: str, key: str) -> dict[int, int]:
-    found: dict[int, int] = {}
-    for value, n in stack.query(f"SELECT {key}, count(*) FROM dag_run WHERE dag_id = %s AND state = 'success' "
-                                f"GROUP BY {key}", dag_id):
-        if value is not None and str(value).isdigit():
-            found[int(str(value))] = int(n)
-    return found
 
 
 def correct_airflow(stack: Any, dags: tuple[str, str], first: datetime.date, day: int, days: int,
