@@ -54,7 +54,8 @@ def main() -> int:
             PartitionsSelector,
         )
 
-        selectors = [PartitionsByAssetSelector(AssetKey(name), PartitionsSelector([PartitionRangeSelector(*span)]))
+        selectors = [PartitionsByAssetSelector(asset_key=AssetKey(name), partitions=PartitionsSelector(
+                         ranges=[PartitionRangeSelector(start=span[0], end=span[1])]))
                      for name, span in json.loads(args.subset).items()]
         backfill = PartitionBackfill.from_partitions_by_assets(
             backfill_id=backfill_id, asset_graph=graph, backfill_timestamp=started, tags={},
