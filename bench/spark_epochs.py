@@ -25,7 +25,7 @@ from common import compare, figure
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, spark_home
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal
@@ -121,12 +121,12 @@ def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, 
                                      ("weather", "hourly_weather", "weather.py")):
         submit(partition, producer, job, inputs={"raw": str(raw_location(raw, partition, day))})
         started = time.perf_counter()
-        barrier = Barrier(zk, ledger.pipeline, epoch, "ingested")
+        barrier = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested")
         barrier.declare(StragglerPolicy("fail", 600))
         barrier.arrive(producer)
         stages["barrier"] += time.perf_counter() - started
     started = time.perf_counter()
-    outcome = Barrier(zk, ledger.pipeline, epoch, "ingested").wait(timeout=60)
+    outcome = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested").wait(timeout=60)
     stages["barrier"] += time.perf_counter() - started
     assert outcome.released, outcome
     submit("daily", "join", "daily.py", sealed_inputs={"flights": "flights", "weather": "weather"})

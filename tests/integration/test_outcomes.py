@@ -13,8 +13,7 @@ import datetime
 import time
 
 import pytest
-from kazoo.client import KazooClient
-from outcome_oracle import doc, on_record
+from outcome_oracle import dead_vote, doc, on_record
 
 from airflow_epochs.coordination import (
     CallUnfinished,
@@ -22,7 +21,6 @@ from airflow_epochs.coordination import (
     EpochIncomplete,
     EpochLedger,
     InvalidInput,
-    LeaderLease,
     OutcomeUnknown,
     PartitionAlreadySealed,
     PipelineConfig,
@@ -31,7 +29,6 @@ from airflow_epochs.coordination import (
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.protocol import aborts as aborts_module
 from airflow_epochs.coordination.services import coordinator as coordinator_module
-from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,17 +41,6 @@ def seal_epoch_one(ledger: EpochLedger) -> None:
     attempt = ledger.open_epoch(1)
     for partition, producer in (("a", "x"), ("a", "y"), ("b", "z")):
         ledger.vote(attempt, partition, producer)
-
-
-def dead_vote(zk: KazooClient, ledger: EpochLedger, attempt, partition: str, producer: str) -> None:
-    """The state a voter leaves when it dies between its vote and the seal it should have written:
-    its vote transaction (vote znode, counter bump) committed, nothing after it."""
-    vote = payloads.encode("vote", {"producer": producer, "attempt": attempt.token, "manifest": {}, "snapshot": None,
-                                    "upstream": {}, "voted_at": time.time(), "request": f"dead-{producer}"})
-    tx = zk.transaction()
-    tx.create(ledger.paths.vote(attempt.epoch, attempt.token, partition, producer), vote)
-    tx.set_data(ledger.paths.vote_counter(attempt.epoch, attempt.token, partition), b"", -1)
-    assert all(not isinstance(r, Exception) for r in tx.commit())
 
 
 def test_scenario_01_open_answer_lost_then_a_takeover(zk, lossy, proxy):
@@ -286,8 +272,9 @@ def test_scenario_10_an_abort_never_lands_after_the_attempt_sealed_the_epoch(zk,
 
 
 def test_a_lease_acquisition_found_after_another_owner_took_it(zk, lossy, proxy):
-    a = LeaderLease(lossy, "p", owner="A", duration=datetime.timedelta(seconds=30))
-    later = LeaderLease(zk, "p", owner="B", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 3600)
+    a = EpochLedger(lossy, "p", owner="A").lease(duration=datetime.timedelta(seconds=30))
+    later = EpochLedger(zk, "p", owner="B", clock=lambda: time.time() + 3600).lease(
+        duration=datetime.timedelta(seconds=30))
     EpochLedger(zk, "p", owner="A").create_pipeline(CONFIG)
     proxy.drop_next_committed_write(on_drop=later.acquire)
     holder = a.acquire(request_id="lease-A")
@@ -298,9 +285,9 @@ def test_a_lease_acquisition_found_after_two_takeovers_and_renewals(zk, lossy, p
     """A's answer is lost, then B and C take the lease in turn (and renew it) before A repeats: A's request
     is still found (the lease keeps its recent holdings), never refused as if nothing was written; and a
     repeat of an older renewal of a holding still in force is that holding, not a second renewal."""
-    a = LeaderLease(lossy, "p", owner="A", duration=datetime.timedelta(seconds=30))
-    b = LeaderLease(zk, "p", owner="B", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 3600)
-    c = LeaderLease(zk, "p", owner="C", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 7200)
+    a = EpochLedger(lossy, "p", owner="A").lease(duration=datetime.timedelta(seconds=30))
+    b = EpochLedger(zk, "p", owner="B", clock=lambda: time.time() + 3600).lease(duration=datetime.timedelta(seconds=30))
+    c = EpochLedger(zk, "p", owner="C", clock=lambda: time.time() + 7200).lease(duration=datetime.timedelta(seconds=30))
     EpochLedger(zk, "p", owner="A").create_pipeline(CONFIG)
 
     def two_takeovers() -> None:

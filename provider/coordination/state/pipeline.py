@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 # Pipeline-level request ids (rollbacks, configuration changes, consumers coming and going) one
 # pipeline remembers at once, until retention forgets the old ones: the ``requests`` listing that
-# retention reads stays under 4096 x 132 bytes (README: Bounded answers).
+# retention reads stays under 4096 x 132 bytes (docs: Bounded answers).
 MAX_REMEMBERED_REQUESTS = 4096
 
 
@@ -65,6 +65,14 @@ class PipelineContext:
         # The pipeline record as this context last wrote it (version included): the next opening
         # can be tried on it without reading it first; a version check catches any change since.
         self.known_record: PipelineRecord | None = None
+
+    def as_owner(self, owner: str) -> PipelineContext:
+        """This pipeline on the same client, session and clock, writing as ``owner`` (a recipe that
+        contends under another identity than its ledger's, such as a lease's standby)."""
+        if owner == self.owner:
+            return self
+        return PipelineContext(self.client, self.pipeline, owner=owner, root=self.paths.root,
+                               op_timeout=self.op_timeout, clock=self.clock)
 
     def call(
         self,
