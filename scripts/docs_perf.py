@@ -32,9 +32,9 @@ Performance
 
 ``bash scripts/bench.sh`` runs ``bench/run.py``: each measure beside the peer a user would otherwise
 pick, in the same run, on an embedded ZooKeeper (and, for ``scheduler``, ``producers`` and ``mainjob``, a
-whole Airflow deployment on PostgreSQL started by the benchmark; ``mainjob`` also a Dagster instance). ``--only GROUP,GROUP`` runs a subset;
-``--smoke`` uses tiny sizes (the tests run it). It prints one table and writes ``.epochs/bench.json``,
-every row with a stable ``id``.
+whole Airflow deployment on PostgreSQL started by the benchmark; ``mainjob`` also a Dagster instance).
+``--only GROUP,GROUP`` runs a subset; ``--smoke`` uses tiny sizes (the tests run it). It prints one table
+and writes ``.epochs/bench.json``, every row with a stable ``id``.
 
 Fairness rules (``bench/common.py``): every participant is connected and waiting behind a start gate
 before the clock starts; ours and the peer are timed from the same event (the seal or release
