@@ -46,8 +46,9 @@ OUTRO = """\
 Running the benchmark
 ~~~~~~~~~~~~~~~~~~~~~
 
-``bash scripts/bench.sh`` runs ``bench/run.py`` on an embedded ZooKeeper (and, for ``scheduler`` and
-``producers``, a whole Airflow deployment on PostgreSQL started by the benchmark). ``--only GROUP,GROUP``
+``bash scripts/bench.sh`` runs ``bench/run.py`` on an embedded ZooKeeper (and, for ``scheduler``, ``producers``
+and ``mainjob``, a whole Airflow deployment on PostgreSQL started by the benchmark; ``mainjob`` also a Dagster
+instance). ``--only GROUP,GROUP``
 runs a subset; ``--smoke`` uses tiny sizes. It prints one table and writes ``.epochs/bench.json``, every row
 with a stable ``id``; the fairness rules above are in ``bench/common.py``.
 
@@ -62,6 +63,7 @@ GROUPS = {
     "open": "Opening an epoch", "growth": "Bounded state", "capacity": "Capacity",
     "reconnect": "Failover", "spark": "Spark epochs", "ui": "The Epochs page", "publish": "Iceberg publishing",
     "producers": "Declared producers", "deadlines": "Deadline alerts", "reseal": "Corrections (re-seal)",
+    "mainjob": "The main job beside Airflow alone and Dagster",
     "cluster": "The production topology",
 }
 UNITS_AFTER = {"ms", "s", "MB", "GB", "KB", "%"}  # written after the number; others are words ("3 requests")
