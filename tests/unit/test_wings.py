@@ -31,7 +31,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "process_identity": frozenset(),
     "private_files": frozenset({"path_trust"}),
     "retries": frozenset({"coordination"}),
-    "coordination": frozenset(),  # the core stands alone (and imports no Airflow)
+    # the core stands alone (and imports no Airflow); path_trust, a leaf, checks a local archive's path
+    "coordination": frozenset({"path_trust"}),
     "connection": frozenset({"coordination", "private_files", "process_identity", "redaction"}),
     "spark": frozenset({"coordination", "lineage", "path_trust", "redaction"}),
     "hooks": _BELOW | {"spark", "tables"},
