@@ -32,7 +32,12 @@ from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochCon
 from airflow_epochs.spark.locations import parse_location, validate_location
 from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
 from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
-from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
+from airflow_epochs.spark.submit_options import (
+    check_master,
+    deployment_setting,
+    spark_master,
+    validate_submit_options,
+)
 
 __all__ = ["LOCAL_SPARK_CONN", "EpochSparkSubmitHook", "SparkEpochHook", "kubernetes_provider_installed"]
 
@@ -326,9 +331,9 @@ def event_log_folder() -> Path:
 
     :raises InvalidInput: the setting is not an absolute path, or the folder is another user's to change.
     """
-    from airflow.configuration import conf, get_airflow_home
+    from airflow.configuration import get_airflow_home
 
-    configured = str(conf.get("epochs", "spark_event_log_dir", fallback="") or "")
+    configured = deployment_setting("spark_event_log_dir")
     folder = Path(configured or os.path.join(get_airflow_home(), "spark-events"))
     if not folder.is_absolute():
         raise InvalidInput(f"[epochs] spark_event_log_dir {configured!r} is not an absolute path")
