@@ -271,7 +271,7 @@ class SparkEpochHook(BaseHook):
         authentication is on too. In YARN's client mode, ``spark.authenticate`` stays the YARN cluster's
         setting (YARN then makes each application's secret; its shuffle service must agree).
 
-        With ``spark.eventLog.enabled`` the driver writes its event log into :func:`event_log_folder`.
+        With ``spark.eventLog.enabled`` the driver writes its event log into ``event_log_folder()``.
 
         :param cluster_secret: a standalone cluster's secret goes with the job (in a properties file).
         :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off, or the event

@@ -89,6 +89,7 @@ CONF_ALLOWED = frozenset(CONF_SHAPES)
 #: ``spark.sql.sources.default=evil``), a program on the PATH (``GIT_SSH_COMMAND=evil``) or a host; an
 #: admin who means words lists them with the name (``NAME=fast|slow``, see :func:`admin_allowed`).
 ADMIN_VALUE_SHAPE = rf"{_SIZE}|{_FLOAT}|{_DURATION}|{_BOOL}"
+#: What an admin-listed Spark setting listed alone holds: :data:`ADMIN_VALUE_SHAPE`.
 ADMIN_CONF_SHAPE = ADMIN_VALUE_SHAPE
 #: A word an admin lists for a name (``NAME=word|word``): letters, digits, ``_``, ``+`` and ``-``; no dot,
 #: slash or colon, so not even the admin's list holds a dotted class name, a path or a URL.
