@@ -19,7 +19,7 @@ import time
 
 from common import REPEATS, Gate, alternate, client, compare, cpu_seconds, packets, pct
 
-from airflow_epochs.coordination import Barrier, EpochLedger, PipelineConfig, StragglerPolicy
+from airflow_epochs.coordination import EpochLedger, PipelineConfig, StragglerPolicy
 
 CLIENTS = 8
 
@@ -78,8 +78,8 @@ class BarrierRuns:
         ledger = EpochLedger(self.clients[0], pipeline, owner="bench")
         ledger.create_pipeline(PipelineConfig({"out": ("job",)}))
         attempt = ledger.open_epoch(1)
-        Barrier(self.clients[0], pipeline, 1, "b").declare(StragglerPolicy.fail(600), self.names)
-        barriers = [Barrier(zk, pipeline, 1, "b", generation=attempt.generation) for zk in self.clients]
+        EpochLedger(self.clients[0], pipeline).barrier(1, "b").declare(StragglerPolicy.fail(600), self.names)
+        barriers = [EpochLedger(zk, pipeline).barrier(1, "b", generation=attempt.generation) for zk in self.clients]
 
         def participant(i: int) -> None:
             barrier = barriers[i % CLIENTS]

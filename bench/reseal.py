@@ -23,7 +23,7 @@ _names = itertools.count()
 
 
 def _value(ledger: EpochLedger, epoch: int, partition: str) -> int:
-    view = ledger.sealed_version(epoch, partition)
+    view = ledger.corrections.sealed_version(epoch, partition)
     assert view is not None
     return int(next(iter(view.manifests.values()))["value"])
 
@@ -77,17 +77,18 @@ def run(hosts: str, epochs: int, repeats: int) -> None:
     def ours() -> float:
         ledger = _pipeline(hosts, epochs, weather)
         started = time.perf_counter()
-        asked = ledger.reseal(CORRECTED_EPOCH, "weather", reason="corrected weather feed")
-        ledger.vote_version(CORRECTED_EPOCH, "weather", asked.version, "w", {"value": corrected[CORRECTED_EPOCH]})
+        asked = ledger.corrections.reseal(CORRECTED_EPOCH, "weather", reason="corrected weather feed")
+        ledger.corrections.vote_version(CORRECTED_EPOCH, "weather", asked.version, "w",
+                                        {"value": corrected[CORRECTED_EPOCH]})
         redone = 1
-        while pending := ledger.pending_reseals():
+        while pending := ledger.corrections.pending():
             for item in pending:
                 if item.partition == "joined":
                     manifest, up = _joined(ledger, item.epoch)
-                    ledger.vote_version(item.epoch, "joined", item.version, "j", manifest, upstream=up)
+                    ledger.corrections.vote_version(item.epoch, "joined", item.version, "j", manifest, upstream=up)
                 else:
                     manifest, snap, up = _totals(ledger, item.epoch)
-                    ledger.vote_version(item.epoch, "totals", item.version, "t", manifest, snapshot=snap,
+                    ledger.corrections.vote_version(item.epoch, "totals", item.version, "t", manifest, snapshot=snap,
                                         upstream=up)
                 redone += 1
         took = time.perf_counter() - started

@@ -24,7 +24,7 @@ from common import compare
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
+from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
 from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer, spark_home
 from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 from airflow_epochs.spark import CONTEXT_ARG, EpochContext, run_epoch, submit_and_seal
@@ -77,10 +77,10 @@ def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, 
         submit_and_seal(zk, attempt, partition, producer, storage=str(storage),
                         runner=lambda c, job=job: run_file_on_connect(url, str(JOBS / job), c),
                         inputs={"raw": str(raw_location(raw, partition, day))})
-        barrier = Barrier(zk, ledger.pipeline, epoch, "ingested")
+        barrier = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested")
         barrier.declare(StragglerPolicy("fail", 600))
         barrier.arrive(producer)
-    outcome = Barrier(zk, ledger.pipeline, epoch, "ingested").wait(timeout=60)
+    outcome = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested").wait(timeout=60)
     assert outcome.released, outcome
     submit_and_seal(zk, attempt, "daily", "join", storage=str(storage),
                     runner=lambda c: run_file_on_connect(url, str(JOBS / "daily.py"), c),

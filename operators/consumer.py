@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
-from airflow_epochs.coordination.recipes.backpressure import ConsumerState
+from airflow_epochs.coordination.recipes.backpressure.consumers import ConsumerState
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
 

@@ -43,7 +43,7 @@ class ResealOperator(PipelineChangeOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         epoch = templated_epoch(self.epoch)
         asked: Reseal = self.change(
-            context, lambda ledger, request_id: ledger.reseal(epoch, self.partition, reason=self.reason,
+            context, lambda ledger, request_id: ledger.corrections.reseal(epoch, self.partition, reason=self.reason,
                                                               request_id=request_id),
             what=f"pipeline {self.pipeline!r}: re-seal {self.partition!r} at {epoch}", owner=default_owner())
         self.log.info("Pipeline %s: %s at epoch %s re-sealed as version %s (%s, correction %s)", self.pipeline,

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, AssetWatcher, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_epochs.coordination import DEFAULT_ROOT, validate_name
-from airflow_epochs.coordination.recipes.backpressure import ConsumerState
+from airflow_epochs.coordination import DEFAULT_ROOT, CorruptPayload, validate_name
+from airflow_epochs.coordination.recipes.backpressure.consumers import ConsumerState
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.declared import DeclaredKeyEventTrigger
@@ -55,11 +56,13 @@ def received_keys(triggering_asset_events: Any, pipeline: str, partition: str) -
     found: dict[str, dict[str, Any]] = {}
     for events in (triggering_asset_events or {}).values():
         for event in events:
-            payload = (getattr(event, "extra", None) or {}).get("payload") or {}
-            if payload.get("pipeline") == pipeline and payload.get("partition") == partition and "epoch" in payload:
-                found[str(payload["dedupe_key"])] = {"partition_key": str(payload["partition_key"]),
-                                                     "epoch": int(payload["epoch"]),
-                                                     "dedupe_key": str(payload["dedupe_key"])}
+            try:
+                sealed = SealedPartitionEvent.from_extra(getattr(event, "extra", None) or {})
+            except CorruptPayload:
+                continue  # an event of another kind on the same asset
+            if sealed.pipeline == pipeline and sealed.partition == partition:
+                found[sealed.dedupe_key] = {"partition_key": sealed.key, "epoch": sealed.epoch,
+                                            "dedupe_key": sealed.dedupe_key}
     return sorted(found.values(), key=lambda item: item["epoch"])
 
 

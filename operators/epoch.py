@@ -32,7 +32,8 @@ from airflow_epochs.coordination import (
     validate_name,
 )
 from airflow_epochs.coordination.base.calendar import Calendar
-from airflow_epochs.coordination.recipes.barriers import StragglerPolicy
+from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.hooks.epoch_opening import open_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
@@ -438,8 +439,8 @@ class CloseEpochOperator(CoordinationRetries, BaseOperator):
             seal = seals[partition]
             accessor = events[asset]
             accessor.add_partitions(str(attempt.epoch))
-            accessor.extra.update({"pipeline": attempt.pipeline, "partition": partition, "epoch": attempt.epoch,
-                                   "attempt": seal.attempt if seal else attempt.token,
-                                   "seal_zxid": seal.zxid if seal else None})
+            accessor.extra.update(SealedPartitionEvent(
+                attempt.pipeline, partition, attempt.epoch, attempt.generation,
+                seal.attempt if seal else attempt.token, seal.zxid if seal else None).to_extra())
         self.log.info("Pipeline %s: epoch %s sealed; frontier %s", attempt.pipeline, attempt.epoch, frontier)
         return {"epoch": info.epoch, "frontier": frontier, "partitions": list(info.sealed_partitions)}

@@ -3,7 +3,7 @@ seal that read its old version, in the order the correction planned (epoch order
 
 A thin class over :class:`~airflow_epochs.hooks.spark_epoch.SparkEpochHook` (one per job) and the
 ledger: it takes the version a :class:`~airflow_epochs.operators.ResealOperator` opened (from its XCom),
-asks the ledger what the correction waits for (``pending_reseals``), runs that producer's job for
+asks the ledger what the correction waits for (``ledger.corrections.pending()``), runs that producer's job for
 that (epoch, partition) and votes it under the version, until the correction is done. It runs nothing
 the correction did not plan, and a retry asks the ledger again: a version sealed by an earlier try is
 not re-produced.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_epochs.coordination.ledger import EpochLedger
-    from airflow_epochs.coordination.wire.versions import CorrectionNode, VersionEntry
+    from airflow_epochs.coordination.recipes.corrections.records import CorrectionNode, VersionEntry
 
 #: What a job entry may hold: the partition it writes, its job file, and its inputs.
 JOB_KEYS = frozenset({"partition", "application", "inputs", "sealed_inputs"})
@@ -105,7 +105,7 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
             self._reproduce(origin, done)
         deadline = time.monotonic() + self.settle_timeout
         while True:
-            pending = self._ledger_call(lambda ledger: [r for r in ledger.pending_reseals()
+            pending = self._ledger_call(lambda ledger: [r for r in ledger.corrections.pending()
                                                         if r.correction == origin.correction], "read pending")
             if pending:
                 for item in pending:
@@ -140,7 +140,7 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
 
     @staticmethod
     def _entry(ledger: EpochLedger, reseal: Reseal) -> VersionEntry:
-        entry = ledger.version_entry(reseal.epoch, reseal.partition, reseal.version)
+        entry = ledger.corrections.version_entry(reseal.epoch, reseal.partition, reseal.version)
         if entry is None:
             raise AirflowFailException(f"pipeline {ledger.pipeline!r}: no version {reseal.version} of "
                                        f"{reseal.partition!r} at epoch {reseal.epoch}")
@@ -148,9 +148,9 @@ class SparkCorrectionOperator(CoordinationRetries, BaseOperator):
 
     @staticmethod
     def _advance(ledger: EpochLedger, correction: str) -> CorrectionNode | None:
-        if not any(node.id == correction for node in ledger.corrections()):
+        if not any(node.id == correction for node in ledger.corrections.list()):
             return None  # the origin's version is not sealed yet
-        return ledger.advance_correction(correction)
+        return ledger.corrections.advance(correction)
 
     def _reproduce(self, reseal: Reseal, done: list[dict[str, Any]]) -> None:
         producers = [p for p, job in self.jobs.items() if job["partition"] == reseal.partition]

@@ -82,7 +82,7 @@ def newest_versions(ledger: Any, days: int) -> dict[tuple[int, str], int]:
     found = {}
     for epoch in range(1, days + 1):
         for partition in PARTITIONS:
-            view = ledger.sealed_version(epoch, partition)
+            view = ledger.corrections.sealed_version(epoch, partition)
             if view is not None:
                 found[(epoch, partition)] = view.version
     return found

@@ -49,7 +49,7 @@ class SealedPartitionSensor(ZooKeeperTriggerSensor):
         with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
             ledger = hook.ledger(self.pipeline, root=self.root)
             seals = {p: ledger.seal_record(int(event["epoch"]), p) for p in sorted(event["seals"])}
-            views = {p: ledger.sealed_version(int(event["epoch"]), p) for p in seals}
+            views = {p: ledger.corrections.sealed_version(int(event["epoch"]), p) for p in seals}
         versions = {p: 1 if view is None else view.version for p, view in views.items()}
         self.log.info("Pipeline %s epoch %s: sealed %s", self.pipeline, event["epoch"], sorted(seals))
         return {p: {"attempt": s.attempt if s else None, "generation": s.generation if s else

@@ -11,7 +11,7 @@ from airflow_epochs.cli.pipelines import pipeline_ledger
 def cmd_reseal(args: argparse.Namespace) -> int:
     from airflow_epochs.coordination import validate_epoch, validate_name
     from airflow_epochs.coordination.base.session import validate_request_id
-    from airflow_epochs.coordination.protocol.reseal import check_reason
+    from airflow_epochs.coordination.recipes.corrections.reseal import check_reason
 
     # Bad input is refused before anything connects.
     validate_epoch(args.epoch)
@@ -20,7 +20,7 @@ def cmd_reseal(args: argparse.Namespace) -> int:
     if args.request_id is not None:
         validate_request_id(args.request_id)
     with pipeline_ledger(args) as ledger:
-        asked = ledger.reseal(args.epoch, args.partition, reason=args.reason, request_id=args.request_id)
+        asked = ledger.corrections.reseal(args.epoch, args.partition, reason=args.reason, request_id=args.request_id)
     print(f"pipeline {args.pipeline!r}: {asked.partition!r} at epoch {asked.epoch} is re-sealed as version "
           f"{asked.version} ({asked.state}; correction {asked.correction}, request {asked.request}); its producers "
           f"re-produce it and vote under version {asked.version}, then every seal that read it is re-produced")
@@ -30,9 +30,9 @@ def cmd_reseal(args: argparse.Namespace) -> int:
 def cmd_corrections(args: argparse.Namespace) -> int:
     with pipeline_ledger(args) as ledger:
         if args.resume:
-            ledger.resume_corrections()
-        found = ledger.corrections()
-        waiting = {item.correction: item for item in ledger.pending_reseals()}
+            ledger.corrections.resume()
+        found = ledger.corrections.list()
+        waiting = {item.correction: item for item in ledger.corrections.pending()}
     if not found:
         print(f"pipeline {args.pipeline!r}: no corrections")
     for node in found:

@@ -12,19 +12,21 @@ Typical use::
     ledger.vote(attempt, "orders", "ingest", {"rows": 42})   # last vote: seals partition and epoch
     assert ledger.frontier() == 1
 
-Layout, lowest layer first (a module imports from its own layer and those below; this index
-re-exports the public names of every layer, and no module of the core imports it):
+Layout: a kernel, the recipe families above it, the face, and what takes a ledger (this index
+re-exports the public names of all of them, and no module of the core imports it):
 
-- ``base``: errors, names, paths, transaction steps, the session and its calls, retries, ACLs;
-- ``wire``: the records kept in znodes and their encodings (the one place a payload is decoded);
-- ``state``: the pipeline context and the reads of a pipeline's state (reader, snapshots, history,
-  archive);
-- ``protocol``: the protocol's writes (opening, votes, seals, closing, aborts, rollbacks, the
-  configuration, retention, delivery scopes);
-- ``recipes``: barriers, leadership, locks, backpressure, asset delivery, lineage;
-- the face, :class:`EpochLedger` (``ledger.py``): one handle per pipeline over all of the above;
-- ``services``: what is built on ledgers (the coordinator, submission checks, reconfiguration,
-  declared votes, module-level shortcuts).
+- the kernel, lowest layer first (a module imports from its own layer and those below, never a
+  family): ``base`` (errors, names, paths, transaction steps, the session and its calls, retries,
+  ACLs), ``wire`` (the epoch's records and their encodings), ``state`` (the pipeline context and
+  the reads of a pipeline's state: reader, snapshots, history, archive), ``protocol`` (the epoch
+  itself: opening, votes, seals, closing, aborts, rollbacks, the configuration, retention);
+- ``recipes``: one folder a family, each owning its records, paths, reads, writes and async watch
+  (``barriers``, ``leadership``, ``backpressure``, ``delivery``, ``deadlines``, ``corrections``), and
+  small one-module recipes beside them (``locks``, ``waits``, ``lineage``); a family imports the
+  kernel and only the families it names;
+- the face, :class:`EpochLedger` (``ledger.py``): one handle per pipeline, one binding line a family;
+- ``declared`` and ``services``: what is built on ledgers (declared producers' votes; the
+  coordinator, submission checks, reconfiguration).
 
 One calling convention below the face: a function that asks ZooKeeper about a pipeline takes
 ``(call, ctx, ...)`` when it is a step of a caller's call (the caller owns the deadline, the retries
@@ -36,6 +38,9 @@ take a ledger. ``base`` lies below the context, so its ZooKeeper tools (the ACL 
 line runs before it has a pipeline's context) take a started client.
 """
 
+from typing import Any
+
+from airflow_epochs.coordination import deprecated as _deprecated
 from airflow_epochs.coordination.base.acl import InsecureAcl, repair_pipeline_acls, verify_pipeline_acls
 from airflow_epochs.coordination.base.calendar import Calendar, CronEpochCalendar, EpochCalendar
 from airflow_epochs.coordination.base.errors import (
@@ -78,32 +83,17 @@ from airflow_epochs.coordination.base.errors import (
 )
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.base.reseal_errors import (
-    InputsNotResealed,
-    ResealCompacted,
-    ResealInFlight,
-    ResealNotSealed,
-    ResealRefused,
-    ResealUnknownPartition,
-    VersionNotOpen,
-)
 from airflow_epochs.coordination.base.session import Session, new_request_id
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.aborts import AbortResult
-from airflow_epochs.coordination.protocol.delivery_scopes import (
-    DeliveryScopeHeld,
-    RetiredScope,
-    UnknownDeliveryScope,
-    retire_delivery_scope,
-)
 from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 from airflow_epochs.coordination.protocol.retention import CompactionReport
-from airflow_epochs.coordination.recipes.backpressure import (
+from airflow_epochs.coordination.recipes.backpressure.consumers import (
     ConsumerState,
     TooManyConsumers,
     UnknownConsumer,
 )
-from airflow_epochs.coordination.recipes.barriers import (
+from airflow_epochs.coordination.recipes.barriers.barrier import (
     Arrival,
     Barrier,
     BarrierClosed,
@@ -116,8 +106,38 @@ from airflow_epochs.coordination.recipes.barriers import (
     StragglerPolicy,
     UnknownParticipant,
 )
-from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines, Verdict
-from airflow_epochs.coordination.recipes.leadership import LeaderLease, LeaseHolder
+from airflow_epochs.coordination.recipes.corrections.errors import (
+    InputsNotResealed,
+    ResealCompacted,
+    ResealInFlight,
+    ResealNotSealed,
+    ResealRefused,
+    ResealUnknownPartition,
+    VersionNotOpen,
+)
+from airflow_epochs.coordination.recipes.corrections.records import (
+    CorrectionNode,
+    Reseal,
+    VersionEntry,
+    VersionVoteResult,
+    read_key,
+)
+from airflow_epochs.coordination.recipes.corrections.versions import VersionView
+from airflow_epochs.coordination.recipes.deadlines.deadlines import PartitionDeadlines, Verdict
+from airflow_epochs.coordination.recipes.deadlines.records import (
+    DeadlineSpec,
+    LateAlert,
+    ProducerForecast,
+    SealForecast,
+)
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
+from airflow_epochs.coordination.recipes.delivery.scopes import (
+    DeliveryScopeHeld,
+    RetiredScope,
+    UnknownDeliveryScope,
+    retire_delivery_scope,
+)
+from airflow_epochs.coordination.recipes.leadership.lease import LeaderLease, LeaseHolder
 from airflow_epochs.coordination.recipes.lineage import LineageItem, LineageReport, check_consistency
 from airflow_epochs.coordination.recipes.locks import resource_lock
 from airflow_epochs.coordination.services.coordinator import OpenDecision, open_as_leader
@@ -128,18 +148,9 @@ from airflow_epochs.coordination.services.reconfig import (
     plan_migration,
     schedule_migration,
 )
-from airflow_epochs.coordination.services.shortcuts import (
-    acknowledge,
-    consumers,
-    lineage_of,
-    register_consumer,
-    unregister_consumer,
-)
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
-from airflow_epochs.coordination.state.versions import VersionView
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.wire.deadline_records import DeadlineSpec, LateAlert, ProducerForecast, SealForecast
 from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
@@ -151,7 +162,6 @@ from airflow_epochs.coordination.wire.records import (
     VoteRecord,
     VoteResult,
 )
-from airflow_epochs.coordination.wire.versions import CorrectionNode, Reseal, VersionEntry, VersionVoteResult, read_key
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -225,6 +235,7 @@ __all__ = [
     "SealForecast",
     "SealInfo",
     "SealRecord",
+    "SealedPartitionEvent",
     "Session",
     "SessionLost",
     "SnapshotHistoryUnavailable",
@@ -243,22 +254,17 @@ __all__ = [
     "Verdict",
     "VoteRecord",
     "VoteResult",
-    "acknowledge",
     "assignment",
     "bucket_of",
     "check_consistency",
     "check_submission",
-    "consumers",
-    "lineage_of",
     "new_request_id",
     "open_as_leader",
     "plan_migration",
-    "register_consumer",
     "repair_pipeline_acls",
     "resource_lock",
     "retire_delivery_scope",
     "schedule_migration",
-    "unregister_consumer",
     "validate_epoch",
     "validate_name",
     "validate_root",
@@ -268,3 +274,12 @@ __all__ = [
 __all__ += ["CorrectionNode", "InputsNotResealed", "Reseal", "ResealCompacted", "ResealInFlight", "ResealNotSealed",
             "ResealRefused", "ResealUnknownPartition", "VersionEntry", "VersionNotOpen", "VersionView",
             "VersionVoteResult", "read_key"]
+
+# Old module paths and names keep working and warn (:mod:`.deprecated`; the changelog lists them).
+_deprecated.install()
+
+
+def __getattr__(name: str) -> Any:
+    if name in _deprecated.SHORTCUTS:
+        return getattr(_deprecated, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,17 +8,20 @@ finishes what a cut-short one left, so it needs none); after a lost answer, and 
 the call asks ZooKeeper whether that request committed and answers with what it did (see the outcome
 table in the README), and repeating a call with the same ``request_id`` never applies it twice.
 
-It is also the one bound handle of the pipeline's recipes, the way kazoo binds ``zk.Lock``: one
-calling convention, ``ledger.<recipe>(what it names, *, options)``, each on the ledger's client, pipeline,
-root and deadline: :meth:`~EpochLedger.barrier`, :meth:`~EpochLedger.lease`, :meth:`~EpochLedger.lock`,
-:meth:`~EpochLedger.consumer` and :meth:`~EpochLedger.backpressure`. Airflow code gets the ledger
-from ``ZooKeeperHook.ledger()``.
+It is also the bound handle of the pipeline's recipe families, the way kazoo binds ``zk.Lock``: one
+binding line a family, each built as ``Family(self.ctx, what it names, *, options)`` on the ledger's
+context (client, pipeline, owner, root, deadline, clock): :meth:`~EpochLedger.barrier`,
+:meth:`~EpochLedger.lease`, :meth:`~EpochLedger.lock`, :meth:`~EpochLedger.consumer`,
+:meth:`~EpochLedger.backpressure`, :meth:`~EpochLedger.deadlines` and :attr:`~EpochLedger.corrections`.
+Airflow code gets the ledger from ``ZooKeeperHook.ledger()``.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -33,7 +36,6 @@ from airflow_epochs.coordination.protocol import (
     aborts,
     closing,
     config_store,
-    delivery_scopes,
     opening,
     pipelined_votes,
     retention,
@@ -44,18 +46,27 @@ from airflow_epochs.coordination.protocol.aborts import AbortResult
 from airflow_epochs.coordination.protocol.pipelined_votes import Ballot
 from airflow_epochs.coordination.protocol.retention import CompactionReport
 from airflow_epochs.coordination.recipes import waits
-from airflow_epochs.coordination.recipes.backpressure import Backpressure, Consumer
-from airflow_epochs.coordination.recipes.barriers import Barrier
-from airflow_epochs.coordination.recipes.deadlines import PartitionDeadlines
-from airflow_epochs.coordination.recipes.leadership import LeaderLease
+from airflow_epochs.coordination.recipes.backpressure.consumers import Backpressure, Consumer
+from airflow_epochs.coordination.recipes.barriers.barrier import Barrier
+from airflow_epochs.coordination.recipes.corrections.corrections import Corrections
+from airflow_epochs.coordination.recipes.corrections.records import (
+    CorrectionNode,
+    Reseal,
+    VersionEntry,
+    VersionVoteResult,
+)
+from airflow_epochs.coordination.recipes.corrections.versions import VersionView
+from airflow_epochs.coordination.recipes.deadlines import deadlines
+from airflow_epochs.coordination.recipes.deadlines.deadlines import PartitionDeadlines
+from airflow_epochs.coordination.recipes.delivery import scopes as delivery_scopes
+from airflow_epochs.coordination.recipes.delivery.records import RetiredScope
+from airflow_epochs.coordination.recipes.leadership.lease import LeaderLease
 from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
-from airflow_epochs.coordination.recipes.versions_face import VersionedLedger
 from airflow_epochs.coordination.state import snapshots
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.pipeline_reader import PipelineReader
 from airflow_epochs.coordination.wire.config import ConfigVersion, PipelineConfig
-from airflow_epochs.coordination.wire.recipe_nodes import RetiredScope
 from airflow_epochs.coordination.wire.records import (
     Attempt,
     EpochInfo,
@@ -70,8 +81,11 @@ from airflow_epochs.coordination.wire.records import (
 __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealInfo", "SnapshotRef", "VoteRecord",
            "VoteResult", "connected_ledger"]
 
+# What each recipe family trims when epochs are compacted (handed to retention, which knows no family).
+COMPACTION_STEPS: tuple[retention.CompactionStep, ...] = (deadlines.COMPACTION, delivery_scopes.COMPACTION)
 
-class EpochLedger(VersionedLedger):
+
+class EpochLedger:
     """The epoch protocol of one pipeline over a started kazoo client.
 
     :param client: a started :class:`~kazoo.client.KazooClient` (possibly chrooted).
@@ -252,7 +266,7 @@ class EpochLedger(VersionedLedger):
 
         :param max_epochs: compact at most this many epochs in this call (None: all that are due).
         """
-        return retention.compact(self.ctx, max_epochs=max_epochs)
+        return retention.compact(self.ctx, steps=COMPACTION_STEPS, max_epochs=max_epochs)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -316,7 +330,8 @@ class EpochLedger(VersionedLedger):
 
     def last_sealed_snapshots(self, partition: str, *, before_epoch: int | None = None) -> dict[str, SnapshotRef]:
         """Every producer's newest sealed snapshot pointer for ``partition`` before ``before_epoch``."""
-        return self.newest_snapshots(self.reader.last_sealed_snapshots(partition, before_epoch=before_epoch))
+        return self.corrections.newest_snapshots(self.reader.last_sealed_snapshots(partition,
+                                                                                   before_epoch=before_epoch))
 
     def history(self, *, since_seq: int = -1, limit: int | None = None) -> list[Event]:
         """The recorded state changes after ``since_seq`` (the ``seq`` of the last event seen), oldest
@@ -337,20 +352,17 @@ class EpochLedger(VersionedLedger):
     def barrier(self, epoch: int, name: str, *, generation: int | None = None) -> Barrier:
         """The barrier ``name`` of ``epoch`` (of the epoch's ``generation``, when given: a handle
         taken before a rollback then refuses the reopened epoch's barrier)."""
-        return Barrier(self.client, self.pipeline, epoch, name, generation=generation, root=self.paths.root,
-                       op_timeout=self.op_timeout, clock=self.ctx.clock)
+        return Barrier(self.ctx, epoch, name, generation=generation)
 
     def lease(self, *, owner: str | None = None,
               duration: datetime.timedelta = datetime.timedelta(seconds=60)) -> LeaderLease:
         """The pipeline's leadership lease, contended for as ``owner`` (default: the ledger's owner)."""
-        return LeaderLease(self.client, self.pipeline, owner=self.owner if owner is None else owner,
-                           duration=duration, root=self.paths.root, op_timeout=self.op_timeout, clock=self.ctx.clock)
+        return LeaderLease(self.ctx if owner is None else self.ctx.as_owner(owner), duration=duration)
 
     def lock(self, resource: str, *, mode: LockMode = "exclusive", timeout: float = 30.0,
              identifier: str = "") -> AbstractContextManager[None]:
         """A lock on ``resource`` of the pipeline, held for a ``with`` block (see :mod:`.locks`)."""
-        return resource_lock(self.client, self.pipeline, resource, mode=mode, timeout=timeout,
-                             identifier=identifier, root=self.paths.root)
+        return resource_lock(self.ctx, resource, mode=mode, timeout=timeout, identifier=identifier)
 
     def consumer(self, name: str) -> Consumer:
         """The consumer ``name`` of the pipeline: register, acknowledge, unregister (backpressure)."""
@@ -364,6 +376,51 @@ class EpochLedger(VersionedLedger):
         """Partition deadlines and predicted seals: ``ledger.deadlines().predicted_seal(epoch, partition)``."""
         return PartitionDeadlines(self.ctx, window=window)
 
+    @functools.cached_property
+    def corrections(self) -> Corrections:
+        """Re-seals and the corrections they start: ``ledger.corrections.reseal(epoch, partition, reason=...)``."""
+        return Corrections(self.ctx)
+
+    # -- deprecated: the re-seal calls moved to ``ledger.corrections`` -------------------------
+
+    def reseal(self, epoch: int, partition: str, *, reason: str, request_id: str | None = None) -> Reseal:
+        """Deprecated: :meth:`Corrections.reseal` (``ledger.corrections.reseal``)."""
+        _moved("reseal", "reseal")
+        return self.corrections.reseal(epoch, partition, reason=reason, request_id=request_id)
+
+    def vote_version(self, epoch: int, partition: str, version: int, producer: str,
+                     manifest: Mapping[str, Any] | None = None, *, snapshot: Any = None,
+                     upstream: Mapping[str, int] | None = None, request_id: str | None = None) -> VersionVoteResult:
+        """Deprecated: :meth:`Corrections.vote_version` (``ledger.corrections.vote_version``)."""
+        _moved("vote_version", "vote_version")
+        return self.corrections.vote_version(epoch, partition, version, producer, manifest, snapshot=snapshot,
+                                             upstream=upstream, request_id=request_id)
+
+    def versions(self, epoch: int, partition: str) -> tuple[VersionEntry, ...]:
+        """Deprecated: :meth:`Corrections.versions` (``ledger.corrections.versions``)."""
+        _moved("versions", "versions")
+        return self.corrections.versions(epoch, partition)
+
+    def sealed_version(self, epoch: int, partition: str, version: int | None = None) -> VersionView | None:
+        """Deprecated: :meth:`Corrections.sealed_version` (``ledger.corrections.sealed_version``)."""
+        _moved("sealed_version", "sealed_version")
+        return self.corrections.sealed_version(epoch, partition, version)
+
+    def advance_correction(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
+        """Deprecated: :meth:`Corrections.advance` (``ledger.corrections.advance``)."""
+        _moved("advance_correction", "advance")
+        return self.corrections.advance(correction, max_steps=max_steps)
+
+    def resume_corrections(self) -> list[CorrectionNode]:
+        """Deprecated: :meth:`Corrections.resume` (``ledger.corrections.resume``)."""
+        _moved("resume_corrections", "resume")
+        return self.corrections.resume()
+
+    def pending_reseals(self) -> list[Reseal]:
+        """Deprecated: :meth:`Corrections.pending` (``ledger.corrections.pending``)."""
+        _moved("pending_reseals", "pending")
+        return self.corrections.pending()
+
     # -- handles -----------------------------------------------------------------------------
 
     def check_handle(self, attempt: Attempt) -> None:
@@ -374,6 +431,11 @@ class EpochLedger(VersionedLedger):
         if attempt.pipeline != self.pipeline:
             raise InvalidEpoch(f"attempt belongs to pipeline {attempt.pipeline!r}, not {self.pipeline!r}")
         self.session.ensure_session_alive(attempt.session, f"attempt {attempt.token} of epoch {attempt.epoch}")
+
+
+def _moved(old: str, new: str) -> None:
+    warnings.warn(f"EpochLedger.{old}() is deprecated: use ledger.corrections.{new}()", DeprecationWarning,
+                  stacklevel=3)
 
 
 @contextmanager

@@ -3,7 +3,7 @@ loading Airflow).
 
 :meth:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook.ledger` builds every ledger of a task, the page and
 a table cut through it, on the hook's own client. Only two kinds of caller use :func:`ledger_on` on a
-client of their own: the triggers (:func:`~airflow_epochs.triggers.async_zk.shared_ledger`: a
+client of their own: the triggers (:func:`~airflow_epochs.triggers.lifecycle.session_ledger`: a
 triggerer's triggers share one session per connection), and the command line (``airflow-epochs table
 cut``), which reads outside any task. The views and the table cut take a ledger factory from their
 caller instead of a client. Nothing else builds an :class:`~airflow_epochs.coordination.EpochLedger`

@@ -37,7 +37,7 @@ import stat
 from pathlib import Path
 
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidConfig
-from airflow_epochs.coordination.wire.declared_records import ProducerFilter
+from airflow_epochs.coordination.declared.records import ProducerFilter
 
 __all__ = ["FILE_NAME", "FilterCacheError", "ProducerFilter", "describe", "load", "store"]
 

@@ -6,7 +6,7 @@ process), it arms the task's post-execute step; after ``execute`` returned, and 
 reports success, that step reads the task's outlet events and their partition keys (``add_partitions``
 or the run's partition key), and for each event that a declared producer of a configured pipeline
 stands for, stages the vote and casts every staged vote in epoch order
-(:mod:`airflow_epochs.coordination.services.declared_votes`). A task with no outlets, or whose events no
+(:mod:`airflow_epochs.coordination.declared.votes`). A task with no outlets, or whose events no
 declaration names, writes nothing.
 
 Why before success: a vote cast after success (``on_task_instance_success`` runs after the success is
@@ -20,7 +20,7 @@ that success always means the vote is in.
 Once the try has reported success (``on_task_instance_success``), its votes are marked as succeeded by
 that try: a later try of the same task instance (``airflow tasks clear``) is then known as a re-run,
 reported (log and history) and, with ``reopen_on_rerun``, reopens the key; a try with no such mark
-before it is a retry (:mod:`airflow_epochs.coordination.services.declared_reruns`).
+before it is a retry (:mod:`airflow_epochs.coordination.declared.reruns`).
 
 Settings (``[epochs]`` in airflow.cfg, or ``AIRFLOW__EPOCHS__...``):
 
@@ -154,7 +154,7 @@ def _current(source: tuple[str, str, tuple[str, ...]], cached: ProducerFilter | 
     marks are read before the declarations, so a declaration changed in between leaves marks that
     the next task sees differ: it reads again."""
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
-    from airflow_epochs.coordination.services.declared_votes import declaration, declaration_mark
+    from airflow_epochs.coordination.declared.votes import declaration, declaration_mark
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     conn_id, root, pipelines = source
@@ -219,7 +219,7 @@ def vote_for_outlets(task_instance: Any, context: Any) -> list[Any]:
         return []
     from airflow_epochs.coordination import InvalidConfig, PipelineNotFound
     from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
-    from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, declaration, drain, stage_vote
+    from airflow_epochs.coordination.declared.votes import TaskInstanceId, declaration, drain, stage_vote
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     ti = TaskInstanceId(task_instance.dag_id, task_instance.run_id, task_instance.task_id,
@@ -280,10 +280,10 @@ _TO_MARK: list[tuple[str, str, Any, Any, int]] = []
 
 def mark_succeeded_votes() -> int:
     """Mark every vote this task process cast as succeeded by its try (see
-    :mod:`airflow_epochs.coordination.services.declared_reruns`); returns how many. Runs after the
+    :mod:`airflow_epochs.coordination.declared.reruns`); returns how many. Runs after the
     success was reported: a failure here is logged and fails nothing (the next try of this task
     instance is then taken for a retry, as without marks)."""
-    from airflow_epochs.coordination.services.declared_reruns import mark_succeeded
+    from airflow_epochs.coordination.declared.reruns import mark_succeeded
     from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
     marked = 0

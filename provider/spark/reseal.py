@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow_epochs.coordination.base.errors import PartitionNotSealed
 from airflow_epochs.coordination.ledger import EpochLedger
-from airflow_epochs.coordination.wire.versions import Reseal, VersionVoteResult
+from airflow_epochs.coordination.recipes.corrections.records import Reseal, VersionVoteResult
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_snapshot_pointer
 from airflow_epochs.spark.storage import run_location
@@ -47,7 +47,7 @@ def resubmit_version(
     sealed_inputs: Mapping[str, str] | None = None,
 ) -> ResubmitOutcome:
     """Run ``producer``'s job for the open version ``reseal`` (from ``ledger.reseal`` or
-    ``ledger.pending_reseals()``) and vote its manifest under that version.
+    ``ledger.corrections.pending()``) and vote its manifest under that version.
 
     :param inputs: named input locations (a corrected input goes here).
     :param sealed_inputs: input name -> partition of the same epoch read through its newest sealed version.
@@ -55,7 +55,7 @@ def resubmit_version(
     :raises JobWithoutManifest: the job ended without a manifest of this run (nothing was voted).
     """
     epoch, partition = reseal.epoch, reseal.partition
-    first = ledger.sealed_version(epoch, partition, 1)
+    first = ledger.corrections.sealed_version(epoch, partition, 1)
     if first is None:
         raise PartitionNotSealed(f"pipeline {ledger.pipeline!r}: {partition!r} is not sealed at epoch {epoch}")
     resolved = resolved_inputs(ledger, epoch, inputs, sealed_inputs)
@@ -72,7 +72,7 @@ def resubmit_version(
              producer, reseal.version, context.run, None if ref is None else ref.epoch)
     record = run_for_manifest(runner, context, location, job=f"{partition!r} version {reseal.version}")
     reads = partition_reads(ledger.pipeline, epoch, partition, sealed_inputs, None if ref is None else ref.epoch)
-    vote = ledger.vote_version(epoch, partition, reseal.version, producer, record.vote_summary(),
+    vote = ledger.corrections.vote_version(epoch, partition, reseal.version, producer, record.vote_summary(),
                                snapshot=snapshot_pointer(record, epoch), upstream=reads or None,
                                request_id=f"resubmit-{context.run}")
     return ResubmitOutcome(context.run, None if ref is None else ref.epoch, vote)

@@ -54,7 +54,7 @@ def sealed_outputs(ledger: EpochLedger, partition: str, epochs: Iterable[int], *
         raise InvalidInput("no epochs given to read")
     found: list[SealedOutput] = []
     for epoch in wanted:
-        seal = ledger.sealed_version(epoch, partition, version)
+        seal = ledger.corrections.sealed_version(epoch, partition, version)
         if seal is None:
             which = "" if version is None else f" as version {version}"
             raise PartitionNotSealed(
@@ -81,12 +81,12 @@ def sealed_runs(ledger: EpochLedger, partition: str, epoch: int) -> list[str]:
     :raises ~airflow_epochs.spark.run_paths.OutsideRunFolder: a manifest names a folder that is not a run
         folder of the seal.
     """
-    newest = ledger.sealed_version(epoch, partition)
+    newest = ledger.corrections.sealed_version(epoch, partition)
     if newest is None:
         return []
     kept: set[str] = set()
     for version in range(1, newest.version + 1):  # every version's runs: an older version stays readable
-        seal = newest if version == newest.version else ledger.sealed_version(epoch, partition, version)
+        seal = newest if version == newest.version else ledger.corrections.sealed_version(epoch, partition, version)
         if seal is None:
             continue
         runs = (RunManifest.from_vote(vote, where=f"the vote of {producer!r}") for producer, vote in

@@ -23,9 +23,9 @@ from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries, describe
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
+from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.wire.manifests import RunManifest
-from airflow_epochs.coordination.wire.versions import read_key
 from airflow_epochs.lineage.runs import LINEAGE_DATASET, LINEAGE_RUN
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext

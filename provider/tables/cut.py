@@ -19,7 +19,6 @@ from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
-from airflow_epochs.coordination.services.shortcuts import lineage_of
 from airflow_epochs.tables import history as h
 from airflow_epochs.tables.read import snapshot_as_of, table_as_of_epoch
 from airflow_epochs.tables.seal_files import check_identifier, still_sealed
@@ -100,7 +99,7 @@ def plan_sealed_cut(ledgers: Callable[[str], EpochLedger], catalog: Any, tables:
         behind = _behind_versions(ledger, loaded[member.table], member, as_of_epoch)
         if behind:
             raise NotAlignedCut(behind)
-        item = lineage_of(ledger, as_of_epoch, member.partition)
+        item = ledger.lineage(as_of_epoch, member.partition)
         if item is not None:
             items.append(item)
     report = check_consistency(items)
@@ -126,10 +125,10 @@ def _behind_versions(ledger: EpochLedger, table: Any, member: CutMember, epoch: 
     re-seal not published yet), or "". Only the epochs a correction re-sealed can differ: they are read
     from the corrections, not epoch by epoch."""
     live = h.live_epochs(table, member.snapshot_id)
-    touched = sorted({e for node in ledger.corrections()
+    touched = sorted({e for node in ledger.corrections.list()
                       for e, p in (node.origin[:2], *node.plan) if p == member.partition and e <= epoch and e in live})
     for e in touched:
-        newest = ledger.sealed_version(e, member.partition)
+        newest = ledger.corrections.sealed_version(e, member.partition)
         if newest is not None and newest.version != live[e].version:
             return (f"table {member.table}: epoch {e} is published as version {live[e].version}, but the newest "
                     f"sealed version of {member.partition!r} there is {newest.version}; publish it again first")

@@ -37,14 +37,14 @@ def resealed_epochs(ledger: EpochLedger, table: Any, partition: str) -> list[tup
     Only the epochs a correction names (its origin or its plan) are asked about, not every live epoch:
     a publish reads one node per correction, plus one per re-sealed epoch of this partition."""
     touched: set[int] = set()
-    for correction in ledger.corrections():
+    for correction in ledger.corrections.list():
         keys = [(correction.origin[0], correction.origin[1]), *correction.plan]
         touched.update(epoch for epoch, key in keys if key == partition)
     found = []
     for epoch, record in h.live_epochs(table).items():
         if epoch not in touched:
             continue
-        view = ledger.sealed_version(epoch, partition)
+        view = ledger.corrections.sealed_version(epoch, partition)
         if view is not None and view.version > 1:
             found.append((epoch, view.version, record))
     return found
@@ -111,8 +111,8 @@ class ResealPublisher:
         where = f"table {self.identifier}, epoch {epoch} version {version}"
         seal = seal_to_publish(self.ledger, self.partition, epoch, output=self.output, storage=self.storage,
                                version=version)
-        view = self.ledger.sealed_version(epoch, self.partition, version)
-        entry = self.ledger.version_entry(epoch, self.partition, version)
+        view = self.ledger.corrections.sealed_version(epoch, self.partition, version)
+        entry = self.ledger.corrections.version_entry(epoch, self.partition, version)
         if view is None or entry is None:
             raise PublishRefused(f"{where}: that version is not sealed; nothing is published")
         properties = {h.PIPELINE: self.ledger.pipeline, h.PARTITION: self.partition, h.ACTION: h.RESEAL,

@@ -84,7 +84,7 @@ def seal_to_publish(ledger: EpochLedger, partition: str, epoch: int, *, output: 
             raise PublishRefused(f"epoch {epoch}: {partition!r} output {output!r} of {item.producer!r} is "
                                  f"{item.format}; only Parquet outputs are published")
         found = [f"{item.path.rstrip('/')}/{name}" for name, _ in data_files(item.path)]
-        view = ledger.sealed_version(epoch, partition, item.version) if item.version > 1 else None
+        view = ledger.corrections.sealed_version(epoch, partition, item.version) if item.version > 1 else None
         votes = seal.manifests if view is None else view.manifests
         run = RunManifest.from_vote(votes.get(item.producer), where=f"the vote of {item.producer!r}")
         voted = None if run is None else run.outputs.get(output)

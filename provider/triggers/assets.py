@@ -7,38 +7,48 @@ asset event of a seal is stored in the metadata database; only then does the cur
 seal. A triggerer killed between a seal and its stored event therefore delivers it again after the
 restart (at least once), and while one triggerer delivers a seal it holds an *ephemeral* claim on it,
 so a second triggerer running the same watcher waits instead of delivering it twice; the claim goes
-with the holder's session if it dies. Every event carries ``dedupe_key``
-(``pipeline/partition/epoch/generation/attempt``): the one window left, a triggerer dying after
-Airflow stored the event and before the cursor moved, redelivers a seal with the same key.
+with the holder's session if it dies. Every event is a
+:class:`~airflow_epochs.coordination.recipes.delivery.records.SealedPartitionEvent` (its ``extra``, under
+``payload``) carrying ``dedupe_key`` (``pipeline/partition/epoch/generation/attempt``): the one window
+left, a triggerer dying after Airflow stored the event and before the cursor moved, redelivers a seal
+with the same key.
 
 A re-sealed version (2, 3, ...) of a seal already delivered is delivered once more, as its own event
 carrying ``version`` and ``correction``, its ``dedupe_key`` ending in ``/v<version>``: a consumer runs
 once per correction of each key. Its own claim and a persistent record that Airflow stored it (see
-``airflow_epochs.coordination.recipes.asset_delivery``) keep two triggerers from delivering one
+``airflow_epochs.coordination.recipes.delivery.delivery``) keep two triggerers from delivering one
 version twice. The stream looks for re-sealed versions whenever no new seal is waiting.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
-from kazoo.client import KazooState
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.recipes.asset_delivery import Delivery, SealToDeliver, VersionToDeliver
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper
-from airflow_epochs.triggers.base import TRANSIENT, ZooKeeperWatchTrigger, connection_settings
-from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper
+from airflow_epochs.coordination.recipes.delivery.delivery import Delivery, SealToDeliver, VersionToDeliver
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
+from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.lifecycle import TRANSIENT, borrowed_session
 
-# What the stream hands the triggerer beside an event, and gets back once it is stored:
-# (epoch, generation, claim, version, sent record); version 1 is the seal itself (no sent record).
-Payload = tuple[int, int, str, int, str]
+
+class Handed(NamedTuple):
+    """What the stream hands the triggerer beside an event, and gets back once it is stored."""
+
+    epoch: int
+    generation: int
+    claim: str  # the deliverer's claim on the seal (or on the re-sealed version)
+    version: int  # 1: the seal itself
+    sent: str  # a re-sealed version's persistent record of delivery ("" for a seal)
+
+
+Payload = Handed  # the name of earlier releases
 
 
 class SealStream(SharedStreamProducer):
@@ -63,53 +73,40 @@ class SealStream(SharedStreamProducer):
         self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
         self.handed: set[str] = set()  # claims of re-sealed versions handed over, not yet stored
         self.unsettled: set[str] = set()  # claims of seals handed over, not yet stored
-        self._release: Any = None
+        self._session: Any = None  # the borrowed session's context, given back by aclose()
 
-    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], Payload]]:
-        settings = await connection_settings(self.zookeeper_conn_id)
-        client = await SHARED_CLIENTS.acquire_async(settings)
-        self._release = lambda: SHARED_CLIENTS.release(settings)
-        loop = asyncio.get_running_loop()
-        zk = self.zk = AsyncZooKeeper(client, loop)
-        changed = asyncio.Event()
-        wake = zk.watcher(lambda _event: changed.set())
-
-        def on_state(state: str) -> bool:
-            if state == KazooState.CONNECTED:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(changed.set)
-            return False
-
-        client.add_listener(on_state)
+    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], Handed]]:
+        self._session = borrowed_session(self.zookeeper_conn_id)
+        session = await self._session.__aenter__()
+        zk = self.zk = session.store
         try:
-            await zk.ensure_path(self.paths.asset_event_scope(self.scope))
+            await self.delivery.open(zk)
             following = await self.delivery.committed(zk)
             while True:
-                changed.clear()
+                session.changed.clear()
                 try:
-                    item = await self._next(zk, following, wake)
+                    item = await self._next(zk, following, session.wake)
                 except TRANSIENT:
-                    await _wait(changed, 5.0)  # the session comes back: look again
+                    await session.changed_within(5.0)  # the session comes back: look again
                     continue
                 if item is None:
                     try:
-                        resealed = await self._next_version(zk, following, wake)
+                        resealed = await self._next_version(zk, following, session.wake)
                     except TRANSIENT:
-                        await _wait(changed, 5.0)
+                        await session.changed_within(5.0)
                         continue
                     if resealed is None:
-                        await changed.wait()
+                        await session.changed.wait()
                     else:
                         yield resealed
                     continue
                 if isinstance(item, int):  # moved on: the cursor is past it, or the frontier moved back
                     following = item
                     continue
-                self.unsettled.add(item[1][2])
+                self.unsettled.add(item[1].claim)
                 yield item
-                following = item[1][0] + 1
+                following = item[1].epoch + 1
         finally:
-            client.remove_listener(on_state)
             await self.let_go_unsettled()
 
     async def let_go_unsettled(self) -> None:
@@ -126,38 +123,33 @@ class SealStream(SharedStreamProducer):
 
     async def _next(
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
-    ) -> tuple[dict[str, Any], Payload] | int | None:
+    ) -> tuple[dict[str, Any], Handed] | int | None:
         """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
         if await self.hold(zk, epoch, wake):
             return None
         found = await self.delivery.next_seal(zk, epoch, wake)
         if not isinstance(found, SealToDeliver):
             return found
-        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": epoch,
-                 "generation": found.generation, "partition_key": str(epoch), "attempt": found.attempt,
-                 "zxid": found.zxid, "version": 1,
-                 "dedupe_key": f"{self.pipeline}/{self.partition}/{epoch}/{found.generation}/{found.attempt}"}
-        return await self.describe(zk, event), (epoch, found.generation, found.claim, 1, "")
+        event = SealedPartitionEvent(self.pipeline, self.partition, epoch, found.generation, found.attempt, found.zxid)
+        return (await self.describe(zk, event)).to_extra(), Handed(epoch, found.generation, found.claim, 1, "")
 
     async def _next_version(self, zk: AsyncZooKeeper, following: int,
-                            wake: Any) -> tuple[dict[str, Any], Payload] | None:
+                            wake: Any) -> tuple[dict[str, Any], Handed] | None:
         """A re-sealed version of a seal before ``following`` not delivered yet, with its claim, or None."""
         found = await self.delivery.next_version(zk, following, wake, self.handed)
         if not isinstance(found, VersionToDeliver):
             return None
         self.handed.add(found.claim)
-        key = f"{self.pipeline}/{self.partition}/{found.epoch}/{found.generation}/v{found.version}"
-        event = {"pipeline": self.pipeline, "partition": self.partition, "epoch": found.epoch,
-                 "generation": found.generation, "partition_key": str(found.epoch), "version": found.version,
-                 "correction": found.correction, "dedupe_key": key}
-        return await self.describe(zk, event), (found.epoch, found.generation, found.claim, found.version,
-                                                found.sent)
+        event = SealedPartitionEvent(self.pipeline, self.partition, found.epoch, found.generation,
+                                     version=found.version, correction=found.correction)
+        return (await self.describe(zk, event)).to_extra(), Handed(found.epoch, found.generation, found.claim,
+                                                                   found.version, found.sent)
 
     async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
         """Whether to hold the seal of ``epoch`` back for now (a subclass's seam; ``wake`` re-checks)."""
         return False
 
-    async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
+    async def describe(self, zk: AsyncZooKeeper, event: SealedPartitionEvent) -> SealedPartitionEvent:
         """The asset event's payload for a seal (a subclass's seam: e.g. another partition key)."""
         return event
 
@@ -169,19 +161,19 @@ class SealStream(SharedStreamProducer):
                 raise RuntimeError(f"the asset event of seal {item.broker_payload[:2]} was not stored: redeliver")
         await self.settle([item.broker_payload for item in batch])
 
-    async def settle(self, payloads: Sequence[Payload]) -> None:
+    async def settle(self, payloads: Sequence[Handed]) -> None:
         """These events are stored: record the re-sealed versions among them, then move the cursor past
         the seals (see :meth:`delivered`)."""
         zk = self.zk
         assert zk is not None
-        for _epoch, _generation, claim, version, sent in payloads:
-            if version > 1:
-                await self.delivery.version_delivered(zk, claim, sent)
-                self.handed.discard(claim)
-        seals = [payload for payload in payloads if payload[3] == 1]
+        for handed in map(Handed._make, payloads):
+            if handed.version > 1:
+                await self.delivery.version_delivered(zk, handed.claim, handed.sent)
+                self.handed.discard(handed.claim)
+        seals = [handed for handed in map(Handed._make, payloads) if handed.version == 1]
         if seals:
-            await self.delivered(max(payload[0] for payload in seals), [payload[2] for payload in seals])
-            self.unsettled.difference_update(payload[2] for payload in seals)
+            await self.delivered(max(handed.epoch for handed in seals), [handed.claim for handed in seals])
+            self.unsettled.difference_update(handed.claim for handed in seals)
 
     async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
         """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
@@ -193,14 +185,9 @@ class SealStream(SharedStreamProducer):
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):  # closing must not fail; a claim left goes with the session
             await self.let_go_unsettled()
-        if self._release is not None:
-            self._release()
-            self._release = None
-
-
-async def _wait(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout=seconds)
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.__aexit__(None, None, None)
 
 
 class SealedPartitionEventTrigger(ZooKeeperWatchTrigger, BaseEventTrigger):

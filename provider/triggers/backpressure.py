@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.wire.nodes import ConsumerNode
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.recipes.backpressure.watch import ConsumersWatch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 
 class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
     """Wait until each consumer registered on ``pipeline`` acknowledged ``epoch`` (or left).
 
-    Watches the consumers' folder (a consumer joining or leaving) and each consumer's node (its
-    acknowledgement), so it wakes on the acknowledgement itself, not on a polling interval.
+    The check is the backpressure family's watch
+    (:class:`~airflow_epochs.coordination.recipes.backpressure.watch.ConsumersWatch`): it wakes on the
+    acknowledgement itself, not on a polling interval.
 
     :param pipeline: pipeline name.
     :param epoch: the epoch every consumer must have acknowledged.
@@ -43,7 +43,7 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
         self.root = root
         self.deadline = deadline
         self.give_up_after = None if deadline is None else max(0.0, deadline - time.time())
-        self.paths = PipelinePaths(pipeline, root)
+        self.watch = ConsumersWatch(PipelinePaths(pipeline, root), self.epoch)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -53,13 +53,8 @@ class ConsumersCaughtUpTrigger(ZooKeeperWatchTrigger):
         )
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
-        names = await zk.children(self.paths.consumers, wake) or []
-        nodes = await asyncio.gather(*(zk.get(self.paths.consumer(name), wake) for name in names))
-        for name, node in zip(names, nodes, strict=True):
-            if node is None:  # left meanwhile: the folder's watch covers it
-                continue
-            if ConsumerNode.from_bytes(node[0], path=self.paths.consumer(name)).acked < self.epoch:
-                return None
+        if await self.watch.check(zk, wake) is None:
+            return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "deadline": self.deadline}
 
     def timeout_payload(self) -> dict[str, Any]:

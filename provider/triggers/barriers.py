@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
-from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.coordination import DEFAULT_ROOT, EpochNotOpen, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.recipes.barrier_values import late_text
-from airflow_epochs.coordination.recipes.barriers import Barrier, BarrierOutcome
-from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch, validate_name
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.recipes.barriers.records import BarrierOutcome, late_text
+from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
-from airflow_epochs.triggers.seals import epoch_generation
-
-# Near the deadline another process's clock may already have let a policy decide: read, don't infer.
-_SKEW_MARGIN = 1.0
+from airflow_epochs.triggers.lifecycle import session_ledger
 
 
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
@@ -42,9 +36,10 @@ def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
 
 
 class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
-    """Wait for a barrier's decision: one exists-watch on its release node (a release before the
-    deadline is "everyone arrived": nothing is read when it fires), plus a timer for its deadline, at
-    which the straggler policy is applied, once, by whoever gets there first.
+    """Wait for a barrier's decision: the barriers family's watch
+    (:class:`~airflow_epochs.coordination.recipes.barriers.watch.BarrierWatch`: one exists-watch on the
+    release node), plus a timer for its deadline, at which the straggler policy is applied, once, by
+    whoever gets there first.
 
     :param pipeline: pipeline name.
     :param epoch: the epoch.
@@ -66,11 +61,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         self.barrier = validate_name("barrier", barrier)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self.paths = PipelinePaths(pipeline, root)
-        self._generation: int | None = None
-        self._deadline: float | None = None
-        self._released = False
-        self._decided: BarrierOutcome | None = None
+        self.watch: BarrierWatch | None = None  # on the store's client, at the first check
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -84,53 +75,22 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
                 **outcome_payload(outcome)}
 
     def on_watch(self, event: WatchedEvent) -> None:
-        if self._generation is not None and event.type == EventType.CREATED \
-                and event.path == self.paths.barrier_release(self.epoch, self._generation, self.barrier):
-            self._released = True
+        if self.watch is not None:
+            self.watch.on_watch(event)
+
+    def _watch(self, zk: AsyncZooKeeper) -> BarrierWatch:
+        if self.watch is None:
+            ledger = session_ledger(zk.client, self.pipeline, root=self.root)
+            self.watch = ledger.barrier(self.epoch, self.barrier).watch()
+        return self.watch
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
-        if self._decided is not None:
-            return self._payload(self._decided)
-        if self._generation is None:
-            self._generation = await epoch_generation(zk, self.paths, self.epoch, None)
-            if self._generation is None:
-                # gone from ZooKeeper: an epoch compacted into its archive still has its decisions there
-                archived = await asyncio.to_thread(self._decision_if_archived, zk)
-                if archived is None:
-                    raise _not_open(self.pipeline, self.epoch)
-                return self._payload(archived)
-        if self._deadline is None:
-            path = self.paths.barrier(self.epoch, self._generation, self.barrier)
-            node = await zk.get(path, wake)  # the barrier may be declared later
-            if node is None:
-                return None
-            self._deadline = BarrierNode.from_bytes(node[0], path=path).deadline
-        release = self.paths.barrier_release(self.epoch, self._generation, self.barrier)
-        if not self._released and await zk.exists(release, wake) is not None:
-            self._released = True
-        if self._released:
-            if time.time() < self._deadline - _SKEW_MARGIN:
-                return self._payload(BarrierOutcome("all", True, None, ()))
-            outcome = await asyncio.to_thread(self._barrier(zk).outcome)
-            if outcome is not None:
-                return self._payload(outcome)
-        self.tick_seconds = max(0.05, self._deadline - time.time())
+        watch = self._watch(zk)
+        outcome = await watch.check(zk, wake)
+        if outcome is not None:
+            return self._payload(outcome)
+        self.tick_seconds = watch.seconds_to_deadline()
         return None
 
     async def on_tick(self, zk: AsyncZooKeeper) -> None:
-        if self._deadline is not None and time.time() >= self._deadline:
-            # the rare path: the policy reads who is late and records its decision
-            self._decided = await asyncio.to_thread(self._barrier(zk).apply_policy)
-
-    def _decision_if_archived(self, zk: AsyncZooKeeper) -> BarrierOutcome | None:
-        try:
-            return self._barrier(zk).outcome()
-        except EpochNotOpen:
-            return None
-
-    def _barrier(self, zk: AsyncZooKeeper) -> Barrier:
-        return zk.ledger(self.pipeline, root=self.root).barrier(self.epoch, self.barrier, generation=self._generation)
-
-
-def _not_open(pipeline: str, epoch: int) -> Exception:
-    return EpochNotOpen(f"epoch {epoch} of {pipeline!r} is not open: it has no barriers")
+        await self._watch(zk).at_deadline()

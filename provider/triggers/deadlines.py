@@ -7,13 +7,15 @@ when the DAG run is created, and its callback runs when that DAG run is not fini
 partition's deadline is about ZooKeeper state (is the partition sealed, whose vote is missing) and
 may be a prediction that changes as votes land; and each deployment's scheduler would alert for its
 own DAG run. So the watch is ours: the decision and the one alert are the core's
-(:mod:`airflow_epochs.coordination.recipes.deadlines`), and the callback is an Airflow callback
+(:mod:`airflow_epochs.coordination.recipes.deadlines.deadlines`), and the callback is an Airflow callback
 (``AsyncCallback(path, kwargs)``, called as Airflow's ``CallbackTrigger`` calls it), given the alert as
 ``alert=...`` (JSON: epoch, partition, deadline_at, missing producers with their predicted vote times
 and last votes).
 
-The core's wait is blocking (kazoo watches on the triggerer's shared client): it runs in a thread,
-told to stop when the trigger is cancelled.
+The wait is the deadlines family's asynchronous watch
+(:class:`~airflow_epochs.coordination.recipes.deadlines.watch.DeadlineWatch`) on the triggerer's shared
+session: it holds no thread while it waits, and it looks again at every vote of the partition, since a
+vote moves a predicted deadline.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import contextlib
 import importlib
 import inspect
 import os
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,9 +32,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Verdict, validate_epoch, validate_name
-from airflow_epochs.triggers.async_zk import shared_ledger
-from airflow_epochs.triggers.base import connection_settings
-from airflow_epochs.triggers.shared_client import SHARED_CLIENTS
+from airflow_epochs.coordination.recipes.deadlines.watch import DeadlineWatch
+from airflow_epochs.triggers.lifecycle import TRANSIENT, SessionUnavailable, TriggerSession, borrowed_session
 
 
 def verdict_payload(verdict: Verdict) -> dict[str, Any]:
@@ -90,37 +90,54 @@ class PartitionDeadlineTrigger(BaseTrigger):
                  "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root,
                  "wait_for_seal": self.wait_for_seal})
 
+    # seconds a wait may go on through a lost ZooKeeper session before the task is failed
+    reconnect_budget: float = 600.0
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        settings = await connection_settings(self.zookeeper_conn_id)
-        client = await SHARED_CLIENTS.acquire_async(settings)
-        stop = threading.Event()
         try:
-            # one owner per watcher: watchers in one triggerer share the session
-            owner = f"triggerer-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-            deadlines = shared_ledger(client, self.pipeline, owner=owner, root=self.root).deadlines()
-            verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
-                                              until_sealed=self.wait_for_seal)
-            delivered = False
-            if verdict.deliver and verdict.alert is not None:
-                self.log.info("Pipeline %s: partition %s of epoch %s is late (deadline %s); waiting for %s",
-                              self.pipeline, self.partition, self.epoch, verdict.deadline_at,
-                              [m.producer for m in verdict.alert.missing])
-                try:
-                    await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
-                except BaseException:
-                    # Not delivered: let the delivery go so that another watcher (this triggerer's
-                    # next one, on the same live session, or another triggerer's) delivers it.
-                    with contextlib.suppress(Exception):
-                        await asyncio.to_thread(deadlines.abandon, verdict.alert)
+            async with borrowed_session(self.zookeeper_conn_id, budget=self.reconnect_budget) as session:
+                yield TriggerEvent(await self._decide(session))
+        except SessionUnavailable as exc:
+            yield TriggerEvent({"status": "error", "reason": exc.reason})
+
+    async def _decide(self, session: TriggerSession) -> dict[str, Any]:
+        # one owner per watcher: watchers in one triggerer share the session
+        owner = f"triggerer-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        deadlines = session.ledger(self.pipeline, owner=owner, root=self.root).deadlines()
+        watch = deadlines.watch(self.epoch, self.partition, until_sealed=self.wait_for_seal)
+        verdict = await self._verdict(session, watch)
+        delivered = False
+        if verdict.deliver and verdict.alert is not None:
+            self.log.info("Pipeline %s: partition %s of epoch %s is late (deadline %s); waiting for %s",
+                          self.pipeline, self.partition, self.epoch, verdict.deadline_at,
+                          [m.producer for m in verdict.alert.missing])
+            try:
+                await run_callback(self.callback_path, self.callback_kwargs, verdict.alert.to_json())
+            except BaseException:
+                # Not delivered: let the delivery go so that another watcher (this triggerer's
+                # next one, on the same live session, or another triggerer's) delivers it.
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(deadlines.abandon, verdict.alert)
+                raise
+            await asyncio.to_thread(deadlines.delivered, verdict.alert)
+            delivered = True
+            if self.wait_for_seal and verdict.state == "late":  # then its late seal is recorded
+                verdict = await self._verdict(session, deadlines.watch(self.epoch, self.partition, until_sealed=True))
+        payload = verdict_payload(verdict)
+        payload["delivered"] = delivered
+        return payload
+
+    async def _verdict(self, session: TriggerSession, watch: DeadlineWatch) -> Verdict:
+        """The watch's verdict, waiting through a lost session for at most :attr:`reconnect_budget`."""
+        loop = asyncio.get_running_loop()
+        lost_since: float | None = None
+        while True:
+            try:
+                return await watch.run(session.store, session.changed, session.wake)
+            except TRANSIENT as exc:
+                now = loop.time()
+                lost_since = now if lost_since is None else lost_since
+                if now - lost_since >= self.reconnect_budget:
                     raise
-                await asyncio.to_thread(deadlines.delivered, verdict.alert)
-                delivered = True
-                if self.wait_for_seal and verdict.state == "late":  # then its late seal is recorded
-                    verdict = await asyncio.to_thread(deadlines.wait, self.epoch, self.partition, stop=stop,
-                                                      until_sealed=True)
-            payload = verdict_payload(verdict)
-            payload["delivered"] = delivered
-            yield TriggerEvent(payload)
-        finally:
-            stop.set()  # a cancelled trigger's thread stops within half a second
-            SHARED_CLIENTS.release(settings)
+                self.log.warning("ZooKeeper went away during the deadline watch (%r); waiting for it", exc)
+                await session.session_back(5.0)

@@ -16,13 +16,14 @@ claim keeps a second triggerer from delivering the same seal) with two additions
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow_epochs.coordination import validate_name
-from airflow_epochs.coordination.services.declared_staging import decode_staged_key, staged_epoch_path
-from airflow_epochs.coordination.wire.nodes import ConsumerNode
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper
+from airflow_epochs.coordination.declared.watch import holds_back, staged_key
+from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger, SealStream
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper
 
 
 def delivery_scope(scope: str, consumer: str | None) -> str:
@@ -47,20 +48,15 @@ class DeclaredKeyStream(SealStream):
     async def hold(self, zk: AsyncZooKeeper, epoch: int, wake: Any) -> bool:
         if self.consumer is None:
             return False
-        path = self.paths.consumer(self.consumer)
-        if await zk.exists(path, wake) is None:  # the watch fires when the consumer registers
-            # Not registered: it has received nothing yet. Only the first key goes out, and nothing
-            # more until the consumer's run registers it by acknowledging that key.
-            return self.outstanding is not None or await zk.exists(self.cursor) is not None
-        node = await zk.get(path, wake)  # the watch wakes the stream when the consumer acknowledges
-        return node is not None and ConsumerNode.from_bytes(node[0], path=path).acked < epoch - 1
+        # Not registered yet: only the first key goes out (nothing outstanding, no cursor yet).
+        delivered_before = self.outstanding is not None or await self.delivery.started(zk)
+        return await holds_back(zk, self.paths, self.consumer, epoch, wake, delivered_before=delivered_before)
 
-    async def describe(self, zk: AsyncZooKeeper, event: dict[str, Any]) -> dict[str, Any]:
-        staged = await zk.get(staged_epoch_path(self.paths, int(event["epoch"])))
-        key = decode_staged_key(staged[0]) if staged is not None else None
-        if event.get("version", 1) == 1:  # a re-sealed version is not the key the consumer acknowledges
-            self.outstanding = int(event["epoch"])
-        return {**event, "partition_key": key if key is not None else str(event["epoch"]), "declared": True}
+    async def describe(self, zk: AsyncZooKeeper, event: SealedPartitionEvent) -> SealedPartitionEvent:
+        key = await staged_key(zk, self.paths, event.epoch)
+        if event.version == 1:  # a re-sealed version is not the key the consumer acknowledges
+            self.outstanding = event.epoch
+        return replace(event, partition_key=key, declared=True)
 
     async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
         await super().delivered(epoch, claims)

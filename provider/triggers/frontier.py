@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch
-from airflow_epochs.coordination.wire.nodes import FrontierNode
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.state.watches import FrontierWatch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
 
@@ -35,7 +35,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         self.epoch = validate_epoch(epoch)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self.paths = PipelinePaths(pipeline, root)
+        self.watch = FrontierWatch(PipelinePaths(pipeline, root), self.epoch)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -45,12 +45,7 @@ class FrontierReachedTrigger(ZooKeeperWatchTrigger):
         )
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
-        # the frontier's value is the news, so it is read; a missing node leaves a creation watch
-        # (covers a pipeline that does not exist yet)
-        node = await zk.get(self.paths.frontier, wake)
-        if node is None:
-            return None
-        frontier = FrontierNode.from_bytes(node[0], path=self.paths.frontier).epoch
-        if frontier < self.epoch:
+        frontier = await self.watch.check(zk, wake)
+        if frontier is None:
             return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "frontier": frontier}

@@ -5,41 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.wire.nodes import EpochNode, PipelineRecord
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.state.watches import SealsWatch, epoch_compacted, epoch_generation
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 
-
-async def epoch_generation(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int, wake: Watch | None) -> int | None:
-    """The epoch's current opening, or None while it is not opened (or rolled back and not reopened);
-    with ``wake``, a watch on the epoch record hears of an opening or a rollback."""
-    path = paths.epoch(epoch)
-    node = await zk.get(path, wake)
-    if node is None:
-        return None
-    record = EpochNode.from_bytes(node[0], path=path)
-    return None if record.state == "rolled_back" else record.generation
-
-
-async def epoch_compacted(zk: AsyncZooKeeper, paths: PipelinePaths, epoch: int) -> bool:
-    """Whether ``epoch`` is compacted (sealed, and gone from ZooKeeper: with an archive's default window
-    that happens as soon as the next epoch opens), as the pipeline record says."""
-    node = await zk.get(paths.base, None)
-    if node is None:
-        return False
-    record = PipelineRecord.from_bytes(node[0], int(node[1].version), path=paths.base)
-    return record.first_epoch <= epoch <= record.compacted_through
+__all__ = ["PartitionsSealedTrigger", "epoch_compacted", "epoch_generation"]
 
 
 class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
-    """Wait until every partition in ``partitions`` is sealed at ``epoch``.
-
-    An exists-watch on each missing seal; when one fires with "created", that partition is known to be
-    sealed and nothing is read. A watch on the epoch record catches a rollback (a new opening), after
-    which the seals of the new opening are awaited.
+    """Wait until every partition in ``partitions`` is sealed at ``epoch``
+    (:class:`~airflow_epochs.coordination.state.watches.SealsWatch`: an exists-watch on each missing
+    seal, and one on the epoch record, which catches a rollback).
 
     :param pipeline: pipeline name.
     :param epoch: the epoch.
@@ -58,14 +37,12 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         root: str = DEFAULT_ROOT,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
-        self.pipeline = pipeline
+        self.pipeline = validate_name("pipeline", pipeline)
         self.epoch = validate_epoch(epoch)
         self.partitions = [validate_name("partition", p) for p in partitions]
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self.paths = PipelinePaths(pipeline, root)
-        self._generation: int | None = None
-        self._sealed: dict[str, int | None] = {}  # partition -> seal czxid (None: heard of, not read)
+        self.watch = SealsWatch(PipelinePaths(pipeline, root), self.epoch, self.partitions)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -75,36 +52,15 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         )
 
     def on_watch(self, event: WatchedEvent) -> None:
-        if self._generation is None:
-            return
-        if event.path == self.paths.epoch(self.epoch):
-            # The record changed: opened, reopened, rolled back, or sealed. Seals heard of already
-            # (ZooKeeper fires a transaction's watches in the order of its ops: a seal before the
-            # epoch's own seal) are kept when they complete the wait; otherwise look again.
-            if set(self._sealed) != set(self.partitions):
-                self._generation = None
-                self._sealed.clear()
-            return
-        for partition in self.partitions:
-            if event.path == self.paths.seal(self.epoch, self._generation, partition) \
-                    and event.type == EventType.CREATED:
-                self._sealed.setdefault(partition, None)
+        self.watch.on_watch(event)
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
-        if self._generation is None:
-            self._generation = await epoch_generation(zk, self.paths, self.epoch, wake)
-            if self._generation is None:
-                if await epoch_compacted(zk, self.paths, self.epoch):  # every partition of it is sealed
-                    return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "compacted": True,
-                            "seals": {p: {"generation": None, "zxid": None} for p in self.partitions}}
-                return None
-        generation = self._generation
-        for partition in self.partitions:
-            if partition in self._sealed:
-                continue
-            stat = await zk.exists(self.paths.seal(self.epoch, generation, partition), wake)
-            if stat is None:
-                return None
-            self._sealed[partition] = int(stat.czxid)
-        return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch,
-                "seals": {p: {"generation": generation, "zxid": self._sealed[p]} for p in self.partitions}}
+        found = await self.watch.check(zk, wake)
+        if found is None:
+            return None
+        payload: dict[str, Any] = {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch,
+                                   "seals": {p: {"generation": found.generation, "zxid": found.zxids[p]}
+                                             for p in self.partitions}}
+        if found.compacted:
+            payload["compacted"] = True
+        return payload

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
-from airflow_epochs.coordination.wire.versions import VersionsNode, versions_path
-from airflow_epochs.triggers.async_zk import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
+from airflow_epochs.coordination.recipes.corrections.watch import NewestVersionWatch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
-from airflow_epochs.triggers.seals import epoch_generation
 
 
 class NewestVersionTrigger(ZooKeeperWatchTrigger):
@@ -33,7 +32,7 @@ class NewestVersionTrigger(ZooKeeperWatchTrigger):
         self.min_version = int(min_version)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
-        self.paths = PipelinePaths(pipeline, root)
+        self.watch = NewestVersionWatch(PipelinePaths(pipeline, root), self.epoch, self.partition, self.min_version)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -43,17 +42,8 @@ class NewestVersionTrigger(ZooKeeperWatchTrigger):
         )
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
-        generation = await epoch_generation(zk, self.paths, self.epoch, wake)
-        if generation is None or await zk.exists(self.paths.seal(self.epoch, generation, self.partition),
-                                                 wake) is None:
-            return None
-        path = versions_path(self.paths, self.epoch, self.partition)
-        node = await zk.get(path, wake)
-        versions = None if node is None else VersionsNode.from_bytes(node[0], path=path).of_generation(generation)
-        if versions is not None and versions.open is not None:
-            return None  # being re-produced: wait for its seal
-        latest = 1 if versions is None else versions.latest
-        if latest < self.min_version:
+        found = await self.watch.check(zk, wake)
+        if found is None:
             return None
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "partition": self.partition,
-                "generation": generation, "version": latest}
+                "generation": found.generation, "version": found.version}

@@ -312,7 +312,7 @@ class PipelineState:
             view: VersionView | None = None
             if cell.state == "sealed":
                 seal = self.ledger.seal(epoch, cell.partition)
-                view = self.ledger.sealed_version(epoch, cell.partition) if seal is not None else None
+                view = self.ledger.corrections.sealed_version(epoch, cell.partition) if seal is not None else None
             votes = []
             for producer in producers:
                 if seal is not None:

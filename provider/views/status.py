@@ -54,15 +54,15 @@ def pipeline_status(ledger: EpochLedger, *, recent: int = 1) -> PipelineStatus:
 
 def newest_version(ledger: EpochLedger, epoch: int, partition: str) -> int:
     """The newest sealed version of a sealed (epoch, partition): 1 unless it was re-sealed."""
-    view = ledger.sealed_version(epoch, partition)
+    view = ledger.corrections.sealed_version(epoch, partition)
     return 1 if view is None else view.version
 
 
 def correction_lines(ledger: EpochLedger) -> tuple[str, ...]:
     """Each unfinished correction: what it corrects, how many stale seals it re-produces, what it waits for."""
-    waiting = {item.correction: item for item in ledger.pending_reseals()}
+    waiting = {item.correction: item for item in ledger.corrections.pending()}
     out = []
-    for node in ledger.corrections():
+    for node in ledger.corrections.list():
         if node.state in ("done", "rolled_back"):
             continue
         epoch, partition, version = node.origin

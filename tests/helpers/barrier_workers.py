@@ -8,14 +8,14 @@ import time
 
 from zk_test_server import connect
 
-from airflow_epochs.coordination.recipes.barriers import Barrier
+from airflow_epochs.coordination import EpochLedger
 
 
 def arrive_and_wait(hosts: str, pipeline: str, epoch: int, name: str, participant: str, seed: int) -> dict:
     client = connect(hosts, start=False)
     client.start(timeout=30)
     try:
-        barrier = Barrier(client, pipeline, epoch, name)
+        barrier = EpochLedger(client, pipeline).barrier(epoch, name)
         time.sleep(random.Random(seed).uniform(0, 1.0))
         began = time.time()
         arrival = barrier.arrive(participant)
@@ -30,7 +30,7 @@ def main(hosts: str, pipeline: str, epoch: str, name: str, participant: str) -> 
     """Arrive when a line comes on stdin (the test freezes this process before that)."""
     client = connect(hosts, start=False)
     client.start(timeout=30)
-    barrier = Barrier(client, pipeline, int(epoch), name)
+    barrier = EpochLedger(client, pipeline).barrier(int(epoch), name)
     print("READY", flush=True)
     sys.stdin.readline()
     arrival = barrier.arrive(participant)

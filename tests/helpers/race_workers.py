@@ -7,7 +7,7 @@ import datetime
 from kazoo.client import KazooClient
 from zk_test_server import connect
 
-from airflow_epochs.coordination import Attempt, EpochLedger, LeaderLease
+from airflow_epochs.coordination import Attempt, EpochLedger
 
 
 def _client(hosts: str) -> KazooClient:
@@ -62,7 +62,7 @@ def vote_same_attempt(hosts: str, attempt: dict, owner: str, barrier) -> str:
 def lease(hosts: str, pipeline: str, owner: str, barrier) -> str:
     client = _client(hosts)
     try:
-        contender = LeaderLease(client, pipeline, owner=owner, duration=datetime.timedelta(seconds=60))
+        contender = EpochLedger(client, pipeline, owner=owner).lease(duration=datetime.timedelta(seconds=60))
         barrier.wait(30)
         try:
             contender.acquire()

@@ -15,7 +15,7 @@ from typing import Any
 from zk_test_server import connect
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.protocol import invalidation
+from airflow_epochs.coordination.recipes.corrections import invalidation
 
 
 def main(hosts: str, pipeline: str, kill_after: str) -> None:
@@ -33,7 +33,7 @@ def main(hosts: str, pipeline: str, kill_after: str) -> None:
         return done
 
     invalidation.open_derived = killed_after  # type: ignore[assignment]
-    EpochLedger(client, pipeline, owner="worker").resume_corrections()
+    EpochLedger(client, pipeline, owner="worker").corrections.resume()
     print("NOT KILLED", flush=True)
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import (
-    Barrier,
     EpochLedger,
-    LeaderLease,
     PipelineConfig,
     StragglerPolicy,
 )
@@ -22,7 +20,7 @@ def build_probe(client: KazooClient, pipeline: str = PROBE) -> EpochLedger:
     5 rolled back; barrier ``ingested`` of epoch 4 declared with only ``a`` arrived; ``deploy-a`` leads."""
     ledger = EpochLedger(client, pipeline, owner="deploy-a")
     ledger.create_pipeline(PROBE_CONFIG)
-    LeaderLease(client, pipeline, owner="deploy-a").acquire()
+    EpochLedger(client, pipeline, owner="deploy-a").lease().acquire()
     for epoch in range(1, 6):
         attempt = ledger.open_epoch(epoch)
         for partition, producer in (("left", "a"), ("left", "b"), ("right", "c")):
@@ -34,7 +32,7 @@ def build_probe(client: KazooClient, pipeline: str = PROBE) -> EpochLedger:
     ledger.rollback(3, reason="bad weather data")
     attempt = ledger.open_epoch(4)
     ledger.vote(attempt, "left", "a", {"rows": 7})
-    barrier = Barrier(client, pipeline, 4, "ingested")
+    barrier = EpochLedger(client, pipeline).barrier(4, "ingested")
     barrier.declare(StragglerPolicy.fail(3600))
     barrier.arrive("a")
     ledger.abort_attempt(attempt, reason="driver lost")

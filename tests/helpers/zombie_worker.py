@@ -14,14 +14,14 @@ import time
 
 from zk_test_server import connect
 
-from airflow_epochs.coordination import Attempt, EpochLedger, LeaderLease
+from airflow_epochs.coordination import Attempt, EpochLedger
 
 
 def main(hosts: str) -> None:
     client = connect(hosts, start=False, timeout=2.0)
     client.start(timeout=15)
     ledger = EpochLedger(client, "expiry", owner="zombie")
-    lease = LeaderLease(client, "expiry", owner="zombie", duration=datetime.timedelta(seconds=2))
+    lease = EpochLedger(client, "expiry", owner="zombie").lease(duration=datetime.timedelta(seconds=2))
     lease.acquire()
     attempt = ledger.open_epoch(1)
     ledger.vote(attempt, "out", "x", {"by": "zombie"})

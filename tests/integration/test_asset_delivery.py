@@ -15,13 +15,14 @@ from kazoo.exceptions import BadVersionError
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
 from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
-from airflow_epochs.coordination.recipes.asset_delivery import (
+from airflow_epochs.coordination.recipes.delivery.delivery import (
     MAX_CURSOR_ROUNDS,
     Delivery,
     SealToDeliver,
     VersionToDeliver,
 )
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 
 
 class KazooStore:
@@ -162,8 +163,8 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_its_own_and_another_claim
     ledger.create_pipeline(PipelineConfig({"a": ("x",)}))
     ledger.vote(ledger.open_epoch(1), "a", "x")
     delivery = _delivery()
-    claim = PipelinePaths("p").asset_event("deploy", 1, 1, "a")
-    lossy.ensure_path(PipelinePaths("p").asset_event_scope("deploy"))
+    claim = DeliveryPaths(PipelinePaths("p")).claim("deploy", 1, 1, "a")
+    lossy.ensure_path(DeliveryPaths(PipelinePaths("p")).scope("deploy"))
 
     async def deliver_after_a_lost_reply() -> Any:
         store = AsyncZooKeeper(lossy, asyncio.get_running_loop())
@@ -229,7 +230,7 @@ def test_a_retired_scope_no_longer_holds_compaction_back(zk, zk_factory, zk_serv
     assert "'bad/scope'" in capsys.readouterr().err
     assert main(["retire-scope", "p", "gone", *hosts]) == 0
     assert "retired delivery scope 'gone' of pipeline 'p' (its cursors: a at epoch 2)" in capsys.readouterr().out
-    assert zk.exists(PipelinePaths("p").asset_event_scope("gone")) is None
+    assert zk.exists(DeliveryPaths(PipelinePaths("p")).scope("gone")) is None
     assert ledger.delivery_scopes() == []
     retired = [e for e in ledger.history() if e.event == "delivery_scope_retired"]
     assert [(e.detail["scope"], e.detail["cursors"]) for e in retired] == [("gone", {"a": 2})]
@@ -313,9 +314,9 @@ def test_a_resealed_version_is_delivered_once_per_scope_and_never_again(zk, zk_f
     first, second = KazooStore(zk), KazooStore(zk_factory())
     one, two = _delivery(), _delivery()  # two deliverers of one scope (two triggerers)
     assert asyncio.run(one.next_version(first, 3, _wake)) is None  # nothing re-sealed yet
-    opened = ledger.reseal(1, "a", reason="late input")
+    opened = ledger.corrections.reseal(1, "a", reason="late input")
     assert asyncio.run(one.next_version(first, 3, _wake)) is None  # version 2 open, not sealed
-    assert ledger.vote_version(1, "a", opened.version, "x", {"value": 10}).sealed
+    assert ledger.corrections.vote_version(1, "a", opened.version, "x", {"value": 10}).sealed
     assert asyncio.run(one.next_version(first, 1, _wake)) is None  # the cursor is not past epoch 1 yet
     found = asyncio.run(one.next_version(first, 3, _wake))
     assert isinstance(found, VersionToDeliver)
@@ -345,8 +346,8 @@ class StaleFirstLook(KazooStore):
 
 def test_a_claim_taken_just_after_another_deliverer_let_it_go_does_not_deliver_the_version_twice(zk, zk_factory):
     ledger = _resealed(zk)
-    opened = ledger.reseal(1, "a", reason="late input")
-    ledger.vote_version(1, "a", opened.version, "x", {"value": 10})
+    opened = ledger.corrections.reseal(1, "a", reason="late input")
+    ledger.corrections.vote_version(1, "a", opened.version, "x", {"value": 10})
     one = _delivery()
     found = asyncio.run(one.next_version(KazooStore(zk), 3, _wake))
     assert isinstance(found, VersionToDeliver)
@@ -358,15 +359,15 @@ def test_a_claim_taken_just_after_another_deliverer_let_it_go_does_not_deliver_t
 
 def test_retiring_a_scope_removes_the_records_of_delivered_versions(zk):
     ledger = _resealed(zk)
-    opened = ledger.reseal(1, "a", reason="late input")
-    ledger.vote_version(1, "a", opened.version, "x", {"value": 10})
+    opened = ledger.corrections.reseal(1, "a", reason="late input")
+    ledger.corrections.vote_version(1, "a", opened.version, "x", {"value": 10})
     delivery, store = _delivery(), KazooStore(zk)
     asyncio.run(delivery.move_cursor(store, 3))
     found = asyncio.run(delivery.next_version(store, 3, _wake))
     assert isinstance(found, VersionToDeliver)
     asyncio.run(delivery.version_delivered(store, found.claim, found.sent))
     retired = ledger.retire_delivery_scope("deploy")
-    assert retired.cursors == {"a": 3} and zk.exists(PipelinePaths("p").asset_event_scope("deploy")) is None
+    assert retired.cursors == {"a": 3} and zk.exists(DeliveryPaths(PipelinePaths("p")).scope("deploy")) is None
 
 
 def _expire(client: KazooClient, zk_factory: Any) -> None:

@@ -19,9 +19,8 @@ import barrier_workers
 import pytest
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
-from airflow_epochs.coordination.recipes.barriers import (
+from airflow_epochs.coordination.recipes.barriers.barrier import (
     MAX_LATE_NAMED,
-    Barrier,
     BarrierClosed,
     BarrierConflict,
     BarrierFailed,
@@ -43,7 +42,7 @@ def epoch_open(zk):
 
 
 def test_participants_from_config_and_dynamic_registration(zk, epoch_open):
-    barrier = Barrier(zk, "bar", 1, "ingested")
+    barrier = EpochLedger(zk, "bar").barrier(1, "ingested")
     barrier.declare(StragglerPolicy.fail(timeout=30))
     barrier.declare(StragglerPolicy.fail(timeout=30))  # idempotent
     with pytest.raises(BarrierConflict):
@@ -69,9 +68,9 @@ def test_participants_from_config_and_dynamic_registration(zk, epoch_open):
 def test_200_threads_nobody_passes_early_and_arrivals_cost_o1_writes(zk_factory, zk, epoch_open):
     n = 200
     names = [f"t{i:03d}" for i in range(n)]
-    Barrier(zk, "bar", 1, "big").declare(StragglerPolicy.fail(timeout=120), names)
+    EpochLedger(zk, "bar").barrier(1, "big").declare(StragglerPolicy.fail(timeout=120), names)
     clients = [zk_factory() for _ in range(8)]
-    barriers = [Barrier(c, "bar", 1, "big") for c in clients]
+    barriers = [EpochLedger(c, "bar").barrier(1, "big") for c in clients]
     writes_before = sum(b.session.stats["writes"] for b in barriers)
     began: dict[str, float] = {}
     passed: dict[str, float] = {}
@@ -101,7 +100,7 @@ def test_200_threads_nobody_passes_early_and_arrivals_cost_o1_writes(zk_factory,
     # two writes per arrival (its arrival node, the arrivals counter); the release adds three, once
     # (closing the record, the release node, the history event)
     assert writes == 2 * n + 3, writes
-    outcome = Barrier(zk, "bar", 1, "big").outcome()
+    outcome = EpochLedger(zk, "bar").barrier(1, "big").outcome()
     assert outcome.late == () and outcome.arrived == n
 
 
@@ -109,7 +108,7 @@ def test_200_threads_nobody_passes_early_and_arrivals_cost_o1_writes(zk_factory,
 def test_20_processes(zk_server, zk_chroot, zk, epoch_open):
     n = 20
     names = [f"p{i:02d}" for i in range(n)]
-    Barrier(zk, "bar", 1, "procs").declare(StragglerPolicy.fail(timeout=120), names)
+    EpochLedger(zk, "bar").barrier(1, "procs").declare(StragglerPolicy.fail(timeout=120), names)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(n, mp_context=ctx) as pool:  # all at once: they wait for each other
         futures = [pool.submit(barrier_workers.arrive_and_wait, zk_server.settings(zk_chroot), "bar", 1, "procs",
@@ -147,7 +146,7 @@ def test_straggler_policies_with_a_frozen_participant(zk_server, zk_chroot, zk, 
     timeout = 5.0  # long enough for three arrivals (a few requests) on a loaded machine: nobody passes before it
     declared = {"fail": StragglerPolicy.fail(timeout), "quorum": StragglerPolicy.quorum(3, timeout),
                 "rerun": StragglerPolicy.rerun(timeout)}[policy]
-    barrier = Barrier(zk, "bar", 1, f"policy-{policy}")
+    barrier = EpochLedger(zk, "bar").barrier(1, f"policy-{policy}")
     # The straggler is started and frozen BEFORE the declaration starts the clock: a Python process that
     # imports kazoo and connects took more than the whole timeout on a loaded machine, and the three
     # arrivals below then came after the deadline (and decided the policy themselves).
@@ -190,7 +189,7 @@ def test_straggler_policies_with_a_frozen_participant(zk_server, zk_chroot, zk, 
 
 
 def test_release_callback_fires_once_from_one_watch(zk, epoch_open):
-    barrier = Barrier(zk, "bar", 1, "cb")
+    barrier = EpochLedger(zk, "bar").barrier(1, "cb")
     barrier.declare(StragglerPolicy.fail(60), ["x", "y"])
     seen = []
     fired = threading.Event()
@@ -208,15 +207,15 @@ def test_a_repeated_completing_arrival_releases(zk_server, zk_chroot, zk, epoch_
     """The process of the arrival that completes the set dies after its arrival committed and before
     it wrote the release (here: killed -9 in a worker process, between the two). Repeating that
     arrival releases the barrier at once, instead of leaving everyone to the straggler deadline."""
-    barrier = Barrier(zk, "bar", 1, "repeat")
+    barrier = EpochLedger(zk, "bar").barrier(1, "repeat")
     barrier.declare(StragglerPolicy.fail(timeout=3600), ["x", "y"])
     assert not barrier.arrive("x").released
     code = (
         "import os, signal, sys\n"
         "from zk_test_server import connect\n"
-        "from airflow_epochs.coordination import Barrier\n"
+        "from airflow_epochs.coordination import EpochLedger\n"
         "zk = connect(sys.argv[1])\n"
-        "b = Barrier(zk, 'bar', 1, 'repeat')\n"
+        "b = EpochLedger(zk, 'bar').barrier(1, 'repeat')\n"
         "def die(*_a, **_k):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "b._decide = die  # the process dies right after the arrival committed\n"
@@ -241,7 +240,7 @@ def test_a_decision_over_thousands_of_stragglers_names_the_first_and_counts_the_
     names = [f"participant-{i:04d}-".ljust(100, "x") for i in range(1000)]
     assert len(json.dumps(names[1:]).encode()) > MAX_PAYLOAD_BYTES  # the old report could not be written
     now = [time.time()]
-    barrier = Barrier(zk, "bar", 1, f"wide-{policy}", clock=lambda: now[0])
+    barrier = EpochLedger(zk, "bar", clock=lambda: now[0]).barrier(1, f"wide-{policy}")
     declared = {"fail": StragglerPolicy.fail(60), "quorum": StragglerPolicy.quorum(1, 60),
                 "rerun": StragglerPolicy.rerun(60)}[policy]
     barrier.declare(declared, reversed(names))
@@ -256,7 +255,7 @@ def test_a_decision_over_thousands_of_stragglers_names_the_first_and_counts_the_
         decided = barrier.apply_policy()
         assert decided is not None
         assert (decided.late, decided.stragglers, decided.late_truncated) == (expected, 999, True)
-    outcome = Barrier(zk, "bar", 1, f"wide-{policy}").outcome()  # read back from ZooKeeper by another reader
+    outcome = EpochLedger(zk, "bar").barrier(1, f"wide-{policy}").outcome()  # read back by another reader
     assert outcome is not None
     assert (outcome.decision, outcome.arrived, outcome.late, outcome.stragglers, outcome.late_truncated) == (
         {"fail": "failed", "quorum": "quorum", "rerun": "rerun"}[policy], 1, expected, 999, True)
@@ -265,7 +264,7 @@ def test_a_decision_over_thousands_of_stragglers_names_the_first_and_counts_the_
 
 
 def test_a_report_written_before_the_count_is_read_as_naming_every_straggler(zk, epoch_open):
-    barrier = Barrier(zk, "bar", 1, "old-report")
+    barrier = EpochLedger(zk, "bar").barrier(1, "old-report")
     barrier.declare(StragglerPolicy.rerun(3600), ["a", "b", "c"])
     epoch = PipelinePaths("bar").epoch(1)
     (folder,) = [child for child in zk.get_children(epoch) if child.startswith("b-")]

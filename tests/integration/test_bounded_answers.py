@@ -20,9 +20,8 @@ from zk_helpers import tree
 
 import airflow_epochs.coordination.base.names as names
 import airflow_epochs.coordination.protocol.config_store as config_store
-import airflow_epochs.coordination.recipes.backpressure as backpressure
-import airflow_epochs.coordination.recipes.barriers as barriers
-import airflow_epochs.coordination.services.shortcuts as shortcuts
+import airflow_epochs.coordination.recipes.backpressure.consumers as backpressure
+import airflow_epochs.coordination.recipes.barriers.barrier as barriers
 import airflow_epochs.coordination.state.history as history
 import airflow_epochs.coordination.state.pipeline as pipeline_module
 import airflow_epochs.coordination.wire.config as config
@@ -39,8 +38,8 @@ from airflow_epochs.coordination import (
     TooManyRequests,
 )
 from airflow_epochs.coordination.base.paths import epoch_key
-from airflow_epochs.coordination.services.declared_staging import staged_votes
-from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote
+from airflow_epochs.coordination.declared.staging import staged_votes
+from airflow_epochs.coordination.declared.votes import TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
 
 pytestmark = [pytest.mark.integration]
@@ -189,14 +188,14 @@ def test_consumers_are_bounded_and_a_full_pipeline_refuses_the_next(spied, zk, m
     ledger = EpochLedger(client, "fans", owner="o")
     ledger.create_pipeline(PipelineConfig({"events": ("ingest",)}, window=2))
     for i in range(4):
-        shortcuts.register_consumer(ledger, f"c{i}")
+        ledger.consumer(f"c{i}").register()
     before = tree(zk, ledger.paths.base)
     with pytest.raises(TooManyConsumers, match="has 4 consumers registered; at most 4: 'c4' was not registered"):
-        shortcuts.register_consumer(ledger, "c4")
+        ledger.consumer("c4").register()
     assert tree(zk, ledger.paths.base) == before  # nothing was written
-    shortcuts.register_consumer(ledger, "c3")  # registered already: answered, not refused
-    shortcuts.unregister_consumer(ledger, "c0")
-    shortcuts.register_consumer(ledger, "c4")
+    ledger.consumer("c3").register()  # registered already: answered, not refused
+    ledger.consumer("c0").unregister()
+    ledger.consumer("c4").register()
     ledger.open_epoch(1)
     assert spy.largest() <= listing_bytes([f"c{i}" for i in range(5)])
 
@@ -230,8 +229,8 @@ def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied
         ledger.vote(attempt, "events", "ingest", {"e": epoch})
 
     seal(1)
-    shortcuts.register_consumer(ledger, "c0", request_id="r-1")
-    shortcuts.unregister_consumer(ledger, "c0", request_id="r-2")
+    ledger.consumer("c0").register(request_id="r-1")
+    ledger.consumer("c0").unregister(request_id="r-2")
     ledger.set_configs([(PipelineConfig({"events": ("ingest",)}, retain_epochs=1, window=5), 2)], request_id="r-3")
     seal(2)
     before = tree(zk, ledger.paths.base)
@@ -239,7 +238,7 @@ def test_pipeline_level_request_ids_are_bounded_and_forgotten_by_retention(spied
         ledger.rollback(1, reason="too many", request_id="r-4")
     assert tree(zk, ledger.paths.base) == before  # nothing was written
     # a repeat of a remembered request is still answered from its record, not refused
-    assert shortcuts.unregister_consumer(ledger, "c0", request_id="r-2") is True
+    assert ledger.consumer("c0").unregister(request_id="r-2") is True
     seal(3)
     ledger.compact()
     for epoch in range(4, 6):

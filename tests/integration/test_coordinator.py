@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from airflow_epochs.coordination import EpochLedger, LeaderLease, PipelineConfig, open_as_leader
+from airflow_epochs.coordination import EpochLedger, PipelineConfig, open_as_leader
 
 pytestmark = pytest.mark.integration
 SHORT = datetime.timedelta(seconds=2)
@@ -37,7 +37,7 @@ def test_every_branch_of_the_decision(zk_factory):
     assert sealed.action == "sealed" and sealed.sealed.owner == "deploy-b"
     second = open_as_leader(b, 2, lease_duration=SHORT)
     assert second.action == "opened" and second.snapshots["out"]["job"].pointer == "totals@1"
-    assert LeaderLease(a.client, "coord", owner="deploy-a").holder().owner == "deploy-b"
+    assert EpochLedger(a.client, "coord", owner="deploy-a").lease().holder().owner == "deploy-b"
 
 
 def test_a_pipeline_starting_at_a_later_epoch_opens_it_first_and_hands_the_next_its_snapshot(zk_factory):

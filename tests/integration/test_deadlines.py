@@ -25,6 +25,7 @@ from airflow_epochs.coordination import (
     UnknownConsumer,
     UnknownPartition,
 )
+from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
 
 pytestmark = [pytest.mark.integration]
 
@@ -219,7 +220,7 @@ def test_a_partition_sealed_in_time_raises_no_alert(zk):
     assert time.monotonic() - started < 1.5  # woken by the seal, not at the deadline
     time.sleep(1.8)
     assert live.deadlines().check(21, "daily").state == "in_time"
-    assert zk.exists(live.paths.late_alert(21, 1, "daily")) is None
+    assert zk.exists(DeadlinePaths(live.paths).late_alert(21, 1, "daily")) is None
     assert "deadline_missed" not in [e.event for e in live.history()]
 
 
@@ -332,7 +333,8 @@ def test_status_and_the_epoch_detail_show_the_prediction_and_the_late_mark(zk):
     attempt = live.open_epoch(21)
     live.vote(attempt, "daily", "fast", {})
     time.sleep(0.3)
-    before = zk.get(live.paths.seal_stats("daily"))[1].version if zk.exists(live.paths.seal_stats("daily")) else None
+    stats = DeadlinePaths(live.paths).seal_stats("daily")
+    before = zk.get(stats)[1].version if zk.exists(stats) else None
     detail = PipelineState(live).epoch_detail(21, history=False)
     daily = next(p for p in detail.partitions if p.partition == "daily")
     assert daily.deadline["late"] and daily.deadline["state"] == "late" and not daily.deadline["alerted"]
@@ -341,9 +343,9 @@ def test_status_and_the_epoch_detail_show_the_prediction_and_the_late_mark(zk):
     side = next(p for p in detail.partitions if p.partition == "side")
     assert side.deadline["status"] == "predicted" and side.deadline["deadline_at"] is None
     # reading wrote nothing: no alert, no statistics folded for the page
-    assert zk.exists(live.paths.late_alert(21, 1, "daily")) is None
-    assert (zk.get(live.paths.seal_stats("daily"))[1].version
-            if zk.exists(live.paths.seal_stats("daily")) else None) == before
+    assert zk.exists(DeadlinePaths(live.paths).late_alert(21, 1, "daily")) is None
+    assert (zk.get(DeadlinePaths(live.paths).seal_stats("daily"))[1].version
+            if zk.exists(DeadlinePaths(live.paths).seal_stats("daily")) else None) == before
     text = render(pipeline_status(live))
     assert "LATE waiting for slow" in text and "predicted seal (typical / late)" in text
     live.deadlines().check(21, "daily")  # a watcher raises the alert
@@ -406,9 +408,9 @@ def test_compaction_prunes_delivered_alerts_of_compacted_epochs_but_not_one_bein
     report = ledger.compact()
     assert {1, 2} <= set(report.compacted) and report.alerts_pruned == 1
     names = zk.get_children(ledger.paths.late_alerts)
-    assert ledger.paths.late_alert(1, 1, "daily").rsplit("/", 1)[1] in names  # being delivered: kept
-    assert zk.exists(ledger.paths.late_alert_delivery(1, 1, "daily")) is not None
-    assert zk.exists(ledger.paths.late_alert(2, 1, "daily")) is None
+    assert DeadlinePaths(ledger.paths).late_alert(1, 1, "daily").rsplit("/", 1)[1] in names  # being delivered: kept
+    assert zk.exists(DeadlinePaths(ledger.paths).late_alert_delivery(1, 1, "daily")) is not None
+    assert zk.exists(DeadlinePaths(ledger.paths).late_alert(2, 1, "daily")) is None
     answer = deadlines.alert(2, "daily")
     if archived:  # the archive still answers "was it late, by how much, waiting for whom"
         assert answer is not None and answer.late_by is not None and answer.late_by > 0
@@ -422,7 +424,7 @@ def test_compaction_prunes_delivered_alerts_of_compacted_epochs_but_not_one_bein
 
 
 def test_simultaneous_declares_never_exceed_the_cap(zk_factory, monkeypatch):
-    from airflow_epochs.coordination.recipes import deadlines as module
+    from airflow_epochs.coordination.recipes.deadlines import deadlines as module
 
     # The cap is lowered so the race is at the cap after a few writes (1,024 real ones would only be slower).
     monkeypatch.setattr(module, "MAX_DECLARED", 3)
@@ -477,8 +479,8 @@ def test_compaction_without_an_archive_keeps_the_samples_of_epochs_never_folded(
         clock.now = opened + 40 + epoch
         past.vote(attempt, "daily", "slow", {})
         clock.now = opened + 100
-    folded = zk.exists(past.paths.seal_stats("daily"))  # folded lazily: none of them yet
-    assert folded is None or json.loads(zk.get(past.paths.seal_stats("daily"))[0])["through"] == 0
+    folded = zk.exists(DeadlinePaths(past.paths).seal_stats("daily"))  # folded lazily: none of them yet
+    assert folded is None or json.loads(zk.get(DeadlinePaths(past.paths).seal_stats("daily"))[0])["through"] == 0
     report = past.compact()
     assert set(report.compacted) == set(range(1, 7))
     assert zk.exists(past.paths.epoch(3)) is None  # without an archive nothing can read them again

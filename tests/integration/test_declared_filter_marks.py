@@ -16,7 +16,7 @@ from declared_sales import DECLARED
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.services.declared_votes import declaration_mark
+from airflow_epochs.coordination.declared.votes import declaration_mark
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, TaskProducer
 from airflow_epochs.listeners import declared_producers as listener
 from airflow_epochs.listeners.declared_filter import ProducerFilter, load, store

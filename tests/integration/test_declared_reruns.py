@@ -12,8 +12,8 @@ import pytest
 from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.services.declared_reruns import mark_succeeded, succeeded_try
-from airflow_epochs.coordination.services.declared_votes import StageOutcome, TaskInstanceId, drain, stage_vote
+from airflow_epochs.coordination.declared.reruns import mark_succeeded, succeeded_try
+from airflow_epochs.coordination.declared.votes import StageOutcome, TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import Match
 from airflow_epochs.coordination.wire.events import ProducerRerun
 
@@ -110,9 +110,9 @@ def test_a_cleared_rerun_reseals_the_partition_once_with_reseal(sealed):
     ledger = sealed
     first = stage_vote(ledger, Match("sales", "eu", KEY), _ti("eu"), reseal=True, try_number=2)
     assert (first.status, first.cleared_after) == ("resealed", 1)
-    view = ledger.sealed_version(1, "sales")
+    view = ledger.corrections.sealed_version(1, "sales")
     assert view is not None and view.version == 2
     # try 2 killed before its success: try 3 is the same re-run, no second version
     assert stage_vote(ledger, Match("sales", "eu", KEY), _ti("eu"), reseal=True, try_number=3).status == "resealed"
-    assert [v.version for v in ledger.versions(1, "sales")] == [2] and ledger.frontier() == 1
+    assert [v.version for v in ledger.corrections.versions(1, "sales")] == [2] and ledger.frontier() == 1
     assert len(_reruns(ledger)) == 1

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.services.declared_votes import TaskInstanceId, drain, stage_vote
+from airflow_epochs.coordination.declared.records import StagedVote
+from airflow_epochs.coordination.declared.votes import TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, ExplicitKeys, Match, TaskProducer
-from airflow_epochs.coordination.wire.declared_records import StagedVote
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,7 +30,7 @@ def test_a_rerun_after_the_seal_reseals_the_key(zk):
     rerun = TaskInstanceId("prod_eu", "r2-again", "load")
     outcome = stage_vote(ledger, Match("sales", "eu", "k2"), rerun, reseal=True)
     assert outcome.status == "resealed"
-    view = ledger.sealed_version(2, "sales")
+    view = ledger.corrections.sealed_version(2, "sales")
     assert view is not None and view.version == 2
     assert StagedVote.voted_by(view.manifests["eu"])["run_id"] == "r2-again"
     assert StagedVote.voted_by(view.manifests["us"])["run_id"] == "r2"  # the other producer's vote stands
@@ -38,5 +38,5 @@ def test_a_rerun_after_the_seal_reseals_the_key(zk):
     assert [ledger.epoch_info(e).generation for e in (2, 3, 4)] == [1, 1, 1]
     again = stage_vote(ledger, Match("sales", "eu", "k2"), rerun, reseal=True)
     assert again.status == "repeat"
-    assert [v.version for v in ledger.versions(2, "sales")] == [2]
-    assert [c.state for c in ledger.corrections()] == ["done"]  # nothing of this pipeline read it
+    assert [v.version for v in ledger.corrections.versions(2, "sales")] == [2]
+    assert [c.state for c in ledger.corrections.list()] == ["done"]  # nothing of this pipeline read it

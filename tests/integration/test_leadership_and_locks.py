@@ -11,11 +11,9 @@ import pytest
 from airflow_epochs.coordination import (
     EpochLedger,
     InvalidInput,
-    LeaderLease,
     LockTimeout,
     NotLeader,
     PipelineConfig,
-    resource_lock,
 )
 
 pytestmark = pytest.mark.integration
@@ -29,8 +27,8 @@ def pipeline(zk):
 
 def test_lease_renews_refuses_and_expires_to_a_standby(zk_factory, pipeline):
     short = datetime.timedelta(seconds=2)
-    leader = LeaderLease(zk_factory(), pipeline, owner="deploy-a", duration=short)
-    standby = LeaderLease(zk_factory(), pipeline, owner="deploy-b", duration=short)
+    leader = EpochLedger(zk_factory(), pipeline, owner="deploy-a").lease(duration=short)
+    standby = EpochLedger(zk_factory(), pipeline, owner="deploy-b").lease(duration=short)
     first = leader.acquire()
     assert first.owner == "deploy-a" and leader.is_held()
     assert leader.acquire().until >= first.until  # renewal by the holder
@@ -54,8 +52,8 @@ def test_lease_renews_refuses_and_expires_to_a_standby(zk_factory, pipeline):
 
 
 def test_release_hands_over_at_once(zk, pipeline):
-    leader = LeaderLease(zk, pipeline, owner="deploy-a")
-    standby = LeaderLease(zk, pipeline, owner="deploy-b")
+    leader = EpochLedger(zk, pipeline, owner="deploy-a").lease()
+    standby = EpochLedger(zk, pipeline, owner="deploy-b").lease()
     leader.acquire()
     assert not standby.release()  # not the holder: nothing happens
     assert leader.release()
@@ -64,18 +62,18 @@ def test_release_hands_over_at_once(zk, pipeline):
 
 def test_lease_rejects_bad_duration(zk, pipeline):
     with pytest.raises(InvalidInput, match="at least 1 s"):
-        LeaderLease(zk, pipeline, owner="a", duration=datetime.timedelta(milliseconds=10))
+        EpochLedger(zk, pipeline, owner="a").lease(duration=datetime.timedelta(milliseconds=10))
 
 
 def test_exclusive_lock_times_out_with_the_resource_named(zk_factory, pipeline):
     holder, waiter = zk_factory(), zk_factory()
-    with resource_lock(holder, pipeline, "flights-output", identifier="spark-1"):
+    with EpochLedger(holder, pipeline).lock("flights-output", identifier="spark-1"):
         started = time.monotonic()
         with pytest.raises(LockTimeout, match=r"'flights-output' within 0\.5 s"), \
-                resource_lock(waiter, pipeline, "flights-output", timeout=0.5):
+                EpochLedger(waiter, pipeline).lock("flights-output", timeout=0.5):
             pass
         assert time.monotonic() - started >= 0.5
-    with resource_lock(waiter, pipeline, "flights-output", timeout=5):
+    with EpochLedger(waiter, pipeline).lock("flights-output", timeout=5):
         pass
 
 
@@ -85,25 +83,25 @@ def test_read_locks_share_and_exclude_writers(zk_factory, pipeline):
     release = threading.Event()
 
     def reader():
-        with resource_lock(b, pipeline, "snapshot", mode="read", timeout=5):
+        with EpochLedger(b, pipeline).lock("snapshot", mode="read", timeout=5):
             inside.set()
             release.wait(10)
 
-    with resource_lock(a, pipeline, "snapshot", mode="read", timeout=5):
+    with EpochLedger(a, pipeline).lock("snapshot", mode="read", timeout=5):
         thread = threading.Thread(target=reader)
         thread.start()
         assert inside.wait(5), "a second reader must get in while a reader holds the lock"
-        with pytest.raises(LockTimeout), resource_lock(c, pipeline, "snapshot", mode="write", timeout=0.5):
+        with pytest.raises(LockTimeout), EpochLedger(c, pipeline).lock("snapshot", mode="write", timeout=0.5):
             pass
         release.set()
         thread.join()
-    with resource_lock(c, pipeline, "snapshot", mode="write", timeout=5):
+    with EpochLedger(c, pipeline).lock("snapshot", mode="write", timeout=5):
         pass
 
 
 def test_lock_arguments_are_checked_before_anything_is_written(zk, pipeline):
-    with pytest.raises(InvalidInput, match="lock mode"), resource_lock(zk, pipeline, "x", mode="shared"):
+    with pytest.raises(InvalidInput, match="lock mode"), EpochLedger(zk, pipeline).lock("x", mode="shared"):
         pass
-    with pytest.raises(InvalidInput, match="positive"), resource_lock(zk, pipeline, "x", timeout=0):
+    with pytest.raises(InvalidInput, match="positive"), EpochLedger(zk, pipeline).lock("x", timeout=0):
         pass
     assert zk.get_children("/airflow-epochs/lead/locks") == []

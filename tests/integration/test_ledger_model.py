@@ -21,7 +21,6 @@ from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import (
     AttemptSuperseded,
-    Barrier,
     BarrierNotDeclared,
     ConfigConflict,
     DuplicateVote,
@@ -324,7 +323,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if epoch not in self.model.epochs:
             return
         expected = self.model.declare(epoch, name, ("x", "y"))
-        got = outcome(lambda: Barrier(self.ledgers[who].client, self.ledgers[who].pipeline, epoch, name).declare(
+        got = outcome(lambda: self.ledgers[who].barrier(epoch, name).declare(
             StragglerPolicy.fail(3600), ["x", "y"]))
         assert (got is None) if isinstance(expected, tuple) else (got is expected), (expected, got)
 
@@ -335,7 +334,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if epoch not in self.model.epochs:
             return
         expected = self.model.arrive(epoch, name, participant)
-        got = outcome(lambda: Barrier(self.ledgers[who].client, self.ledgers[who].pipeline, epoch, name)
+        got = outcome(lambda: EpochLedger(self.ledgers[who].client, self.ledgers[who].pipeline).barrier(epoch, name)
                       .arrive(participant))
         if isinstance(expected, tuple):
             assert not isinstance(got, type), (expected, got)
@@ -369,7 +368,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert set(info.sealed_partitions) == set(node.sealed)
                 assert set(info.partitions) == set(node.partitions)
                 for name, barrier in node.barriers.items():
-                    released = Barrier(ledger.client, ledger.pipeline, epoch, name).outcome()
+                    released = EpochLedger(ledger.client, ledger.pipeline).barrier(epoch, name).outcome()
                     should = barrier["arrived"] >= barrier["registered"]
                     assert (released is not None) == should, (epoch, name, barrier, released)
 

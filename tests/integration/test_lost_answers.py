@@ -19,9 +19,7 @@ from zk_proxy import MULTI, LostAnswerProxy
 
 from airflow_epochs.coordination import (
     AttemptSuperseded,
-    Barrier,
     EpochLedger,
-    LeaderLease,
     OutcomeUnknown,
     PipelineConfig,
     RollbackRefused,
@@ -186,7 +184,7 @@ def test_rollback_is_applied_once(zk, lossy, proxy):
 def test_lease_consumers_and_barriers(zk, lossy, proxy):
     ledger = EpochLedger(lossy, "p", owner="o")
     ledger.create_pipeline(CONFIG)
-    lease = LeaderLease(lossy, "p", owner="o", duration=datetime.timedelta(seconds=30))
+    lease = EpochLedger(lossy, "p", owner="o").lease(duration=datetime.timedelta(seconds=30))
     before = lose_next(proxy)
     holder = lease.acquire()
     assert len(proxy.dropped) == before + 1 and holder.owner == "o"
@@ -204,7 +202,7 @@ def test_lease_consumers_and_barriers(zk, lossy, proxy):
     assert zk.exists(ledger.paths.consumer("report")) is None
 
     ledger.open_epoch(1)
-    barrier = Barrier(lossy, "p", 1, "ingested")
+    barrier = EpochLedger(lossy, "p").barrier(1, "ingested")
     barrier.declare(StragglerPolicy.fail(60), ["x", "y"])
     before = lose_next(proxy)
     assert barrier.arrive("x").index == 1
@@ -212,7 +210,7 @@ def test_lease_consumers_and_barriers(zk, lossy, proxy):
     before = lose_next(proxy, 2)  # the completing arrival, then its release
     last = barrier.arrive("y")
     assert len(proxy.dropped) >= before + 1
-    assert last.released and Barrier(zk, "p", 1, "ingested").outcome().decision == "all"
+    assert last.released and EpochLedger(zk, "p").barrier(1, "ingested").outcome().decision == "all"
 
 
 def test_outcome_unknown_names_the_request_and_a_repeat_resolves_it(zk, zk_chroot, proxy):

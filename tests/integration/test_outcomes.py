@@ -22,7 +22,6 @@ from airflow_epochs.coordination import (
     EpochIncomplete,
     EpochLedger,
     InvalidInput,
-    LeaderLease,
     OutcomeUnknown,
     PartitionAlreadySealed,
     PipelineConfig,
@@ -286,8 +285,9 @@ def test_scenario_10_an_abort_never_lands_after_the_attempt_sealed_the_epoch(zk,
 
 
 def test_a_lease_acquisition_found_after_another_owner_took_it(zk, lossy, proxy):
-    a = LeaderLease(lossy, "p", owner="A", duration=datetime.timedelta(seconds=30))
-    later = LeaderLease(zk, "p", owner="B", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 3600)
+    a = EpochLedger(lossy, "p", owner="A").lease(duration=datetime.timedelta(seconds=30))
+    later = EpochLedger(zk, "p", owner="B", clock=lambda: time.time() + 3600).lease(
+        duration=datetime.timedelta(seconds=30))
     EpochLedger(zk, "p", owner="A").create_pipeline(CONFIG)
     proxy.drop_next_committed_write(on_drop=later.acquire)
     holder = a.acquire(request_id="lease-A")
@@ -298,9 +298,9 @@ def test_a_lease_acquisition_found_after_two_takeovers_and_renewals(zk, lossy, p
     """A's answer is lost, then B and C take the lease in turn (and renew it) before A repeats: A's request
     is still found (the lease keeps its recent holdings), never refused as if nothing was written; and a
     repeat of an older renewal of a holding still in force is that holding, not a second renewal."""
-    a = LeaderLease(lossy, "p", owner="A", duration=datetime.timedelta(seconds=30))
-    b = LeaderLease(zk, "p", owner="B", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 3600)
-    c = LeaderLease(zk, "p", owner="C", duration=datetime.timedelta(seconds=30), clock=lambda: time.time() + 7200)
+    a = EpochLedger(lossy, "p", owner="A").lease(duration=datetime.timedelta(seconds=30))
+    b = EpochLedger(zk, "p", owner="B", clock=lambda: time.time() + 3600).lease(duration=datetime.timedelta(seconds=30))
+    c = EpochLedger(zk, "p", owner="C", clock=lambda: time.time() + 7200).lease(duration=datetime.timedelta(seconds=30))
     EpochLedger(zk, "p", owner="A").create_pipeline(CONFIG)
 
     def two_takeovers() -> None:

@@ -37,8 +37,6 @@ from airflow_epochs.coordination import (
     LeaderLease,
     OutcomeUnknown,
     PipelineConfig,
-    register_consumer,
-    unregister_consumer,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -51,7 +49,7 @@ FIRST, SECOND = "first-request", "second-request"
 
 
 def lease(client: KazooClient, owner: str = "A", later: float = 0.0) -> LeaderLease:
-    return LeaderLease(client, P, owner=owner, duration=LEASE, clock=lambda: time.time() + later)
+    return EpochLedger(client, P, owner=owner, clock=lambda: time.time() + later).lease(duration=LEASE)
 
 
 def seal(ledger: EpochLedger, epoch: int) -> None:
@@ -196,7 +194,7 @@ def _with_lease(a: EpochLedger, b: EpochLedger, zk: KazooClient) -> dict[str, An
 
 def _with_consumer(a: EpochLedger, b: EpochLedger, zk: KazooClient) -> dict[str, Any]:
     a.create_pipeline(CONFIG)
-    register_consumer(a, "c1")
+    a.consumer("c1").register()
     return {}
 
 
@@ -240,9 +238,9 @@ FAMILIES = [
     Family("lease_acquire", _created, lambda a, c, rid: lease(a.client).acquire(request_id=rid), check_lease),
     Family("lease_release", _with_lease, lambda a, c, rid: lease(a.client).release(request_id=rid),
            check_released),
-    Family("consumer_register", _created, lambda a, c, rid: register_consumer(a, "c1", request_id=rid),
+    Family("consumer_register", _created, lambda a, c, rid: a.consumer("c1").register(request_id=rid),
            check_registered),
-    Family("consumer_unregister", _with_consumer, lambda a, c, rid: unregister_consumer(a, "c1", request_id=rid),
+    Family("consumer_unregister", _with_consumer, lambda a, c, rid: a.consumer("c1").unregister(request_id=rid),
            check_unregistered),
 ]
 
@@ -273,7 +271,7 @@ INTERLEAVES: dict[str, Callable[[EpochLedger, KazooClient], Any]] = {
     "vote": lambda b, zk: _b_vote_all(b),
     "seal_and_compact": lambda b, zk: _b_seal_and_compact(b),
     "lease_takeover": lambda b, zk: lease(zk, "B", later=3600).acquire(),
-    "consumer_removal": lambda b, zk: unregister_consumer(b, "c1"),
+    "consumer_removal": lambda b, zk: b.consumer("c1").unregister(),
 }
 
 

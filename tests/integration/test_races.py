@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 import race_workers
 
-from airflow_epochs.coordination import EpochLedger, LeaderLease, PipelineConfig
+from airflow_epochs.coordination import EpochLedger, PipelineConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -78,5 +78,5 @@ def test_one_leader(zk, zk_server, zk_chroot, contenders):
     EpochLedger(zk, "race", owner="setup").create_pipeline(PipelineConfig({"out": ("job",)}))
     results = _run(kind, n, race_workers.lease, lambda i: (_hosts(zk_server, zk_chroot), "race", f"owner{i}"))
     assert sorted(results) == ["NotLeader"] * (n - 1) + ["leader"], results
-    holder = LeaderLease(zk, "race", owner="observer").holder()
+    holder = EpochLedger(zk, "race", owner="observer").lease().holder()
     assert holder is not None and holder.owner.startswith("owner")

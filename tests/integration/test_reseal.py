@@ -19,7 +19,8 @@ from zk_helpers import tree
 from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput, PipelineConfig
-from airflow_epochs.coordination.base.reseal_errors import (
+from airflow_epochs.coordination.recipes.corrections import reseal as reseal_protocol
+from airflow_epochs.coordination.recipes.corrections.errors import (
     InputsNotResealed,
     ResealCompacted,
     ResealInFlight,
@@ -27,8 +28,7 @@ from airflow_epochs.coordination.base.reseal_errors import (
     ResealUnknownPartition,
     VersionNotOpen,
 )
-from airflow_epochs.coordination.protocol import reseal as reseal_protocol
-from airflow_epochs.coordination.wire.versions import read_key
+from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.views.status import pipeline_status, render
 
 pytestmark = [pytest.mark.integration]
@@ -43,7 +43,7 @@ EXPECTED = [(8, "joined"), *((e, "totals") for e in range(8, EPOCHS + 1))]
 
 
 def value(ledger: EpochLedger, epoch: int, partition: str) -> int:
-    view = ledger.sealed_version(epoch, partition)
+    view = ledger.corrections.sealed_version(epoch, partition)
     assert view is not None, (epoch, partition)
     return int(next(iter(view.manifests.values()))["value"])
 
@@ -91,24 +91,24 @@ def pipeline(zk, name: str, weather: dict[int, int], epochs: int = EPOCHS, **con
 def reproduce(ledger: EpochLedger, weather: dict[int, int]) -> list[tuple[int, str]]:
     """What a correction's producers do: re-produce each pending re-seal, in the order it is asked for."""
     done: list[tuple[int, str]] = []
-    while pending := ledger.pending_reseals():
+    while pending := ledger.corrections.pending():
         for item in pending:
             e, p = item.epoch, item.partition
             if p == "joined":
                 manifest, up = joined(ledger, e)
-                ledger.vote_version(e, p, item.version, "j", manifest, upstream=up)
+                ledger.corrections.vote_version(e, p, item.version, "j", manifest, upstream=up)
             else:
                 assert p == "totals", item
                 manifest, snap, up = totals(ledger, e)
-                ledger.vote_version(e, p, item.version, "t", manifest, snapshot=snap, upstream=up)
+                ledger.corrections.vote_version(e, p, item.version, "t", manifest, snapshot=snap, upstream=up)
             done.append((e, p))
     return done
 
 
 def correct_weather(ledger: EpochLedger, request_id: str = "fix-8") -> str:
-    asked = ledger.reseal(8, "weather", reason="late weather feed for day 8", request_id=request_id)
+    asked = ledger.corrections.reseal(8, "weather", reason="late weather feed for day 8", request_id=request_id)
     assert (asked.version, asked.state) == (2, "open")
-    assert ledger.vote_version(8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
+    assert ledger.corrections.vote_version(8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
     return asked.correction
 # [END reproduce]
 
@@ -122,12 +122,12 @@ def test_a_correction_reseals_exactly_what_read_it(zk):
     before_totals = {e: value(ledger, e, "totals") for e in range(1, EPOCHS + 1)}
     cid = correct_weather(ledger)
     assert ledger.frontier() == EPOCHS  # never moved back
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.id == cid and correction.state == "marking"
     assert list(correction.plan) == EXPECTED
 
     # the stale seals say so, naming the correction, before they are re-produced
-    stale = ledger.sealed_version(12, "totals")
+    stale = ledger.corrections.sealed_version(12, "totals")
     assert stale is not None and stale.version == 1 and stale.stale_by == cid and stale.resealed_at is None
 
     shown = render(pipeline_status(ledger, recent=EPOCHS))
@@ -139,7 +139,7 @@ def test_a_correction_reseals_exactly_what_read_it(zk):
     assert redone == EXPECTED  # each once, in epoch order
     shown = render(pipeline_status(ledger, recent=EPOCHS))
     assert "corrections" not in shown and shown.count(" yes v2 ") == 1 + len(EXPECTED)
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.state == "done"
     assert ledger.frontier() == EPOCHS
 
@@ -147,16 +147,16 @@ def test_a_correction_reseals_exactly_what_read_it(zk):
     for epoch in range(1, EPOCHS + 1):
         for partition in PARTITIONS:
             assert value(ledger, epoch, partition) == value(clean, epoch, partition), (epoch, partition)
-            versions = ledger.versions(epoch, partition)
+            versions = ledger.corrections.versions(epoch, partition)
             touched = (epoch, partition) in [(8, "weather"), *EXPECTED]
             assert [v.version for v in versions] == ([2] if touched else []), (epoch, partition)
     # the old seals are kept as they were, and say which correction superseded them and when it landed
-    old = ledger.sealed_version(8, "weather", 1)
+    old = ledger.corrections.sealed_version(8, "weather", 1)
     assert old is not None and old.manifests["w"]["value"] == WEATHER[8] and old.stale_by == cid
     assert old.resealed_at is not None
     assert value(ledger, 7, "totals") == before_totals[7]
-    assert ledger.sealed_version(20, "totals", 1).manifests["t"]["value"] == before_totals[20]
-    newest = ledger.sealed_version(20, "totals")
+    assert ledger.corrections.sealed_version(20, "totals", 1).manifests["t"]["value"] == before_totals[20]
+    newest = ledger.corrections.sealed_version(20, "totals")
     assert newest.version == 2 and newest.latest == 2 and not newest.stale and newest.correction == cid
     # the history records it: one opening per re-seal, one seal per version, one plan, one done
     assert len(events(ledger, "reseal_opened")) == 1 + len(EXPECTED)
@@ -173,13 +173,13 @@ def test_a_new_epoch_during_a_correction_proceeds_and_is_re_produced(zk):
     assert ledger.frontier() == EPOCHS + 1
     redone = reproduce(ledger, CORRECTED)
     assert redone == [*EXPECTED, (EPOCHS + 1, "totals")]
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.state == "done"
     clean = pipeline(zk, "clean21", CORRECTED, epochs=EPOCHS + 1)
     assert value(ledger, EPOCHS + 1, "totals") == value(clean, EPOCHS + 1, "totals")
     # epoch 22 opened after the correction reads the corrected snapshot: nothing more to redo
     run_epoch(ledger, EPOCHS + 2, CORRECTED)
-    assert ledger.resume_corrections() == [] and ledger.pending_reseals() == []
+    assert ledger.corrections.resume() == [] and ledger.corrections.pending() == []
 
 
 def test_refusals_write_nothing(zk):
@@ -188,38 +188,38 @@ def test_refusals_write_nothing(zk):
     ledger.open_epoch(7)
     before = tree(zk, ledger.paths.base)
     with pytest.raises(ResealNotSealed, match=r"epoch 7 is not sealed yet.*nothing was written"):
-        ledger.reseal(7, "weather", reason="x")
+        ledger.corrections.reseal(7, "weather", reason="x")
     with pytest.raises(ResealNotSealed):
-        ledger.reseal(30, "weather", reason="x")
+        ledger.corrections.reseal(30, "weather", reason="x")
     with pytest.raises(ResealUnknownPartition, match=r"'rain' is not configured at epoch 5"):
-        ledger.reseal(5, "rain", reason="x")
+        ledger.corrections.reseal(5, "rain", reason="x")
     with pytest.raises(ResealCompacted, match=r"epoch 2 is compacted"):
-        ledger.reseal(2, "weather", reason="x")
+        ledger.corrections.reseal(2, "weather", reason="x")
     with pytest.raises(InvalidInput, match="needs a reason"):
-        ledger.reseal(5, "weather", reason=" ")
+        ledger.corrections.reseal(5, "weather", reason=" ")
     with pytest.raises(VersionNotOpen, match="never opened"):
-        ledger.vote_version(5, "weather", 2, "w", {"value": 1})
+        ledger.corrections.vote_version(5, "weather", 2, "w", {"value": 1})
     assert tree(zk, ledger.paths.base) == before
 
-    ledger.reseal(5, "weather", reason="first", request_id="r1")
+    ledger.corrections.reseal(5, "weather", reason="first", request_id="r1")
     before = tree(zk, ledger.paths.base)
     with pytest.raises(ResealInFlight, match=r"version 2 of 'weather' at epoch 5 is being re-sealed"):
-        ledger.reseal(5, "weather", reason="second", request_id="r2")
+        ledger.corrections.reseal(5, "weather", reason="second", request_id="r2")
     with pytest.raises(VersionNotOpen):
-        ledger.vote_version(5, "weather", 3, "w", {"value": 1})
+        ledger.corrections.vote_version(5, "weather", 3, "w", {"value": 1})
     assert tree(zk, ledger.paths.base) == before
 
     # Version 2 sealed, its correction still re-producing what read it: a second request is still refused
     # (it would re-produce the same seals again); the first request's repeat answers.
-    assert ledger.vote_version(5, "weather", 2, "w", {"value": 1}).sealed
-    (correction,) = ledger.corrections()
-    assert correction.state == "marking" and ledger.pending_reseals()
+    assert ledger.corrections.vote_version(5, "weather", 2, "w", {"value": 1}).sealed
+    (correction,) = ledger.corrections.list()
+    assert correction.state == "marking" and ledger.corrections.pending()
     before = tree(zk, ledger.paths.base)
     with pytest.raises(ResealInFlight, match=r"version 2 of 'weather' at epoch 5 is sealed, and its correction "
                                              r"\S+ \(request 'r1'\) is still re-producing"):
-        ledger.reseal(5, "weather", reason="second", request_id="r2")
+        ledger.corrections.reseal(5, "weather", reason="second", request_id="r2")
     assert tree(zk, ledger.paths.base) == before
-    assert ledger.reseal(5, "weather", reason="first", request_id="r1").state == "sealed"
+    assert ledger.corrections.reseal(5, "weather", reason="first", request_id="r1").state == "sealed"
 
 
 def test_repeats_and_lost_replies_apply_once(zk, lossy, proxy: LostAnswerProxy):
@@ -227,28 +227,28 @@ def test_repeats_and_lost_replies_apply_once(zk, lossy, proxy: LostAnswerProxy):
     ledger = EpochLedger(lossy, "lost", owner="o")
     proxy.drop_next_committed_write(1)
     dropped = len(proxy.dropped)
-    first = ledger.reseal(8, "weather", reason="late feed", request_id="fix")
+    first = ledger.corrections.reseal(8, "weather", reason="late feed", request_id="fix")
     assert len(proxy.dropped) == dropped + 1  # the answer was lost; ZooKeeper was asked
-    assert ledger.reseal(8, "weather", reason="late feed", request_id="fix") == first
+    assert ledger.corrections.reseal(8, "weather", reason="late feed", request_id="fix") == first
     proxy.drop_next_committed_write(1)
-    assert ledger.vote_version(8, "weather", 2, "w", {"value": 87}, request_id="v").sealed
-    assert ledger.vote_version(8, "weather", 2, "w", {"value": 87}, request_id="v").sealed
+    assert ledger.corrections.vote_version(8, "weather", 2, "w", {"value": 87}, request_id="v").sealed
+    assert ledger.corrections.vote_version(8, "weather", 2, "w", {"value": 87}, request_id="v").sealed
     # a repeat of the re-seal after it sealed answers with it, sealed; it opens nothing
-    again = ledger.reseal(8, "weather", reason="late feed", request_id="fix")
+    again = ledger.corrections.reseal(8, "weather", reason="late feed", request_id="fix")
     assert (again.version, again.state) == (2, "sealed")
-    assert [v.version for v in ledger.versions(8, "weather")] == [2]
+    assert [v.version for v in ledger.corrections.versions(8, "weather")] == [2]
     assert len(events(ledger, "reseal_opened")) == 1 + 3  # joined@8, totals@8 and @9
     # a vote out of order (totals@9 before totals@8) is refused
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     with pytest.raises(InputsNotResealed, match="not re-sealed yet"):
-        ledger.vote_version(9, "totals", 2, "t", {"value": 0})
+        ledger.corrections.vote_version(9, "totals", 2, "t", {"value": 0})
     assert correction.plan == ((8, "joined"), (8, "totals"), (9, "totals"))
     # Another request while that correction re-produces: refused; once it is done, it opens version 3.
     with pytest.raises(ResealInFlight, match="is still re-producing the seals that read it"):
-        ledger.reseal(8, "weather", reason="again", request_id="fix-2")
+        ledger.corrections.reseal(8, "weather", reason="again", request_id="fix-2")
     reproduce(ledger, WEATHER)
-    assert ledger.corrections()[0].state == "done"
-    assert ledger.reseal(8, "weather", reason="again", request_id="fix-2").version == 3
+    assert ledger.corrections.list()[0].state == "done"
+    assert ledger.corrections.reseal(8, "weather", reason="again", request_id="fix-2").version == 3
 
 
 def test_two_concurrent_reseal_requests_give_one_reseal(zk, zk_factory):
@@ -260,7 +260,7 @@ def test_two_concurrent_reseal_requests_give_one_reseal(zk, zk_factory):
         ledger = EpochLedger(zk_factory(), "race", owner=name)
         start.wait()
         try:
-            answers.append(ledger.reseal(8, "weather", reason=name, request_id=name))
+            answers.append(ledger.corrections.reseal(8, "weather", reason=name, request_id=name))
         except ResealInFlight as exc:
             answers.append(exc)
 
@@ -271,29 +271,30 @@ def test_two_concurrent_reseal_requests_give_one_reseal(zk, zk_factory):
         t.join(30)
     assert sorted(type(a).__name__ for a in answers) == ["Reseal", "ResealInFlight"]
     ledger = EpochLedger(zk, "race")
-    assert [v.version for v in ledger.versions(8, "weather")] == [2]
+    assert [v.version for v in ledger.corrections.versions(8, "weather")] == [2]
     assert len(events(ledger, "reseal_opened")) == 1
 
 
 def test_a_kill_9_mid_invalidation_resumes_and_finishes_once(zk, zk_server, zk_chroot):
     ledger = pipeline(zk, "killed", WEATHER)
-    asked = ledger.reseal(8, "weather", reason="late feed")
+    asked = ledger.corrections.reseal(8, "weather", reason="late feed")
     # seal the origin without advancing its correction: the killed worker is the first to advance it
     assert reseal_protocol.vote_version(ledger.ctx, 8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.state == "planning"
     worker = subprocess.run([sys.executable, str(RESEAL_WORKER), zk_server.address + zk_chroot, "killed", "4"],
                             capture_output=True, text=True, timeout=120, env=zk_server.env())
     assert worker.returncode == -9, (worker.returncode, worker.stdout, worker.stderr[-2000:])
     assert "OPENED 4" in worker.stdout and "NOT KILLED" not in worker.stdout
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.state == "marking" and list(correction.plan) == EXPECTED
-    assert sum(1 for e, p in EXPECTED if ledger.versions(e, p)) == 4  # killed with 4 of 14 marked
+    assert sum(1 for e, p in EXPECTED if ledger.corrections.versions(e, p)) == 4  # killed with 4 of 14 marked
 
-    ledger.resume_corrections()
+    ledger.corrections.resume()
     assert reproduce(ledger, CORRECTED) == EXPECTED
     for epoch, partition in EXPECTED:
-        assert [(v.version, v.correction) for v in ledger.versions(epoch, partition)] == [(2, asked.correction)]
+        versions = ledger.corrections.versions(epoch, partition)
+        assert [(v.version, v.correction) for v in versions] == [(2, asked.correction)]
     assert len(events(ledger, "reseal_opened")) == 1 + len(EXPECTED)
     assert len(events(ledger, "correction_planned")) == 1
     assert len(events(ledger, "correction_done")) == 1
@@ -305,28 +306,28 @@ def test_versions_of_a_rolled_back_opening_are_history(zk):
     """A rollback re-opens the epoch as a new generation: its new seal is version 1 again, readers never
     serve the old opening's re-seal, a vote under it is refused, and a new re-seal numbers on after it."""
     ledger = pipeline(zk, "undo", WEATHER, epochs=6)
-    asked = ledger.reseal(5, "weather", reason="late")
-    ledger.vote_version(5, "weather", asked.version, "w", {"value": 555})
-    ledger.advance_correction(asked.correction)
+    asked = ledger.corrections.reseal(5, "weather", reason="late")
+    ledger.corrections.vote_version(5, "weather", asked.version, "w", {"value": 555})
+    ledger.corrections.advance(asked.correction)
     assert value(ledger, 5, "weather") == 555
-    opened = ledger.pending_reseals()
+    opened = ledger.corrections.pending()
     assert [(p.epoch, p.partition) for p in opened] == [(5, "joined")]
 
     assert ledger.rollback(4, reason="redo 5 and 6") == [5, 6]
     with pytest.raises(VersionNotOpen, match="rolled back"):
-        ledger.vote_version(5, "joined", opened[0].version, "j", {"value": 1})
-    assert ledger.pending_reseals() == []
-    assert [c.state for c in ledger.resume_corrections()] == ["rolled_back"]
+        ledger.corrections.vote_version(5, "joined", opened[0].version, "j", {"value": 1})
+    assert ledger.corrections.pending() == []
+    assert [c.state for c in ledger.corrections.resume()] == ["rolled_back"]
     for epoch in (5, 6):
         run_epoch(ledger, epoch, WEATHER)
-    fresh = ledger.sealed_version(5, "weather")
+    fresh = ledger.corrections.sealed_version(5, "weather")
     assert fresh is not None and fresh.version == 1 and not fresh.stale and fresh.manifests["w"]["value"] == 50
     assert value(ledger, 6, "totals") == value(pipeline(zk, "undo-clean", WEATHER, epochs=6), 6, "totals")
-    again = ledger.reseal(5, "weather", reason="late again")
+    again = ledger.corrections.reseal(5, "weather", reason="late again")
     assert again.version == 3  # version 2 stays the rolled-back opening's
-    ledger.vote_version(5, "weather", 3, "w", {"value": 57})
-    assert ledger.sealed_version(5, "weather").version == 3
-    assert ledger.sealed_version(5, "weather", 1).stale_by == again.correction
+    ledger.corrections.vote_version(5, "weather", 3, "w", {"value": 57})
+    assert ledger.corrections.sealed_version(5, "weather").version == 3
+    assert ledger.corrections.sealed_version(5, "weather", 1).stale_by == again.correction
 
 
 def test_lost_answers_while_a_correction_advances_apply_each_step_once(zk, lossy, proxy: LostAnswerProxy):
@@ -334,15 +335,15 @@ def test_lost_answers_while_a_correction_advances_apply_each_step_once(zk, lossy
     ZooKeeper (or found done when decided again), and nothing is applied twice."""
     pipeline(zk, "lost-steps", WEATHER, epochs=12)
     ledger = EpochLedger(lossy, "lost-steps", owner="o")
-    asked = ledger.reseal(8, "weather", reason="late feed")
+    asked = ledger.corrections.reseal(8, "weather", reason="late feed")
     assert reseal_protocol.vote_version(ledger.ctx, 8, "weather", 2, "w", {"value": CORRECTED[8]}).sealed
     dropped = len(proxy.dropped)
     proxy.drop_next_committed_write(3)
-    node = ledger.advance_correction(asked.correction)
+    node = ledger.corrections.advance(asked.correction)
     assert len(proxy.dropped) == dropped + 3
     plan = [(8, "joined"), *((e, "totals") for e in range(8, 13))]
     assert node.state == "marking" and list(node.plan) == plan
     assert len(events(ledger, "correction_planned")) == 1
     assert len(events(ledger, "reseal_opened")) == 1 + len(plan)
     assert reproduce(ledger, CORRECTED) == plan
-    assert [c.state for c in ledger.corrections()] == ["done"]
+    assert [c.state for c in ledger.corrections.list()] == ["done"]

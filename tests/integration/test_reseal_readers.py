@@ -35,8 +35,8 @@ def test_readers_see_the_newest_version_and_can_ask_for_another(zk, tmp_path, sp
         attempt = ledger.open_epoch(epoch)
         tokens[epoch] = attempt.token
         ledger.vote(attempt, "daily", "job", _manifest(store, epoch, attempt.token, "r1", epoch * 10))
-    asked = ledger.reseal(2, "daily", reason="late rows for day 2")
-    ledger.vote_version(2, "daily", asked.version, "job", _manifest(store, 2, tokens[2], "r2", 25))
+    asked = ledger.corrections.reseal(2, "daily", reason="late rows for day 2")
+    ledger.corrections.vote_version(2, "daily", asked.version, "job", _manifest(store, 2, tokens[2], "r2", 25))
 
     newest = sealed_outputs(ledger, "daily", [1, 2, 3])
     assert [(o.epoch, o.version) for o in newest] == [(1, 1), (2, 2), (3, 1)]
@@ -52,6 +52,6 @@ def test_readers_see_the_newest_version_and_can_ask_for_another(zk, tmp_path, sp
     old = read_sealed(spark, "daily-totals", "daily", [2], zookeeper=ledger, version=1)
     assert [r["amount"] for r in old.collect()] == [20]
 
-    view = ledger.sealed_version(2, "daily", 1)
+    view = ledger.corrections.sealed_version(2, "daily", 1)
     assert view is not None and view.stale and view.stale_by == asked.correction and view.resealed_at is not None
-    assert ledger.sealed_version(2, "daily").version == 2
+    assert ledger.corrections.sealed_version(2, "daily").version == 2

@@ -15,10 +15,11 @@ import pytest
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
 from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 from airflow_epochs.coordination.state import retired_partitions
 from airflow_epochs.coordination.state.retired_partitions import retired_file
 from airflow_epochs.coordination.wire.compaction_record import CompactionSummary, RetiredPartition
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 
 ARCHIVE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "archive_worker.py"
 
@@ -313,7 +314,7 @@ def test_the_delivery_cursor_of_a_removed_partition_no_longer_holds_compaction_b
     archive = str(tmp_path / "storage")
     ledger = EpochLedger(zk, "delivered", owner="o")
     ledger.create_pipeline(PipelineConfig({"gone": ("a",), "keep": ("a",)}, archive=archive))
-    cursor = ledger.paths.asset_event_cursor("s", "gone")
+    cursor = DeliveryPaths(ledger.paths).cursor("s", "gone")
     attempt = ledger.open_epoch(1)
     ledger.vote(attempt, "gone", "a", {"e": 1}, snapshot="s3://gone/1")
     ledger.vote(attempt, "keep", "a", {"e": 1})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from zk_helpers import tree
 
-from airflow_epochs.coordination import EpochLedger, LeaderLease, NotLeader, PipelineConfig
+from airflow_epochs.coordination import EpochLedger, NotLeader, PipelineConfig
 
 ZOMBIE_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "zombie_worker.py"
 
@@ -41,7 +41,7 @@ def test_frozen_coordinator_is_fenced_after_takeover(zk, zk_server, zk_chroot):
             assert time.monotonic() < deadline, "the server never expired the frozen session"
             time.sleep(0.1)
 
-        lease = LeaderLease(zk, "expiry", owner="standby", duration=datetime.timedelta(seconds=30))
+        lease = EpochLedger(zk, "expiry", owner="standby").lease(duration=datetime.timedelta(seconds=30))
         deadline = time.monotonic() + 10
         while True:
             try:

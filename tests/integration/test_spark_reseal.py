@@ -19,7 +19,7 @@ from spark_pipeline import (
     write_inputs,
 )
 
-from airflow_epochs.coordination.wire.versions import read_key
+from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.spark import resubmit_version, sealed_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -34,12 +34,12 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
     with open(f"{inputs[2]}/part-0.csv", "a", newline="") as out:  # the late rows of epoch 2
         csv.writer(out).writerows([["a", 1000], ["z", 7]])
     # [START spark]
-    asked = ledger.reseal(2, PARTITION, reason="late rows for epoch 2")
+    asked = ledger.corrections.reseal(2, PARTITION, reason="late rows for epoch 2")
     first = resubmit_version(ledger, asked, PRODUCER, storage=str(storage), runner=runner_for(spark),
                              inputs={"events": inputs[2]})
     assert first.vote.sealed and first.snapshot_epoch == 1
     redone = []
-    while pending := ledger.pending_reseals():
+    while pending := ledger.corrections.pending():
         for item in pending:
             outcome = resubmit_version(ledger, item, PRODUCER, storage=str(storage), runner=runner_for(spark),
                                        inputs={"events": inputs[item.epoch]})
@@ -47,7 +47,7 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
             redone.append(item.epoch)
     # [END spark]
     assert redone == [3, 4, 5]
-    assert [c.state for c in ledger.corrections()] == ["done"]
+    assert [c.state for c in ledger.corrections.list()] == ["done"]
     assert ledger.frontier() == EPOCHS
     assert [o.version for o in sealed_outputs(ledger, PARTITION, range(1, EPOCHS + 1))] == [1, 2, 2, 2, 2]
     daily, running, _ = sealed_result(spark, ledger, EPOCHS)

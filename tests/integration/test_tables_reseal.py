@@ -60,10 +60,10 @@ def seal_four_and_publish(ledger: EpochLedger, store: Path, catalog) -> None:
 
 def reseal_epoch_two(ledger: EpochLedger, store: Path, request_id: str) -> None:
     """Version 2 of epoch 2: every amount corrected, written to a new run folder of the sealing attempt."""
-    opened = ledger.reseal(2, PARTITION, reason="late correction of day 2", request_id=request_id)
+    opened = ledger.corrections.reseal(2, PARTITION, reason="late correction of day 2", request_id=request_id)
     attempt = ledger.seal_record(2, PARTITION).attempt
     manifest = write_run(ledger, store, 2, attempt, "r2", extra=CORRECTION)
-    assert ledger.vote_version(2, PARTITION, opened.version, PRODUCER, manifest).sealed
+    assert ledger.corrections.vote_version(2, PARTITION, opened.version, PRODUCER, manifest).sealed
 
 
 def sqlite_catalog(folder: Path, name: str = "reseal"):

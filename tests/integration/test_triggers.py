@@ -11,9 +11,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, EpochNotOpen, PipelineConfig
-from airflow_epochs.coordination.recipes.barriers import Barrier, StragglerPolicy
-from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer, unregister_consumer
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
+from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 from airflow_epochs.triggers.assets import SealedPartitionEventTrigger
 from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger
@@ -66,19 +66,19 @@ def test_consumers_trigger_fires_when_the_slowest_consumer_acknowledges(pipeline
         attempt = pipeline.open_epoch(epoch)
         pipeline.vote(attempt, "a", "x")
         pipeline.vote(attempt, "b", "y")
-    register_consumer(pipeline, "fast", acked=2)
-    register_consumer(pipeline, "slow", acked=0)
-    register_consumer(pipeline, "leaving", acked=0)
+    pipeline.consumer("fast").register(acked=2)
+    pipeline.consumer("slow").register(acked=0)
+    pipeline.consumer("leaving").register(acked=0)
 
     async def scenario():
         task = asyncio.create_task(_first_event(ConsumersCaughtUpTrigger(pipeline="p", epoch=2), 30))
-        await asyncio.to_thread(acknowledge, pipeline, "slow", 1)
+        await asyncio.to_thread(pipeline.consumer("slow").acknowledge, 1)
         await asyncio.sleep(1.0)
         assert not task.done()  # "slow" is at 1 and "leaving" at 0
-        await asyncio.to_thread(acknowledge, pipeline, "slow", 2)
+        await asyncio.to_thread(pipeline.consumer("slow").acknowledge, 2)
         await asyncio.sleep(1.0)
         assert not task.done()  # "leaving" still holds it back
-        await asyncio.to_thread(unregister_consumer, pipeline, "leaving")
+        await asyncio.to_thread(pipeline.consumer("leaving").unregister)
         left_at = time.monotonic()
         event = await task
         return event, time.monotonic() - left_at
@@ -111,7 +111,7 @@ def test_timeout_event_when_giving_up(pipeline):
 
 def test_barrier_trigger_applies_the_policy_at_the_deadline(pipeline, zk):
     pipeline.open_epoch(1)
-    barrier = Barrier(zk, "p", 1, "ingested")
+    barrier = EpochLedger(zk, "p").barrier(1, "ingested")
     barrier.declare(StragglerPolicy.quorum(1, timeout=1.0), ["x", "y"])
     barrier.arrive("x")
     event = asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="ingested"), 20))
@@ -185,7 +185,7 @@ def test_a_stream_started_again_after_an_unstored_event_delivers_the_seal_again(
 
     raw = asyncio.run(scenario())
     assert raw["epoch"] == 1 and raw["dedupe_key"].endswith("/1/1/1")
-    cursor = pipeline.paths.asset_event_cursor("s", "a")
+    cursor = DeliveryPaths(pipeline.paths).cursor("s", "a")
     assert DeliveryCursor.from_bytes(pipeline.client.get(cursor)[0], path=cursor).following == 2
 
 
@@ -281,7 +281,7 @@ def test_a_barrier_wait_on_an_epoch_that_already_left_zookeeper_reads_its_decisi
     ledger = EpochLedger(zk, "p", owner="o")
     ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}, archive=str(tmp_path)))
     attempt = ledger.open_epoch(1)
-    barrier = Barrier(zk, "p", 1, "ingested")
+    barrier = EpochLedger(zk, "p").barrier(1, "ingested")
     barrier.declare(StragglerPolicy.quorum(1, timeout=60.0), ["x", "y"])
     barrier.arrive("x")
     barrier.arrive("y")
@@ -291,7 +291,7 @@ def test_a_barrier_wait_on_an_epoch_that_already_left_zookeeper_reads_its_decisi
     assert ledger.compact().archived == (1,) and zk.exists(ledger.paths.epoch(1)) is None
     event = asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="ingested"), 30))
     assert (event.payload["decision"], event.payload["arrived"], event.payload["late"]) == ("all", 2, [])
-    assert Barrier(zk, "p", 1, "ingested").outcome().decision == "all"  # the core's own read, too
+    assert EpochLedger(zk, "p").barrier(1, "ingested").outcome().decision == "all"  # the core's own read, too
     with pytest.raises(EpochNotOpen):
         asyncio.run(_first_event(BarrierReleasedTrigger(pipeline="p", epoch=1, barrier="never-declared"), 30))
 
@@ -308,7 +308,7 @@ def test_compaction_keeps_the_seals_an_asset_deliverer_has_not_delivered(zk, zk_
         ledger.vote(attempt, "a", "x")
         ledger.vote(attempt, "b", "y")
 
-    cursor = ledger.paths.asset_event_cursor("s", "a")
+    cursor = DeliveryPaths(ledger.paths).cursor("s", "a")
 
     async def deliver(until: int) -> list[int]:
         """Run a deliverer until its cursor is past ``until`` (it moves once an event is handed over)."""

@@ -217,7 +217,7 @@ def test_the_first_timeline_view_draws_the_recorded_stages_never_an_empty_pictur
 def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
     """A decision names the first 100 stragglers and counts them all: the page's barrier view and
     ``status`` say how many more were late, never only the named ones."""
-    from airflow_epochs.coordination import Barrier, StragglerPolicy
+    from airflow_epochs.coordination import StragglerPolicy
     from airflow_epochs.views.status import pipeline_status, render
 
     names = [f"p{i:03d}" for i in range(150)]
@@ -225,7 +225,7 @@ def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
     ledger.create_pipeline(PipelineConfig({"out": ("job",)}, barriers={"wide": tuple(names)}))
     ledger.open_epoch(1)
     now = [time.time()]
-    barrier = Barrier(zk, "widebar", 1, "wide", clock=lambda: now[0])
+    barrier = EpochLedger(zk, "widebar", clock=lambda: now[0]).barrier(1, "wide")
     barrier.declare(StragglerPolicy.rerun(60))
     barrier.arrive(names[0])
     now[0] += 61
@@ -236,7 +236,7 @@ def test_a_barrier_with_more_stragglers_than_named_says_how_many_more(zk):
 
 
 def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_of_a_stale_seal(zk):
-    from airflow_epochs.coordination.wire.versions import read_key
+    from airflow_epochs.coordination.recipes.corrections.records import read_key
 
     ledger = EpochLedger(zk, "rs", owner="o")
     ledger.create_pipeline(PipelineConfig({"a": ("x",), "b": ("y",)}))
@@ -244,8 +244,8 @@ def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_
         attempt = ledger.open_epoch(epoch)
         ledger.vote(attempt, "a", "x", {"rows": epoch})
         ledger.vote(attempt, "b", "y", {"rows": epoch}, upstream={read_key("rs", "a"): epoch})
-    opened = ledger.reseal(1, "a", reason="late input")
-    ledger.vote_version(1, "a", opened.version, "x", {"rows": 10})  # b at 1 read it: now stale
+    opened = ledger.corrections.reseal(1, "a", reason="late input")
+    ledger.corrections.vote_version(1, "a", opened.version, "x", {"rows": 10})  # b at 1 read it: now stale
     state = StateReader(partial(ledger_on, zk)).pipeline("rs")
     detail = state.epoch_detail(1)
     assert detail is not None
@@ -253,7 +253,7 @@ def test_the_detail_and_the_timeline_name_a_resealed_version_and_the_correction_
     assert (a.version, a.correction, a.stale_by, a.summary["rows"]) == (2, opened.correction, "", 10)
     assert a.resealed_at is not None and a.producers[0].summary == {"rows": 10}
     assert (b.version, b.correction, b.stale_by, b.resealed_at) == (1, "", opened.correction, None)
-    ledger.vote_version(1, "b", 2, "y", {"rows": 20}, upstream={read_key("rs", "a"): 1})
+    ledger.corrections.vote_version(1, "b", 2, "y", {"rows": 20}, upstream={read_key("rs", "a"): 1})
     again = state.epoch_detail(1)
     assert again is not None
     b = next(p for p in again.partitions if p.partition == "b")

@@ -157,7 +157,7 @@ def test_standby_takes_over_when_the_leader_dies(dagbag, zk_connection, zk, monk
     finishes it; the dead leader's attempt can no longer vote."""
     import datetime as dt
 
-    from airflow_epochs.coordination import AttemptSuperseded, LeaderLease
+    from airflow_epochs.coordination import AttemptSuperseded
 
     monkeypatch.setenv("AIRFLOW_EPOCHS_DEPLOYMENT", "deploy-a")
     ghost = EpochLedger(zk, PIPELINE, owner="deploy-ghost")
@@ -167,7 +167,7 @@ def test_standby_takes_over_when_the_leader_dies(dagbag, zk_connection, zk, monk
     first = ghost.open_epoch(1)
     for partition, producer in (("flights", "ingest_flights"), ("weather", "ingest_weather"), ("daily", "join")):
         ghost.vote(first, partition, producer, {"by": "ghost"}, snapshot=f"totals@1/{partition}")
-    LeaderLease(zk, PIPELINE, owner="deploy-ghost", duration=dt.timedelta(seconds=3)).acquire()
+    EpochLedger(zk, PIPELINE, owner="deploy-ghost").lease(duration=dt.timedelta(seconds=3)).acquire()
     zombie = ghost.open_epoch(2)
     ghost.vote(zombie, "flights", "ingest_flights", {"by": "ghost"})
 

@@ -10,7 +10,6 @@ import time
 import pytest
 
 from airflow_epochs.coordination import EpochLedger
-from airflow_epochs.coordination.services.shortcuts import acknowledge, consumers
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +22,7 @@ def _ack_later(ledger: EpochLedger, epoch: int, delay: float, acked_at: list[flo
     def ack() -> None:
         time.sleep(delay)
         acked_at.append(time.time())
-        acknowledge(ledger, "report", epoch)
+        ledger.consumer("report").acknowledge(epoch)
 
     thread = threading.Thread(target=ack)
     thread.start()
@@ -34,7 +33,7 @@ def test_producer_waits_for_the_consumer_dag(dagbag, zk_connection, zk, capfd):
     ledger = EpochLedger(zk, "bp")
     assert "success" in _run(dagbag, "bp_producer", 1)  # no consumer yet: nothing holds it back
     assert "success" in _run(dagbag, "bp_consumer", 1)
-    assert [(c.consumer, c.acked) for c in consumers(ledger)] == [("report", 1)]
+    assert [(c.consumer, c.acked) for c in ledger.backpressure().consumers()] == [("report", 1)]
     assert "success" in _run(dagbag, "bp_producer", 2)  # 2 <= 1 + window
 
     # Epoch 3 needs the consumer at 2: the impatient variants give up and open nothing.
@@ -60,7 +59,7 @@ def test_producer_waits_for_the_consumer_dag(dagbag, zk_connection, zk, capfd):
 
     # A consumer DAG rerun for an old epoch never moves its acknowledgement back.
     assert "success" in _run(dagbag, "bp_consumer", 2)
-    assert [(c.consumer, c.acked) for c in consumers(ledger)] == [("report", 3)]
+    assert [(c.consumer, c.acked) for c in ledger.backpressure().consumers()] == [("report", 3)]
 
 
 def test_open_refuses_a_bad_backpressure_wait():

@@ -108,14 +108,14 @@ def _go(markers: Path, *workers: Worker) -> None:
 def _finished_once(ledger: EpochLedger, raw: Path, extra: dict, seen: int, spark) -> None:
     """The correction is done, each planned seal re-produced once, in plan order; nothing else re-ran;
     the figures and the table follow the corrected input."""
-    versions = {(e, p): ledger.sealed_version(e, p).version
+    versions = {(e, p): ledger.corrections.sealed_version(e, p).version
                 for e in range(1, DAYS + 1) for p in ("flights", "weather", "daily")}
     expected = {(CORRECTED, "flights"), *STALE}
     assert {k for k, v in versions.items() if v != 1} == expected
     assert {versions[k] for k in expected} == {2}
     for key in expected:  # one version each: no version 3 opened by the rerun
-        assert [(v.version, v.state) for v in ledger.versions(*key)] == [(2, "sealed")], key
-    (correction,) = ledger.corrections()
+        assert [(v.version, v.state) for v in ledger.corrections.versions(*key)] == [(2, "sealed")], key
+    (correction,) = ledger.corrections.list()
     assert correction.state == "done" and list(correction.plan) == STALE
     events = ledger.history(since_seq=seen)
     assert not [e.event for e in events if e.event in ("epoch_opened", "attempt_started", "partition_sealed",
@@ -146,9 +146,9 @@ def test_a_correction_killed_mid_invalidation_resumes_and_finishes_once(
     held = json.loads((markers / "held-killed").read_text())
     if hold_at == "vote:3":  # flights@3 and daily@3 re-sealed; daily@4's job has run, its vote is not cast
         assert held == {"epoch": CORRECTED + 1, "partition": "daily", "version": 2}
-        assert [ledger.sealed_version(e, p).version for e, p in [(CORRECTED, "flights"), *STALE]] == [2, 2, 1, 1]
+        assert _versions(ledger) == [2, 2, 1, 1]
     else:  # every planned seal re-sealed; nothing published yet
-        assert [ledger.sealed_version(e, p).version for e, p in [(CORRECTED, "flights"), *STALE]] == [2, 2, 2, 2]
+        assert _versions(ledger) == [2, 2, 2, 2]
     os.kill(killed.proc.pid, signal.SIGKILL)
     assert killed.proc.wait(30) == -signal.SIGKILL
     table = load_catalog(catalog_settings(extra=extra)).load_table("nycflights.daily")
@@ -162,7 +162,7 @@ def test_a_correction_killed_mid_invalidation_resumes_and_finishes_once(
         _go(markers, other)
         assert other.state() == "failed"
         assert "is still re-producing the seals that read it" in other.text()
-        assert [v.version for v in ledger.versions(CORRECTED, "flights")] == [2]
+        assert [v.version for v in ledger.corrections.versions(CORRECTED, "flights")] == [2]
 
     # The same DAG run again, as the scheduler's next try would run it: it finishes the correction.
     again = Worker(airflow_home, home, markers, "again", when)
@@ -191,7 +191,7 @@ def test_two_runs_of_one_correction_at_once_give_one_reseal(dagbag, airflow_home
     assert loser.state() == "failed"
     assert "version 2 of 'flights' at epoch 3 is being re-sealed" in loser.text()
     assert not (markers / f"held-{loser.name}").exists()  # it re-produced nothing
-    (version,) = ledger.versions(CORRECTED, "flights")
+    (version,) = ledger.corrections.versions(CORRECTED, "flights")
     assert (version.version, version.state) == (2, "open")
     (markers / "release").touch()
     assert winner.state() == "success", winner.text()[-6000:]
@@ -216,18 +216,18 @@ def test_two_corrections_of_one_day_at_once_both_land(dagbag, airflow_home, zk_c
     for worker in workers:
         assert worker.state() == "success", worker.text()[-6000:]
 
-    corrections = ledger.corrections()
+    corrections = ledger.corrections.list()
     assert sorted(c.origin for c in corrections) == [(CORRECTED, "flights", 2), (CORRECTED, "weather", 2)]
     assert all(c.state == "done" for c in corrections)
     for feed in ("flights", "weather"):
-        assert [(v.version, v.state) for v in ledger.versions(CORRECTED, feed)] == [(2, "sealed")]
+        assert [(v.version, v.state) for v in ledger.corrections.versions(CORRECTED, feed)] == [(2, "sealed")]
     for epoch, partition in STALE:
-        entries = ledger.versions(epoch, partition)
+        entries = ledger.corrections.versions(epoch, partition)
         assert all(v.state == "sealed" for v in entries) and 1 <= len(entries) <= 2, entries
         assert len({v.correction for v in entries}) == len(entries)  # one version per correction at most
-        assert ledger.sealed_version(epoch, partition).version == 1 + len(entries)
+        assert ledger.corrections.sealed_version(epoch, partition).version == 1 + len(entries)
     for epoch in (1, 2):
-        assert ledger.sealed_version(epoch, "daily").version == 1
+        assert ledger.corrections.sealed_version(epoch, "daily").version == 1
     events = ledger.history(since_seq=seen)
     assert not [e.event for e in events if e.event in ("epoch_opened", "attempt_started", "partition_sealed",
                                                          "epoch_sealed", "rolled_back")]
@@ -240,4 +240,10 @@ def test_two_corrections_of_one_day_at_once_both_land(dagbag, airflow_home, zk_c
                 if r is not None and r.action == "reseal"]
     for epoch, partition in STALE:  # one corrective snapshot per version at most; the last is the newest
         mine = [v for e, v in resealed if e == epoch]
-        assert mine and len(mine) == len(set(mine)) and mine[-1] == ledger.sealed_version(epoch, partition).version
+        newest = ledger.corrections.sealed_version(epoch, partition).version
+        assert mine and len(mine) == len(set(mine)) and mine[-1] == newest
+
+
+def _versions(ledger):
+    """The newest sealed version of the corrected partition and of each stale seal."""
+    return [ledger.corrections.sealed_version(e, p).version for e, p in [(CORRECTED, "flights"), *STALE]]

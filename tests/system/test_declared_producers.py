@@ -19,10 +19,9 @@ import pytest
 from declared_sales import DECLARED
 
 from airflow_epochs.coordination import EpochLedger, InvalidInput
-from airflow_epochs.coordination.services.declared_reruns import succeeded_try
-from airflow_epochs.coordination.services.declared_staging import staged_votes
-from airflow_epochs.coordination.services.declared_votes import StageOutcome, TaskInstanceId, drain, stage_vote
-from airflow_epochs.coordination.services.shortcuts import acknowledge, register_consumer
+from airflow_epochs.coordination.declared.reruns import succeeded_try
+from airflow_epochs.coordination.declared.staging import staged_votes
+from airflow_epochs.coordination.declared.votes import StageOutcome, TaskInstanceId, drain, stage_vote
 from airflow_epochs.coordination.wire.declared import Match
 
 pytestmark = pytest.mark.integration
@@ -185,8 +184,8 @@ def test_the_gate_delivers_each_complete_key_once_and_holds_the_next_until_ackno
 
     first = asyncio.run(_collect(trigger(), 2, 4.0))
     assert [(e["partition_key"], e["epoch"]) for e in first] == [("2026-01-01", 1)]  # key 2 held back
-    register_consumer(ledger, "report", acked=1)
-    acknowledge(ledger, "report", 1)
+    ledger.consumer("report").register(acked=1)
+    ledger.consumer("report").acknowledge(1)
     second = asyncio.run(_collect(trigger(), 2, 4.0))
     assert [(e["partition_key"], e["epoch"]) for e in second] == [("2026-01-02", 2)]  # key 1 not again
     assert second[0]["dedupe_key"] == "declared/sales/2/1/" + str(second[0]["attempt"])
@@ -209,12 +208,12 @@ def test_two_consumers_of_one_partition_in_one_scope_each_get_every_key(zk_conne
     for consumer in ("report", "audit"):
         got = asyncio.run(_collect(trigger(consumer), 2, 4.0))
         assert [(e["partition_key"], e["epoch"]) for e in got] == [("2026-01-01", 1)], consumer
-    register_consumer(ledger, "report", acked=1)
-    acknowledge(ledger, "report", 1)
+    ledger.consumer("report").register(acked=1)
+    ledger.consumer("report").acknowledge(1)
     assert [e["epoch"] for e in asyncio.run(_collect(trigger("report"), 2, 4.0))] == [2]
     assert asyncio.run(_collect(trigger("audit"), 1, 2.0)) == []  # audit has not acknowledged key 1
-    register_consumer(ledger, "audit", acked=1)
-    acknowledge(ledger, "audit", 1)
+    ledger.consumer("audit").register(acked=1)
+    ledger.consumer("audit").acknowledge(1)
     assert [e["epoch"] for e in asyncio.run(_collect(trigger("audit"), 2, 4.0))] == [2]
     assert asyncio.run(_collect(trigger("report"), 1, 2.0)) == []  # report's key 2 is not delivered again
 

@@ -49,7 +49,7 @@ def test_the_reruns_of_a_correction_name_their_versions_in_valid_events(dagbag, 
     assert [o.version for o in sealed_outputs(ledger, PARTITION, range(1, EPOCHS + 1))] == [1, 2, 2, 2, 2]
     daily, running, _ = sealed_result(spark, ledger, EPOCHS)
     assert_matches_pandas(daily, running, inputs, EPOCHS)  # pandas over the corrected input
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
 
     events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     jsonschema.Draft202012Validator.check_schema(correction_facet_schema())

@@ -69,7 +69,7 @@ def _events(scope: str, count: int, grace: float = 2.0, timeout: float = 120.0) 
 
 
 def _versions(ledger: EpochLedger) -> dict[tuple[int, str], int]:
-    return {(epoch, partition): ledger.sealed_version(epoch, partition).version
+    return {(epoch, partition): ledger.corrections.sealed_version(epoch, partition).version
             for epoch in range(1, DAYS + 1) for partition in ("flights", "weather", "daily")}
 
 
@@ -95,7 +95,7 @@ def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk,
     after = _versions(ledger)
     assert {k for k, v in after.items() if v != 1} == expected
     assert {after[k] for k in expected} == {2}
-    (correction,) = ledger.corrections()
+    (correction,) = ledger.corrections.list()
     assert correction.state == "done" and list(correction.plan) == stale
     events = ledger.history(since_seq=seen)
     assert not [e.event for e in events if e.event in ("epoch_opened", "attempt_started", "partition_sealed",

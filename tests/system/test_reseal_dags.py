@@ -43,15 +43,15 @@ def test_reseal_through_a_dag_run(dagbag, airflow_home, zk_connection, zk, capfd
     assert tree(zk, ledger.paths.base) == before  # the refused runs wrote nothing
 
     assert "success" in _reseal(dagbag, reason="late rows for day 1")
-    (version,) = ledger.versions(1, "out")
+    (version,) = ledger.corrections.versions(1, "out")
     assert (version.version, version.state, version.reason) == (2, "open", "late rows for day 1")
     capfd.readouterr()
     assert "failed" in _reseal(dagbag)  # another run, another request: one at a time
     out = capfd.readouterr()
     assert "version 2 of 'out' at epoch 1 is being re-sealed" in out.out + out.err
     assert "success" in _run(dagbag, "maint_sealed", epoch=1)
-    assert ledger.vote_version(1, "out", 2, "job", {"rows": 3}).sealed
-    assert ledger.sealed_version(1, "out").version == 2
+    assert ledger.corrections.vote_version(1, "out", 2, "job", {"rows": 3}).sealed
+    assert ledger.corrections.sealed_version(1, "out").version == 2
     assert ledger.frontier() == 2
     # the sensor names the version it found sealed: 1 before the re-seal landed, 2 after
     assert "success" in _run(dagbag, "maint_sealed", epoch=1)
@@ -79,10 +79,10 @@ def test_reseal_from_the_command_line(zk, zk_server, zk_chroot, capsys, monkeypa
     assert main(args) == 0
     assert "re-sealed as version 2 (open" in capsys.readouterr().out
     assert main(args) == 0  # the same request again: the same answer, nothing applied twice
-    assert [v.version for v in ledger.versions(1, "out")] == [2]
+    assert [v.version for v in ledger.corrections.versions(1, "out")] == [2]
     assert main(["corrections", "cli", *hosts]) == 0
     assert "no corrections" in capsys.readouterr().out
-    ledger.vote_version(1, "out", 2, "job", {"rows": 2})
+    ledger.corrections.vote_version(1, "out", 2, "job", {"rows": 2})
     assert main(["corrections", "cli", "--resume", *hosts]) == 0
     assert "out at epoch 1 as version 2, done, 0 stale seal(s)" in capsys.readouterr().out
 
@@ -92,8 +92,8 @@ def test_newest_version_sensor_waits_for_an_open_reseal(dagbag, airflow_home, zk
     sensor waits; the vote that seals it wakes the trigger, and the task returns version 2."""
     ledger = EpochLedger(zk, "maint")
     assert "success" in _run(dagbag, "maint_producer", epoch=1)
-    ledger.reseal(1, "out", reason="late input")
-    sealer = threading.Timer(3.0, lambda: ledger.vote_version(1, "out", 2, "job", {"rows": 5}))
+    ledger.corrections.reseal(1, "out", reason="late input")
+    sealer = threading.Timer(3.0, lambda: ledger.corrections.vote_version(1, "out", 2, "job", {"rows": 5}))
     sealer.start()
     started = time.monotonic()
     try:

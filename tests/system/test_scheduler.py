@@ -29,7 +29,8 @@ from kazoo.client import KazooClient
 from zk_helpers import assert_epochs_in_order, fresh_chroot_client
 
 from airflow_epochs.coordination import EpochLedger, PipelinePaths
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -136,7 +137,7 @@ def _watched_epochs(stack: AirflowStack) -> list[int]:
 
 def _delivered_through(zk: KazooClient) -> int:
     """Where the watcher's delivery cursor stands: seals before it are stored as asset events."""
-    path = PipelinePaths("watched").asset_event_cursor("stack", "daily")
+    path = DeliveryPaths(PipelinePaths("watched")).cursor("stack", "daily")
     return DeliveryCursor.from_bytes(zk.get(path)[0], path=path).following - 1 if zk.exists(path) else 0
 
 
@@ -263,8 +264,8 @@ def test_a_resealed_key_gives_one_asset_event_naming_its_version_under_the_sched
     _wait_until(lambda: _delivered_through(stack_zk[1]) == frontier, 240,
                 lambda: (_delivered_through(stack_zk[1]), stack.log_tail("triggerer")))
     runs_before = len(stack.runs("watched_consumer"))
-    opened = ledger.reseal(1, "daily", reason="corrected input")
-    assert ledger.vote_version(1, "daily", opened.version, "job", {"rows": 100}).sealed
+    opened = ledger.corrections.reseal(1, "daily", reason="corrected input")
+    assert ledger.corrections.vote_version(1, "daily", opened.version, "job", {"rows": 100}).sealed
 
     def resealed() -> list[dict]:
         return [p for p in _watched_payloads(stack) if p.get("version", 1) > 1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_epochs.coordination.base.errors import InvalidInput
-from airflow_epochs.coordination.recipes.barriers import (
+from airflow_epochs.coordination.recipes.barriers.barrier import (
     StragglerPolicy,
 )
 

@@ -15,11 +15,11 @@ PACKAGE = [ROOT / "provider", ROOT / "operators", ROOT / "sensors"]
 MAX_FUNCTION_LINES = 80
 WIRE = "provider/coordination/wire/"
 # Where payloads are decoded: the records module and the envelope it uses.
-RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/recipe_nodes.py",
-                  "provider/coordination/wire/payloads.py", "provider/coordination/wire/manifests.py",
-                  "provider/coordination/wire/vote_records.py", "provider/coordination/wire/compaction_record.py",
-                  "provider/coordination/wire/declared_records.py", "provider/coordination/wire/consumer_records.py",
-                  "provider/coordination/wire/deadline_records.py", "provider/coordination/wire/versions.py"}
+RECORD_MODULES = {"provider/coordination/wire/nodes.py", "provider/coordination/wire/payloads.py",
+                  "provider/coordination/wire/manifests.py", "provider/coordination/wire/vote_records.py",
+                  "provider/coordination/wire/compaction_record.py",
+                  # each recipe family's records, and the declared producers'
+                  *(str(path.relative_to(ROOT)) for path in CORE.rglob("records.py"))}
 # Still decoding by hand, each for a stated reason; a module leaves this list once it reads records.
 PENDING: set[str] = set()
 # Payloads still read by key, each for a stated reason; a module leaves this list once it reads records.

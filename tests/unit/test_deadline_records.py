@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_epochs.coordination import CorruptPayload, EpochCalendar, InvalidInput
-from airflow_epochs.coordination.wire.deadline_records import (
+from airflow_epochs.coordination.recipes.deadlines.records import (
     DeadlineSpec,
     LateAlert,
     ProducerForecast,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_epochs.coordination import CorruptPayload
-from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedVote
+from airflow_epochs.coordination.declared.records import StagedKey, StagedVote
 
 TI = {"dag_id": "orders", "run_id": "r1", "task_id": "load", "map_index": -1}
 

@@ -8,8 +8,8 @@ ordered by the seals themselves and left out. Upstream pipelines are still check
 
 from __future__ import annotations
 
+from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.coordination.recipes.lineage import LineageItem, check_consistency
-from airflow_epochs.coordination.wire.versions import read_key
 
 DAILY = LineageItem("nyc", 8, "daily", {read_key("nyc", "flights"): 8, read_key("nyc", "weather"): 8,
                                          read_key("nyc", "daily"): 7})

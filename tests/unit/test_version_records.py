@@ -8,7 +8,7 @@ import json
 import pytest
 
 from airflow_epochs.coordination import CorruptPayload, InvalidName
-from airflow_epochs.coordination.wire.versions import (
+from airflow_epochs.coordination.recipes.corrections.records import (
     CorrectionNode,
     SealedVersion,
     VersionEntry,

@@ -153,8 +153,8 @@ LEDGER_FACTORY = "ledger_on"
 LEDGER_FACTORY_USERS = (
     "provider/hooks/",  # ZooKeeperHook.ledger itself
     # a triggerer's triggers share one session per connection (a hook's own session each would multiply
-    # them by the triggers): triggers.async_zk.shared_ledger is their one way to a ledger
-    "provider/triggers/async_zk.py",
+    # them by the triggers): triggers.lifecycle.session_ledger is their one way to a ledger
+    "provider/triggers/lifecycle.py",
     # the command line reads outside any task, on a client it builds from its arguments: the cli wing
     # (it uses the core's connected_ledger today) and `airflow-epochs table cut`
     "provider/cli/",

@@ -42,22 +42,6 @@ from functools import lru_cache
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name, validate_root
 
 DEFAULT_ROOT = "/airflow-epochs"
-# A delivery scope's children: ``next-<partition>`` cursors, and the claims of seals being delivered.
-_CURSOR_PREFIX = "next-"
-
-
-def cursor_partition(name: str) -> str | None:
-    """The partition a delivery scope's child ``name`` is the cursor of, or None (a claim)."""
-    return name[len(_CURSOR_PREFIX):] if name.startswith(_CURSOR_PREFIX) else None
-
-# A delivery scope's child recording that a re-sealed version's asset event was stored (persistent).
-_SENT_SUFFIX = ",sent"
-
-
-def is_sent_marker(name: str) -> bool:
-    """Whether a delivery scope's child ``name`` records a delivered re-sealed version (not a claim)."""
-    return name.endswith(_SENT_SUFFIX)
-
 __all__ = ["DEFAULT_ROOT", "PipelinePaths", "attempt_key", "child_path", "epoch_key", "parse_attempt_key",
            "validate_root"]
 
@@ -157,59 +141,23 @@ class PipelinePaths:
     def archive(self) -> str:
         return f"{self.base}/archive"
 
+    # The folders of the recipe families; each family's records below its folder are built by the family's
+    # own paths (``recipes/<family>/paths.py`` or its records module).
     @property
     def seal_stats_dir(self) -> str:
         return f"{self.base}/seal-stats"
-
-    def seal_stats(self, partition: str) -> str:
-        return f"{self.seal_stats_dir}/{validate_name('partition', partition)}"
 
     @property
     def deadlines(self) -> str:
         return f"{self.base}/deadlines"
 
-    def deadline(self, partition: str, declarer: str) -> str:
-        return f"{self.deadlines}/{validate_name('partition', partition)},{validate_name('owner', declarer)}"
-
     @property
     def late_alerts(self) -> str:
         return f"{self.base}/late-alerts"
 
-    def late_alert(self, epoch: int, generation: int, partition: str) -> str:
-        """The one alert of a late (epoch, partition) in one opening of the epoch, across watchers and
-        deployments (create-only)."""
-        return (f"{self.late_alerts}/{epoch_key(validate_epoch(epoch))},{int(generation)},"
-                f"{validate_name('partition', partition)}")
-
-    def late_alert_delivery(self, epoch: int, generation: int, partition: str) -> str:
-        """Ephemeral: the watcher running the alert's callback right now."""
-        return f"{self.late_alert(epoch, generation, partition)},run"
-
     @property
     def asset_events(self) -> str:
         return f"{self.base}/asset-events"
-
-    def asset_event_scope(self, scope: str) -> str:
-        return f"{self.asset_events}/{validate_name('owner', scope)}"
-
-    def asset_event(self, scope: str, epoch: int, generation: int, partition: str) -> str:
-        """Claim on emitting one seal's asset event: one per (epoch, generation, partition) and scope."""
-        return (f"{self.asset_event_scope(scope)}/{epoch_key(validate_epoch(epoch))}-{generation}-"
-                f"{validate_name('partition', partition)}")
-
-    def asset_event_version(self, scope: str, epoch: int, generation: int, partition: str, version: int) -> str:
-        """Claim on emitting the asset event of re-sealed ``version`` (>= 2) of a seal (ephemeral, as
-        :meth:`asset_event`; a comma, which no name holds, keeps it apart from any seal's claim);
-        ``<claim>,sent`` (persistent) records that Airflow stored that event."""
-        return f"{self.asset_event(scope, epoch, generation, partition)},v{version:010d}"
-
-    def asset_event_sent(self, scope: str, epoch: int, generation: int, partition: str, version: int) -> str:
-        """Persistent: Airflow stored the asset event of re-sealed ``version`` (see :meth:`asset_event_version`)."""
-        return self.asset_event_version(scope, epoch, generation, partition, version) + _SENT_SUFFIX
-
-    def asset_event_cursor(self, scope: str, partition: str) -> str:
-        """The next epoch of ``partition`` whose seal has not been persisted as an asset event yet."""
-        return f"{self.asset_event_scope(scope)}/{_CURSOR_PREFIX}{validate_name('partition', partition)}"
 
     @property
     def epochs(self) -> str:
@@ -243,35 +191,3 @@ class PipelinePaths:
     @lru_cache(maxsize=8192)  # noqa: B019 - instances are frozen values, kept alive by few ledgers
     def seal(self, epoch: int, generation: int, partition: str) -> str:
         return f"{self.seals(epoch, generation)}/{validate_name('partition', partition)}"
-
-    def barriers(self, epoch: int, generation: int) -> str:
-        return f"{self.epoch(epoch)}/b-{generation}"
-
-    def barrier(self, epoch: int, generation: int, name: str) -> str:
-        """A barrier's record: policy, deadline, how many are registered, whether it is decided."""
-        return f"{self.barriers(epoch, generation)}/{validate_name('barrier', name)}"
-
-    def barrier_participants(self, epoch: int, generation: int, name: str) -> str:
-        return f"{self.barrier(epoch, generation, name)}/p"
-
-    def barrier_participant(self, epoch: int, generation: int, name: str, participant: str) -> str:
-        return f"{self.barrier_participants(epoch, generation, name)}/{validate_name('producer', participant)}"
-
-    def barrier_arrivals(self, epoch: int, generation: int, name: str) -> str:
-        """The arrivals folder; its data version counts the arrivals."""
-        return f"{self.barrier(epoch, generation, name)}/a"
-
-    def barrier_arrival(self, epoch: int, generation: int, name: str, participant: str) -> str:
-        return f"{self.barrier_arrivals(epoch, generation, name)}/{validate_name('producer', participant)}"
-
-    def barrier_release(self, epoch: int, generation: int, name: str) -> str:
-        """Created once, when the barrier lets its participants pass (all arrived, or a quorum)."""
-        return f"{self.barrier(epoch, generation, name)}/release"
-
-    def barrier_failed(self, epoch: int, generation: int, name: str) -> str:
-        """Created once, when the ``fail`` policy fires."""
-        return f"{self.barrier(epoch, generation, name)}/failed"
-
-    def barrier_report(self, epoch: int, generation: int, name: str) -> str:
-        """Created once, when the ``rerun`` policy reports the stragglers."""
-        return f"{self.barrier(epoch, generation, name)}/report"

@@ -10,10 +10,15 @@ Compacting epochs up to c keeps what later epochs need and drops the rest:
   pointer to it) and the count of compacted epochs (in ``archive``); with an
   archive, a partition no live configuration names leaves (:mod:`.retired_partitions`);
 - dropped: the epochs' attempts, votes, seals and barriers, their history events and the
-  pipeline-level events older than epoch c's seal, the delivered late alerts of the compacted epochs
-  (archived first where there is an archive: :mod:`.alert_archive`), and the pipeline-level request ids older than
+  pipeline-level events older than epoch c's seal, and the pipeline-level request ids older than
   the previous compaction's newest epoch's seal (one compaction behind: a request sent while epoch c
   was open is still found when repeated).
+
+The recipe families keep records of their own beside the epochs (deadlines' statistics and late alerts,
+delivery cursors). Retention knows none of them: each family hands it a :class:`CompactionStep` (the
+face passes them all to :func:`compact`, the way Curator's ``Reaper`` is handed paths), which may hold
+compaction back (a delivery cursor that has not passed an epoch), fold what it keeps of the epochs
+before they go, and trim its own records of the compacted epochs.
 
 Only sealed epochs at least ``retain_epochs`` behind the frontier are compacted, so no live attempt
 can be touched (an attempt of such an epoch is not current: its writes fail their fence). The first
@@ -32,37 +37,52 @@ the pipeline-level nodes only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from airflow_epochs.coordination.base.call import Call, Conflict
-from airflow_epochs.coordination.base.paths import child_path, cursor_partition
+from airflow_epochs.coordination.base.paths import child_path
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step, first_failure
 from airflow_epochs.coordination.state import archive
-from airflow_epochs.coordination.state.alert_archive import prune_alerts
 from airflow_epochs.coordination.state.history import READ_BATCH, commit, event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import epoch_record, frontier
 from airflow_epochs.coordination.state.retired_partitions import (
-    live_partitions,
     newest_retired,
     partitions_of,
     retire,
     versions_in_force,
 )
-from airflow_epochs.coordination.state.seal_stats import fold_before_compaction
 from airflow_epochs.coordination.state.snapshots import newest_snapshot_place
 from airflow_epochs.coordination.wire.compaction_record import CompactedLineage, CompactionSummary
 from airflow_epochs.coordination.wire.events import Compacted
 from airflow_epochs.coordination.wire.nodes import PipelineRecord, SnapshotPlace, SnapshotPointerNode
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
 from airflow_epochs.coordination.wire.vote_records import SealNode
 
 # Deletions per transaction (a multi-op's request must stay well under ZooKeeper's 1 MB).
 _DELETE_BATCH = 400
+
+
+@dataclass(frozen=True)
+class CompactionStep:
+    """What one recipe family does when its pipeline's epochs are compacted; every part is optional.
+
+    :param family: the family's name, the key of what it trimmed in :attr:`CompactionReport.trimmed`.
+    :param floor: the newest epoch the family lets compaction reach (None: no limit); the lowest floor
+        of all families wins.
+    :param before: runs before ``compacted_through`` moves (fold what the family keeps of the epochs
+        that are about to go; a compaction cut short runs it again).
+    :param trim: runs after the epochs went, with the newest compacted epoch: remove (or archive) the
+        family's own records of them; returns how many went.
+    """
+
+    family: str
+    floor: Callable[[Call, PipelineContext], int | None] | None = None
+    before: Callable[[Call, PipelineContext], object] | None = None
+    trim: Callable[[Call, PipelineContext, int], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +97,12 @@ class CompactionReport:
     archived: tuple[int, ...] = ()  # epochs whose archive file this call wrote
     verified: tuple[int, ...] = ()  # epochs whose archive file was there already and agreed with ZooKeeper
     retired: tuple[str, ...] = ()  # removed partitions whose pointer and lineage entry this call moved to the archive
-    alerts_pruned: int = 0  # delivered late alerts of compacted epochs removed (:mod:`.alert_archive`)
+    trimmed: dict[str, int] = field(default_factory=dict)  # family -> its records this call removed
+
+    @property
+    def alerts_pruned(self) -> int:
+        """Delivered late alerts of compacted epochs removed (the deadlines family's trim)."""
+        return self.trimmed.get("deadlines", 0)
 
 
 def _pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> set[int]:
@@ -107,58 +132,62 @@ def _pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> s
     return pinned
 
 
-def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> CompactionReport:
-    """Compact the sealed epochs that fell out of the configuration's ``retain_epochs``."""
+def _mark(call: Call, ctx: PipelineContext, steps: Sequence[CompactionStep],
+          max_epochs: int | None) -> tuple[int, int | None, int | None]:
+    """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid,
+    request zxid: the previous compaction's history zxid)."""
+    record = ctx.record(call)
+    current = frontier(call, ctx)
+    version = ctx.config_for(call, max(current, record.first_epoch), record)
+    retain = version.config.retain_epochs
+    archive_raw = call.get(ctx.paths.archive)
+    archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
+    old = record.compacted_through
+    zxid = archive.history_zxid if archive else None
+    requests = archive.requests_zxid if archive else None
+    if retain is None or current - retain <= old:
+        return old, zxid, requests
+    new = current - retain
+    if max_epochs is not None:
+        new = min(new, old + max_epochs)
+    floor = _lowest_floor(call, ctx, steps)
+    if floor is not None and floor < new:  # a family still reads those epochs from ZooKeeper: keep them
+        new = floor
+        if new <= old:
+            return old, zxid, requests
+    found = epoch_record(call, ctx, new)
+    if found is None or found[0].state != "sealed":
+        return old, zxid, requests
+    lineage = _newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
+    snapshots = _newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
+    requests = zxid  # request ids are forgotten one compaction behind the epochs
+    zxid = int(found[1].mzxid)
+    summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
+                                requests, archive.partitions_through if archive else 0,
+                                archive.retiring if archive else None, snapshots,
+                                archive.snapshots_from if archive else old).to_bytes()
+    ops: list[Step] = [
+        SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
+        SetData(ctx.paths.archive, summary, archive_raw[1].version)
+        if archive_raw else Create(ctx.paths.archive, summary),
+        *ctx.event(Compacted(from_epoch=old + 1, to_epoch=new, retain_epochs=retain)),
+    ]
+    results = commit(call, ops)
+    if first_failure(ops, results) is not None:
+        raise Conflict()
+    ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
+    return new, zxid, requests
 
-    def mark(call: Call) -> tuple[int, int | None, int | None]:
-        """Step 1: move ``compacted_through`` and update the summary; returns (new, history zxid,
-        request zxid: the previous compaction's history zxid)."""
-        record = ctx.record(call)
-        current = frontier(call, ctx)
-        version = ctx.config_for(call, max(current, record.first_epoch), record)
-        retain = version.config.retain_epochs
-        archive_raw = call.get(ctx.paths.archive)
-        archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
-        old = record.compacted_through
-        zxid = archive.history_zxid if archive else None
-        requests = archive.requests_zxid if archive else None
-        if retain is None or current - retain <= old:
-            return old, zxid, requests
-        new = current - retain
-        if max_epochs is not None:
-            new = min(new, old + max_epochs)
-        floor = delivery_floor(call, ctx)
-        if floor is not None and floor < new:  # a deliverer reads each seal from ZooKeeper: keep it there
-            new = floor
-            if new <= old:
-                return old, zxid, requests
-        found = epoch_record(call, ctx, new)
-        if found is None or found[0].state != "sealed":
-            return old, zxid, requests
-        lineage = _newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
-        snapshots = _newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
-        requests = zxid  # request ids are forgotten one compaction behind the epochs
-        zxid = int(found[1].mzxid)
-        summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
-                                    requests, archive.partitions_through if archive else 0,
-                                    archive.retiring if archive else None, snapshots,
-                                    archive.snapshots_from if archive else old).to_bytes()
-        ops: list[Step] = [
-            SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
-            SetData(ctx.paths.archive, summary, archive_raw[1].version)
-            if archive_raw else Create(ctx.paths.archive, summary),
-            *ctx.event(Compacted(from_epoch=old + 1, to_epoch=new, retain_epochs=retain)),
-        ]
-        results = commit(call, ops)
-        if first_failure(ops, results) is not None:
-            raise Conflict()
-        ctx.known_record = replace(record, compacted_through=new, version=int(results[0].version))
-        return new, zxid, requests
+
+def compact(ctx: PipelineContext, *, steps: Sequence[CompactionStep] = (),
+            max_epochs: int | None = None) -> CompactionReport:
+    """Compact the sealed epochs that fell out of the configuration's ``retain_epochs``; ``steps`` are
+    the recipe families' parts (:class:`CompactionStep`)."""
 
     def sweep(call: Call) -> CompactionReport:
         """Steps 2-4: delete what the summary replaced (idempotent: a cut-short run is finished here)."""
-        fold_before_compaction(call, ctx)  # seal statistics take the epochs' votes before they go
-        through, zxid, requests = mark(call)
+        _fold_first(call, ctx, steps)
+        through, zxid, requests = _mark(call, ctx, steps, max_epochs)
         due = sorted(int(n) for n in call.children(ctx.paths.epochs) or [] if n.isdigit() and int(n) <= through)
         locations = {epoch: archive.archive_location(call, ctx, epoch) for epoch in due}
         # archived, a pinned epoch's snapshots are read there: only epochs kept in full are checked
@@ -183,10 +212,25 @@ def compact(ctx: PipelineContext, *, max_epochs: int | None = None) -> Compactio
         if requests is not None:
             deleted += _prune_requests(call, ctx, requests)
         retired = retire(call, ctx)  # after the epochs: a retired pointer's epochs are archived by now
+        trimmed = {step.family: step.trim(call, ctx, through) for step in steps if step.trim is not None}
         return CompactionReport(through, tuple(compacted), tuple(kept), deleted, pruned, tuple(outcomes["written"]),
-                                tuple(outcomes["verified"]), retired, prune_alerts(call, ctx, through)[0])
+                                tuple(outcomes["verified"]), retired, trimmed)
 
     return ctx.call(sweep, what=f"compact {ctx.pipeline!r}")
+
+
+def _fold_first(call: Call, ctx: PipelineContext, steps: Sequence[CompactionStep]) -> None:
+    """Let each family fold what it keeps of the epochs about to go (before ``compacted_through`` moves)."""
+    for step in steps:
+        if step.before is not None:
+            step.before(call, ctx)
+
+
+def _lowest_floor(call: Call, ctx: PipelineContext, steps: Sequence[CompactionStep]) -> int | None:
+    """The lowest floor the families set (None: none sets one)."""
+    floors = [floor for floor in (step.floor(call, ctx) for step in steps if step.floor is not None)
+              if floor is not None]
+    return min(floors) if floors else None
 
 
 def _newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: int,
@@ -222,30 +266,6 @@ def _newest_snapshots(call: Call, ctx: PipelineContext, record: PipelineRecord, 
         if place is not None and (known is None or place.epoch > known.epoch):
             snapshots[name] = place
     return snapshots
-
-
-def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
-    """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
-    stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
-    down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
-    compaction back until its ``asset-events/<scope>`` is removed. The cursor of a partition that no
-    configuration names at or after its next epoch holds nothing back: no seal of it can come (a
-    partition removed from the configuration would otherwise stop compaction for good)."""
-    lowest: int | None = None
-    record: PipelineRecord | None = None
-    for scope in call.children(ctx.paths.asset_events) or []:
-        top = child_path(ctx.paths.asset_events, scope)
-        names = [name for name in call.children(top) or [] if cursor_partition(name) is not None]
-        paths = [child_path(top, name) for name in names]
-        for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
-            if raw is None:
-                continue
-            following = DeliveryCursor.from_bytes(raw[0], path=path).following
-            record = record or ctx.record(call)
-            if cursor_partition(name) not in live_partitions(call, ctx, record, following - 1):
-                continue
-            lowest = following if lowest is None else min(lowest, following)
-    return None if lowest is None else lowest - 1
 
 
 def delete_tree(call: Call, top: str, known: Sequence[str] | None = None) -> int:

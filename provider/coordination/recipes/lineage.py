@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.protocol.retention import archived_lineage
+from airflow_epochs.coordination.recipes.corrections.records import partition_read
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import seal_record
-from airflow_epochs.coordination.wire.versions import partition_read
 
 
 @dataclass(frozen=True)

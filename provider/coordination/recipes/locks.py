@@ -6,37 +6,35 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout as KazooLockTimeout
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import InvalidInput, LockTimeout
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
-from airflow_epochs.coordination.base.session import Session
+from airflow_epochs.coordination.state.pipeline import PipelineContext
 
 LockMode = Literal["exclusive", "read", "write"]
 
 
 @contextmanager
 def resource_lock(
-    client: KazooClient,
-    pipeline: str,
+    ctx: PipelineContext,
     resource: str,
     *,
     mode: LockMode = "exclusive",
     timeout: float = 30.0,
     identifier: str = "",
-    root: str = DEFAULT_ROOT,
 ) -> Iterator[None]:
-    """Hold a lock on ``resource`` of ``pipeline`` for the ``with`` block.
+    """Hold a lock on ``resource`` of the context's pipeline for the ``with`` block (bound to a ledger
+    as ``ledger.lock(resource)``).
 
     :param mode: ``exclusive`` (kazoo Lock), or ``read``/``write`` (kazoo ReadLock/WriteLock: many
         readers or one writer).
     :param timeout: seconds to wait; :class:`LockTimeout` names the resource when it runs out.
     :param identifier: recorded in the lock's contender node (who is waiting or holding).
     """
-    path = PipelinePaths(pipeline, root).lock(resource)
+    path = ctx.paths.lock(resource)
+    client, pipeline = ctx.client, ctx.pipeline
     if mode not in ("exclusive", "read", "write"):
         raise InvalidInput(f"lock mode must be 'exclusive', 'read' or 'write', not {mode!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -45,7 +43,7 @@ def resource_lock(
         validate_name("owner", identifier)
     factory = {"exclusive": client.Lock, "read": client.ReadLock, "write": client.WriteLock}[mode]
     lock = factory(path, identifier)
-    session = Session.of(client)
+    session = ctx.session
 
     def take(_call: Call) -> bool:
         # kazoo's recipe finds its own contender node again after a lost answer (uuid prefix).

@@ -66,6 +66,14 @@ class PipelineContext:
         # can be tried on it without reading it first; a version check catches any change since.
         self.known_record: PipelineRecord | None = None
 
+    def as_owner(self, owner: str) -> PipelineContext:
+        """This pipeline on the same client, session and clock, writing as ``owner`` (a recipe that
+        contends under another identity than its ledger's, such as a lease's standby)."""
+        if owner == self.owner:
+            return self
+        return PipelineContext(self.client, self.pipeline, owner=owner, root=self.paths.root,
+                               op_timeout=self.op_timeout, clock=self.clock)
+
     def call(
         self,
         body: Callable[[Call], T],

@@ -57,7 +57,7 @@ class PipelineConfig:
     :param partitions: partition name -> the producers registered for it. A pipeline with no
         partitions is allowed: its epochs are sealed by :meth:`EpochLedger.close_epoch` alone.
     :param barriers: barrier name -> the participants expected at it (participants may also
-        register dynamically, see :class:`~airflow_epochs.coordination.recipes.barriers.Barrier`).
+        register dynamically, see :class:`~airflow_epochs.coordination.recipes.barriers.barrier.Barrier`).
     :param buckets: the key-to-bucket map: ``buckets[b]`` is the worker that owns bucket ``b``;
         a key goes to bucket ``bucket_of(key, len(buckets))``.
     :param window: backpressure: epoch e does not open while e > slowest consumer's ack + window.

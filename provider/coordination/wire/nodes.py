@@ -5,7 +5,7 @@ This module is the one place that turns a payload's JSON object into a typed rec
 size). Everywhere else a record is read by attribute. The wire format is the one written so far,
 so znodes written before these types existed decode unchanged. Votes and seals are decoded where
 they are written (:mod:`.votes`, :mod:`.seals`, :mod:`.reader`); the recipes' records are in
-:mod:`.recipe_nodes`.
+each recipe family's records module.
 """
 
 from __future__ import annotations

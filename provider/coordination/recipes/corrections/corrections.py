@@ -1,40 +1,52 @@
-"""The ledger's re-seal calls (``ledger.reseal(...)``, ``ledger.vote_version(...)``, ...), kept beside the
-face as a mixin of :class:`~..ledger.EpochLedger` so that the face stays one short module: see
-:mod:`..protocol.reseal` and :mod:`..protocol.invalidation` for the protocol."""
+"""Corrections of one pipeline: re-seals (new versions of a sealed (epoch, partition)) and the
+invalidation that re-produces exactly the seals that read an old version. Bound to a ledger as
+``ledger.corrections`` (``ledger.corrections.reseal(...)``, ``ledger.corrections.vote_version(...)``);
+the protocol is :mod:`.reseal` and :mod:`.invalidation`, the reads :mod:`.versions`."""
 
 from __future__ import annotations
 
+import builtins
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.protocol import invalidation, reseal
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.versions import VersionView, newest_snapshots, version_view, versions_node
-from airflow_epochs.coordination.wire.records import SnapshotRef
-from airflow_epochs.coordination.wire.versions import (
+from airflow_epochs.coordination.recipes.corrections import invalidation, reseal
+from airflow_epochs.coordination.recipes.corrections.records import (
     MAX_VERSION_NUMBER,
     CorrectionNode,
     Reseal,
     VersionEntry,
     VersionVoteResult,
 )
+from airflow_epochs.coordination.recipes.corrections.versions import (
+    VersionView,
+    newest_snapshots,
+    version_view,
+    versions_node,
+)
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.wire.records import SnapshotRef
 
 log = logging.getLogger(__name__)
 
 
-class VersionedLedger:
-    """Re-seals of one pipeline (mixed into :class:`~..ledger.EpochLedger`, whose ``ctx`` it uses)."""
+class Corrections:
+    """The re-seals and corrections of one pipeline.
 
-    ctx: PipelineContext
+    :param ctx: the pipeline's context.
+    """
+
+    def __init__(self, ctx: PipelineContext) -> None:
+        self.ctx = ctx
 
     def reseal(self, epoch: int, partition: str, *, reason: str, request_id: str | None = None) -> Reseal:
         """Open the next version (2, 3, ...) of the sealed ``partition`` at ``epoch``: its producers
         re-produce it and vote under that version (:meth:`vote_version`); the seal and earlier versions
         stay as they were. Once it seals, every seal that read the old version is re-produced too
-        (:meth:`pending_reseals`), and nothing else.
+        (:meth:`pending`), and nothing else.
 
         :param reason: why (the late or corrected input), recorded in the history.
         :raises ResealNotSealed: the epoch is not sealed yet. :raises ResealUnknownPartition: not
@@ -49,8 +61,9 @@ class VersionedLedger:
         *, snapshot: Any = None, upstream: Mapping[str, int] | None = None, request_id: str | None = None,
     ) -> VersionVoteResult:
         """Record ``producer``'s re-produced part of ``partition`` at ``epoch`` under ``version`` (as
-        :meth:`~..ledger.EpochLedger.vote`); the vote that completes the producers seals the version, and
-        the correction it belongs to is then advanced (:meth:`advance_correction`).
+        :meth:`EpochLedger.vote <airflow_epochs.coordination.ledger.EpochLedger.vote>`); the vote that
+        completes the producers seals the version, and
+        the correction it belongs to is then advanced (:meth:`advance`).
 
         :param upstream: the lineage vector: upstream pipelines and, named by
             :func:`~..wire.versions.read_key`, the partitions of this pipeline it read, to the epoch read.
@@ -95,18 +108,24 @@ class VersionedLedger:
             return refs
         return self.ctx.call(lambda call: newest_snapshots(call, self.ctx, refs), what="read re-sealed snapshots")
 
-    def corrections(self) -> list[CorrectionNode]:
+    def list(self) -> builtins.list[CorrectionNode]:
         """Every correction: its origin, its plan (the stale seals, in re-production order) and its state."""
         return invalidation.corrections(self.ctx)
 
-    def advance_correction(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
+    def advance(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
         """Drive correction ``correction`` as far as it goes now (idempotent; see :mod:`..protocol.invalidation`)."""
         return invalidation.advance(self.ctx, correction, max_steps=max_steps)
 
-    def resume_corrections(self) -> list[CorrectionNode]:
+    def resume(self) -> builtins.list[CorrectionNode]:
         """Advance every unfinished correction (after a crash mid-invalidation)."""
         return invalidation.resume(self.ctx)
 
-    def pending_reseals(self) -> list[Reseal]:
+    def pending(self) -> builtins.list[Reseal]:
         """The re-seals that wait for their producers now, one per unfinished correction, in epoch order."""
         return invalidation.pending(self.ctx)
+
+    def __call__(self) -> builtins.list[CorrectionNode]:
+        """Deprecated: ``ledger.corrections()`` was a method; use ``ledger.corrections.list()``."""
+        warnings.warn("ledger.corrections() is deprecated: use ledger.corrections.list()", DeprecationWarning,
+                      stacklevel=2)
+        return self.list()

@@ -24,9 +24,9 @@ from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.steps import Create, SetData
+from airflow_epochs.coordination.declared.records import SucceededMark
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path
-from airflow_epochs.coordination.wire.declared_records import SucceededMark
 from airflow_epochs.coordination.wire.events import ProducerRerun
 
 

@@ -1,6 +1,8 @@
-"""Retiring an asset-delivery scope that nobody delivers any more.
+"""Delivery scopes: listing them, the floor they set for compaction, and retiring a scope that nobody
+delivers any more.
 
-Compaction stops below the lowest delivery cursor (:func:`.retention.delivery_floor`): a deliverer
+Compaction stops below the lowest delivery cursor (:func:`delivery_floor`, handed to retention as
+this family's :data:`COMPACTION`): a deliverer
 reads each seal from ZooKeeper, so a scope whose triggerer is gone for good would hold every later
 compaction back. :func:`retire_delivery_scope` removes such a scope (``asset-events/<scope>`` with
 its cursors) in one transaction, after which compaction proceeds past it.
@@ -20,13 +22,18 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import StateError
 from airflow_epochs.coordination.base.names import validate_name
-from airflow_epochs.coordination.base.paths import child_path, cursor_partition, is_sent_marker
+from airflow_epochs.coordination.base.paths import child_path
 from airflow_epochs.coordination.base.steps import Delete, Step
+from airflow_epochs.coordination.protocol.retention import CompactionStep
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths, cursor_partition, is_sent_marker
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor, RetiredScope
 from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.retired_partitions import live_partitions
 from airflow_epochs.coordination.wire.events import DeliveryScopeRetired
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor, RetiredScope
+from airflow_epochs.coordination.wire.nodes import PipelineRecord
 
-__all__ = ["DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_scopes", "retire_delivery_scope"]
+__all__ = ["COMPACTION", "DeliveryScopeHeld", "RetiredScope", "UnknownDeliveryScope", "delivery_floor",
+           "delivery_scopes", "retire_delivery_scope"]
 
 # Scopes an error names at most (a pipeline has one a deployment: a handful).
 _SCOPES_SHOWN = 20
@@ -58,7 +65,7 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
         there are); nothing was written.
     :raises DeliveryScopeHeld: a deliverer holds a claim in it now; nothing was written.
     """
-    path = ctx.paths.asset_event_scope(validate_name("owner", scope))
+    path = DeliveryPaths(ctx.paths).scope(validate_name("owner", scope))
 
     def body(call: Call) -> RetiredScope:
         ctx.record(call)  # PipelineNotFound before anything else
@@ -111,3 +118,31 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
         return RetiredScope.from_result(stored, scope=scope, path=ctx.paths.request(call.request_id))
 
     return ctx.call(body, what=f"retire delivery scope {scope!r}", request_id=request_id, find=find)
+
+
+def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
+    """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
+    stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
+    down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
+    compaction back until its ``asset-events/<scope>`` is removed. The cursor of a partition that no
+    configuration names at or after its next epoch holds nothing back: no seal of it can come (a
+    partition removed from the configuration would otherwise stop compaction for good)."""
+    lowest: int | None = None
+    record: PipelineRecord | None = None
+    for scope in call.children(ctx.paths.asset_events) or []:
+        top = child_path(ctx.paths.asset_events, scope)
+        names = [name for name in call.children(top) or [] if cursor_partition(name) is not None]
+        paths = [child_path(top, name) for name in names]
+        for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
+            if raw is None:
+                continue
+            following = DeliveryCursor.from_bytes(raw[0], path=path).following
+            record = record or ctx.record(call)
+            if cursor_partition(name) not in live_partitions(call, ctx, record, following - 1):
+                continue
+            lowest = following if lowest is None else min(lowest, following)
+    return None if lowest is None else lowest - 1
+
+
+# What this family hands retention: compaction stops below the lowest cursor.
+COMPACTION = CompactionStep("delivery", floor=delivery_floor)

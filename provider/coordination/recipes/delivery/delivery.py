@@ -24,51 +24,32 @@ consumer stored its event a persistent ``,sent`` record (:meth:`Delivery.version
 for good; the record is looked at again after the claim is taken, so a deliverer that took the claim
 just after another let it go does not deliver the version twice.
 
-The functions run on any asynchronous node store with kazoo's semantics (:class:`NodeStore`), so the
-core stays free of the triggerer's event loop and of Airflow.
+The functions run on any asynchronous node store with kazoo's semantics
+(:class:`~airflow_epochs.coordination.base.aio.NodeStore`), so the core stays free of the triggerer's
+event loop and of Airflow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from airflow_epochs.coordination.base.aio import NodeStore, Watch
 from airflow_epochs.coordination.base.errors import ContentionExhausted
 from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, reseals_dir, versions_path
+from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
 from airflow_epochs.coordination.state.reader import decode_seal
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
-from airflow_epochs.coordination.wire.recipe_nodes import DeliveryCursor
-from airflow_epochs.coordination.wire.versions import VersionsNode, reseals_dir, versions_path
-
-Watch = Callable[[Any], Any]
 
 # Compare-and-set rounds a cursor move may lose to other deliverers of the same scope before it gives
 # up (each lost round means another deliverer moved the cursor: a handful is already unusual).
 MAX_CURSOR_ROUNDS = 50
-
-
-class NodeStore(Protocol):
-    """The asynchronous ZooKeeper operations delivery needs (kazoo's semantics and exceptions)."""
-
-    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Any] | None: ...
-
-    async def exists(self, path: str, watch: Watch | None = None) -> Any: ...
-
-    async def children(self, path: str, watch: Watch | None = None) -> list[str] | None: ...
-
-    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> str: ...
-
-    async def set(self, path: str, value: bytes, version: int = -1) -> Any: ...
-
-    async def delete(self, path: str, version: int = -1) -> None: ...
-
-    def session_id(self) -> int | None:
-        """The id of the store's current ZooKeeper session (None while it has none)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +89,15 @@ class Delivery:
 
     @property
     def cursor(self) -> str:
-        return self.paths.asset_event_cursor(self.scope, self.partition)
+        return DeliveryPaths(self.paths).cursor(self.scope, self.partition)
+
+    async def open(self, store: NodeStore) -> None:
+        """Make sure the scope's folder exists (its cursor and claims live there)."""
+        await store.ensure_path(DeliveryPaths(self.paths).scope(self.scope))
+
+    async def started(self, store: NodeStore) -> bool:
+        """Whether anything of this partition was ever delivered in this scope (its cursor exists)."""
+        return await store.exists(self.cursor) is not None
 
     async def committed(self, store: NodeStore) -> int:
         """The next epoch to deliver, as the cursor records it (never before ``from_epoch``)."""
@@ -139,7 +128,7 @@ class Delivery:
         seal = await store.get(seal_path, wake)
         if seal is None:
             return None
-        claim = self.paths.asset_event(self.scope, epoch, node.generation, self.partition)
+        claim = DeliveryPaths(self.paths).claim(self.scope, epoch, node.generation, self.partition)
         try:
             await store.create(claim, self.holder.encode(), ephemeral=True)
         except NodeExistsError:
@@ -186,7 +175,7 @@ class Delivery:
             if node.generation != epoch_node.generation:
                 continue
             for entry in sorted((e for e in node.entries if e.state == "sealed"), key=lambda e: e.version):
-                if self.paths.asset_event_version(self.scope, epoch, node.generation, self.partition,
+                if DeliveryPaths(self.paths).version_claim(self.scope, epoch, node.generation, self.partition,
                                                   entry.version) in handed:
                     continue
                 found = await self._claim_version(store, epoch, node.generation, entry.version, wake)
@@ -201,8 +190,8 @@ class Delivery:
                              wake: Watch) -> tuple[str, str] | bool:
         """(claim, sent record) once this deliverer holds ``version``'s claim; True: its event was
         stored already; False: another deliverer holds the claim."""
-        claim = self.paths.asset_event_version(self.scope, epoch, generation, self.partition, version)
-        sent = self.paths.asset_event_sent(self.scope, epoch, generation, self.partition, version)
+        claim = DeliveryPaths(self.paths).version_claim(self.scope, epoch, generation, self.partition, version)
+        sent = DeliveryPaths(self.paths).version_sent(self.scope, epoch, generation, self.partition, version)
         if await store.exists(sent) is not None:
             return True
         try:

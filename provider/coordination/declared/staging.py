@@ -1,6 +1,6 @@
 """The staging area of declared producers' votes (``<pipeline>/declared``): where a key's staged votes
 live, reading them, and pruning the epochs the ledger no longer keeps (see
-:mod:`~airflow_epochs.coordination.services.declared_votes` for staging and casting them).
+:mod:`~airflow_epochs.coordination.declared.votes` for staging and casting them).
 
 The ``declared`` folder itself is never listed (its children grow with the epochs staged): its data is
 a pruning cursor (:class:`StagedPruned`), and the epochs after it are probed by number.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
 from airflow_epochs.coordination.base.steps import SetData
+from airflow_epochs.coordination.declared.records import StagedKey, StagedPruned, StagedVote
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.retention import delete_tree
-from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedPruned, StagedVote
 
 # Staged epochs probed (one stat each) per round trip when pruning: the ``declared`` folder is never
 # listed, since its children grow with the epochs staged.

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, NotLeader, PipelineNotFound
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
+from airflow_epochs.coordination.recipes.leadership.records import Holding, LeaseNode
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.events import LeaderChanged, LeaderReleased
-from airflow_epochs.coordination.wire.recipe_nodes import Holding, LeaseNode
 from airflow_epochs.coordination.wire.records import Overtaken
 
 
@@ -54,30 +50,18 @@ was lost is still found after that many renewals or takeovers (the README's outc
 
 
 class LeaderLease:
-    """The leadership lease of one pipeline.
+    """The leadership lease of one pipeline, contended for as the context's owner. Bound to a ledger as
+    ``ledger.lease(owner=..., duration=...)``.
 
-    :param client: a started kazoo client.
-    :param pipeline: the pipeline name.
-    :param owner: this contender's identity (e.g. the Airflow deployment's name).
+    :param ctx: the pipeline's context; its owner is this contender's identity (e.g. the Airflow
+        deployment's name) and its clock computes the expiry.
     :param duration: how long one acquisition lasts without renewal; a standby takes over after it.
-    :param root: the znode under which pipelines live.
-    :param clock: wall clock (seconds since the epoch) the expiry is computed with.
     """
 
-    def __init__(
-        self,
-        client: KazooClient,
-        pipeline: str,
-        *,
-        owner: str,
-        duration: datetime.timedelta = datetime.timedelta(seconds=60),
-        root: str = DEFAULT_ROOT,
-        op_timeout: float | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, ctx: PipelineContext, *, duration: datetime.timedelta = datetime.timedelta(seconds=60)) -> None:
         if not isinstance(duration, datetime.timedelta) or duration.total_seconds() < 1:
             raise InvalidInput(f"lease duration must be a timedelta of at least 1 s, not {duration!r}")
-        self.ctx = PipelineContext(client, pipeline, owner=owner, root=root, op_timeout=op_timeout, clock=clock)
+        self.ctx = ctx
         self.owner = self.ctx.owner
         self.duration = duration
         self.session = self.ctx.session

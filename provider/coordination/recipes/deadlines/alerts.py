@@ -18,10 +18,10 @@ from __future__ import annotations
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.paths import child_path, epoch_key
 from airflow_epochs.coordination.base.steps import Create, Delete
+from airflow_epochs.coordination.recipes.deadlines.records import LateAlert
 from airflow_epochs.coordination.state.archive import archive_location
 from airflow_epochs.coordination.state.archive_storage import read_stored, stored_names, write_stored_once
 from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.deadline_records import LateAlert
 
 _FOLDER = "_late-alerts"
 _RUN = ",run"

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_epochs.coordination.base.errors import InvalidInput, StateError
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.wire.recipe_nodes import BarrierNode
+from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, StateError
+from airflow_epochs.coordination.base.names import validate_name
+from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.wire import payloads
 
 PolicyKind = Literal["fail", "quorum", "rerun"]
 
@@ -140,6 +141,87 @@ class Arrival:
     outcome: BarrierOutcome | None
 
 
+# -- the records in the barrier's znodes ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BarrierNode:
+    """A barrier record: its straggler policy, deadline, registered count, and whether it is decided."""
+
+    policy: str
+    timeout: float
+    k: int | None
+    declared_at: float
+    deadline: float
+    registered: int
+    closed: bool = False
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("barrier", {
+            "policy": self.policy, "timeout": self.timeout, "k": self.k, "declared_at": self.declared_at,
+            "deadline": self.deadline, "registered": self.registered, "closed": self.closed})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> BarrierNode:
+        doc = payloads.decode("barrier", raw, path=path)
+        k = doc.get("k")
+        return cls(str(doc["policy"]), float(doc["timeout"]), None if k is None else int(k),
+                   float(doc.get("declared_at", 0.0)), float(doc["deadline"]), int(doc["registered"]),
+                   bool(doc.get("closed")))
+
+
+@dataclass(frozen=True)
+class ArrivalNode:
+    """One participant's arrival at a barrier: when, and under which request."""
+
+    at: float
+    request: str
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("arrival", {"at": self.at, "request": self.request})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> ArrivalNode:
+        doc = payloads.decode("arrival", raw, path=path)
+        return cls(float(doc["at"]), str(doc["request"]))
+
+
+@dataclass(frozen=True)
+class ReleaseNode:
+    """How a barrier was decided (release, failure, or a stragglers' report).
+
+    ``late`` names at most the first few stragglers (sorted); ``late_count`` counts all of them, so a
+    barrier of thousands of participants keeps its record far below the payload limit. A record
+    written before the count existed has every straggler in ``late``: its count is their number.
+    """
+
+    decision: str  # "all" | "quorum" | "failed" | "rerun"
+    arrived: int
+    late: tuple[str, ...]
+    at: float
+    late_count: int | None = None  # None: every straggler is named
+
+    @property
+    def stragglers(self) -> int:
+        return len(self.late) if self.late_count is None else self.late_count
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("release", {"decision": self.decision, "arrived": self.arrived,
+                                           "late": list(self.late), "at": self.at,
+                                           "late_count": self.stragglers,
+                                           "late_truncated": self.stragglers > len(self.late)})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> ReleaseNode:
+        doc = payloads.decode("release", raw, path=path)
+        late = tuple(str(name) for name in doc["late"])
+        count = doc.get("late_count", len(late))  # absent in records written before the bound
+        if isinstance(count, bool) or not isinstance(count, int) or count < len(late):
+            raise CorruptPayload(f"{path}: release payload field 'late_count' is {count!r}, expected an integer "
+                                 f"of at least {len(late)} (the stragglers it names)")
+        return cls(str(doc["decision"]), int(doc["arrived"]), late, float(doc["at"]), count)
+
+
 @dataclass(frozen=True)
 class BarrierRecord:
     """The decoded barrier record."""
@@ -156,43 +238,52 @@ class BarrierRecord:
 
 @dataclass(frozen=True)
 class BarrierPaths:
-    """The znodes of one barrier of one opening of an epoch."""
+    """The znodes of one barrier of one opening (generation) of an epoch::
 
-    ctx: PipelineContext
+        epochs/<epoch>/b-<generation>/<barrier>        the record: policy, deadline, registered, closed
+            p/<participant>                            one registration
+            a/<participant>                            one arrival (the folder's data version counts them)
+            release | failed | report                  created once, with the decision
+    """
+
+    paths: PipelinePaths
     epoch: int
     generation: int
     name: str
 
     @property
     def folder(self) -> str:
-        return self.ctx.paths.barriers(self.epoch, self.generation)
+        return f"{self.paths.epoch(self.epoch)}/b-{self.generation}"
 
     @property
     def barrier(self) -> str:
-        return self.ctx.paths.barrier(self.epoch, self.generation, self.name)
+        return f"{self.folder}/{validate_name('barrier', self.name)}"
 
     @property
     def participants(self) -> str:
-        return self.ctx.paths.barrier_participants(self.epoch, self.generation, self.name)
+        return f"{self.barrier}/p"
 
     def participant(self, name: str) -> str:
-        return self.ctx.paths.barrier_participant(self.epoch, self.generation, self.name, name)
+        return f"{self.participants}/{validate_name('producer', name)}"
 
     @property
     def arrivals(self) -> str:
-        return self.ctx.paths.barrier_arrivals(self.epoch, self.generation, self.name)
+        return f"{self.barrier}/a"
 
     def arrival(self, name: str) -> str:
-        return self.ctx.paths.barrier_arrival(self.epoch, self.generation, self.name, name)
+        return f"{self.arrivals}/{validate_name('producer', name)}"
 
     @property
     def release(self) -> str:
-        return self.ctx.paths.barrier_release(self.epoch, self.generation, self.name)
+        """Created once, when the barrier lets its participants pass (all arrived, or a quorum)."""
+        return f"{self.barrier}/release"
 
     @property
     def failed(self) -> str:
-        return self.ctx.paths.barrier_failed(self.epoch, self.generation, self.name)
+        """Created once, when the ``fail`` policy fires."""
+        return f"{self.barrier}/failed"
 
     @property
     def report(self) -> str:
-        return self.ctx.paths.barrier_report(self.epoch, self.generation, self.name)
+        """Created once, when the ``rerun`` policy reports the stragglers."""
+        return f"{self.barrier}/report"

@@ -21,10 +21,8 @@ from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, SetData
-from airflow_epochs.coordination.state.archive import archived_call
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record, frontier, producer_names
-from airflow_epochs.coordination.wire.deadline_records import (
+from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
+from airflow_epochs.coordination.recipes.deadlines.records import (
     DEFAULT_QUANTILE,
     DEFAULT_WINDOW,
     MAX_WINDOW,
@@ -37,6 +35,9 @@ from airflow_epochs.coordination.wire.deadline_records import (
     SealStats,
     quantile,
 )
+from airflow_epochs.coordination.state.archive import archived_call
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import epoch_record, frontier, producer_names
 from airflow_epochs.coordination.wire.vote_records import CastVote, SealNode
 
 
@@ -82,7 +83,7 @@ def sealed_votes(call: Call, ctx: PipelineContext, epoch: int, partition: str) -
 
 
 def read_stats(call: Call, ctx: PipelineContext, partition: str) -> tuple[SealStats | None, Any]:
-    path = ctx.paths.seal_stats(partition)
+    path = DeadlinePaths(ctx.paths).seal_stats(partition)
     raw = call.get(path)
     return (None, None) if raw is None else (SealStats.from_bytes(raw[0], path=path), raw[1])
 
@@ -111,7 +112,7 @@ def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFA
     new = replace(new, through=top)
     if not write:
         return new
-    path = ctx.paths.seal_stats(partition)
+    path = DeadlinePaths(ctx.paths).seal_stats(partition)
     if stat is None:
         if call.exists(ctx.paths.seal_stats_dir) is None:
             call.try_commit([Create(ctx.paths.seal_stats_dir)])  # a concurrent create is as good

@@ -8,7 +8,7 @@ when ZooKeeper's reply is lost.
 
 The ledger binds these recipes the way kazoo binds ``zk.Lock``: ``ledger.consumer("report")`` is a
 :class:`Consumer` and ``ledger.backpressure()`` a :class:`Backpressure` on the ledger's pipeline.
-The module-level functions over a ledger are in :mod:`..services.shortcuts`.
+Bound to a ledger as ``ledger.consumer(name)`` and ``ledger.backpressure()``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, StateError
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData
+from airflow_epochs.coordination.recipes.backpressure.records import ConsumerRegistration
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import consumer_acks, frontier
-from airflow_epochs.coordination.wire.consumer_records import ConsumerRegistration
 from airflow_epochs.coordination.wire.events import ConsumerRegistered, ConsumerUnregistered
 from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken

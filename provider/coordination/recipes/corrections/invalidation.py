@@ -31,14 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from airflow_epochs.coordination.base.call import Call, commit_or_conflict
-from airflow_epochs.coordination.base.reseal_errors import ResealRefused
 from airflow_epochs.coordination.base.steps import SetData, Step
-from airflow_epochs.coordination.protocol.reseal import open_derived
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record, seal_record
-from airflow_epochs.coordination.state.versions import correction, lineages_at, sealed_version, versions_node
-from airflow_epochs.coordination.wire.events import CorrectionDone, CorrectionPlanned
-from airflow_epochs.coordination.wire.versions import (
+from airflow_epochs.coordination.recipes.corrections.errors import ResealRefused
+from airflow_epochs.coordination.recipes.corrections.records import (
     MAX_PLAN,
     CorrectionNode,
     Reseal,
@@ -49,6 +44,16 @@ from airflow_epochs.coordination.wire.versions import (
     partition_read,
     versions_path,
 )
+from airflow_epochs.coordination.recipes.corrections.reseal import open_derived
+from airflow_epochs.coordination.recipes.corrections.versions import (
+    correction,
+    lineages_at,
+    sealed_version,
+    versions_node,
+)
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import epoch_record, seal_record
+from airflow_epochs.coordination.wire.events import CorrectionDone, CorrectionPlanned
 
 _NOT_YET = 1 << 62  # an input not re-sealed yet: whatever read it read the stale one
 

@@ -44,13 +44,13 @@ from airflow_epochs.coordination.base.errors import (
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.base.steps import Create, SetData
+from airflow_epochs.coordination.declared.records import StagedKey, StagedVote
+from airflow_epochs.coordination.declared.reruns import record_rerun, succeeded_try
+from airflow_epochs.coordination.declared.staging import prune_staged, staged_epoch_path, staged_votes
 from airflow_epochs.coordination.ledger import EpochLedger
 from airflow_epochs.coordination.protocol.config_store import ensure_path
-from airflow_epochs.coordination.services.declared_reruns import record_rerun, succeeded_try
-from airflow_epochs.coordination.services.declared_staging import prune_staged, staged_epoch_path, staged_votes
 from airflow_epochs.coordination.wire.config import PipelineConfig
 from airflow_epochs.coordination.wire.declared import DeclaredProducers, Match
-from airflow_epochs.coordination.wire.declared_records import StagedKey, StagedVote
 from airflow_epochs.coordination.wire.events import ProducerRerun
 from airflow_epochs.coordination.wire.records import Attempt
 
@@ -197,14 +197,14 @@ def _reseal_key(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId
                 doc: StagedVote, *, rerun: str | None = None) -> None:
     """Re-seal the key's partition as a new version and cast every producer's staged vote under it (this
     re-run's, and the others' as they stand); once per re-run (its request ids)."""
-    asked = ledger.reseal(epoch, match.partition, request_id=f"rs-{rerun or doc.request}",
+    asked = ledger.corrections.reseal(epoch, match.partition, request_id=f"rs-{rerun or doc.request}",
                           reason=f"declared producer {match.producer!r} ran again for key {match.key!r} "
                                  f"({task_instance.dag_id}/{task_instance.run_id})")
     if asked.state != "open":
         return
     for partition, producer, staged in staged_votes(ledger, epoch):
         if partition == match.partition:
-            ledger.vote_version(epoch, partition, asked.version, producer, staged.vote(),
+            ledger.corrections.vote_version(epoch, partition, asked.version, producer, staged.vote(),
                                 request_id=f"v{asked.version}-{staged.request}")
 
 
@@ -265,7 +265,7 @@ def _reopen(ledger: EpochLedger, match: Match, task_instance: TaskInstanceId, ep
 def _sealed_without(ledger: EpochLedger, epoch: int, match: Match, doc: StagedVote) -> bool:
     """Whether the epoch's newest seal (version) holds another task instance's vote for this producer than
     ``doc``'s."""
-    seal = ledger.sealed_version(epoch, match.partition)
+    seal = ledger.corrections.sealed_version(epoch, match.partition)
     if seal is None:
         return False
     manifest = seal.manifests.get(match.producer)

@@ -11,11 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_epochs.coordination.base.call import Call
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import decode_seal, seal_info, seal_record
-from airflow_epochs.coordination.wire.nodes import EpochNode
-from airflow_epochs.coordination.wire.records import SealRecord, SnapshotRef
-from airflow_epochs.coordination.wire.versions import (
+from airflow_epochs.coordination.recipes.corrections.records import (
     CorrectionNode,
     SealedVersion,
     VersionsNode,
@@ -23,6 +19,10 @@ from airflow_epochs.coordination.wire.versions import (
     version_path,
     versions_path,
 )
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import decode_seal, seal_info, seal_record
+from airflow_epochs.coordination.wire.nodes import EpochNode
+from airflow_epochs.coordination.wire.records import SealRecord, SnapshotRef
 
 
 def versions_node(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> tuple[VersionsNode, Any] | None:

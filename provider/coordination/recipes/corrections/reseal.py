@@ -27,7 +27,8 @@ from typing import Any
 from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import DuplicateVote, InvalidInput, UnknownProducer
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.reseal_errors import (
+from airflow_epochs.coordination.base.steps import Create, SetData, Step
+from airflow_epochs.coordination.recipes.corrections.errors import (
     InputsNotResealed,
     ResealCompacted,
     ResealInFlight,
@@ -36,14 +37,7 @@ from airflow_epochs.coordination.base.reseal_errors import (
     ResealUnknownPartition,
     VersionNotOpen,
 )
-from airflow_epochs.coordination.base.steps import Create, SetData, Step
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import frontier_with_stat, seal_record
-from airflow_epochs.coordination.state.versions import correction, sealed_version, versions_node
-from airflow_epochs.coordination.wire import payloads
-from airflow_epochs.coordination.wire.events import ResealOpened, VersionSealed
-from airflow_epochs.coordination.wire.records import check_upstream
-from airflow_epochs.coordination.wire.versions import (
+from airflow_epochs.coordination.recipes.corrections.records import (
     MAX_REASON,
     MAX_VERSION_NUMBER,
     MAX_VERSIONS,
@@ -61,6 +55,12 @@ from airflow_epochs.coordination.wire.versions import (
     version_path,
     versions_path,
 )
+from airflow_epochs.coordination.recipes.corrections.versions import correction, sealed_version, versions_node
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import frontier_with_stat, seal_record
+from airflow_epochs.coordination.wire import payloads
+from airflow_epochs.coordination.wire.events import ResealOpened, VersionSealed
+from airflow_epochs.coordination.wire.records import check_upstream
 
 
 def check_reason(reason: object) -> str:

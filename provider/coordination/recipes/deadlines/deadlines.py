@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,13 +29,11 @@ from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import ContentionExhausted, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step
-from airflow_epochs.coordination.recipes.backpressure import UnknownConsumer
-from airflow_epochs.coordination.state.alert_archive import archived_alert
-from airflow_epochs.coordination.state.archive import archived_call
-from airflow_epochs.coordination.state.pipeline import PipelineContext
-from airflow_epochs.coordination.state.reader import epoch_record
-from airflow_epochs.coordination.state.seal_stats import check_quantile, check_window, fold, forecast_of, predict
-from airflow_epochs.coordination.wire.deadline_records import (
+from airflow_epochs.coordination.protocol.retention import CompactionStep
+from airflow_epochs.coordination.recipes.backpressure.consumers import UnknownConsumer
+from airflow_epochs.coordination.recipes.deadlines.alerts import archived_alert, prune_alerts
+from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
+from airflow_epochs.coordination.recipes.deadlines.records import (
     DEFAULT_WINDOW,
     DeadlineSpec,
     LateAlert,
@@ -42,6 +41,19 @@ from airflow_epochs.coordination.wire.deadline_records import (
     SealForecast,
     SealStats,
 )
+from airflow_epochs.coordination.recipes.deadlines.stats import (
+    check_quantile,
+    check_window,
+    fold,
+    fold_before_compaction,
+    predict,
+    sealed_votes,
+)
+from airflow_epochs.coordination.recipes.deadlines.timeline import SealJudged, deadline_before_seal, deadline_of
+from airflow_epochs.coordination.recipes.deadlines.watch import DeadlineWatch
+from airflow_epochs.coordination.state.archive import archived_call
+from airflow_epochs.coordination.state.pipeline import PipelineContext
+from airflow_epochs.coordination.state.reader import epoch_record
 from airflow_epochs.coordination.wire.events import DeadlineMissed, SealedLate
 
 _ROUNDS = 20
@@ -90,7 +102,7 @@ class PartitionDeadlines:
         write: a partition not in the configuration in force, a consumer declarer not registered."""
         if not isinstance(spec, DeadlineSpec):
             raise InvalidInput(f"expected a DeadlineSpec, not {type(spec).__name__}")
-        path = self.paths.deadline(spec.partition, spec.declarer)
+        path = DeadlinePaths(self.paths).deadline(spec.partition, spec.declarer)
 
         def run(call: Call) -> DeadlineSpec:
             record = self.ctx.record(call)
@@ -194,42 +206,32 @@ class PartitionDeadlines:
         return self.ctx.call(lambda call: self._check(call, epoch, partition, act=False),
                              what=f"read the deadline of {partition!r} at epoch {epoch}")
 
-    def _deadline(self, specs: list[DeadlineSpec], stats: SealStats, forecast: SealForecast,
-                  epoch: int) -> float | None:
-        times: list[float] = []
-        for spec in specs:
-            if spec.mode == "fixed":
-                anchor = spec.interval_end(epoch) if spec.anchor == "interval_end" else forecast.opened_at
-                if anchor is not None:
-                    times.append(anchor + spec.delta)
-            elif forecast.opened_at is not None and forecast.status == "predicted":
-                end = spec.interval_end(epoch)
-                lates = [forecast_of(m.producer, stats.producers.get(m.producer), forecast.opened_at, end,
-                                     spec.quantile).late_at for m in forecast.missing]
-                if all(late is not None for late in lates):
-                    times.append(max(late for late in lates if late is not None) + spec.slack)
-        return min(times, default=None)
-
     def _check(self, call: Call, epoch: int, partition: str, *, act: bool = True) -> Verdict:
         specs = self._specs(call, partition)
         calendar = self._calendar(specs)
         stats = fold(call, self.ctx, partition, window=self.window, calendar=calendar, write=act)
         q = next((s.quantile for s in specs if s.mode == "predicted"), 0.9)
         forecast = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
-        deadline = self._deadline(specs, stats, forecast, epoch)
-        alert_path = self.paths.late_alert(epoch, forecast.generation or 1, partition)
+        judged = self._judge_seal(call, specs, stats, epoch, partition) if forecast.status == "sealed" else None
+        deadline = judged.deadline_at if judged is not None else deadline_of(
+            specs, stats, epoch, forecast.opened_at, [m.producer for m in forecast.missing])
+        alert_path = DeadlinePaths(self.paths).late_alert(epoch, forecast.generation or 1, partition)
         raw = call.get(alert_path)
         alert = None if raw is None else LateAlert.from_bytes(raw[0], path=alert_path)
         if alert is not None:
             deadline = alert.deadline_at  # the deadline it was raised against stays the deadline
         if not act:
-            return self._read_only(epoch, partition, deadline, forecast, alert)
+            return self._read_only(epoch, partition, deadline, forecast, alert, judged)
         if forecast.status == "sealed":
             if alert is not None:
                 alert = self._sealed_late(call, alert, forecast.sealed_at or 0.0)
                 return Verdict(epoch, partition, "sealed_late", deadline, forecast, alert, self._take_delivery(alert))
-            late = deadline is not None and (forecast.sealed_at or 0.0) > deadline
-            return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, forecast)
+            if judged is not None and judged.late and deadline is not None:
+                # late, and sealed before any watcher raised it (none ran, or it was restarted): the one
+                # alert is raised now, with the seal's lateness on it
+                return self._raise(call, epoch, partition, deadline, forecast,
+                                   self._missing(stats, judged.missing), sealed_at=forecast.sealed_at)
+            return Verdict(epoch, partition, "in_time", deadline, forecast)
         if alert is not None:
             return Verdict(epoch, partition, "late", deadline, forecast, alert, self._take_delivery(alert))
         if forecast.status == "not_open" and (deadline is None or self.ctx.clock() < deadline):
@@ -242,20 +244,32 @@ class PartitionDeadlines:
         call.sync(self.paths.epoch(epoch))
         again = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
         if again.status == "sealed":
-            late = (again.sealed_at or 0.0) > deadline
-            return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, again)
+            return self._check(call, epoch, partition)  # judged by its votes, as any seal is
+        missing = again.missing
         if again.status == "not_open":  # past its deadline before it even opened: every producer is missing
-            producers = self.ctx.config_for(call, epoch).config.partitions.get(partition, ())
-            again = replace(again, missing=tuple(
-                ProducerForecast(name, None, None, stats.producers[name].last_voted_at if name in stats.producers
-                                 else None, len(stats.producers[name].samples) if name in stats.producers else 0)
-                for name in producers))
-        return self._raise(call, epoch, partition, deadline, again)
+            missing = self._missing(stats, self.ctx.config_for(call, epoch).config.partitions.get(partition, ()))
+        return self._raise(call, epoch, partition, deadline, again, missing)
+
+    def _judge_seal(self, call: Call, specs: list[DeadlineSpec], stats: SealStats, epoch: int,
+                    partition: str) -> SealJudged:
+        """How a sealed partition stood against its deadline, judged by when its votes landed."""
+        found = sealed_votes(call, self.ctx, epoch, partition)
+        if found is None:
+            return SealJudged(None, False)
+        opened_at, votes = found
+        return deadline_before_seal(specs, stats, epoch, opened_at, votes)
+
+    @staticmethod
+    def _missing(stats: SealStats, names: Iterable[str]) -> tuple[ProducerForecast, ...]:
+        """The alert's missing producers, by name, with what the statistics know of them."""
+        return tuple(ProducerForecast(name, None, None, stats.producers[name].last_voted_at if name in stats.producers
+                                      else None, len(stats.producers[name].samples) if name in stats.producers else 0)
+                     for name in names)
 
     def _read_only(self, epoch: int, partition: str, deadline: float | None, forecast: SealForecast,
-                   alert: LateAlert | None) -> Verdict:
+                   alert: LateAlert | None, judged: SealJudged | None) -> Verdict:
         if forecast.status == "sealed":
-            late = deadline is not None and (forecast.sealed_at or 0.0) > deadline
+            late = alert is not None or (judged is not None and judged.late)
             return Verdict(epoch, partition, "sealed_late" if late else "in_time", deadline, forecast, alert)
         if alert is not None or (deadline is not None and self.ctx.clock() >= deadline):
             return Verdict(epoch, partition, "late", deadline, forecast, alert)
@@ -263,18 +277,22 @@ class PartitionDeadlines:
             return Verdict(epoch, partition, "not_open", deadline, forecast)
         return Verdict(epoch, partition, "no_deadline" if deadline is None else "waiting", deadline, forecast)
 
-    def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast) -> Verdict:
+    def _raise(self, call: Call, epoch: int, partition: str, deadline: float, forecast: SealForecast,
+               missing: tuple[ProducerForecast, ...], *, sealed_at: float | None = None) -> Verdict:
+        """Raise the one alert of a late partition (a seal already late, with ``sealed_at``)."""
         generation = forecast.generation or 1  # an epoch never opened: its first opening
-        path = self.paths.late_alert(epoch, generation, partition)
-        alert = LateAlert(epoch, partition, deadline, self.ctx.clock(), self.ctx.owner, forecast.missing,
-                          request=call.request_id, generation=generation)
+        path = DeadlinePaths(self.paths).late_alert(epoch, generation, partition)
+        state = "late" if sealed_at is None else "sealed_late"
+        alert = LateAlert(epoch, partition, deadline, self.ctx.clock(), self.ctx.owner, missing,
+                          request=call.request_id, generation=generation, sealed_at=sealed_at,
+                          late_by=None if sealed_at is None else max(0.0, sealed_at - deadline))
         if call.exists(self.paths.late_alerts) is None:
             call.try_commit([Create(self.paths.late_alerts)])  # a concurrent create is as good
         failure = call.try_commit([Create(path, alert.to_bytes()), *self.ctx.event(DeadlineMissed(
             epoch=epoch, partition=partition, deadline_at=deadline,
-            missing=tuple(m.producer for m in forecast.missing), raised_by=self.ctx.owner))])
+            missing=tuple(m.producer for m in missing), raised_by=self.ctx.owner))])
         if failure is None:
-            return Verdict(epoch, partition, "late", deadline, forecast, alert, self._take_delivery(alert))
+            return Verdict(epoch, partition, state, deadline, forecast, alert, self._take_delivery(alert))
         if not isinstance(failure.error, NodeExistsError):
             raise failure.error
         raw = call.get(path)
@@ -283,11 +301,11 @@ class PartitionDeadlines:
         found = LateAlert.from_bytes(raw[0], path=path)
         # Raised by another watcher (or by this call, its answer lost): whoever takes the run node first
         # delivers it, so a raiser that died between the two creates leaves nothing undelivered.
-        return Verdict(epoch, partition, "late", found.deadline_at, forecast, found, self._take_delivery(found))
+        return Verdict(epoch, partition, state, found.deadline_at, forecast, found, self._take_delivery(found))
 
     def _sealed_late(self, call: Call, alert: LateAlert, sealed_at: float) -> LateAlert:
         """Record once on the alert (and in the history) that the partition sealed, and how late."""
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         for _ in range(_ROUNDS):
             raw = call.get(path)
             if raw is None:
@@ -312,7 +330,7 @@ class PartitionDeadlines:
         else running it): an ephemeral run node, gone with its holder's session."""
         if alert.delivered_at is not None:
             return False
-        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
+        run = DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation, alert.partition)
         try:
             self.ctx.client.create(run, self.ctx.owner.encode(), ephemeral=True)
         except NodeExistsError:
@@ -324,7 +342,7 @@ class PartitionDeadlines:
                 return self._take_delivery(alert)  # its holder just finished or died: look again
             return bool(stat.ephemeralOwner == self.ctx.client.client_id[0] and data == self.ctx.owner.encode())
         # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         try:
             raw = self.ctx.client.get(path)[0]
         except NoNodeError:  # delivered by another and pruned by retention since this watcher read it
@@ -337,7 +355,7 @@ class PartitionDeadlines:
 
     def delivered(self, alert: LateAlert) -> LateAlert:
         """Mark ``alert`` delivered (its callback ran) and let its run node go."""
-        path = self.paths.late_alert(alert.epoch, alert.generation, alert.partition)
+        path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
 
         def run(call: Call) -> LateAlert:
             for _ in range(_ROUNDS):
@@ -350,7 +368,7 @@ class PartitionDeadlines:
                 done = replace(current, delivered_at=self.ctx.clock())
                 if call.try_commit([SetData(path, done.to_bytes(), raw[1].version)]) is None:
                     # its run node goes now (a failure means it went with its session already)
-                    call.try_commit([Delete(self.paths.late_alert_delivery(alert.epoch, alert.generation,
+                    call.try_commit([Delete(DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation,
                                                                            alert.partition))])
                     return done
             raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds marking the alert delivered")
@@ -362,7 +380,7 @@ class PartitionDeadlines:
         cancelled): watchers in one process share a session that lives on, so the run node would
         otherwise hold every other watcher back until that session ends. Only this watcher's own run
         node is deleted."""
-        run = self.paths.late_alert_delivery(alert.epoch, alert.generation, alert.partition)
+        run = DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation, alert.partition)
         try:
             data, stat = self.ctx.client.get(run)
         except NoNodeError:
@@ -384,7 +402,7 @@ class PartitionDeadlines:
                 found = epoch_record(past, self.ctx, epoch)
             gen = generation if generation is not None else 1 if found is None else \
                 found[0].generation + 1 if found[0].state == "rolled_back" else found[0].generation
-            path = self.paths.late_alert(epoch, gen, partition)
+            path = DeadlinePaths(self.paths).late_alert(epoch, gen, partition)
             raw = call.get(path)
             if raw is None:  # retention prunes the alerts of compacted epochs, archiving them first
                 return archived_alert(call, self.ctx, epoch, gen, partition)
@@ -392,12 +410,17 @@ class PartitionDeadlines:
 
         return self.ctx.call(run, what=f"read the alert of {partition!r} at epoch {epoch}")
 
+    def watch(self, epoch: int, partition: str, *, until_sealed: bool = False) -> DeadlineWatch:
+        """The asynchronous wait for the verdict, as a trigger runs it (no thread held; see :mod:`.watch`)."""
+        return DeadlineWatch(self, epoch, partition, until_sealed=until_sealed)
+
     def wait(self, epoch: int, partition: str, *, timeout: float | None = None,
              stop: threading.Event | None = None, until_sealed: bool = False) -> Verdict:
         """Block until ``partition`` of ``epoch`` is decided against its deadline: sealed (in time or
         late), late with an alert this watcher must deliver, late and delivered by another (with
         ``until_sealed``: sealed after all, its lateness recorded), or ``timeout`` seconds passed (the
-        last verdict). Woken by the seal and by the alert's run node going, and at the deadline itself."""
+        last verdict). Woken by the seal, by each vote (which moves a predicted deadline), by the alert's
+        run node going, and at the deadline itself. For a script; a trigger uses :meth:`watch`."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             wake = threading.Event()
@@ -413,7 +436,8 @@ class PartitionDeadlines:
                 return verdict
             client = self.ctx.client
             if verdict.alert is not None and not delivered:  # another is delivering it: wait for it to finish
-                if client.exists(self.paths.late_alert_delivery(epoch, verdict.alert.generation, partition),
+                running = DeadlinePaths(self.paths).late_alert_delivery(epoch, verdict.alert.generation, partition)
+                if client.exists(running,
                                  watch=poke) is None:
                     continue
                 pause = 5.0
@@ -428,6 +452,10 @@ class PartitionDeadlines:
                     client.exists(self.paths.epoch(epoch), watch=poke)
                     if client.exists(self.paths.seal(epoch, found[0].generation, partition), watch=poke) is not None:
                         continue  # sealed since the check
+                    if found[0].state == "open":  # every vote moves a predicted deadline: look again at each
+                        with contextlib.suppress(NoNodeError):
+                            client.get_children(self.paths.vote_counter(epoch, found[0].attempt, partition),
+                                                watch=poke)
                 pause = _REVISIT if delivered else max(0.0, (verdict.deadline_at or 0.0) - self.ctx.clock())
             if end is not None:
                 left = end - time.monotonic()
@@ -442,3 +470,12 @@ class PartitionDeadlines:
                 wake.wait(left if stop is None else min(left, 0.5))
             if stop is not None and stop.is_set():
                 return verdict
+
+
+def _trim_alerts(call: Call, ctx: PipelineContext, through: int) -> int:
+    return prune_alerts(call, ctx, through)[0]
+
+
+# What this family hands retention: the statistics take the epochs' votes before they go, and the
+# delivered late alerts of compacted epochs leave (archived first where there is an archive).
+COMPACTION = CompactionStep("deadlines", before=fold_before_compaction, trim=_trim_alerts)

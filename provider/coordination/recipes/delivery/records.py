@@ -1,0 +1,117 @@
+"""The records of asset delivery: a scope's cursor and a retired scope (kept in znodes), and the asset
+event itself (:class:`SealedPartitionEvent`, kept in the event's ``extra``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.wire import payloads
+
+
+@dataclass(frozen=True)
+class RetiredScope:
+    """A retired delivery scope and where its cursors stood (partition -> the next epoch it would have
+    delivered); also the stored result of the retirement's request."""
+
+    scope: str
+    cursors: dict[str, int]
+
+    def to_result(self) -> dict[str, Any]:
+        """The request's stored result (``ctx.request_op(..., result)``)."""
+        return {"scope": self.scope, "cursors": dict(self.cursors)}
+
+    @classmethod
+    def from_result(cls, result: Any, *, scope: str, path: str) -> RetiredScope:
+        """The retirement of ``scope`` stored at ``path``; :class:`CorruptPayload` for anything else (a result
+        of another shape or scope: the request id was used for another call)."""
+        cursors = result.get("cursors") if isinstance(result, dict) else None
+        if not isinstance(result, dict) or result.get("scope") != scope or not isinstance(cursors, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in cursors.items()):
+            raise CorruptPayload(f"{path}: not a retirement of delivery scope {scope!r} ({{scope, cursors}}): "
+                                 f"{result!r:.200}")
+        return cls(scope, dict(cursors))
+
+
+@dataclass(frozen=True)
+class DeliveryCursor:
+    """How far a delivery scope has handed a partition's seals to Airflow: the next epoch to deliver."""
+
+    following: int
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("asset_cursor", {"following": self.following})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> DeliveryCursor:
+        text = raw.strip()
+        if text.isdigit():  # written before the cursor was a versioned payload: the bare number
+            return cls(int(text))
+        return cls(int(payloads.decode("asset_cursor", raw, path=path)["following"]))
+
+
+@dataclass(frozen=True)
+class SealedPartitionEvent:
+    """The asset event of one sealed (epoch, partition): the schema of the event's ``extra``, written by
+    every producer of asset events (the close operator, the seal stream, the declared-key stream) and
+    read by every consumer (:meth:`from_extra`).
+
+    ``version`` 1 is the seal itself; a re-sealed version (2, 3, ...) of it is its own event, with the
+    ``correction`` that made it. ``dedupe_key`` names the event across redeliveries: a consumer that
+    runs once per key runs once per seal (and once per correction of it). ``partition_key`` is the
+    epoch's number, or the key a declared partition's producers used.
+    """
+
+    pipeline: str
+    partition: str
+    epoch: int
+    generation: int
+    attempt: int | None = None
+    zxid: int | None = None
+    version: int = 1
+    correction: str | None = None
+    partition_key: str | None = None
+    declared: bool = False
+
+    @property
+    def key(self) -> str:
+        """The event's partition key: the producers' key, or the epoch's number."""
+        return self.partition_key if self.partition_key is not None else str(self.epoch)
+
+    @property
+    def dedupe_key(self) -> str:
+        base = f"{self.pipeline}/{self.partition}/{self.epoch}/{self.generation}"
+        return f"{base}/v{self.version}" if self.version > 1 else f"{base}/{self.attempt}"
+
+    def to_extra(self) -> dict[str, Any]:
+        """The event's ``extra`` (JSON)."""
+        extra: dict[str, Any] = {"pipeline": self.pipeline, "partition": self.partition, "epoch": self.epoch,
+                                 "generation": self.generation, "partition_key": self.key, "version": self.version,
+                                 "dedupe_key": self.dedupe_key}
+        if self.version == 1:
+            extra.update(attempt=self.attempt, zxid=self.zxid)
+        else:
+            extra["correction"] = self.correction
+        if self.declared:
+            extra["declared"] = True
+        return extra
+
+    @classmethod
+    def from_extra(cls, extra: Any) -> SealedPartitionEvent:
+        """The event an asset event's ``extra`` carries: as a watcher's trigger stored it (under
+        ``payload``) or as the close operator wrote it; :class:`CorruptPayload` for anything else."""
+        doc = extra.get("payload", extra) if isinstance(extra, dict) else None
+        try:
+            if not isinstance(doc, dict):
+                raise TypeError("not an object")
+            version = int(doc.get("version", 1))
+            zxid = doc.get("zxid", doc.get("seal_zxid"))  # the close operator's events before 2026-12
+            attempt = doc.get("attempt")
+            return cls(str(doc["pipeline"]), str(doc["partition"]), int(doc["epoch"]), int(doc.get("generation", 1)),
+                       None if attempt is None else int(attempt), None if zxid is None else int(zxid), version,
+                       None if doc.get("correction") is None else str(doc["correction"]),
+                       None if doc.get("partition_key") is None else str(doc["partition_key"]),
+                       bool(doc.get("declared")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptPayload(f"not the asset event of a sealed partition ({exc}): {extra!r:.200}") from exc
