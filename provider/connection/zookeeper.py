@@ -23,6 +23,7 @@ from airflow_epochs.coordination.base.errors import CoordinationUnavailable
 from airflow_epochs.redaction import RedactingFilter, register_secret
 
 DEFAULT_PORT = 2181
+CONNECT_RETRY_MAX_DELAY = 1.0  # seconds between a client's connection tries, at most
 _LEGACY_PREFIX = "extra__zookeeper__"
 _BOOL_EXTRAS = ("use_acl", "use_tls", "verify_certs", "check_hostname", "read_only")
 _NUMBER_EXTRAS = ("session_timeout", "connection_timeout")
@@ -148,6 +149,10 @@ class ZooKeeperSettings:
             "hosts": self.connect_string,
             "timeout": self.session_timeout,
             "read_only": self.read_only,
+            # Tries again at most a second apart (kazoo's own backoff grows to an hour): a server that closes
+            # our connection at once while another user's flood holds its handshake slots lets one through as
+            # slots turn over, and a try that waits 25 s after the last one misses them.
+            "connection_retry": {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": CONNECT_RETRY_MAX_DELAY},
         }
         if self.login and self.password:
             credential = f"{self.login}:{self.password}"

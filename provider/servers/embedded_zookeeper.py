@@ -37,6 +37,7 @@ from airflow_epochs.process_identity import ProcessIdentity, identify, launch_en
 from airflow_epochs.servers.die_with_parent import launcher
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
+    LISTEN_BACKLOG,
     LOG_FILE_SIZE,
     JavaNotFound,
     ZooKeeperError,
@@ -337,6 +338,7 @@ class ZooKeeperEnsemble:
                 # Every local user connects from 127.0.0.1: the client certificate, not the address, says who.
                 "ssl.clientHostnameVerification=false",
                 f"netty.server.outstandingHandshake.limit={self.max_pending_handshakes}",  # a flood keeps fds
+                f"clientPortListenBacklog={LISTEN_BACKLOG}",  # a flood's churn slowed by its dropped SYNs
             ]
         if self.size > 1:
             write_private(data_dir / "myid", f"{member.myid}\n")

@@ -21,6 +21,7 @@ from airflow_epochs.connection.probe import four_letter_word
 
 __all__ = [
     "FOUR_LETTER_WORDS",
+    "LISTEN_BACKLOG",
     "JavaNotFound",
     "ZooKeeperError",
     "ZooKeeperJarsNotFound",
@@ -52,6 +53,15 @@ _DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/
 # measured after a full collection with 12,000 idle sockets held (2026-12, ZooKeeper 3.9.5, Netty 4.2).
 HANDSHAKE_HEAP_BYTES = 10 * 1024
 _FALLBACK_DESCRIPTORS = 1 << 20  # fs.nr_open's default: the kernel's cap on an unlimited hard limit
+# Connections the kernel queues for the TLS port before the server accepts them (``clientPortListenBacklog``;
+# the kernel's somaxconn, 4,096 here, by default). Under a flood of idle sockets, every one the server closes
+# at the handshake limit is opened again at once: with a long queue the server spends its CPU accepting and
+# closing them (at a load average of 10, new clients of ours then timed out and a held session expired);
+# with a short one the kernel drops their SYNs, each retried a second or more later, which slows the
+# flood's churn to what the server keeps up with (new clients in 0.2 to 7 s at the same load). Our clients
+# retry their connection too, at most a second apart; a burst of more connections than this at once waits a
+# SYN retry (1 s) for some of them.
+LISTEN_BACKLOG = 64
 
 
 def pending_handshake_limit(heap_mb: int) -> int:
