@@ -31,15 +31,12 @@ from the run with faults (the clean runs' own figures are in the notes). Rows:
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from common import compare, figure
+from common import LoadAverage, compare, figure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
@@ -81,27 +78,6 @@ def run_faults(base: Path, first: Cluster, shared: dict[str, Any], days: int,
                 driver.close()
     finally:
         third.stop()
-
-
-class LoadAverage:
-    """The 1-minute load average sampled every 15 s while the benchmark runs (the machine is shared)."""
-
-    def __init__(self) -> None:
-        self.samples = [os.getloadavg()[0]]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="load-average", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(15):
-            self.samples.append(os.getloadavg()[0])
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def summary(self) -> str:
-        values = [*self.samples, os.getloadavg()[0]]
-        return f"load average {min(values):.1f} to {max(values):.1f} (median {statistics.median(values):.1f})"
 
 
 def speed_rows(celery: Outcome, local: Outcome, days: int, load: str) -> None:

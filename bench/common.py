@@ -208,3 +208,24 @@ def process_cpu_seconds(pid: int | None) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class LoadAverage:
+    """The 1-minute load average sampled every 15 s while the benchmark runs (the machine is shared)."""
+
+    def __init__(self) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="load-average", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(15):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def summary(self) -> str:
+        values = [*self.samples, os.getloadavg()[0]]
+        return f"load average {min(values):.1f} to {max(values):.1f} (median {statistics.median(values):.1f})"

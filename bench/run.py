@@ -7,7 +7,8 @@
 
 Groups (row ids in brackets):
   wake       seal -> trigger wakes, vs poke sensors                      [wake_p50_ms, wake_vs_poke_*]
-  cost       ZooKeeper requests and time per epoch                       [cost_requests_p*, cost_ms_p*]
+  cost       ZooKeeper requests and time per epoch; per delivered seal   [cost_requests_p*, cost_ms_p*,
+                                                                          delivery_requests_per_seal]
   barrier    N participants through a barrier, vs kazoo's DoubleBarrier  [barrier_p50_n*, barrier_requests_n*, ...]
   sealing    epochs sealed per second, vs one global lock                [sealing_eps_p*]
   open       requests and time to open an epoch                          [open_requests, open_ms]
@@ -31,6 +32,13 @@ Groups (row ids in brackets):
              alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
              mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]
   reseal     correct one input at epoch 8 of 20: re-seal vs rollback    [reseal_rerun_seals, reseal_seconds]
+  mainjob    the main job (nycflights, 3 / 30 days) under one real       [mainjob_catchup_epoch_s[P],
+             scheduler vs P = airflow (depends_on_past, max_active_runs=1,  mainjob_seal_to_downstream_s[P],
+             ExternalTaskSensor) and dagster (daily partitions, backfill    mainjob_path_{spark,coordination,
+             by its daemon), same Spark jobs                                orchestration}_s[P],
+                                                                           mainjob_peak_memory_mb[P],
+                                                                           mainjob_days_exact[side],
+                                                                           mainjob_zk_requests_per_epoch]
   cluster    the main job on Celery, 2 schedulers/triggerers, a ZooKeeper [cluster_days_exact, cluster_*_s,
              ensemble and a Spark cluster, faults; vs LocalExecutor        cluster_duplicate_seals, ...]
 
@@ -60,21 +68,23 @@ from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
 GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "waiters", "reconnect", "ui",
           "spark", "scheduler", "publish",
-          "producers", "deadlines", "reseal", "cluster")
+          "producers", "deadlines", "reseal", "mainjob", "cluster")
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
-GROUP_MODULES = ("wake", "state_growth", "barrier", "sealing", "fleet_capacity", "many_waiters", "reconnect",
-                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines",
-                 "reseal")
+GROUP_MODULES = ("wake", "state_growth", "delivery_cost", "barrier", "sealing", "fleet_capacity", "many_waiters",
+                 "reconnect", "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines",
+                 "reseal", "mainjob", "mainjob_dagster")
 
 FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 """A group named here raises instead of running: how the tests check that the others' rows are kept."""
 
 
-def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None) -> dict[str, Callable[[], None]]:
+def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None,
+         mainjob_days: int | None = None) -> dict[str, Callable[[], None]]:
     import barrier
     import deadlines
+    import delivery_cost
     import many_waiters
     import reconnect
     import sealing
@@ -122,6 +132,11 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
 
         run_reseal(hosts, 20, 2 if smoke else 5)
 
+    def mainjob() -> None:
+        from mainjob import run_all as run_mainjob
+
+        run_mainjob(hosts, port, server.pid, smoke, mainjob_days)
+
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
 
@@ -129,7 +144,8 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
 
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
-        "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
+        "cost": lambda: (state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
+                         delivery_cost.run(hosts, 5 if smoke else 100)),
         "barrier": lambda: barrier.run(hosts, port, (10,) if smoke else (10, 100, 1000), 2 if smoke else 5),
         "sealing": lambda: sealing.run(hosts, (1, 4) if smoke else (1, 2, 4, 8, 16, 32, 64), 2 if smoke else 10,
                                        2 if smoke else 5, server_pid=server.pid),
@@ -146,6 +162,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
         "producers": producers,
         "deadlines": lambda: deadlines.run(hosts, 12 if smoke else 60),
         "reseal": reseal,
+        "mainjob": mainjob,
         "cluster": cluster,
     }
 
@@ -155,6 +172,8 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     parser.add_argument("--only", default="", help=f"comma-separated groups: {','.join(GROUPS)}")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
+    parser.add_argument("--mainjob-days", type=int, default=None,
+                        help="mainjob: the days each side catches up (default 3 with --smoke, else 30)")
     parser.add_argument("--cluster-days", type=int, default=None,
                         help="cluster: the days the main job runs in each phase (default 3 with --smoke, else 5)")
     args = parser.parse_args()
@@ -194,7 +213,7 @@ def main() -> int:
     planted = os.environ.get(FAIL_GROUP_ENV, "")  # the tests' way to make one group fail
     # No per-address connection limit: the many-waiters peer opens one session per waiter.
     with EmbeddedZooKeeper(max_client_connections=0) as server:
-        groups = plan(server, args.smoke, args.cluster_days)
+        groups = plan(server, args.smoke, args.cluster_days, args.mainjob_days)
         for name in wanted:
             print(f"== {name}", flush=True)
             started = time.monotonic()

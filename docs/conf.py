@@ -27,6 +27,7 @@ extensions = [
 exclude_patterns = ["_build", "examples/README.rst"]
 templates_path: list[str] = []
 html_static_path = ["_static"]
+html_css_files = ["epochs.css"]  # long code lines wrap instead of being cut off
 html_theme = "furo"
 html_title = "airflow-provider-epochs"
 html_show_sourcelink = False
@@ -66,7 +67,7 @@ nitpick_ignore_regex = [
     (r"py:class", r"airflow_epochs\.coordination\.(base|wire|state|protocol|recipes|services)\.\w+\.\w+"),
     (r"py:class",
      r"airflow_epochs\.coordination\.(\w+\.)?(session|retrying|backpressure|barrier_values|pipeline|manifests)\..*"),
-    (r"py:class", r"(Call|Conflict)"),
+    (r"py:class", r"(Call|Conflict|Watch)"),  # type aliases and internals that signatures name short
     (r"py:meth", r"Call\.send"),
     (r"py:attr", r"op_timeout"),
     (r"py:data", r"_?(COMPACT_PER_OPEN|MAX_CONSUMERS|MAX_LATE_NAMED)"),

@@ -418,16 +418,16 @@ class CloseEpochOperator(CoordinationRetries, BaseOperator):
                 ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
                 try:
                     info = ledger.close_epoch(attempt)
-                except EpochAlreadySealed:
+                except EpochAlreadySealed as sealed:
                     # Another attempt sealed it (a deployment that took the epoch over while this one was
                     # stopped): its run emits the epoch's asset events; this one emits none, so a
                     # downstream DAG runs once per epoch across deployments.
-                    sealed = ledger.epoch_info(attempt.epoch)
-                    if sealed is None or sealed.state != "sealed" or \
-                            (sealed.attempt, sealed.generation) == (attempt.token, attempt.generation):
+                    if sealed.sealed_by_attempt is None or \
+                            (sealed.sealed_by_attempt, sealed.generation) == (attempt.token, attempt.generation):
                         raise
-                    message = (f"Pipeline {attempt.pipeline}: epoch {attempt.epoch} was sealed by {sealed.owner} "
-                               f"(attempt {sealed.attempt}), not by attempt {attempt.token}; skipping, no asset event")
+                    message = (f"Pipeline {attempt.pipeline}: epoch {attempt.epoch} was sealed by "
+                               f"{sealed.sealed_by_owner} (attempt {sealed.sealed_by_attempt}), not by attempt "
+                               f"{attempt.token}; skipping, no asset event")
                     self.log.info(message)
                     raise AirflowSkipException(message) from None
                 return info, ledger.frontier(), {p: ledger.seal(attempt.epoch, p) for p in self.partition_assets}

@@ -24,6 +24,7 @@ from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 
 # Settings passed to SparkSubmitHook by name, each checked by its own rule (see submit_options): no
 # argument, connection extra or conf key can pick the binary, the interpreter or a class path.
+from airflow_epochs.spark.submit import WRITE_LOCK_TIMEOUT_S
 from airflow_epochs.spark.submit_options import SUBMIT_OPTIONS, validate_submit_options
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
         conn_id: str | None = None,
         spark_connect_conn_id: str | None = None,
         submit_options: Mapping[str, Any] | None = None,
-        lock_timeout: float = 300.0,
+        lock_timeout: float = WRITE_LOCK_TIMEOUT_S,
         attempt_task_id: str | None = None,
         zookeeper_conn_id: str = ZooKeeperHook.default_conn_name,
         root: str = DEFAULT_ROOT,

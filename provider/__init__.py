@@ -29,7 +29,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "hooks": [{"integration-name": "Epochs", "python-modules": ["airflow_epochs.hooks.zookeeper",
                                                                       "airflow_epochs.hooks.spark_epoch",
-                                                                      "airflow_epochs.hooks.iceberg"]}],
+                                                                      "airflow_epochs.tables.hook"]}],
         "operators": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.operators.{name}" for name in ("epoch", "changes", "group", "consumer", "spark",
                                                             "publish", "declared", "deadline", "corrections",
@@ -43,7 +43,7 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {
                 "connection-type": "iceberg",
-                "hook-class-name": "airflow_epochs.hooks.iceberg.IcebergCatalogHook",
+                "hook-class-name": "airflow_epochs.tables.hook.IcebergCatalogHook",
                 "hook-name": "Iceberg catalog (Epochs)",
                 "ui-field-behaviour": {
                     "relabeling": {

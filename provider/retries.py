@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
 from airflow.sdk.exceptions import AirflowFailException
+from kazoo.exceptions import NoAuthError
 
 from airflow_epochs.coordination import validate_epoch
-from airflow_epochs.coordination.base.errors import EpochsError
+from airflow_epochs.coordination.base.errors import AccessDenied, EpochsError
 from airflow_epochs.coordination.base.retrying import (  # the Airflow-free half, re-exported for tasks
     TRANSIENT_KAZOO_ERRORS,
     Backoff,
@@ -127,10 +128,36 @@ class CoordinationRetries:
         try:
             return call_with_retries(step, backoff=self.coordination_backoff, on_retry=on_retry,
                                      retry_outcome_unknown=self.retry_outcome_unknown)
+        except (NoAuthError, AccessDenied) as exc:  # definite: retrying with the same identity cannot help
+            raise AirflowFailException(f"{what}: {refusal(getattr(self, 'zookeeper_conn_id', None))}") from exc
         except EpochsError as exc:
             if disposition(exc) == "fail" or (exc.kind == "outcome_unknown" and not self.retry_outcome_unknown):
                 raise AirflowFailException(f"{what}: {describe(exc)}") from exc
             raise
+
+
+def refusal(conn_id: str | None) -> str:
+    """A NoAuth refusal in words: the connection and the identity the task connected as (kazoo's
+    ``NoAuthError`` says nothing), and what to do about it."""
+    from airflow.sdk import BaseHook
+
+    from airflow_epochs.connection.embedded import with_embedded_credentials
+    from airflow_epochs.connection.zookeeper import ZooKeeperSettings
+
+    conn_id = conn_id or "zookeeper_default"
+    try:
+        conn = BaseHook.get_connection(conn_id)
+        login = with_embedded_credentials(ZooKeeperSettings.from_fields(
+            host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
+            extra=conn.extra_dejson)).login
+    except Exception:  # noqa: BLE001 - the refusal is the news; an unreadable connection only loses the name
+        return (f"ZooKeeper refused the request (NoAuth) to connection {conn_id!r}: the pipeline's ACL does not "
+                "let its identity do this")
+    if login:
+        return (f"ZooKeeper refused digest user {login!r} of connection {conn_id!r} (NoAuth): the pipeline's ACL "
+                "does not grant that identity this right (a wrong password counts as another identity)")
+    return (f"ZooKeeper refused connection {conn_id!r} (NoAuth): it has no login, and the pipeline's ACL lets only "
+            "its owner in; give the connection the owner's login and password")
 
 
 def templated_epoch(value: Any) -> int:

@@ -25,6 +25,7 @@ are the ones it started.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,7 @@ def main() -> int:
 
 
 def with_servers(base: Path, days: int, *, faults: bool, correct: tuple[int, str] | None = None) -> int:
+    from airflow_epochs.cli.zookeeper import record_running, record_stopped
     from airflow_epochs.private_files import write_private
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
     from airflow_epochs.servers.secured_zookeeper import airflow_connection, secured_server
@@ -154,11 +156,13 @@ def with_servers(base: Path, days: int, *, faults: bool, correct: tuple[int, str
     zk = secured_server(base / "zookeeper", port=port, secure_port=previous_port(base / "zookeeper.tls-port"),
                         die_with_parent=True)
     started = time.monotonic()
-    zk.start()
+    with cli_zookeeper(base):
+        zk.start()
     zookeeper = zk.client_settings()
     record("zookeeper", zk.identity(0), {"port": zk.port})
     write_private(port_file, str(zk.port))
     write_private(base / "zookeeper.tls-port", str(zk.secure_port))
+    record_running(base, zk)
     say(f"ZooKeeper serving at {zookeeper.describe()} after {time.monotonic() - started:.1f} s")
     connect = SparkConnectServer(base / "spark-connect", master="local[2]", die_with_parent=True)
     try:
@@ -201,16 +205,16 @@ def with_servers(base: Path, days: int, *, faults: bool, correct: tuple[int, str
                     connect_url=connect.url, correct=correct)
         if not faults:
             # A ZooKeeper that crashes is restarted on the same port and data: the run rides through.
-            supervisor = ZooKeeperSupervisor(zk, say=say, on_restart=lambda _index: record(
-                "zookeeper", zk.identity(0), {"port": zk.port})).start()
+            supervisor = ZooKeeperSupervisor(zk, say=say, on_restart=lambda _index: (record(
+                "zookeeper", zk.identity(0), {"port": zk.port}), record_running(base, zk))).start()
             try:
                 return demo.run()
             finally:
                 supervisor.stop()
         from demo_faults import FaultInjector
 
-        injector = FaultInjector(zookeeper=zk, on_restart=lambda: record("zookeeper", zk.identity(0),
-                                                                         {"port": zk.port}),
+        injector = FaultInjector(zookeeper=zk, on_restart=lambda: (record("zookeeper", zk.identity(0),
+                                                                          {"port": zk.port}), record_running(base, zk)),
                                  base=base, settings=zookeeper, pipeline=PIPELINE, dag_id=DAG_ID, say=say)
         injector.start()
         try:
@@ -220,9 +224,34 @@ def with_servers(base: Path, days: int, *, faults: bool, correct: tuple[int, str
     finally:
         connect.stop()
         zk.stop()
+        record_stopped(base, zk)
         for name in ("spark-connect", "zookeeper"):
             (servers / f"{name}.json").unlink(missing_ok=True)
         say("Spark Connect and ZooKeeper stopped (state stays in the state folder, so a rerun resumes)")
+        say(f"look at the pipeline any time: AIRFLOW_EPOCHS_HOME={display(base)} airflow-epochs status {PIPELINE}")
+
+
+@contextlib.contextmanager
+def cli_zookeeper(base: Path) -> Iterator[None]:
+    """The demo's folder is also an ``airflow-epochs`` state folder (``AIRFLOW_EPOCHS_HOME``): its server is
+    recorded there as the command line records its own, so ``airflow-epochs status nycflights`` finds it,
+    and serves it for itself once the demo has stopped it. Around the demo's start: a server the command
+    line left running on this data is stopped first (after checking it is the one it started), and the
+    command line's lock is held, so no command starts it for itself at the same time."""
+    from airflow_epochs.cli.zookeeper import ZOOKEEPER, stop_server
+
+    with ZOOKEEPER.exclusive(base, "start by the demo"):
+        if stop_server(base):
+            say("stopped the embedded ZooKeeper 'airflow-epochs zookeeper start' left running on the demo's data")
+        yield
+
+
+def display(path: Path) -> str:
+    """``path`` relative to the working folder when it is inside it (a shorter line to copy)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def previous_port(port_file: Path) -> int | None:
@@ -493,10 +522,6 @@ class Demo:
         draw(ledger, pictures, epochs=list(range(max(1, self.days - 13), self.days + 1)))
         say(f"reports (markdown tables and charts, sealed data only): {self.data / 'reports'}")
         say(f"timeline of the epochs' stages: {pictures[0]} and {pictures[1]}")
-        say(f"status any time: airflow-epochs status {PIPELINE} --hosts {self.zookeeper.connect_string} --tls --ca "
-            f"{self.zookeeper.ca} --certfile {self.zookeeper.certfile} --keyfile {self.zookeeper.keyfile} "
-            f"--digest-user {self.zookeeper.login} (password: 'password' in "
-            f"{self.base / 'zookeeper' / 'credentials.json'}, given in ${{AIRFLOW_EPOCHS_ZK_PASSWORD}})")
         return code
 
     def check(self, ledger: Any, days: list[Any]) -> Any:

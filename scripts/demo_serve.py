@@ -34,9 +34,10 @@ def serve(days: int, base: Path, port: int | None) -> int:
     sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the same deployment helper the scheduler-driven tests use
     sys.path.insert(0, str(ROOT / "dags"))
     from airflow_stack import AirflowStack, postgres_bin
-    from demo import previous_port  # beside this script
+    from demo import cli_zookeeper, display, previous_port  # beside this script
     from nycflights.data import day_of_epoch, land_days
 
+    from airflow_epochs.cli.zookeeper import record_running, record_stopped
     from airflow_epochs.coordination import EpochLedger, PipelineNotFound
     from airflow_epochs.private_files import write_private
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
@@ -60,10 +61,13 @@ def serve(days: int, base: Path, port: int | None) -> int:
     stack_dir = Path(tempfile.mkdtemp(prefix="airflow-", dir=base / "serve"))
     stack: AirflowStack | None = None
     client = None
-    supervisor = ZooKeeperSupervisor(zk, say=say)  # restarts it if it exits or stops answering
+    # restarts it if it exits or stops answering (and records the new process for the command line)
+    supervisor = ZooKeeperSupervisor(zk, say=say, on_restart=lambda _index: record_running(base, zk))
     try:
         say("starting an embedded ZooKeeper and a warm Spark Connect server (local[2])")
-        zk.start()
+        with cli_zookeeper(base):
+            zk.start()
+        record_running(base, zk)
         supervisor.start()
         write_private(port_file, str(zk.port))
         write_private(base / "zookeeper.tls-port", str(zk.secure_port))
@@ -112,6 +116,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
             f"order{f', 1..{frontier} are sealed already' if frontier else ''}); Ctrl-C stops everything")
         _follow(ledger, days)
         say(f"days 1..{days} are sealed; still serving at {url}/plugin/epochs until Ctrl-C")
+        say(f"the pipeline in another terminal: AIRFLOW_EPOCHS_HOME={display(base)} airflow-epochs status {PIPELINE}")
         threading.Event().wait()
     except KeyboardInterrupt:
         print()
@@ -125,6 +130,7 @@ def serve(days: int, base: Path, port: int | None) -> int:
         connect.stop()
         supervisor.stop()
         zk.stop()
+        record_stopped(base, zk)
         shutil.rmtree(stack_dir, ignore_errors=True)
         say("Airflow, PostgreSQL, Spark Connect and ZooKeeper stopped (the pipeline's state stays in ZooKeeper's "
             "folder, so a rerun resumes)")

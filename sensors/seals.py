@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_epochs.coordination import validate_name
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_epochs.coordination import EpochLedger, PipelineNotFound, validate_name
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.retries import templated_epoch
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
@@ -37,6 +39,30 @@ class SealedPartitionSensor(ZooKeeperTriggerSensor):
     def waiting_for(self) -> str:
         return (f"partition(s) {', '.join(self._partition_list())} of pipeline {self.pipeline!r} to be sealed "
                 f"at epoch {self.epoch}")
+
+    def diagnose(self, ledger: EpochLedger) -> str | None:
+        """A missing pipeline (see the base class); a partition the epoch does not have fails at once when the
+        epoch is opened (its configuration is fixed), and is said when it is not (a configuration version
+        from a later epoch may still add it)."""
+        said = super().diagnose(ledger)
+        if said:
+            return said
+        epoch = templated_epoch(self.epoch)
+        try:
+            info = ledger.epoch_info(epoch)
+            opened = info is not None and info.state in ("open", "sealed")
+            known = set(info.partitions) if info is not None and opened else \
+                set(ledger.config_for(epoch).config.partitions)
+        except PipelineNotFound:
+            return None
+        unknown = [name for name in self._partition_list() if name not in known]
+        if not unknown:
+            return None
+        message = (f"{self.task_id}: pipeline {self.pipeline!r} has no partition {', '.join(map(repr, unknown))} at "
+                   f"epoch {epoch}; its partitions there: {', '.join(sorted(known))}")
+        if opened:
+            raise AirflowFailException(message + " (the epoch is opened: its configuration no longer changes)")
+        return message + "; a configuration version from a later epoch may still add it, so the wait goes on"
 
     def build_trigger(self) -> PartitionsSealedTrigger:
         return PartitionsSealedTrigger(pipeline=self.pipeline, epoch=templated_epoch(self.epoch),

@@ -287,8 +287,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     files with a test marked slow, then the rest, each in collection order. Workers take whole files
     (``--dist loadfile``) in this order, so a long file does not start last and end the run alone.
     A run in one process keeps pytest's order."""
+    tests = Path(__file__).resolve().parent
     for item in items:  # the tier is the folder: `-m "not integration and not system"` is the unit tier
-        tier = item.path.parent.name
+        tier = item.path.resolve().relative_to(tests).parts[0]
         if tier in ("integration", "system") and not item.get_closest_marker(tier):
             item.add_marker(getattr(pytest.mark, tier))
     if not hasattr(config, "workerinput"):
@@ -296,7 +297,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
 
     def rank(item: pytest.Item) -> int:
-        if item.path.parent.name == "system":
+        if item.path.resolve().relative_to(tests).parts[0] == "system":
             return 0
         return 1 if item.path in slow_files else 2
 

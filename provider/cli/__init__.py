@@ -11,7 +11,10 @@
     airflow-epochs history PIPELINE --hosts 127.0.0.1:2181 [--since SEQ] [--limit N]
     airflow-epochs compact PIPELINE [--max-epochs N]            # apply retain_epochs now
     airflow-epochs retire-scope PIPELINE SCOPE                  # drop a delivery scope nobody delivers
-    airflow-epochs status PIPELINE [--hosts H]                  # tables: frontier, leader, votes, barriers
+    airflow-epochs status PIPELINE                              # tables: frontier, leader, votes, barriers
+    airflow-epochs list                                         # the pipelines: frontier, the epoch in flight
+    airflow-epochs abort PIPELINE --reason TEXT [--epoch N]     # abort a stray running attempt
+    airflow-epochs delete PIPELINE [--yes]                      # delete a (test) pipeline, after confirming
     airflow-epochs timeline PIPELINE --out t.png --out t.html   # each epoch's stages on a time axis
     airflow-epochs analyze DAG_FILE_OR_ID [--format table|json|dot|png] [--out FILE]   # Blazes analysis
     airflow-epochs acl check|repair PIPELINE --conn-id zookeeper_default   # verify / repair the subtree's ACLs
@@ -21,7 +24,9 @@
 
 Pipeline commands connect like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from
 ``--hosts`` plus ``--digest-user`` (password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command
-line) and ``--tls``/``--ca``/``--certfile``/``--keyfile``. Every error is one line and exit status 2.
+line) and ``--tls``/``--ca``/``--certfile``/``--keyfile``; given neither, they find the deployment
+(:mod:`airflow_epochs.cli.deployment`: the embedded server of ``$AIRFLOW_EPOCHS_HOME``, else the Airflow
+connection ``zookeeper_default``). Every error is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -54,9 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     kazoo_log.propagate = False
     try:
         return int(args.func(args))
-    except (NoAuthError, AccessDenied):  # the one hint a command-line user needs
-        message = ("ZooKeeper refused access (NoAuth): the pipeline is protected by an ACL; give its credentials "
-                   f"(--conn-id, or --digest-user with ${PASSWORD_ENV})")
+    except (NoAuthError, AccessDenied):  # a pipeline command names who was refused (refusals_named)
+        message = ("ZooKeeper refused access (NoAuth): the credentials this command connected with, if any, do "
+                   f"not give this right (--conn-id, or --digest-user with ${PASSWORD_ENV}, names others)")
     except (CliError, CorruptState, EpochsError, InvalidConnection, UnsafeState) as exc:
         message = str(exc)
     except KazooException as exc:

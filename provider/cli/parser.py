@@ -8,6 +8,8 @@ from typing import Any
 
 from airflow_epochs.cli.analyze import add_analyze_command
 from airflow_epochs.cli.corrections import cmd_corrections, cmd_reseal
+from airflow_epochs.cli.deployment import DEFAULT_CONN_ID
+from airflow_epochs.cli.maintenance import add_maintenance_commands
 from airflow_epochs.cli.pipelines import (
     PASSWORD_ENV,
     cmd_acl,
@@ -19,8 +21,8 @@ from airflow_epochs.cli.pipelines import (
 )
 from airflow_epochs.cli.servers import ACTIONS, run_server_command
 from airflow_epochs.cli.spark_connect import SPARK_CONNECT
-from airflow_epochs.cli.state import STATE_ENV
-from airflow_epochs.cli.zookeeper import ZOOKEEPER
+from airflow_epochs.cli.state import STATE_ENV, state_dir
+from airflow_epochs.cli.zookeeper import ZOOKEEPER, print_values
 
 DESCRIPTION = "airflow-epochs: manage the embedded ZooKeeper and look at pipelines."
 
@@ -69,9 +71,14 @@ def _master(text: str) -> str:
 
 def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline")
-    parser.add_argument("--conn-id", help="an Airflow connection of type zookeeper (hosts, chroot, credentials, TLS)")
-    parser.add_argument("--hosts", help="ZooKeeper connect string, with an optional chroot (default: the embedded "
-                        "server)")
+    _connection_args(parser)
+
+
+def _connection_args(parser: argparse.ArgumentParser) -> None:
+    """How a command reaches ZooKeeper; given none, it finds the deployment (airflow_epochs.cli.deployment)."""
+    parser.add_argument("--conn-id", help="an Airflow connection of type zookeeper (hosts, chroot, credentials, TLS); "
+                        f"default: the embedded server of ${STATE_ENV} if there is one, else {DEFAULT_CONN_ID!r}")
+    parser.add_argument("--hosts", help="ZooKeeper connect string, with an optional chroot")
     parser.add_argument("--digest-user", help=f"digest user; its password comes from ${PASSWORD_ENV}")
     parser.add_argument("--tls", action="store_true", help="connect with TLS")
     parser.add_argument("--ca", help="CA certificate file (PEM) for TLS")
@@ -81,6 +88,12 @@ def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connect-timeout", type=_positive_seconds, default=15.0,
                         help="seconds to wait for ZooKeeper (default 15)")
     parser.add_argument("--root", help="znode under which pipelines live")
+
+
+def _zookeeper_command(args: argparse.Namespace) -> int:
+    if args.action == "values":
+        return print_values(state_dir(args.state_dir))
+    return run_server_command(ZOOKEEPER, args)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,15 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="airflow-epochs", description=DESCRIPTION)
     parser.add_argument("--state-dir", help=f"state folder (default ${STATE_ENV} or ~/.airflow-epochs)")
     sub = parser.add_subparsers(dest="command", required=True)
-    zk = sub.add_parser("zookeeper", help="start, stop or check the embedded ZooKeeper server")
-    zk.add_argument("action", choices=ACTIONS)
+    zk = sub.add_parser("zookeeper", help="start, stop or check the embedded ZooKeeper server, or print what a "
+                        "connection to it holds (values)")
+    zk.add_argument("action", choices=(*ACTIONS, "values"))
     zk.add_argument("--port", type=_port, help="client port (default: the previous one, else a free one)")
     zk.add_argument("--plaintext", action="store_true", help="serve without TLS: clients then send the digest "
                     "password in clear (default: TLS with a CA generated into the state folder)")
     zk.add_argument("--unresponsive-after", type=_positive_seconds, default=30.0,
                     help="start: seconds without an answer after which the watchdog restarts the server "
                     "(default 30; one that exited is restarted at once)")
-    zk.set_defaults(func=functools.partial(run_server_command, ZOOKEEPER))
+    zk.set_defaults(func=_zookeeper_command)
     connect = sub.add_parser("spark-connect", help="start, stop or check a warm Spark Connect server")
     connect.add_argument("action", choices=ACTIONS)
     connect.add_argument("--port", type=_port, help="gRPC port (default: a free one)")
@@ -139,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--out", action="append", required=True, help="output file, .png or .html (repeatable)")
     timeline.add_argument("--epochs", help="only these epochs, e.g. 3..9")
     timeline.set_defaults(func=cmd_timeline)
+    add_maintenance_commands(sub, _connection_args, _positive)
     add_analyze_command(sub)
     acl = sub.add_parser("acl", help="check, or repair, that only this connection's credentials can write a "
                          "pipeline's subtree")

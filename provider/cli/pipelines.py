@@ -1,7 +1,8 @@
 """The pipeline commands (``history``, ``compact``, ``retire-scope``, ``status``, ``timeline``, ``acl``):
 each connects like the ZooKeeperHook, from an Airflow connection (``--conn-id``) or from ``--hosts``
 plus ``--digest-user`` (password in ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, never on the command line) and the
-TLS options; without either, to the CLI's embedded server."""
+TLS options; without either, to the deployment :mod:`airflow_epochs.cli.deployment` finds (the embedded
+server of ``$AIRFLOW_EPOCHS_HOME``, else the Airflow connection ``zookeeper_default``)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from airflow_epochs.cli.state import CliError, state_dir
-from airflow_epochs.connection.embedded import client_settings, running_server, with_embedded_credentials
+from airflow_epochs.connection.embedded import with_embedded_credentials
 
 PASSWORD_ENV = "AIRFLOW_EPOCHS_ZK_PASSWORD"  # noqa: S105 - the variable's name, not a password
 MAX_TIMELINE_EPOCHS = 10_000
 
 
-def zookeeper_settings(args: argparse.Namespace) -> Any:
+@contextlib.contextmanager
+def zookeeper_settings(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
     """The connection settings of a pipeline command, built exactly as the ZooKeeperHook builds them:
-    from the Airflow connection ``--conn-id``, or from ``--hosts`` (else the CLI's embedded server),
-    ``--digest-user`` with ``$AIRFLOW_EPOCHS_ZK_PASSWORD``, and the TLS options."""
+    from the Airflow connection ``--conn-id``, or from ``--hosts``, ``--digest-user`` with
+    ``$AIRFLOW_EPOCHS_ZK_PASSWORD`` and the TLS options; given neither, from the deployment
+    :func:`~airflow_epochs.cli.deployment.found_settings` finds (the embedded server of
+    ``$AIRFLOW_EPOCHS_HOME``, else the Airflow connection ``zookeeper_default``). A stopped embedded
+    server it finds serves while the block runs. Yields the settings and where they came from, in words
+    (for a refusal's message)."""
+    from airflow_epochs.cli.deployment import found_settings
     from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings
 
     direct = [flag for flag, value in (("--hosts", args.hosts), ("--digest-user", args.digest_user),
@@ -35,18 +42,15 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
 
         conn = connection_outside_task(args.conn_id)  # the metadata database too, not only AIRFLOW_CONN_*
         try:
-            return settings_of(conn)
+            settings = settings_of(conn)
         except InvalidConnection as exc:
             raise CliError(f"connection {args.conn_id!r}: {exc}") from None
-    if not direct:  # the CLI's embedded server, with the credentials and CA its start recorded
-        base = state_dir(args.state_dir)
-        embedded = running_server(base)
-        if embedded is None:
-            raise CliError("no --hosts or --conn-id given and no embedded ZooKeeper running")
-        try:
-            return client_settings(base, embedded, connection_timeout=args.connect_timeout)
-        except InvalidConnection as exc:
-            raise CliError(f"the embedded server's state: {exc}") from None
+        yield settings, f"connection {args.conn_id!r}"
+        return
+    if not direct:
+        with found_settings(args.state_dir, connection_timeout=args.connect_timeout) as found:
+            yield found
+        return
     if not args.hosts:
         raise CliError(f"{', '.join(direct)} given without --hosts")
     hosts = args.hosts
@@ -67,19 +71,40 @@ def zookeeper_settings(args: argparse.Namespace) -> Any:
                                                  args.digest_user else None, extra=extra)
     except InvalidConnection as exc:
         raise CliError(str(exc)) from None
-    return with_embedded_credentials(settings, state_dir(args.state_dir))
+    yield with_embedded_credentials(settings, state_dir(args.state_dir)), f"--hosts {hosts}"
+
+
+@contextlib.contextmanager
+def refusals_named(args: argparse.Namespace, settings: Any, source: str) -> Iterator[None]:
+    """A NoAuth refusal inside the block, as one line naming what was refused and who asked: the
+    identity the settings carry (or that they carry none) and where it came from."""
+    from kazoo.exceptions import NoAuthError
+
+    from airflow_epochs.coordination import AccessDenied
+
+    try:
+        yield
+    except (NoAuthError, AccessDenied):
+        target = f"pipeline {args.pipeline!r}" if getattr(args, "pipeline", None) else "the pipelines' root"
+        if settings.login:
+            raise CliError(f"ZooKeeper refused digest user {settings.login!r} (NoAuth) on {target}, connecting "
+                           f"with {source}: the ACL there does not grant that identity this right; check the "
+                           f"pipeline's ACL with its owner's credentials ('airflow-epochs acl check')") from None
+        raise CliError(f"ZooKeeper refused access (NoAuth) on {target}: {source} carries no credentials and "
+                       f"the pipeline is protected by an ACL; give them (--conn-id of a connection with a login "
+                       f"and password, or --digest-user with ${PASSWORD_ENV})") from None
 
 
 @contextlib.contextmanager
 def pipeline_client(args: argparse.Namespace) -> Iterator[Any]:
     """A started kazoo client for a pipeline command, closed afterwards."""
-    settings = zookeeper_settings(args)
-    client = settings.start_client(timeout=min(args.connect_timeout, settings.connection_timeout))
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
+    with zookeeper_settings(args) as (settings, source), refusals_named(args, settings, source):
+        client = settings.start_client(timeout=min(args.connect_timeout, settings.connection_timeout))
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
 
 
 @contextlib.contextmanager
@@ -88,11 +113,11 @@ def pipeline_ledger(args: argparse.Namespace) -> Iterator[Any]:
     from airflow_epochs.coordination import DEFAULT_ROOT
     from airflow_epochs.coordination.ledger import connected_ledger
 
-    settings = zookeeper_settings(args)
-    timeout = min(args.connect_timeout, settings.connection_timeout)
-    with connected_ledger(lambda: settings.start_client(timeout=timeout), args.pipeline,
-                          root=args.root or DEFAULT_ROOT) as ledger:
-        yield ledger
+    with zookeeper_settings(args) as (settings, source), refusals_named(args, settings, source):
+        timeout = min(args.connect_timeout, settings.connection_timeout)
+        with connected_ledger(lambda: settings.start_client(timeout=timeout), args.pipeline,
+                              root=args.root or DEFAULT_ROOT) as ledger:
+            yield ledger
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from airflow_epochs.connection.embedded import NAME, running_server
 from airflow_epochs.private_files import check_private_dir, private_dir, write_private
 from airflow_epochs.servers.embedded_zookeeper import ZooKeeperError
 from airflow_epochs.servers.secured_zookeeper import secured_server
+from airflow_epochs.servers.zookeeper_security import certificate_files
 
 LEGACY_TLS_FOLDER = "zookeeper-tls"  # where versions before the shared layout kept the CA
 # What a stop keeps: the next start serves where connections point (the credentials stay in their file).
@@ -59,12 +60,28 @@ def start_server(base: Path, port: int | None = None, *, plaintext: bool = False
     except BaseException:  # never leave a detached server the state file does not name
         server.stop()
         raise
+    state = record_running(base, server)
+    return {**state, "mode": "standalone", "already_running": False}
+
+
+def record_running(base: Path, server: Any) -> dict[str, Any]:
+    """Record the started ``server`` (a :func:`secured_server` in ``base/zookeeper``) in the state folder
+    ``base`` as this command's own start records it: the pipeline commands and ``zookeeper status|stop``
+    then find it (the demo records its server this way too). Returns the state written."""
     identity = server.identity(0)
-    state = {**kept, "pid": server.pid, "hosts": server.client_settings().connect_string, "ca": None,
+    state = {"port": server.port, "secure_port": server.secure_port, "pid": server.pid,
+             "hosts": server.client_settings().connect_string, "ca": None,
              **(server.tls.client_files() if server.tls else {}),
              "directory": str(server.directory), "identity": identity.to_json() if identity else None}
     write_private(state_file(base), json.dumps(state))
-    return {**state, "mode": "standalone", "already_running": False}
+    return state
+
+
+def record_stopped(base: Path, server: Any) -> None:
+    """What a stop keeps of ``server``'s record (its ports): a later start, or a command that serves the
+    stopped server for itself, takes them again."""
+    kept = {"port": server.port, "secure_port": server.secure_port}
+    write_private(state_file(base), json.dumps({k: v for k, v in kept.items() if v is not None}))
 
 
 def migrate_legacy_files(base: Path, state: dict[str, Any]) -> None:
@@ -117,6 +134,30 @@ def _started(state: dict[str, Any]) -> list[str]:
                f"{state['unresponsive_after']:g} s"] if state.get("watchdog") else []),
             f"clients authenticate as digest user {_user(state)!r} over {security}; the password is in the 0600 "
             f"file {Path(state['directory']) / CREDENTIALS_FILE}"]
+
+
+def print_values(base: Path) -> int:
+    """``airflow-epochs zookeeper values``: what a connection to the embedded server holds, one
+    ``NAME=value`` a line, named as the quickstart's ensemble block names them: its hosts, digest user, CA
+    and our client certificate and key, and the 0600 file the password is in (never the password: a
+    terminal's output is logged and shared more often than a file). 1 when no server ever started here."""
+    state = read_state(base) or {}
+    folder = base / NAME
+    auth = read_auth(folder / CREDENTIALS_FILE)
+    if auth is None or not state.get("port"):
+        print(f"no embedded ZooKeeper has started in {base} ('airflow-epochs zookeeper start' makes one)")
+        return 1
+    running = running_server(base)
+    hosts = (running or {}).get("hosts") or f"127.0.0.1:{state['port']}"
+    tls = certificate_files(folder / TLS_FOLDER)
+    values = {"ZK_HOSTS": hosts, "ZK_USER": auth.user, "ZK_PASSWORD_FILE": str(folder / CREDENTIALS_FILE)}
+    if state.get("secure_port") is not None:
+        values.update(ZK_CA=str(tls.ca), ZK_CERT=str(tls.client_cert), ZK_KEY=str(tls.client_key))
+    for name, value in values.items():
+        print(f"{name}={value}")
+    print(f"# the password is the 'password' of ZK_PASSWORD_FILE; the server is "
+          f"{'running' if running else 'stopped'}")
+    return 0
 
 
 def _user(state: dict[str, Any]) -> str:

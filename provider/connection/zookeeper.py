@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
+from airflow_epochs.connection.kazoo_log import ReconnectFolding
 from airflow_epochs.connection.socket_census import Flood, flood_on
 from airflow_epochs.coordination.base.errors import CoordinationUnavailable
 from airflow_epochs.redaction import RedactingFilter, register_secret
@@ -173,12 +174,14 @@ class ZooKeeperSettings:
 
     def client(self, client_class: type[KazooClient] = KazooClient) -> KazooClient:
         """A new (not yet started) kazoo client for these settings, logging through a logger that
-        redacts credentials (kazoo logs its Auth request, password included, at DEBUG level).
+        redacts credentials (kazoo logs its Auth request, password included, at DEBUG level) and folds
+        its reconnect tries into one line of each outage's start and end
+        (``airflow_epochs.connection.kazoo_log``).
 
         :param client_class: kazoo's client or an extension of it (the triggers' re-arming client).
         """
         register_secret(self.password, self.keyfile_password)
-        return client_class(logger=redacting_logger(), **self.kazoo_kwargs())
+        return client_class(logger=ReconnectFolding(redacting_logger()), **self.kazoo_kwargs())
 
     def start_client(self, timeout: float | None = None, client_class: type[KazooClient] = KazooClient) -> KazooClient:
         """A started client, or a clear error: :class:`TlsHandshakeFailed` as soon as every server refused

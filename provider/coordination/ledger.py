@@ -6,7 +6,7 @@ seals; :mod:`.reader` for reads; :mod:`.retention` for compaction; :mod:`.lineag
 call takes an optional ``request_id``, except :meth:`EpochLedger.compact` (idempotent: a repeat
 finishes what a cut-short one left, so it needs none); after a lost answer, and before any refusal,
 the call asks ZooKeeper whether that request committed and answers with what it did (see the outcome
-table in the README), and repeating a call with the same ``request_id`` never applies it twice.
+table, docs: reference/outcomes), and repeating a call with the same ``request_id`` never applies it twice.
 
 It is also the bound handle of the pipeline's recipe families, the way kazoo binds ``zk.Lock``: one
 binding line a family, each built as ``Family(self.ctx, what it names, *, options)`` on the ledger's
@@ -60,6 +60,7 @@ from airflow_epochs.coordination.recipes.deadlines import deadlines
 from airflow_epochs.coordination.recipes.deadlines.deadlines import PartitionDeadlines
 from airflow_epochs.coordination.recipes.delivery import scopes as delivery_scopes
 from airflow_epochs.coordination.recipes.delivery.records import RetiredScope
+from airflow_epochs.coordination.recipes.delivery.rewinds import rewind_on_rollback
 from airflow_epochs.coordination.recipes.leadership.lease import LeaderLease
 from airflow_epochs.coordination.recipes.lineage import LineageItem, read_lineage
 from airflow_epochs.coordination.recipes.locks import LockMode, resource_lock
@@ -83,6 +84,8 @@ __all__ = ["AbortResult", "Attempt", "EpochInfo", "EpochLedger", "Event", "SealI
 
 # What each recipe family trims when epochs are compacted (handed to retention, which knows no family).
 COMPACTION_STEPS: tuple[retention.CompactionStep, ...] = (deadlines.COMPACTION, delivery_scopes.COMPACTION)
+# What each recipe family adds to a rollback's transaction (the kernel knows none of them).
+ROLLBACK_STEPS: tuple[rollbacks.RollbackStep, ...] = (rewind_on_rollback,)
 
 
 class EpochLedger:
@@ -250,7 +253,7 @@ class EpochLedger:
         :param to_epoch: the last epoch that stays sealed (``first_epoch - 1`` rolls back everything).
         :param reason: why, recorded in the history.
         """
-        return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id)
+        return rollbacks.rollback(self.ctx, to_epoch, reason=reason, request_id=request_id, steps=ROLLBACK_STEPS)
 
     def delivery_scopes(self) -> list[str]:
         """The pipeline's asset-delivery scopes (one a deployment whose triggerer delivers seals), sorted."""
@@ -260,6 +263,10 @@ class EpochLedger:
         """Remove a delivery scope nobody delivers any more, so that compaction proceeds past its cursors;
         refused while a deliverer holds it (see :mod:`.delivery_scopes`)."""
         return delivery_scopes.retire_delivery_scope(self.ctx, scope, request_id=request_id)
+
+    def delete_pipeline(self, *, confirm: str) -> int:
+        """Delete the pipeline's whole ZooKeeper subtree (``confirm`` = its name); returns the znodes deleted."""
+        return config_store.delete_pipeline(self.ctx, confirm=confirm)
 
     def compact(self, *, max_epochs: int | None = None) -> CompactionReport:
         """Apply the configuration's ``retain_epochs``: compact sealed epochs that fell out of it.
@@ -384,40 +391,40 @@ class EpochLedger:
     # -- deprecated: the re-seal calls moved to ``ledger.corrections`` -------------------------
 
     def reseal(self, epoch: int, partition: str, *, reason: str, request_id: str | None = None) -> Reseal:
-        """Deprecated: :meth:`Corrections.reseal` (``ledger.corrections.reseal``)."""
+        """Deprecated: use ``ledger.corrections.reseal``."""
         _moved("reseal", "reseal")
         return self.corrections.reseal(epoch, partition, reason=reason, request_id=request_id)
 
     def vote_version(self, epoch: int, partition: str, version: int, producer: str,
                      manifest: Mapping[str, Any] | None = None, *, snapshot: Any = None,
                      upstream: Mapping[str, int] | None = None, request_id: str | None = None) -> VersionVoteResult:
-        """Deprecated: :meth:`Corrections.vote_version` (``ledger.corrections.vote_version``)."""
+        """Deprecated: use ``ledger.corrections.vote_version``."""
         _moved("vote_version", "vote_version")
         return self.corrections.vote_version(epoch, partition, version, producer, manifest, snapshot=snapshot,
                                              upstream=upstream, request_id=request_id)
 
     def versions(self, epoch: int, partition: str) -> tuple[VersionEntry, ...]:
-        """Deprecated: :meth:`Corrections.versions` (``ledger.corrections.versions``)."""
+        """Deprecated: use ``ledger.corrections.versions``."""
         _moved("versions", "versions")
         return self.corrections.versions(epoch, partition)
 
     def sealed_version(self, epoch: int, partition: str, version: int | None = None) -> VersionView | None:
-        """Deprecated: :meth:`Corrections.sealed_version` (``ledger.corrections.sealed_version``)."""
+        """Deprecated: use ``ledger.corrections.sealed_version``."""
         _moved("sealed_version", "sealed_version")
         return self.corrections.sealed_version(epoch, partition, version)
 
     def advance_correction(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
-        """Deprecated: :meth:`Corrections.advance` (``ledger.corrections.advance``)."""
+        """Deprecated: use ``ledger.corrections.advance``."""
         _moved("advance_correction", "advance")
         return self.corrections.advance(correction, max_steps=max_steps)
 
     def resume_corrections(self) -> list[CorrectionNode]:
-        """Deprecated: :meth:`Corrections.resume` (``ledger.corrections.resume``)."""
+        """Deprecated: use ``ledger.corrections.resume``."""
         _moved("resume_corrections", "resume")
         return self.corrections.resume()
 
     def pending_reseals(self) -> list[Reseal]:
-        """Deprecated: :meth:`Corrections.pending` (``ledger.corrections.pending``)."""
+        """Deprecated: use ``ledger.corrections.pending``."""
         _moved("pending_reseals", "pending")
         return self.corrections.pending()
 

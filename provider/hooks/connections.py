@@ -22,9 +22,13 @@ def connection_outside_task(conn_id: str) -> Any:
 
     :raises InvalidInput: there is none, or it cannot be read (one line naming ``conn_id``).
     """
+    import warnings
+
     from airflow.models.connection import Connection
 
     try:
-        return Connection.get_connection_from_secrets(conn_id)
+        with warnings.catch_warnings():  # "use the SDK's Connection": its lookup is the one that misses the database
+            warnings.filterwarnings("ignore", message=r".*get_connection_from_secrets.*", category=DeprecationWarning)
+            return Connection.get_connection_from_secrets(conn_id)
     except Exception as exc:  # noqa: BLE001 - Airflow raises several kinds for a missing connection
         raise InvalidInput(f"cannot read connection {conn_id!r}: {type(exc).__name__}: {exc}") from None

@@ -31,7 +31,7 @@ from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
 from airflow_epochs.spark.locations import parse_location, validate_location
 from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
-from airflow_epochs.spark.submit import SubmitOutcome, submit_and_seal
+from airflow_epochs.spark.submit import WRITE_LOCK_TIMEOUT_S, SubmitOutcome, submit_and_seal
 from airflow_epochs.spark.submit_options import (
     check_master,
     deployment_setting,
@@ -162,7 +162,7 @@ class SparkEpochHook(BaseHook):
         storage: str,
         inputs: Mapping[str, str] | None = None,
         sealed_inputs: Mapping[str, str] | None = None,
-        lock_timeout: float = 300.0,
+        lock_timeout: float = WRITE_LOCK_TIMEOUT_S,
         lineage_run: Mapping[str, str] | None = None,
         lineage_dataset: Mapping[str, str] | None = None,
     ) -> SubmitOutcome:

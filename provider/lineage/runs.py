@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow_epochs.coordination.wire.manifests import LINEAGE_DATASET, LINEAGE_RUN
+
 log = logging.getLogger(__name__)
 
-LINEAGE_RUN = "lineage_run"  # the vote's key for the voting task's OpenLineage run
-# the vote's key for the dataset its partition is known by when published (the table), so readers agree
-LINEAGE_DATASET = "lineage_dataset"
+# The vote's keys (the records are the core's): the voting task's OpenLineage run, and the dataset its
+# partition is known by when published (the table), so readers agree.
+__all__ = ["LINEAGE_DATASET", "LINEAGE_RUN", "task_lineage_run"]
 
 
 def task_lineage_run(task_instance: Any) -> dict[str, str] | None:

@@ -100,12 +100,17 @@ def lock_root(settings: Any) -> None:
         client.close()
 
 
+def certificate_files(folder: Path) -> DevCertificates:
+    """Where the server's CA, certificate and our client's certificate and key are kept in ``folder``."""
+    return DevCertificates(ca=folder / "ca.pem", server_keystore=folder / "server.pem",
+                           client_cert=folder / "client-cert.pem", client_key=folder / "client-key.pem")
+
+
 def ensure_certificates(folder: Path) -> DevCertificates:
     """The server's CA and certificate in ``folder`` (0700): the ones there if they are ours, private and
     valid for more than :data:`RENEW_BEFORE`, else new ones (the CA's key is never written: nobody, us
     included, can sign another certificate clients would trust)."""
-    files = DevCertificates(ca=folder / "ca.pem", server_keystore=folder / "server.pem",
-                            client_cert=folder / "client-cert.pem", client_key=folder / "client-key.pem")
+    files = certificate_files(folder)
     if folder.exists():
         check_private_dir(folder)
         try:

@@ -25,8 +25,7 @@ from airflow_epochs.coordination.base.retrying import Backoff, call_with_retries
 from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
-from airflow_epochs.coordination.wire.manifests import RunManifest
-from airflow_epochs.lineage.runs import LINEAGE_DATASET, LINEAGE_RUN
+from airflow_epochs.coordination.wire.manifests import LINEAGE_DATASET, LINEAGE_RUN, RunManifest
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
@@ -39,6 +38,8 @@ Runner = Callable[[EpochContext], "Mapping[str, Any] | None"]
 
 #: How long the vote after a finished job rides out ZooKeeper trouble before giving up (the job's
 #: output would otherwise be thrown away and the job run again by the task's retry).
+# Seconds a job waits for its partition's write lock (the operator's and the hook's default too).
+WRITE_LOCK_TIMEOUT_S = 300.0
 VOTE_BACKOFF = Backoff(first=0.5, factor=2.0, cap=8.0, budget=90.0)
 
 
@@ -144,7 +145,7 @@ def submit_and_seal(
     inputs: Mapping[str, str] | None = None,
     sealed_inputs: Mapping[str, str] | None = None,
     buckets: tuple[int, ...] = (),
-    lock_timeout: float = 300.0,
+    lock_timeout: float = WRITE_LOCK_TIMEOUT_S,
     root: str = DEFAULT_ROOT,
     lineage_run: Mapping[str, str] | None = None,
     lineage_dataset: Mapping[str, str] | None = None,

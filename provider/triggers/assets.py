@@ -32,7 +32,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper
-from airflow_epochs.coordination.recipes.delivery.delivery import Delivery, SealToDeliver, VersionToDeliver
+from airflow_epochs.coordination.recipes.delivery.delivery import Delivery, Rewound, SealToDeliver, VersionToDeliver
 from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.lifecycle import TRANSIENT, borrowed_session
@@ -46,6 +46,7 @@ class Handed(NamedTuple):
     claim: str  # the deliverer's claim on the seal (or on the re-sealed version)
     version: int  # 1: the seal itself
     sent: str  # a re-sealed version's persistent record of delivery ("" for a seal)
+    rewinds: int = 0  # the rollbacks counted when the seal was decided (the cursor moves with it)
 
 
 Payload = Handed  # the name of earlier releases
@@ -73,6 +74,7 @@ class SealStream(SharedStreamProducer):
         self.zk: AsyncZooKeeper | None = None  # the stream's connection, once open
         self.handed: set[str] = set()  # claims of re-sealed versions handed over, not yet stored
         self.unsettled: set[str] = set()  # claims of seals handed over, not yet stored
+        self.seen = 0  # the rollbacks this stream has seen (each moves its position back)
         self._session: Any = None  # the borrowed session's context, given back by aclose()
 
     async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], Handed]]:
@@ -81,7 +83,7 @@ class SealStream(SharedStreamProducer):
         zk = self.zk = session.store
         try:
             await self.delivery.open(zk)
-            following = await self.delivery.committed(zk)
+            following, self.seen = await self.delivery.position(zk)
             while True:
                 session.changed.clear()
                 try:
@@ -99,6 +101,9 @@ class SealStream(SharedStreamProducer):
                         await session.changed.wait()
                     else:
                         yield resealed
+                    continue
+                if isinstance(item, Rewound):  # rollbacks came: their new generations are delivered again
+                    following, self.seen = item.following, item.rewinds
                     continue
                 if isinstance(item, int):  # moved on: the cursor is past it, or the frontier moved back
                     following = item
@@ -123,15 +128,16 @@ class SealStream(SharedStreamProducer):
 
     async def _next(
         self, zk: AsyncZooKeeper, epoch: int, wake: Any
-    ) -> tuple[dict[str, Any], Handed] | int | None:
+    ) -> tuple[dict[str, Any], Handed] | Rewound | int | None:
         """The seal of ``epoch`` with its claim, or where to look instead, or None (wait for a watch)."""
         if await self.hold(zk, epoch, wake):
             return None
-        found = await self.delivery.next_seal(zk, epoch, wake)
+        found = await self.delivery.next_seal(zk, epoch, wake, self.seen)
         if not isinstance(found, SealToDeliver):
             return found
         event = SealedPartitionEvent(self.pipeline, self.partition, epoch, found.generation, found.attempt, found.zxid)
-        return (await self.describe(zk, event)).to_extra(), Handed(epoch, found.generation, found.claim, 1, "")
+        handed = Handed(epoch, found.generation, found.claim, 1, "", found.rewinds)
+        return (await self.describe(zk, event)).to_extra(), handed
 
     async def _next_version(self, zk: AsyncZooKeeper, following: int,
                             wake: Any) -> tuple[dict[str, Any], Handed] | None:
@@ -172,14 +178,16 @@ class SealStream(SharedStreamProducer):
                 self.handed.discard(handed.claim)
         seals = [handed for handed in map(Handed._make, payloads) if handed.version == 1]
         if seals:
-            await self.delivered(max(handed.epoch for handed in seals), [handed.claim for handed in seals])
+            newest = max(seals, key=lambda handed: (handed.rewinds, handed.epoch))
+            await self.delivered(newest.epoch, [handed.claim for handed in seals], newest.rewinds)
             self.unsettled.difference_update(handed.claim for handed in seals)
 
-    async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
-        """Seals up to ``epoch`` are delivered: move the cursor past them and drop their claims."""
+    async def delivered(self, epoch: int, claims: Sequence[str], rewinds: int = 0) -> None:
+        """Seals up to ``epoch`` are delivered (decided having seen ``rewinds`` rollbacks): move the
+        cursor past them and drop their claims."""
         zk = self.zk
         assert zk is not None
-        await self.delivery.move_cursor(zk, epoch + 1)
+        await self.delivery.move_cursor(zk, epoch + 1, rewinds)
         await self.delivery.drop_claims(zk, claims)
 
     async def aclose(self) -> None:

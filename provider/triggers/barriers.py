@@ -7,12 +7,13 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.coordination import DEFAULT_ROOT, validate_epoch, validate_name
+from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.coordination.recipes.barriers.records import BarrierOutcome, late_text
 from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
 from airflow_epochs.triggers.lifecycle import session_ledger
+from airflow_epochs.triggers.notices import pipeline_notice
 
 
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
@@ -54,6 +55,7 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         barrier: str,
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
+        timeout_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
@@ -61,13 +63,14 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
         self.barrier = validate_name("barrier", barrier)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.timeout_at = timeout_at
         self.watch: BarrierWatch | None = None  # on the store's client, at the first check
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "airflow_epochs.triggers.barriers.BarrierReleasedTrigger",
             {"pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
+             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root, "timeout_at": self.timeout_at},
         )
 
     def _payload(self, outcome: BarrierOutcome) -> dict[str, Any]:
@@ -94,3 +97,8 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
 
     async def on_tick(self, zk: AsyncZooKeeper) -> None:
         await self._watch(zk).at_deadline()
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = f"barrier {self.barrier!r} of pipeline {self.pipeline!r} at epoch {self.epoch}"
+        return await pipeline_notice(zk, PipelinePaths(self.pipeline, self.root), epoch=self.epoch,
+                                     waiting_for=what, first=first)

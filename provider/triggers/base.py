@@ -5,7 +5,8 @@ asynchronous watch (``recipes/<family>/watch.py``, the kernel's ``state/watches.
 watches (passing ``wake``) and returns the event payload once the condition holds. When a watch fires,
 :meth:`~ZooKeeperWatchTrigger.on_watch` sees what it says first, so a check that already knows enough
 (a seal node was created) answers without reading. The connection is the one lifecycle of
-:mod:`.lifecycle`: the triggerer's shared session, borrowed within a budget and given back at the end;
+:mod:`airflow_epochs.triggers.lifecycle`: the triggerer's shared session, borrowed within a budget and
+given back at the end;
 after a lost connection the shared client re-arms the watches and the server fires those whose node
 changed meanwhile (a change made while disconnected is not missed, and a wait whose node did not change
 is not woken: no storm of reads after a failover). A lost connection inside a check waits for the
@@ -15,14 +16,20 @@ session to come back, for at most :attr:`reconnect_budget` seconds, instead of f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from kazoo.protocol.states import WatchedEvent
 
+from airflow_epochs.coordination import AccessDenied
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.lifecycle import (
     TRANSIENT,
@@ -30,11 +37,41 @@ from airflow_epochs.triggers.lifecycle import (
     TriggerSession,
     borrowed_session,
     connection_settings,
+    refused,
 )
+from airflow_epochs.triggers.notices import NOTICE_EVERY
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TRANSIENT", "Watch", "ZooKeeperWatchTrigger", "connection_settings"]
+__all__ = ["TRANSIENT", "Watch", "ZooKeeperWatchTrigger", "connection_settings", "refused"]
+
+
+def runs_inline() -> bool:
+    """Whether this trigger runs inline in a task's own process (``airflow dags test``, ``dag.test()``),
+    where Airflow keeps a SIGTERM handler that only calls the task's ``on_kill`` (the supervisor that would
+    then kill the process is not there), rather than in a triggerer, which handles its own signals."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+        from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
+    except ImportError:  # pragma: no cover - another Airflow than the one we support
+        return False
+    return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), InProcessSupervisorComms)
+
+
+@contextlib.contextmanager
+def sigterm_ends_the_wait(loop: asyncio.AbstractEventLoop, on_term: Callable[[], None]) -> Iterator[None]:
+    """Inline only (:func:`runs_inline`), on the main thread: a SIGTERM calls ``on_term`` on the loop instead
+    of being swallowed; the previous handler is put back afterwards."""
+    if not runs_inline() or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    loop.add_signal_handler(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ZooKeeperWatchTrigger(BaseTrigger):
@@ -48,6 +85,11 @@ class ZooKeeperWatchTrigger(BaseTrigger):
     give_up_after: float | None = None
     # seconds a check may wait for a lost ZooKeeper session to come back before it fails the task
     reconnect_budget: float = 600.0
+    # unix time at which it fires {"status": "timeout"}: the deferring task's own timeout, applied here
+    # too because `airflow dags test` runs a trigger inline and applies none (a triggerer does)
+    timeout_at: float | None = None
+    # seconds between two notices (:meth:`notice`) of a wait that may never end
+    notice_every: float = NOTICE_EVERY
 
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:  # pragma: no cover
         raise NotImplementedError
@@ -58,6 +100,11 @@ class ZooKeeperWatchTrigger(BaseTrigger):
     async def on_tick(self, zk: AsyncZooKeeper) -> None:
         """Called at each :attr:`tick_seconds`, for time-based decisions (straggler deadlines)."""
 
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        """Why this wait may never end (the pipeline does not exist...), asked at once (``first``) and then
+        every :attr:`notice_every` seconds while it waits, and logged; None when nothing looks wrong."""
+        return None
+
     def timeout_payload(self) -> dict[str, Any]:
         """The event fired when :attr:`give_up_after` runs out."""
         return {"status": "timeout", "waited": self.give_up_after}
@@ -66,19 +113,44 @@ class ZooKeeperWatchTrigger(BaseTrigger):
         try:
             async with borrowed_session(self.zookeeper_conn_id, budget=self.reconnect_budget,
                                         on_event=self.on_watch) as session:
-                async for event in self._checks(session):
-                    yield event
+                terminated: list[bool] = []
+
+                def on_term() -> None:
+                    terminated.append(True)
+                    session.changed.set()
+                    session.reconnected.set()
+
+                with sigterm_ends_the_wait(session.loop, on_term):
+                    async for event in self._checks(session, terminated):
+                        yield event
         except SessionUnavailable as exc:
             yield TriggerEvent({"status": "error", "reason": exc.reason})
 
-    async def _checks(self, session: TriggerSession) -> AsyncIterator[TriggerEvent]:
-        loop = asyncio.get_running_loop()
-        give_up = None if self.give_up_after is None else loop.time() + self.give_up_after
+    def _give_up_at(self, loop: asyncio.AbstractEventLoop) -> float | None:
+        """When, on the loop's clock, the wait times out (its own budget, or the task's timeout)."""
+        ends = [loop.time() + self.give_up_after] if self.give_up_after is not None else []
+        if self.timeout_at is not None:
+            ends.append(loop.time() + max(0.0, self.timeout_at - time.time()))
+        return min(ends) if ends else None
+
+    async def _checks(self, session: TriggerSession, terminated: list[bool]) -> AsyncIterator[TriggerEvent]:
+        """Check, wait for a watch, say what it waits for, until the payload, the give-up time, a SIGTERM
+        (inline runs) or a lost session past its budget."""
+        loop = session.loop
+        give_up = self._give_up_at(loop)
+        next_notice, first_notice = loop.time(), True
         lost_since: float | None = None
         while True:
+            if terminated:
+                yield TriggerEvent({"status": "error", "reason": "terminated (SIGTERM) while waiting"})
+                return
             session.changed.clear()
             try:
                 payload = await self.check(session.store, session.wake)
+            except (NoAuthError, AccessDenied):
+                reason = refused(self.zookeeper_conn_id, session.settings, "a read")
+                yield TriggerEvent({"status": "error", "reason": reason})
+                return
             except TRANSIENT as exc:
                 now = loop.time()
                 if lost_since is None:
@@ -100,13 +172,22 @@ class ZooKeeperWatchTrigger(BaseTrigger):
                 if not self.repeat:
                     return
                 continue
-            waits = [t for t in (self.tick_seconds, None if give_up is None else give_up - loop.time())
-                     if t is not None]
-            if await session.changed_within(min(waits) if waits else None):
+            if loop.time() >= next_notice:
+                next_notice = loop.time() + self.notice_every
+                with contextlib.suppress(*TRANSIENT, NoAuthError):  # a notice never fails the wait
+                    said = await self.notice(session.store, first=first_notice)
+                    first_notice = False
+                    if said:
+                        log.warning("%s", said)
+            waits = [t for t in (self.tick_seconds, None if give_up is None else give_up - loop.time(),
+                                 next_notice - loop.time()) if t is not None]
+            if await session.changed_within(max(0.0, min(waits)) if waits else None):
                 continue
             if give_up is not None and loop.time() >= give_up:
                 yield TriggerEvent(self.timeout_payload())
                 return
+            if loop.time() >= next_notice:
+                continue  # check again, then say what it waits for
             try:
                 await self.on_tick(session.store)
             except TRANSIENT:

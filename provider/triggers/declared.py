@@ -58,8 +58,8 @@ class DeclaredKeyStream(SealStream):
             self.outstanding = event.epoch
         return replace(event, partition_key=key, declared=True)
 
-    async def delivered(self, epoch: int, claims: Sequence[str]) -> None:
-        await super().delivered(epoch, claims)
+    async def delivered(self, epoch: int, claims: Sequence[str], rewinds: int = 0) -> None:
+        await super().delivered(epoch, claims, rewinds)
         self.outstanding = None
 
 

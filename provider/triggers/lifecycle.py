@@ -2,7 +2,7 @@
 session within a budget, hear of its reconnects, and give it back when the trigger ends.
 
 A triggerer runs many triggers; each borrows the one kazoo session per connection the process keeps
-(:data:`~airflow_epochs.triggers.shared_client.SHARED_CLIENTS`): ZooKeeper may be down when the trigger
+(``triggers.shared_client.SHARED_CLIENTS``): ZooKeeper may be down when the trigger
 starts, so borrowing is retried within :attr:`budget` seconds; a refused TLS certificate is a
 configuration error that waiting cannot fix. While the trigger runs, :class:`TriggerSession` sets
 ``changed`` when one of its watches fires, and on every reconnect: a client that keeps its watches
@@ -11,7 +11,7 @@ other client drops them, so every reconnect must be followed by a look. Giving t
 synchronous and never blocks: it runs in a cancelled trigger's ``finally`` on the loop.
 
 What a trigger checks is its family's asynchronous watch (``recipes/<family>/watch.py``, the kernel's
-``state/watches.py``), on :attr:`TriggerSession.store`: no trigger reads a znode by path.
+``state/watches.py``), on ``TriggerSession.store``: no trigger reads a znode by path.
 """
 
 from __future__ import annotations
@@ -21,14 +21,21 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoAuthError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
 from airflow_epochs.connection.zookeeper import InvalidConnection, ZooKeeperSettings, ZooKeeperUnreachable
-from airflow_epochs.coordination import DEFAULT_ROOT, EpochLedger
+from airflow_epochs.coordination import DEFAULT_ROOT, AccessDenied, EpochLedger
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.hooks.ledgers import TRIGGERER, ledger_on
 from airflow_epochs.triggers.rearming_client import RearmingKazooClient
@@ -41,7 +48,7 @@ TRANSIENT = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, Connect
              ZooKeeperUnreachable)
 
 __all__ = ["TRANSIENT", "SessionUnavailable", "TriggerSession", "borrowed_session", "connection_settings",
-           "session_ledger"]
+           "refused", "session_ledger"]
 
 
 class SessionUnavailable(Exception):
@@ -53,14 +60,42 @@ class SessionUnavailable(Exception):
         self.reason = reason
 
 
+async def _connection(conn_id: str) -> Any:
+    """The Airflow connection ``conn_id``, the async way triggers must use. ``airflow dags test`` runs a
+    deferred task's trigger inline, where that way sees the secrets backends and ``AIRFLOW_CONN_*`` but not
+    the metadata database (Airflow 3.3 raises "isn't defined" for a connection ``airflow connections add``
+    made); only then is the connection looked up as the command line does (the metadata database
+    included), off the loop."""
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from airflow_epochs.coordination import InvalidInput
+    from airflow_epochs.hooks.connections import connection_outside_task
+    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
+
+    try:
+        return await ZooKeeperHook.aget_connection(conn_id)
+    except AirflowNotFoundException as missing:
+        try:
+            return await asyncio.to_thread(connection_outside_task, conn_id)
+        except InvalidInput:
+            raise missing from None
+
+
+def refused(conn_id: str, settings: ZooKeeperSettings | None, what: str) -> str:
+    """The reason of a NoAuth refusal: the connection and the identity it connected as (or that it has none)."""
+    who = f"digest user {settings.login!r}" if settings is not None and settings.login else "no credentials"
+    return (f"ZooKeeper refused {what} (NoAuth) to connection {conn_id!r} ({who}): the pipeline's ACL does not "
+            "let that identity read it" + ("" if settings is not None and settings.login else
+                                           "; give the connection the login and password of its owner"))
+
+
 async def connection_settings(conn_id: str) -> ZooKeeperSettings:
     """The settings of an Airflow ZooKeeper connection, fetched the async way triggers must use; a
     connection without credentials to the CLI's embedded server gets that server's, as in
     :class:`~airflow_epochs.hooks.zookeeper.ZooKeeperHook` (the server accepts no client without them)."""
     from airflow_epochs.connection.embedded import with_embedded_credentials
-    from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 
-    conn = await ZooKeeperHook.aget_connection(conn_id)
+    conn = await _connection(conn_id)
     settings = ZooKeeperSettings.from_fields(
         host=conn.host, port=conn.port, schema=conn.schema, login=conn.login, password=conn.password,
         extra=conn.extra_dejson,
@@ -82,6 +117,7 @@ class TriggerSession:
     client: KazooClient
     loop: asyncio.AbstractEventLoop
     on_event: Callable[[WatchedEvent], None] | None = None
+    settings: ZooKeeperSettings | None = None  # what it connected with (a refusal names its identity)
 
     def __post_init__(self) -> None:
         self.store = AsyncZooKeeper(self.client, self.loop)
@@ -144,7 +180,7 @@ def session_ledger(client: KazooClient, pipeline: str, *, owner: str = TRIGGERER
     return ledger_on(client, pipeline, owner=owner, root=root)
 
 
-async def _borrow(settings: ZooKeeperSettings, budget: float) -> KazooClient:
+async def _borrow(conn_id: str, settings: ZooKeeperSettings, budget: float) -> KazooClient:
     loop = asyncio.get_running_loop()
     started = loop.time()
     pause = 0.5
@@ -160,6 +196,8 @@ async def _borrow(settings: ZooKeeperSettings, budget: float) -> KazooClient:
             pause = min(pause * 2, 10.0)
         except InvalidConnection as exc:  # a refused TLS certificate: waiting cannot fix it
             raise SessionUnavailable(f"ZooKeeper connection refused: {exc}") from exc
+        except (NoAuthError, AccessDenied) as exc:  # rejected credentials: waiting cannot fix them either
+            raise SessionUnavailable(refused(conn_id, settings, "the session")) from exc
 
 
 @contextlib.asynccontextmanager
@@ -172,8 +210,8 @@ async def borrowed_session(conn_id: str, *, budget: float = 600.0,
     :raises SessionUnavailable: no session within the budget, or a connection that cannot work.
     """
     settings = await connection_settings(conn_id)
-    client = await _borrow(settings, budget)
-    session = TriggerSession(client, asyncio.get_running_loop(), on_event)
+    client = await _borrow(conn_id, settings, budget)
+    session = TriggerSession(client, asyncio.get_running_loop(), on_event, settings)
     client.add_listener(session.on_state)
     try:
         yield session

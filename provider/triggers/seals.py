@@ -11,6 +11,7 @@ from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_ep
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.coordination.state.watches import SealsWatch, epoch_compacted, epoch_generation
 from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.notices import pipeline_notice
 
 __all__ = ["PartitionsSealedTrigger", "epoch_compacted", "epoch_generation"]
 
@@ -25,6 +26,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
     :param partitions: the partitions to align on.
     :param zookeeper_conn_id: ZooKeeper connection id.
     :param root: znode under which pipelines live.
+    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         partitions: Sequence[str],
         zookeeper_conn_id: str = "zookeeper_default",
         root: str = DEFAULT_ROOT,
+        timeout_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         self.pipeline = validate_name("pipeline", pipeline)
@@ -42,13 +45,14 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         self.partitions = [validate_name("partition", p) for p in partitions]
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
+        self.timeout_at = timeout_at
         self.watch = SealsWatch(PipelinePaths(pipeline, root), self.epoch, self.partitions)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "airflow_epochs.triggers.seals.PartitionsSealedTrigger",
             {"pipeline": self.pipeline, "epoch": self.epoch, "partitions": list(self.partitions),
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root},
+             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root, "timeout_at": self.timeout_at},
         )
 
     def on_watch(self, event: WatchedEvent) -> None:
@@ -64,3 +68,8 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
         if found.compacted:
             payload["compacted"] = True
         return payload
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = f"partition(s) {', '.join(self.partitions)} of pipeline {self.pipeline!r} at epoch {self.epoch}"
+        return await pipeline_notice(zk, PipelinePaths(self.pipeline, self.root), epoch=self.epoch,
+                                     waiting_for=what, first=first)

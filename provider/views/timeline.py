@@ -144,15 +144,24 @@ def draw_png(found: Sequence[Span], path: str | Path, title: str) -> None:
 
 
 def render_svg(found: Sequence[Span]) -> str:
-    """The timeline as one SVG element (lanes, bars coloured by epoch, a tooltip on each bar)."""
+    """The timeline as one SVG element: a legend (what a lane, a bar and its colour are, one swatch per
+    epoch shown), then the lanes, bars coloured by epoch, a tooltip on each bar."""
     names = lanes(found)
     t0 = min(s.start for s in found)
     t1 = max(s.end for s in found)
-    width, left, row = 1000, 150, 28
+    width, left, row, legend = 1000, 150, 28, 44
     scale = (width - left - 20) / max(t1 - t0, 1e-3)
     palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row * len(names) + 40}" '
-             'font-family="sans-serif" font-size="12">']
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row * len(names) + 40 + legend}" '
+             'font-family="sans-serif" font-size="12">',
+             '<g class="legend"><text x="4" y="14">One lane per stage (left); a bar is how long the stage took, its '
+             'colour the epoch; hover a bar for its epoch, stage and seconds.</text>']
+    epochs = sorted({s.epoch for s in found})
+    for k, epoch in enumerate(epochs[:30]):
+        at = 4 + k * 64
+        parts.append(f'<rect class="swatch" x="{at}" y="24" width="12" height="12" '
+                     f'fill="{palette[(epoch - 1) % len(palette)]}"/><text x="{at + 16}" y="34">epoch {epoch}</text>')
+    parts.append(f'</g><g transform="translate(0,{legend})">')
     for i, name in enumerate(names):
         parts.append(f'<g data-lane="{html.escape(name)}"><text x="4" y="{i * row + 18}">{html.escape(name)}</text>')
         for span in (s for s in found if s.lane == name):
@@ -163,7 +172,7 @@ def render_svg(found: Sequence[Span]) -> str:
                          f'fill="{palette[(span.epoch - 1) % len(palette)]}"><title>{html.escape(tip)}</title></rect>')
         parts.append("</g>")
     parts.append(f'<text x="{left}" y="{row * len(names) + 30}">0 s</text>'
-                 f'<text x="{width - 60}" y="{row * len(names) + 30}">{t1 - t0:.1f} s</text></svg>')
+                 f'<text x="{width - 60}" y="{row * len(names) + 30}">{t1 - t0:.1f} s</text></g></svg>')
     return "".join(parts)
 
 

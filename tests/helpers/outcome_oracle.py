@@ -5,10 +5,14 @@ current (its answer must then carry no ``overtaken`` flag) or was overtaken (it 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+
+from airflow_epochs.coordination import EpochLedger
+from airflow_epochs.coordination.wire import payloads
 
 
 def dump(zk: KazooClient, top: str = "/") -> dict[str, bytes]:
@@ -60,3 +64,14 @@ def attempt_sealed_epoch(epoch_doc: dict[str, Any] | None, attempt_doc: dict[str
                          generation: int) -> bool:
     return bool(epoch_doc and epoch_doc["state"] == "sealed" and epoch_doc["attempt"] == token
                 and epoch_doc["generation"] == generation and attempt_doc and attempt_doc["state"] == "running")
+
+
+def dead_vote(zk: KazooClient, ledger: EpochLedger, attempt, partition: str, producer: str) -> None:
+    """The state a voter leaves when it dies between its vote and the seal it should have written:
+    its vote transaction (vote znode, counter bump) committed, nothing after it."""
+    vote = payloads.encode("vote", {"producer": producer, "attempt": attempt.token, "manifest": {}, "snapshot": None,
+                                    "upstream": {}, "voted_at": time.time(), "request": f"dead-{producer}"})
+    tx = zk.transaction()
+    tx.create(ledger.paths.vote(attempt.epoch, attempt.token, partition, producer), vote)
+    tx.set_data(ledger.paths.vote_counter(attempt.epoch, attempt.token, partition), b"", -1)
+    assert all(not isinstance(r, Exception) for r in tx.commit())

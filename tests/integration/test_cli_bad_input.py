@@ -38,6 +38,7 @@ def _fails(capsys, argv, expected):
     assert code == 2, (argv, out, err)
     assert len(lines) == 1 and expected in lines[0], (argv, err)
     assert "Traceback" not in err
+    return err
 
 
 def test_catalogue(capsys, hosts, tmp_path, zk, monkeypatch, zk_server, zk_chroot):
@@ -99,8 +100,11 @@ def test_a_protected_pipeline_without_credentials_is_one_line(capsys, zk_server,
         owner.stop()
         owner.close()
     monkeypatch.setenv("AIRFLOW_EPOCHS_ZK_PASSWORD", "pw-stranger")  # our certificate, another identity
-    _fails(capsys, ["history", "private", *zk_server.cli_args(zk_chroot, login="stranger")],
-           "ZooKeeper refused access (NoAuth): the pipeline is protected")
+    # Credentials were given: the line names who was refused and how it connected, and asks for none.
+    err = _fails(capsys, ["history", "private", *zk_server.cli_args(zk_chroot, login="stranger")],
+                 f"ZooKeeper refused digest user 'stranger' (NoAuth) on pipeline 'private', connecting with --hosts "
+                 f"{zk_server.address}{zk_chroot}")
+    assert "give them" not in err and "give its" not in err
 
 
 def test_the_installed_command_prints_no_traceback(tmp_path):

@@ -13,8 +13,7 @@ import datetime
 import time
 
 import pytest
-from kazoo.client import KazooClient
-from outcome_oracle import doc, on_record
+from outcome_oracle import dead_vote, doc, on_record
 
 from airflow_epochs.coordination import (
     CallUnfinished,
@@ -30,7 +29,6 @@ from airflow_epochs.coordination import (
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.protocol import aborts as aborts_module
 from airflow_epochs.coordination.services import coordinator as coordinator_module
-from airflow_epochs.coordination.wire import payloads
 
 pytestmark = [pytest.mark.integration]
 
@@ -43,17 +41,6 @@ def seal_epoch_one(ledger: EpochLedger) -> None:
     attempt = ledger.open_epoch(1)
     for partition, producer in (("a", "x"), ("a", "y"), ("b", "z")):
         ledger.vote(attempt, partition, producer)
-
-
-def dead_vote(zk: KazooClient, ledger: EpochLedger, attempt, partition: str, producer: str) -> None:
-    """The state a voter leaves when it dies between its vote and the seal it should have written:
-    its vote transaction (vote znode, counter bump) committed, nothing after it."""
-    vote = payloads.encode("vote", {"producer": producer, "attempt": attempt.token, "manifest": {}, "snapshot": None,
-                                    "upstream": {}, "voted_at": time.time(), "request": f"dead-{producer}"})
-    tx = zk.transaction()
-    tx.create(ledger.paths.vote(attempt.epoch, attempt.token, partition, producer), vote)
-    tx.set_data(ledger.paths.vote_counter(attempt.epoch, attempt.token, partition), b"", -1)
-    assert all(not isinstance(r, Exception) for r in tx.commit())
 
 
 def test_scenario_01_open_answer_lost_then_a_takeover(zk, lossy, proxy):

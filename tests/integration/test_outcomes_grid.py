@@ -27,8 +27,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from outcome_oracle import attempt_is_current, attempt_sealed_epoch, doc, dump, on_record
-from test_outcomes import dead_vote
+from outcome_oracle import attempt_is_current, attempt_sealed_epoch, dead_vote, doc, dump, on_record
 from zk_proxy import LostAnswerProxy
 
 from airflow_epochs.coordination import (

@@ -54,10 +54,10 @@ def test_airflow_knows_the_iceberg_connection_type_and_tests_a_connection(airflo
     from pathlib import Path
 
     from airflow_epochs import get_provider_info
-    from airflow_epochs.hooks.iceberg import IcebergCatalogHook
+    from airflow_epochs.tables.hook import IcebergCatalogHook
 
     [declared] = [c for c in get_provider_info()["connection-types"] if c["connection-type"] == "iceberg"]
-    assert declared["hook-class-name"] == "airflow_epochs.hooks.iceberg.IcebergCatalogHook"
+    assert declared["hook-class-name"] == "airflow_epochs.tables.hook.IcebergCatalogHook"
     assert set(declared["conn-fields"]) == {"catalog", "warehouse", "sqlite", "name"}
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
     airflow = str(Path(sys.executable).parent / "airflow")
@@ -65,7 +65,7 @@ def test_airflow_knows_the_iceberg_connection_type_and_tests_a_connection(airflo
                             timeout=300)
     assert listed.returncode == 0, listed.stderr[-2000:]
     hooks = {h["connection_type"]: h for h in json.loads(listed.stdout[listed.stdout.index("["):])}
-    assert hooks["iceberg"]["class"] == "airflow_epochs.hooks.iceberg.IcebergCatalogHook"
+    assert hooks["iceberg"]["class"] == "airflow_epochs.tables.hook.IcebergCatalogHook"
     assert hooks["iceberg"]["package_name"] == "airflow-provider-epochs"
 
     extra = {"catalog": "sql", "sqlite": str(tmp_path / "catalog.db"), "warehouse": (tmp_path / "wh").as_uri()}

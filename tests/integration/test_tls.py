@@ -167,7 +167,8 @@ def test_cli_reads_a_protected_pipeline_over_tls_and_says_what_is_missing(tls_se
     assert ok.returncode == 0, ok.stderr
     assert "epoch_sealed" in ok.stdout
     for argv, environ, expected in (
-        (base, env, "ZooKeeper refused access (NoAuth): the pipeline is protected"),
+        (base, env, f"ZooKeeper refused access (NoAuth) on pipeline 'sales': --hosts localhost:{tls_server.secure_port}"
+                    "/cli carries no credentials and the pipeline is protected by an ACL; give them"),
         ([*base, "--digest-user", "etl"], {k: v for k, v in env.items() if k != "AIRFLOW_EPOCHS_ZK_PASSWORD"},
          "needs its password in $AIRFLOW_EPOCHS_ZK_PASSWORD"),
     ):

@@ -87,6 +87,18 @@ def test_demo_corrects_a_day_and_reproduces_exactly_what_read_it(tmp_path, monke
     for day in (2, 3, 4):
         assert "version 2;" in (reports / f"report-2013-01-0{day}.md").read_text(), day
 
+    # After the demo (its ZooKeeper stopped), the short form it prints shows the pipeline: no other argument.
+    look = _line(out, "[demo] look at the pipeline any time: ")
+    assert look.endswith(" airflow-epochs status nycflights"), look
+    home = look.split("AIRFLOW_EPOCHS_HOME=", 1)[1].split()[0]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
+           "AIRFLOW_EPOCHS_HOME": str(Path.cwd() / home)}
+    status = subprocess.run([str(Path(sys.executable).parent / "airflow-epochs"), "status", "nycflights"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0, status.stderr
+    assert "pipeline nycflights: frontier 4;" in status.stdout, status.stdout
+    assert "was stopped: served for this command" in status.stderr
+
     # A second correction on the same state, by date: the run resumes (nothing to seal), corrects the
     # weather of day 3, and its daily seals get their third version.
     out = _demo(state, "--days", "4", "--correct", "2013-01-03")

@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from intruder import second_user
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "examples" / "quickstart.sh"
@@ -37,8 +41,8 @@ DAG = ROOT / "docs" / "examples" / "quickstart_dag.py"
 PAGE = ROOT / "docs" / "quickstart" / "own_airflow.rst"
 STEP = re.compile(r"^# \[START (\w+)\]\n(.*?)^# \[END \1\]\n", re.S | re.M)
 # The order the page shows them in, and how this test runs each: "background" is the second terminal.
-ORDER = ("env", "install", "zookeeper", "connection", "connection_ensemble", "dag", "airflow", "runs",
-         "status", "status_ensemble", "login", "stop")
+ORDER = ("env", "get", "install", "zookeeper", "zookeeper_values", "connection", "connection_ensemble", "dag",
+         "airflow", "runs", "status", "status_ensemble", "login", "stop")
 # What a clone holds that the steps use (the wheel's sources and the example DAG)
 CLONE = ("pyproject.toml", "README.md", "provider", "operators", "sensors", "docs/examples")
 
@@ -68,7 +72,9 @@ def _free_port() -> int:
 
 class Terminal:
     """The reader's terminal: each step runs in bash after the ``env`` step and, once the virtualenv
-    exists, its activation (the ``source`` line of the install step), as an open terminal keeps them."""
+    exists, its activation (the ``source`` line of the install step), as an open terminal keeps them;
+    from the home folder until the ``get`` step has cloned the repository, from the clone after it. The
+    terminal's own umask is 022 (``useradd``'s default here): the ``env`` step sets its own."""
 
     def __init__(self, clone: Path, env: dict[str, str]) -> None:
         self.clone = clone
@@ -77,14 +83,18 @@ class Terminal:
         self.activated = False
 
     def script(self, name: str) -> str:
-        prefix = ["set -euo pipefail", self.found["env"]]
+        prefix = ["set -euo pipefail", "umask 022", self.found["env"]]
         if self.activated:
             prefix += [line for line in self.found["install"].splitlines() if line.startswith("source ")]
         return "\n".join([*prefix, self.found[name]])
 
-    def run(self, name: str, timeout: float = 300) -> str:
-        done = subprocess.run(["bash", "-c", self.script(name)], cwd=self.clone, env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
+    def run(self, name: str, timeout: float = 300, *, fails: bool = False) -> str:
+        cwd = self.clone if self.clone.exists() else Path(self.env["HOME"])
+        done = subprocess.run(["bash", "-c", self.script(name)], cwd=cwd, env=self.env, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if fails:
+            assert done.returncode != 0, f"step {name} did not fail:\n{done.stdout[-3000:]}"
+            return done.stderr
         assert done.returncode == 0, f"step {name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
         return done.stdout
 
@@ -107,7 +117,9 @@ def _clean_environment(home: Path) -> dict[str, str]:
     return {**keep, "PATH": path, "HOME": str(home), "PIP_CACHE_DIR": cache}
 
 
-def _copy_clone(target: Path) -> None:
+def _repository(target: Path) -> None:
+    """A git repository of what a clone holds (this working tree's files, committed), for the ``get`` step to
+    clone as a reader clones the project's."""
     target.mkdir()
     for name in CLONE:
         source = ROOT / name
@@ -115,6 +127,19 @@ def _copy_clone(target: Path) -> None:
             shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__", "_build"))
         else:
             shutil.copy(source, target / name)
+    git = ["git", "-c", "user.name=quickstart", "-c", "user.email=quickstart@localhost", "-C", str(target)]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the project"]):
+        subprocess.run([*git, *argv], check=True, capture_output=True, timeout=120)
+
+
+def _constraints(path: Path) -> Path:
+    """A constraint file for the install step's ``AIRFLOW_CONSTRAINTS``: Airflow publishes one per Airflow
+    and Python version on the web, which this machine cannot reach (the package index only); here it is
+    the versions the project's own environment runs (``pip freeze``), used the same way."""
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
+                            text=True, check=True, timeout=120).stdout
+    path.write_text("".join(line + "\n" for line in frozen.splitlines() if "==" in line))
+    return path
 
 
 def _http(url: str, *, token: str | None = None, data: bytes | None = None) -> tuple[int, str]:
@@ -182,14 +207,18 @@ def _loopback(address: str) -> bool:
 
 @pytest.fixture
 def quickstart(tmp_path: Path) -> Iterator[tuple[Terminal, Path, dict[str, int]]]:
-    folder = tmp_path / "quickstart"
-    clone = tmp_path / "clone"
-    _copy_clone(clone)
+    # A home as useradd makes them here: mode 0755, in a folder every local user may pass through (pytest's
+    # own temporary folders are 0700: a second user could not even look).
+    home = Path(tempfile.mkdtemp(prefix="epochs-quickstart-home-", dir="/tmp"))
+    os.chmod(home, 0o755)
+    folder = home / "epochs-quickstart"  # the page's default $QUICKSTART
+    repository = tmp_path / "repository"
+    _repository(repository)
     ports = {"ZK_PORT": _free_port(), "AIRFLOW_PORT": _free_port()}
-    env = {**_clean_environment(tmp_path / "home"), "QUICKSTART": str(folder),
+    env = {**_clean_environment(home), "EPOCHS_REPO": str(repository),
+           "AIRFLOW_CONSTRAINTS": str(_constraints(tmp_path / "constraints.txt")),
            **{k: str(v) for k, v in ports.items()}}
-    (tmp_path / "home").mkdir()
-    terminal = Terminal(clone, env)
+    terminal = Terminal(folder / "airflow-provider-epochs", env)
     yield terminal, folder, ports
     # Whatever a failed run left: the Airflow processes (their session) and the embedded ZooKeeper.
     for proc in getattr(terminal, "started", ()):
@@ -200,6 +229,7 @@ def quickstart(tmp_path: Path) -> Iterator[tuple[Terminal, Path, dict[str, int]]
     if venv_cli.exists():
         subprocess.run([str(venv_cli), "zookeeper", "stop"], env={**env, "AIRFLOW_EPOCHS_HOME": str(folder / "epochs")},
                        capture_output=True, timeout=120)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.mark.integration
@@ -210,9 +240,15 @@ def test_the_quickstart_seals_its_first_epochs_under_the_scheduler_and_triggerer
     timings: dict[str, float] = {}
     started = time.monotonic()
 
+    terminal.run("get", timeout=300)
+    assert (terminal.clone / "pyproject.toml").is_file()
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"  # the env step's folder mode, on a 0755 home
     out = terminal.run("install", timeout=900)
     timings["install"] = time.monotonic() - started
     assert "airflow-provider-epochs" in out
+    # pyspark-client's files over PySpark's were put back: the Python files say the jars' version
+    jars = next((folder / "venv").glob("lib/python*/site-packages/pyspark/jars/spark-core_*.jar")).name
+    assert re.search(r"^pyspark (\S+)$", out, re.M).group(1) in jars, (out, jars)
     terminal.activated = True
     wheel = next((folder / "dist").glob("airflow_provider_epochs-*.whl"))
     where = subprocess.run([str(folder / "venv" / "bin" / "python"), "-I", "-c",
@@ -223,20 +259,26 @@ def test_the_quickstart_seals_its_first_epochs_under_the_scheduler_and_triggerer
     out = terminal.run("zookeeper")
     assert f"ZooKeeper started at 127.0.0.1:{ports['ZK_PORT']}" in out
     assert "running at" in out
+    values = dict(line.split("=", 1) for line in terminal.run("zookeeper_values").splitlines()
+                  if "=" in line and not line.startswith("#"))
     terminal.run("connection")
-    # The ensemble form, against the same server: its hosts, digest credentials and CA, as a reader
-    # with an ensemble of their own fills them in.
+    # The optional ensemble block run as written with its variables unset: a clear error, and no
+    # connection stored (before, it stored an empty one and step 7 failed).
+    error = terminal.run("connection_ensemble", fails=True)
+    assert "set ZK_HOSTS, ZK_USER, ZK_CA, ZK_CERT and ZK_KEY first" in error, error
+    missing = _airflow(folder, terminal, "connections", "get", "zookeeper_ensemble")
+    assert missing.returncode != 0, missing.stdout
+    # Then as a reader with an ensemble of their own fills it in, here with the embedded server's values
+    # (it asks for a client certificate: mutual TLS), the password in the environment (never in argv).
     epochs_home = folder / "epochs"
-    auth = json.loads((epochs_home / "zookeeper" / "credentials.json").read_text())
-    state = json.loads((epochs_home / "zookeeper.json").read_text())
-    # the embedded server asks for a client certificate (mutual TLS): the ensemble form names ours
-    terminal.env.update(ZK_HOSTS=state["hosts"], ZK_USER=auth["user"], ZK_PASSWORD=auth["password"], ZK_CA=state["ca"],
-                        ZK_CERT=state["certfile"], ZK_KEY=state["keyfile"])
+    password = json.loads(Path(values["ZK_PASSWORD_FILE"]).read_text())["password"]
+    terminal.env.update({name: values[name] for name in ("ZK_HOSTS", "ZK_USER", "ZK_CA", "ZK_CERT", "ZK_KEY")},
+                        ZK_PASSWORD=password)
     terminal.run("connection_ensemble")
-    got = subprocess.run([str(folder / "venv" / "bin" / "airflow"), "connections", "get", "zookeeper_default", "-o",
-                          "json"], env={**terminal.env, "AIRFLOW_HOME": str(folder / "airflow")}, cwd=folder,
-                         capture_output=True, text=True, timeout=120)
-    assert '"conn_type": "zookeeper"' in got.stdout, got.stdout + got.stderr[-2000:]
+    assert not (folder / "zookeeper_ensemble.json").exists()
+    for conn_id in ("zookeeper_default", "zookeeper_ensemble"):
+        got = _airflow(folder, terminal, "connections", "get", conn_id, "-o", "json")
+        assert '"conn_type": "zookeeper"' in got.stdout, got.stdout + got.stderr[-2000:]
 
     terminal.run("dag", timeout=300)
     timings["before_airflow"] = time.monotonic() - started
@@ -285,8 +327,24 @@ def test_the_quickstart_seals_its_first_epochs_under_the_scheduler_and_triggerer
     assert '"frontier": 3' in body.replace('"frontier":3', '"frontier": 3'), body[:1000]
 
     # Every port the reader's Airflow opened is on loopback (and so is ZooKeeper's)
+    state = json.loads((epochs_home / "zookeeper.json").read_text())
     addresses = _listening(_group(airflow.pid) | {int(state["pid"])})
     assert addresses and all(_loopback(a) for a in addresses), addresses
+
+    # A second local user, while it all runs (issue 48): nothing the quickstart wrote can be read, and no
+    # secret is in any process's arguments.
+    secrets = {password, passwords["admin"], *_config_secrets(folder / "airflow" / "airflow.cfg")}
+    control = folder.parent / "readable-control.txt"  # the check's own control: a 0644 file in the home
+    control.write_text("readable by design\n")
+    os.chmod(control, 0o644)
+    with second_user() as intruder:
+        readable = intruder.sh(f"find {shlex.quote(str(folder.parent))} -type f -readable 2>/dev/null; true").stdout
+        assert readable.split() == [str(control)], readable[:3000]
+        processes = intruder.run(["ps", "-eo", "args"]).stdout
+        assert len(processes.splitlines()) > 10 and "airflow" in processes  # it does see our processes
+        leaked = [name for name, value in (("zookeeper", password), ("admin", passwords["admin"])) if value in
+                  processes] + [f"airflow.cfg secret {value[:4]}..." for value in secrets if value in processes]
+        assert not leaked, leaked
 
     terminal.run("stop", timeout=180)
     airflow.wait(180)
@@ -296,6 +354,22 @@ def test_the_quickstart_seals_its_first_epochs_under_the_scheduler_and_triggerer
     assert "not running" in out.stdout
     timings["total"] = time.monotonic() - started
     print("quickstart timings (s from start):", {k: round(v, 1) for k, v in timings.items()})
+
+
+def _config_secrets(config: Path) -> set[str]:
+    """The secrets Airflow wrote into its configuration (Fernet key, API secret, JWT secret), if any."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(config)
+    return {parser[section][key] for section in parser.sections() for key in ("fernet_key", "secret_key", "jwt_secret")
+            if len(parser[section].get(key, "")) >= 8}
+
+
+def _airflow(folder: Path, terminal: Terminal, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(folder / "venv" / "bin" / "airflow"), *argv],
+                          env={**terminal.env, "AIRFLOW_HOME": str(folder / "airflow")}, cwd=folder,
+                          capture_output=True, text=True, timeout=120)
 
 
 def _logs(folder: Path) -> str:

@@ -72,7 +72,7 @@ def test_a_reader_sees_the_page_rendered(built_docs, browser, name):
     assert not failed, failed
     if name == "quickstart":
         # every step of docs/examples/quickstart.sh and the DAG, included as code, not as an error
-        assert page.locator("div.highlight-bash").count() == 12
+        assert page.locator("div.highlight-bash").count() == 14
         assert page.locator("div.highlight-python").count() == 1
         assert "airflow-epochs zookeeper start --port" in body
         assert "Troubleshooting" in body
@@ -80,3 +80,34 @@ def test_a_reader_sees_the_page_rendered(built_docs, browser, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=(name == "quickstart"))
     page.screenshot(path=str(SHOTS / f"{name}-top.png"))
     page.close()
+
+
+def test_no_page_shows_an_error_box_an_empty_bullet_or_a_cut_code_line(built_docs, browser):
+    """Every page as rendered, not as built (a warnings-as-errors build cannot see these): no docutils error
+    box (furo renders ``.. contents::`` as one), no table cell whose text is an empty bullet (a cell "-"
+    read as a list), no code block whose lines run past its box (hidden unless scrolled)."""
+    pages = sorted(p.relative_to(built_docs).as_posix() for p in built_docs.rglob("*.html")
+                   if not p.relative_to(built_docs).as_posix().startswith(("_", "genindex", "search", "py-modindex")))
+    assert len(pages) > 30, pages
+    page = browser.new_page()
+    found: dict[str, list[str]] = {}
+    for path in pages:
+        page.goto((built_docs / path).as_uri())
+        page.wait_for_load_state("load")
+        problems = page.evaluate("""() => {
+            const out = [];
+            // furo paints a table of contents (.contents) red with an "ERROR: ..." ::before
+            for (const box of document.querySelectorAll('.contents, .system-message, .problematic')) {
+                const before = getComputedStyle(box, '::before').content;
+                out.push('error box: ' + (before && before !== 'none' ? before : box.innerText).slice(0, 100));
+            }
+            for (const item of document.querySelectorAll('td li, th li'))
+                if (!item.innerText.trim()) out.push('empty bullet in a table cell');
+            for (const pre of document.querySelectorAll('pre'))
+                if (pre.scrollWidth > pre.clientWidth + 1) out.push('cut code line: ' + pre.innerText.slice(0, 80));
+            return out;
+        }""")
+        if problems:
+            found[path] = problems[:5]
+    page.close()
+    assert not found, found

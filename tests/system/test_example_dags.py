@@ -109,3 +109,21 @@ def test_downstream_dags_are_gated_on_the_sealed_partition(dagbag, zk_connection
     helper.join()
     assert "success" in str(run.state)
     assert done and finished >= done[0]
+
+
+def test_the_first_pipeline_of_your_own_seals_with_two_producers_and_gates_its_report(dagbag, zk_connection, zk):
+    """docs/quickstart/first_pipeline.rst's DAGs: both producers' votes seal ``orders`` together, and the report
+    of an epoch runs once its partitions are sealed, with the versions that sealed them."""
+    daily, report = dagbag.get_dag("shop_daily"), dagbag.get_dag("shop_report")
+    for epoch in (1, 2):
+        assert "success" in str(daily.test(run_conf={"epoch": epoch}).state)
+    ledger = EpochLedger(zk, "shop")
+    assert ledger.frontier() == 2
+    orders = ledger.seal(2, "orders")
+    assert orders is not None and sorted(orders.manifests) == ["orders_eu", "orders_us"]
+    assert {p: m["rows"] for p, m in orders.manifests.items()} == {"orders_eu": 29, "orders_us": 29}
+    assert ledger.seal(2, "refunds").manifests["refunds"]["rows"] == 27
+    run = report.test(run_conf={"epoch": 2})
+    assert "success" in str(run.state)
+    ti = next(t for t in run.get_task_instances() if t.task_id == "report")
+    assert ti.xcom_pull(task_ids="report") == "orders v1, refunds v1"

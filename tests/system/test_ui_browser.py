@@ -153,6 +153,10 @@ def test_the_grid_shows_the_ledger_and_follows_it_live(ui_stack, ui_zk, probe, b
         "rolled_back", "aborted", "sealed"]
     expect(frame.locator("[data-testid=frontier]")).to_have_text(str(probe.frontier()))
     expect(frame.locator("[data-testid=leader]")).to_have_text("deploy-a")
+    # times as the page writes them all: to the second, in UTC (not a raw ISO string, not local time)
+    expect(frame.locator("#leader-sub")).to_have_text(re.compile(
+        r"lease (until|expired) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+    expect(frame.locator("#updated")).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\d UTC$"))
     counts = frame.locator("[data-testid=counts]")
     for text in ("sealed 3", "aborted 1", "rolled back 1", "total 5"):
         expect(counts).to_contain_text(text)
@@ -181,6 +185,9 @@ def test_the_grid_shows_the_ledger_and_follows_it_live(ui_stack, ui_zk, probe, b
     expect(detail.locator("tr[data-producer=b]")).to_contain_text("voted")
     expect(detail).to_contain_text("driver lost", timeout=15000)
     expect(frame.locator("[data-testid=timeline] svg")).to_be_visible()
+    legend = frame.locator("[data-testid=timeline] svg .legend")  # what lanes, bars and colours are
+    expect(legend).to_contain_text("One lane per stage")
+    expect(legend).to_contain_text("epoch 1")
     shot = screenshot_path(tmp_path)
     shot.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(shot), full_page=True)

@@ -46,14 +46,15 @@ def test_a_small_bench_file_gives_a_table_per_group_with_ratios_machine_and_date
     # groups in bench/run.py's order, each titled, only those with rows
     lines = text.splitlines()
     titles = [lines[i] for i in range(len(lines) - 1) if lines[i + 1] and set(lines[i + 1]) == {"~"}]
-    assert titles == ["Waking on a seal", "Sealing throughput", "Opening an epoch", "Spark epochs"]
+    assert titles == ["Waking on a seal", "Sealing throughput", "Opening an epoch", "Spark epochs",
+                      "Running the benchmark"]
     # ours beside the peer of the same run, and how many times better ours is, either way round
     assert "   * - ``wake_vs_poke_5s``\n     - measure of wake_vs_poke_5s\n     - 3.2 ms\n" \
            "     - poke sensor: 1,670 ms\n     - 522x\n" in text
     assert "     - 79.7 epochs/s\n     - global lock: 27.2 epochs/s\n     - 2.93x\n" in text
     assert "measure of sealing_eps_p8 (run 2026-11-24 06:29 UTC)" in text
     # a figure of ours alone has no peer and no ratio; a loss shows below 1
-    assert "     - 1 requests\n     - -\n     - -\n" in text
+    assert "     - 1 requests\n     - \\-\n     - \\-\n" in text
     assert "     - plain\\_loop: 2.27 s\n     - 0.97x\n" not in text  # an inner underscore is not escaped
     assert "     - plain_loop: 2.27 s\n     - 0.97x\n" in text
 

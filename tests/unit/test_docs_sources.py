@@ -24,7 +24,7 @@ README = ROOT / "README.md"
 # Directives a page may use: none of them holds code typed into the page.
 ALLOWED_DIRECTIVES = {
     "toctree", "literalinclude", "image", "figure", "list-table", "table", "note", "warning", "tip",
-    "important", "seealso", "admonition", "rubric", "contents", "automodule", "autoclass", "autofunction",
+    "important", "seealso", "admonition", "rubric", "automodule", "autoclass", "autofunction",
     "autodata", "autoexception", "argparse", "grid", "grid-item", "grid-item-card", "card", "tab-set",
     "tab-item", "dropdown", "only", "glossary",
 }

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -29,6 +30,10 @@ from airflow_epochs.coordination.base.names import validate_epoch
 # A cron calendar counts fire times one by one (croniter: ~80 us each here); this bounds the work to
 # a few seconds (an hourly schedule reaches it after 11 years) so a wrong origin fails fast.
 MAX_CRON_EPOCHS = 100_000
+
+# The longest epoch a calendar may have (ten years): a longer one is a forged or mistyped record, whose
+# spans would overflow the dates computed from them.
+MAX_INTERVAL = timedelta(days=3660)
 
 
 class Calendar(Protocol):
@@ -60,8 +65,9 @@ class EpochCalendar:
 
     def __post_init__(self) -> None:
         _aware(self.origin, "origin")
-        if not isinstance(self.interval, timedelta) or self.interval <= timedelta(0):
-            raise InvalidInput(f"interval must be a positive timedelta, not {self.interval!r}")
+        if not isinstance(self.interval, timedelta) or self.interval <= timedelta(0) or self.interval > MAX_INTERVAL:
+            raise InvalidInput(f"interval must be a positive timedelta of at most {MAX_INTERVAL.days} days, not "
+                               f"{self.interval!r}")
 
     def epoch_for(self, moment: datetime) -> int:
         """The epoch whose span holds ``moment`` (e.g. a run's data interval start)."""
@@ -155,3 +161,15 @@ class CronEpochCalendar:
 
     def to_json(self) -> dict[str, str | float]:
         return {"origin": self.origin.isoformat(), "cron": self.cron, "timezone": self.timezone}
+
+
+def calendar_from_json(data: Mapping[str, Any]) -> EpochCalendar | CronEpochCalendar:
+    """A calendar rebuilt from its ``to_json()``; :class:`InvalidInput` naming it when it cannot be (a
+    forged interval of 1e300 s included: it is refused, not overflowed)."""
+    try:
+        origin = datetime.fromisoformat(str(data["origin"]))
+        if "cron" in data:
+            return CronEpochCalendar(origin, str(data["cron"]), str(data.get("timezone", "UTC")))
+        return EpochCalendar(origin, timedelta(seconds=float(data["interval_seconds"])))
+    except (KeyError, ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"calendar {dict(data)!r:.200} cannot be read: {exc}") from None

@@ -22,7 +22,7 @@ on record: a supplied id, a lost answer, or a write of this call that committed)
 finds committed is answered with its result, flagged with
 :class:`~airflow_epochs.coordination.wire.records.Overtaken` if it was superseded, aborted, rolled back
 or sealed since. A refusal about a compacted epoch says that its request's outcome is no longer on
-record. The full outcome table per call is in the README ("True answers").
+record. The full outcome table per call is in the docs (reference/outcomes).
 
 :class:`CorruptPayload` (a znode that does not fit the schema) is none of these: it needs a human.
 Every class says which kind it is through :attr:`EpochsError.kind` and :attr:`EpochsError.retryable`,
@@ -113,7 +113,18 @@ class EpochAlreadyOpen(StateError):
 
 
 class EpochAlreadySealed(StateError):
-    """The epoch is sealed; it can change only through a recorded rollback."""
+    """The epoch is sealed; it can change only through a recorded rollback.
+
+    When the close of one attempt finds the epoch sealed by another (a deployment that took the epoch
+    over), ``sealed_by_attempt``, ``sealed_by_owner`` and ``generation`` name that seal, from the same
+    read of the epoch record the refusal was decided on (None when not known: compacted)."""
+
+    def __init__(self, message: str, *, sealed_by_attempt: int | None = None, sealed_by_owner: str | None = None,
+                 generation: int | None = None) -> None:
+        self.sealed_by_attempt = sealed_by_attempt
+        self.sealed_by_owner = sealed_by_owner
+        self.generation = generation
+        super().__init__(message)
 
 
 class EpochIncomplete(StateError):
@@ -168,11 +179,11 @@ class PartitionAlreadySealed(StateError):
 
 
 class TooManyAttempts(StateError):
-    """The epoch has had as many attempts as one epoch may (README: Bounded answers)."""
+    """The epoch has had as many attempts as one epoch may (docs: Bounded answers)."""
 
 
 class TooManyRequests(StateError):
-    """The pipeline remembers as many pipeline-level request ids as it may (README: Bounded answers)."""
+    """The pipeline remembers as many pipeline-level request ids as it may (docs: Bounded answers)."""
 
 
 class ConfigConflict(StateError):

@@ -13,7 +13,7 @@ from airflow_epochs.coordination.base.errors import (
     EpochNotOpen,
     EpochOutOfOrder,
 )
-from airflow_epochs.coordination.protocol.seals import check_current, seal_epoch, seal_partition
+from airflow_epochs.coordination.protocol.seals import check_current, seal_epoch_at, seal_partition
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (
     attempt_overtaken,
@@ -23,6 +23,7 @@ from airflow_epochs.coordination.state.reader import (
     info_of_record,
 )
 from airflow_epochs.coordination.wire.nodes import (
+    EpochNode,
     EpochSealNode,
     FrontierNode,
 )
@@ -53,8 +54,8 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
             if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation:
                 raise EpochAlreadySealed(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} was sealed by attempt {doc.attempt} of "
-                    f"{doc.owner!r}, not by attempt {attempt.token}; nothing was written"
-                )
+                    f"{doc.owner!r}, not by attempt {attempt.token}; nothing was written",
+                    sealed_by_attempt=int(doc.attempt), sealed_by_owner=doc.owner, generation=int(doc.generation))
             # From this read: a second read could find a rollback that landed since, and answer
             # "rolled_back" without saying it was overtaken (the outcome table allows neither).
             return info_of_record(call, ctx, attempt.epoch, doc)
@@ -82,15 +83,24 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
                     f"{frontier}; nothing was written"
                 )
+        sealed_at: float | None = None  # when this close's own commit sealed the epoch
         for partition in unsealed:  # every producer voted: finish the seals their voters did not write
             progress = seal_partition(call, ctx, attempt, partition, partitions[partition], len(partitions),
                                       call.request_id)
             if not progress.partition_sealed:
                 raise Conflict()  # the attempt changed under us: decide again on fresh state
-        if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None and not seal_epoch(call, ctx, attempt,
-                                                                                       call.request_id):
-            raise Conflict()
-        return _info(call, ctx, attempt.epoch)
+            sealed_at = progress.sealed_at if progress.sealed_at is not None else sealed_at
+        if sealed_at is None and call.exists(ctx.paths.epoch_seal(attempt.epoch)) is None:
+            now = ctx.clock()
+            outcome = seal_epoch_at(call, ctx, attempt, call.request_id, now)
+            if outcome == "fenced":
+                raise Conflict()
+            sealed_at = now if outcome == "sealed" else None
+        if sealed_at is not None:
+            # The answer is what this close's commit wrote: a fresh read of the epoch could find a rollback
+            # (and a reopening) by another owner that landed right after it.
+            return info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, doc, sealed_at))
+        return _sealed_by(call, ctx, attempt, doc)
 
     return ctx.call(body, what=f"close epoch {attempt.epoch} of {ctx.pipeline!r}", request_id=request_id,
                     find=lambda call: _find_close(call, ctx, attempt))
@@ -125,7 +135,9 @@ def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo
         return info()
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
     if att is not None and att[0].sealed_by_request == call.request_id:
-        return replace(info(), overtaken=Overtaken("rolled_back"))
+        # the epoch as this request sealed it, not as it stands now (rolled back, perhaps reopened since)
+        return replace(info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, found[0], None)),
+                       overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
     seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
     if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
@@ -139,7 +151,19 @@ def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo
     return replace(info(), overtaken=overtaken)
 
 
-def _info(call: Call, ctx: PipelineContext, epoch: int) -> EpochInfo:
-    info = epoch_info(call, ctx, epoch)
-    assert info is not None
-    return info
+def _sealed_by(call: Call, ctx: PipelineContext, attempt: Attempt, doc: EpochNode) -> EpochInfo:
+    """The epoch as sealed under ``attempt`` by another call (the last vote, a repeat), from its epoch
+    seal, which exists exactly while that seal stands; gone, a rollback undid it since (overtaken)."""
+    path = ctx.paths.epoch_seal(attempt.epoch)
+    raw = call.get(path)
+    seal = None if raw is None else EpochSealNode.from_bytes(raw[0], path=path)
+    if seal is None or (seal.attempt, seal.generation) != (attempt.token, attempt.generation):
+        sealed = info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, doc, None))
+        return replace(sealed, overtaken=Overtaken("rolled_back"))
+    return info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, doc, seal.sealed_at))
+
+
+def _as_sealed(attempt: Attempt, doc: EpochNode, sealed_at: float | None) -> EpochNode:
+    """The epoch record as ``attempt`` sealed it (``doc``: the record as read, for what the attempt lacks)."""
+    return EpochNode("sealed", attempt.token, attempt.owner, attempt.config_version, attempt.generation,
+                     attempt.opened_at if attempt.opened_at is not None else doc.opened_at, sealed_at)

@@ -15,9 +15,16 @@ from kazoo.exceptions import NodeExistsError
 
 from airflow_epochs.coordination.base.acl import verify_pipeline_acls
 from airflow_epochs.coordination.base.call import Call, commit_or_conflict
-from airflow_epochs.coordination.base.errors import ConfigConflict, InvalidConfig, PipelineExists
+from airflow_epochs.coordination.base.errors import (
+    ConfigConflict,
+    InvalidConfig,
+    InvalidInput,
+    PipelineExists,
+    PipelineNotFound,
+)
 from airflow_epochs.coordination.base.names import validate_epoch
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
+from airflow_epochs.coordination.protocol.retention import delete_tree
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.config import MAX_CONFIG_VERSIONS, ConfigVersion, PipelineConfig
 from airflow_epochs.coordination.wire.events import ConfigSet, PipelineCreated
@@ -161,3 +168,23 @@ def _scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[lis
         if raw is not None and config_request(raw[0], path=path) == request_id:
             out.append([version, from_epoch])
     return out
+
+
+def delete_pipeline(ctx: PipelineContext, *, confirm: str) -> int:
+    """Delete the pipeline's whole subtree (a test pipeline, a stray one); returns the znodes deleted.
+    ``confirm`` must be the pipeline's name (an accident is refused before anything is read). Deepest
+    first, in batches; a writer that creates a node meanwhile makes the walk go again below it. An
+    archive in the pipeline's storage is not touched.
+
+    :raises InvalidInput: ``confirm`` is not the pipeline's name. :raises PipelineNotFound: no such pipeline.
+    """
+    if confirm != ctx.pipeline:
+        raise InvalidInput(f"deleting pipeline {ctx.pipeline!r} needs confirm={ctx.pipeline!r}, not {confirm!r}; "
+                           "nothing was deleted")
+
+    def run(call: Call) -> int:
+        if call.exists(ctx.paths.base) is None:
+            raise PipelineNotFound(f"no pipeline {ctx.pipeline!r} under {ctx.paths.root}: nothing deleted")
+        return delete_tree(call, ctx.paths.base)
+
+    return ctx.call(run, what=f"delete pipeline {ctx.pipeline!r}")

@@ -9,6 +9,7 @@ back to the newest snapshot sealed at or before the target, wherever it is kept 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -34,9 +35,17 @@ from airflow_epochs.coordination.wire.nodes import (
 _MAX_ROLLBACK_EPOCHS = 1000
 MAX_REASON = 500
 
+# A family's part of a rollback: the steps it adds to the rollback's transaction (read with the call, so a
+# conflict reads them again), given the epoch rolled back to.
+RollbackStep = Callable[[Call, PipelineContext, int], list[Step]]
 
-def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: str | None = None) -> list[int]:
-    """Roll back every epoch after ``to_epoch`` (see ``EpochLedger.rollback``); once per request id."""
+
+def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: str | None = None,
+             steps: Sequence[RollbackStep] = ()) -> list[int]:
+    """Roll back every epoch after ``to_epoch`` (see ``EpochLedger.rollback``); once per request id.
+
+    :param steps: the recipe families' parts of the transaction (:data:`RollbackStep`).
+    """
     if isinstance(to_epoch, bool) or not isinstance(to_epoch, int) or not 0 <= to_epoch <= MAX_EPOCH:
         raise InvalidEpoch(f"to_epoch must be an integer in 0..{MAX_EPOCH}, not {to_epoch!r}")
     if not isinstance(reason, str) or not reason.strip():
@@ -54,6 +63,7 @@ def rollback(ctx: PipelineContext, to_epoch: int, *, reason: str, request_id: st
         undo_ops, undone = _undo_epochs(call, ctx, epochs, record.newest_epoch)
         ops += undo_ops
         ops += _snapshot_pointer_resets(call, ctx, to_epoch, record)
+        ops += [op for step in steps for op in step(call, ctx, to_epoch)]
         ops += ctx.event(Rollback(to_epoch=to_epoch, from_frontier=current_frontier, epochs=undone,
                          reason=reason[:MAX_REASON], owner=ctx.owner, request=call.request_id))
         commit_or_conflict(call, ops)

@@ -57,6 +57,7 @@ class SealProgress:
     partition_sealed: bool
     epoch_sealed: bool
     fenced: bool = False  # the attempt was no longer current: it sealed nothing
+    sealed_at: float | None = None  # when this step's own commit sealed the epoch (None: it did not)
 
 
 def producers_of(version: ConfigVersion, pipeline: str, epoch: int, partition: str, producer: str) -> tuple[str, ...]:
@@ -255,13 +256,13 @@ def seal_partition(
     if len(producers) == 1:  # a sole producer's vote is the seal: nothing to write from here
         if call.exists(seal_path) is None:
             return SealProgress(False, False)
-        return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
+        return epoch_seal_progress(call, ctx, attempt, partitions_total, request_id)
     for _ in range(_SEAL_ROUNDS):
         vote_paths = [paths.vote(attempt.epoch, attempt.token, partition, name) for name in producers]
         *vote_raws, pointer_raw, seal_raw = call.get_many(
             [*vote_paths, paths.snapshot_pointer(partition), seal_path])
         if seal_raw is not None:
-            return SealProgress(True, ensure_epoch_sealed(call, ctx, attempt, partitions_total, request_id))
+            return epoch_seal_progress(call, ctx, attempt, partitions_total, request_id)
         if any(raw is None for raw in vote_raws):
             return SealProgress(False, False)
         votes = {name: CastVote.from_znode(raw[0], path, name, attempt.token)
@@ -278,9 +279,9 @@ def seal_partition(
         failure = first_failure(ops, results)
         if failure is None:
             if last:
-                return SealProgress(True, True)
+                return SealProgress(True, True, sealed_at=now)
             if sealed_count(ctx, attempt, ops, results) >= partitions_total:
-                return SealProgress(True, seal_epoch(call, ctx, attempt, request_id))
+                return _sealing_epoch(call, ctx, attempt, request_id)
             return SealProgress(True, False)
         error = failure.error
         if failure.step is fenced:  # the attempt is no longer current: its votes stay, it seals nothing
@@ -303,6 +304,26 @@ def sealed_count(ctx: PipelineContext, attempt: Attempt, ops: Sequence[Step], re
     raise ValueError("the transaction did not count its seal")
 
 
+def _sealing_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: str) -> SealProgress:
+    """Seal the epoch after its last partition's seal; the progress says whether this commit did."""
+    now = ctx.clock()
+    outcome = seal_epoch_at(call, ctx, attempt, request_id, now)
+    return SealProgress(True, outcome != "fenced", sealed_at=now if outcome == "sealed" else None)
+
+
+def epoch_seal_progress(
+    call: Call, ctx: PipelineContext, attempt: Attempt, partitions_total: int, request_id: str
+) -> SealProgress:
+    """The progress of a partition already sealed: the epoch sealed already, sealed now (its sealer
+    died before doing so: this commit did it), or not yet."""
+    if call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None:
+        return SealProgress(True, True)
+    counter = call.exists(ctx.paths.seals(attempt.epoch, attempt.generation))
+    if counter is not None and int(counter.version) >= partitions_total:
+        return _sealing_epoch(call, ctx, attempt, request_id)
+    return SealProgress(True, False)
+
+
 def ensure_epoch_sealed(
     call: Call, ctx: PipelineContext, attempt: Attempt, partitions_total: int, request_id: str
 ) -> bool:
@@ -317,17 +338,24 @@ def ensure_epoch_sealed(
 
 def seal_epoch(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: str) -> bool:
     """Seal the epoch of ``attempt`` (every partition is sealed); True if it is sealed afterwards."""
+    return seal_epoch_at(call, ctx, attempt, request_id, ctx.clock()) != "fenced"
+
+
+def seal_epoch_at(call: Call, ctx: PipelineContext, attempt: Attempt, request_id: str, now: float) -> str:
+    """Seal the epoch of ``attempt`` at ``now``: ``"sealed"`` (this commit sealed it), ``"already"``
+    (sealed already under this attempt, by a repeat or by the last vote) or ``"fenced"`` (the attempt
+    is no longer current; nothing written)."""
     attempt = with_opened_at(call, ctx, attempt)
     fenced = fence(ctx, attempt)
-    sealing = epoch_seal_ops(ctx, attempt, request_id, ctx.clock())
+    sealing = epoch_seal_ops(ctx, attempt, request_id, now)
     ops: list[Step] = [fenced, *sealing]
     failure = first_failure(ops, commit(call, ops))
     if failure is None:
-        return True
+        return "sealed"
     if failure.step is sealing[0] and isinstance(failure.error, NodeExistsError):
-        return True  # sealed already (by a repeat or by close_epoch)
+        return "already"
     if failure.step is fenced:
-        return False
+        return "fenced"
     raise failure.error
 
 

@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 # Pipeline-level request ids (rollbacks, configuration changes, consumers coming and going) one
 # pipeline remembers at once, until retention forgets the old ones: the ``requests`` listing that
-# retention reads stays under 4096 x 132 bytes (README: Bounded answers).
+# retention reads stays under 4096 x 132 bytes (docs: Bounded answers).
 MAX_REMEMBERED_REQUESTS = 4096
 
 

@@ -23,7 +23,7 @@ entries; the last one also moves ``partitions_through`` to the retirement's epoc
 the two is finished by the next compaction, which finds ``retiring`` set and repeats it.
 
 A pointer that names an epoch compacted without an archive (kept in full in ZooKeeper) stays: it is
-what keeps that epoch's snapshot readable. Pipelines without an archive shed nothing (README).
+what keeps that epoch's snapshot readable. Pipelines without an archive shed nothing (docs: retention).
 """
 
 from __future__ import annotations

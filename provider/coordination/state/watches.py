@@ -2,7 +2,7 @@
 sealed (the epoch's own state, as a trigger waits for it).
 
 Each watch reads through a :class:`~airflow_epochs.coordination.base.aio.NodeStore` and leaves one-shot
-watches (``wake``); :meth:`on_watch` sees what a fired watch says first, so a watch that already knows
+watches (``wake``); ``on_watch`` sees what a fired watch says first, so a watch that already knows
 enough (a seal node was created) answers without reading. The families' watches live in their own
 folders (``recipes/<family>/watch.py``).
 """
@@ -17,9 +17,14 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from airflow_epochs.coordination.base.aio import NodeStore, Watch
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.state.roots import pipeline_names_of
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode, PipelineRecord
 
-__all__ = ["FrontierWatch", "SealsFound", "SealsWatch", "epoch_compacted", "epoch_generation"]
+__all__ = ["FAR_PAST_FRONTIER", "MAX_NAMED", "FrontierWatch", "SealsFound", "SealsWatch", "epoch_compacted",
+           "epoch_generation", "pipeline_notice"]
+
+FAR_PAST_FRONTIER = 2  # an awaited epoch this many epochs past the frontier (or more) is said
+MAX_NAMED = 12  # pipelines a notice names (a root may hold thousands)
 
 
 async def epoch_generation(store: NodeStore, paths: PipelinePaths, epoch: int, wake: Watch | None) -> int | None:
@@ -131,3 +136,25 @@ class SealsWatch:
                 return None
             self._sealed[partition] = int(stat.czxid)
         return SealsFound(generation, {p: self._sealed[p] for p in self.partitions})
+
+
+async def pipeline_notice(store: NodeStore, paths: PipelinePaths, *, epoch: int, waiting_for: str,
+                          first: bool = False) -> str | None:
+    """One line on why ``waiting_for`` may wait long, or None when nothing looks wrong: the pipeline is
+    missing (said from the ``first`` look on, naming the pipelines that do exist), or ``epoch`` is far
+    past its frontier (said from the second look on: catch-up runs wait a few epochs ahead as a matter
+    of course). A wait is not failed for either: a downstream DAG may start before its pipeline exists."""
+    if await store.exists(paths.base) is None:
+        others = await pipeline_names_of(store, paths.root)
+        there = (f"pipelines there: {', '.join(others[:MAX_NAMED])}{' ...' if len(others) > MAX_NAMED else ''}"
+                 if others else "no pipeline exists there yet")
+        return (f"still waiting for {waiting_for}: pipeline {paths.pipeline!r} does not exist under {paths.root} "
+                f"({there}); a typo in the name waits until the task's timeout")
+    node = await store.get(paths.frontier)
+    if node is None or first:
+        return None
+    frontier = FrontierNode.from_bytes(node[0], path=paths.frontier).epoch
+    if epoch - frontier >= FAR_PAST_FRONTIER:
+        return (f"still waiting for {waiting_for}: the pipeline's frontier is at epoch {frontier}, {epoch - frontier} "
+                f"epochs before epoch {epoch}")
+    return None

@@ -24,7 +24,7 @@ _MAX_BUCKETS = 4096
 # under 10,000 x 14 bytes (a name of 10 digits and its length), far below ``jute.maxbuffer``.
 MAX_RETAIN_EPOCHS = 10_000
 # Configuration versions a pipeline may schedule in its life: the pipeline record lists them all and
-# the ``config`` folder holds one znode each, so both stay a fixed size (README: Bounded answers).
+# the ``config`` folder holds one znode each, so both stay a fixed size (docs: Bounded answers).
 MAX_CONFIG_VERSIONS = 4096
 # Epochs kept in full by default when the pipeline has an archive: none behind the frontier. A sealed
 # epoch stays in ZooKeeper until the next compaction (the coordinator's, when the next epoch opens),

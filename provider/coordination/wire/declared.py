@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_epochs.coordination.base.calendar import CronEpochCalendar, EpochCalendar
+from airflow_epochs.coordination.base.calendar import CronEpochCalendar, EpochCalendar, calendar_from_json
 from airflow_epochs.coordination.base.errors import InvalidConfig, InvalidInput, InvalidName
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 
@@ -211,14 +211,11 @@ def _zone(name: object) -> Any:
 
 
 def _calendar_from_json(data: Mapping[str, Any]) -> EpochCalendar | CronEpochCalendar:
-    """Rebuild a calendar from its ``to_json()``."""
+    """Rebuild a calendar from its ``to_json()`` (a configuration's: refused as :class:`InvalidConfig`)."""
     try:
-        origin = datetime.fromisoformat(str(data["origin"]))
-        if "cron" in data:
-            return CronEpochCalendar(origin, str(data["cron"]), str(data.get("timezone", "UTC")))
-        return EpochCalendar(origin, timedelta(seconds=float(data["interval_seconds"])))
-    except (KeyError, ValueError, TypeError, InvalidInput) as exc:
-        raise InvalidConfig(f"calendar {dict(data)!r} cannot be read: {exc}") from None
+        return calendar_from_json(data)
+    except InvalidInput as exc:
+        raise InvalidConfig(str(exc)) from None
 
 
 def _keys_from_json(data: Mapping[str, Any]) -> ExplicitKeys | CalendarKeys:

@@ -18,9 +18,9 @@ from airflow_epochs.coordination.base.errors import CorruptPayload
 
 # The output that carries the state an epoch leaves for the next one.
 _SNAPSHOT_OUTPUT = "snapshot"
-# The vote's key for the voting task's OpenLineage run (as airflow_epochs.lineage.runs names it).
-_LINEAGE_RUN_KEY = "lineage_run"
-_LINEAGE_DATASET_KEY = "lineage_dataset"  # lineage/runs.LINEAGE_DATASET, which the submitter writes
+# The vote's key for the voting task's OpenLineage run (the submitter writes it; lineage reads it).
+LINEAGE_RUN = "lineage_run"
+LINEAGE_DATASET = "lineage_dataset"  # the vote's key for the dataset its partition is published as
 # What of a run's manifest goes into its vote (small: locations, counts, checksums).
 _VOTED = ("epoch", "attempt", "run", "location", "outputs", "config_version", "snapshot_from", "seconds")
 
@@ -104,7 +104,7 @@ class RunManifest:
             "location": self.location, "outputs": {name: o.to_json() for name, o in self.outputs.items()},
             "snapshot_from": self.snapshot_from, "seconds": self.seconds, "extra": dict(self.extra)}
         if self.lineage_run is not None:
-            body[_LINEAGE_RUN_KEY] = self.lineage_run.to_json()
+            body[LINEAGE_RUN] = self.lineage_run.to_json()
         return body
 
     def vote_summary(self) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class RunManifest:
         whole = self.to_json()
         body = {key: whole[key] for key in _VOTED}
         if self.lineage_run is not None:
-            body[_LINEAGE_RUN_KEY] = self.lineage_run.to_json()
+            body[LINEAGE_RUN] = self.lineage_run.to_json()
         return body
 
     @classmethod
@@ -134,7 +134,7 @@ class RunManifest:
             _optional_int(doc.get("snapshot_from"), where, "snapshot_from"),
             None if seconds is None else float(seconds),
             _optional_str(doc.get("pipeline")), _optional_str(doc.get("partition")), _optional_str(doc.get("producer")),
-            dict(extra) if isinstance(extra, Mapping) else {}, LineageRun.from_json(doc.get(_LINEAGE_RUN_KEY)))
+            dict(extra) if isinstance(extra, Mapping) else {}, LineageRun.from_json(doc.get(LINEAGE_RUN)))
 
     @classmethod
     def from_vote(cls, vote: Any, *, where: str = "a vote") -> RunManifest | None:
@@ -146,13 +146,13 @@ class RunManifest:
 
 def vote_lineage_run(vote: Any) -> LineageRun | None:
     """The OpenLineage run a vote recorded (any vote, Spark's or not), or None."""
-    return LineageRun.from_json(vote.get(_LINEAGE_RUN_KEY)) if isinstance(vote, Mapping) else None
+    return LineageRun.from_json(vote.get(LINEAGE_RUN)) if isinstance(vote, Mapping) else None
 
 
 def vote_lineage_dataset(vote: Any) -> tuple[str, str] | None:
     """(namespace, name) of the dataset a vote says its partition is known by (the table it is published
     into, ``lineage_dataset`` in the vote), or None."""
-    declared = vote.get(_LINEAGE_DATASET_KEY) if isinstance(vote, Mapping) else None
+    declared = vote.get(LINEAGE_DATASET) if isinstance(vote, Mapping) else None
     if not isinstance(declared, Mapping):
         return None
     namespace, name = declared.get("namespace"), declared.get("name")

@@ -111,6 +111,7 @@ _SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "release": {"decision": (str,), "arrived": (int,), "late": (list,), "at": _NUMBER},
     "consumer": {"acked": (int,), "registered_at": _NUMBER},
     "asset_cursor": {"following": (int,)},
+    "delivery_rewinds": {"count": (int,), "entries": (list,)},
     "staged_vote": {"ti": (dict,), "partition_key": (str,), "request": (str,)},
     "staged_key": {"partition_key": (str,)},
     "declared_succeeded": {"ti": (dict,), "try": (int,)},

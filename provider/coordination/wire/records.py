@@ -15,7 +15,7 @@ from airflow_epochs.coordination.wire.events import EventRecord, event_record
 @dataclass(frozen=True)
 class Overtaken:
     """What happened to a committed request after it committed: set on the result a call returns when
-    its request id is found committed but no longer current (see the outcome table in the README).
+    its request id is found committed but no longer current (see the outcome table, docs: reference/outcomes).
 
     :param change: ``superseded`` (another attempt took the epoch over), ``aborted``, ``rolled_back``,
         ``sealed`` (the epoch was sealed meanwhile, by this attempt or by the one that superseded it),

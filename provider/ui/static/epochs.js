@@ -46,6 +46,32 @@ function when(seconds) {
   return new Date(seconds * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
 }
 
+// An ISO time (the API's lease times: microseconds, "+00:00") as the page writes every time: to the
+// second, in UTC.
+function isoWhen(text) {
+  if (!text) return "-";
+  const at = new Date(text);
+  return Number.isNaN(at.getTime()) ? String(text) : when(at.getTime() / 1000);
+}
+
+// A manifest: the first characters in the cell, the whole (as the API gives it) a click away.
+function manifestCell(text) {
+  if (!text) return el("td", { class: "manifest" }, "-");
+  if (text.length <= 80) return el("td", { class: "manifest" }, text);
+  return el("td", { class: "manifest" }, el("details", {}, el("summary", {}, text.slice(0, 80) + " ..."),
+    el("pre", { class: "manifest-full" }, text)));
+}
+
+// A partition's rows: with several producers, the sum is shown as the sum it is, with each producer's
+// part (a producer that re-counts another's output would double it: the parts say so).
+function rowsCell(p) {
+  if (p.summary.rows === undefined) return el("td", {}, "-");
+  const parts = p.producers.filter((v) => v.current && v.summary && v.summary.rows !== undefined);
+  if (parts.length < 2) return el("td", {}, p.summary.rows.toLocaleString());
+  return el("td", { title: "the sum of the producers' manifests" }, `${p.summary.rows.toLocaleString()} = `
+    + parts.map((v) => `${v.producer} ${v.summary.rows.toLocaleString()}`).join(" + "));
+}
+
 function ago(seconds) {
   if (!seconds) return "-";
   const s = Math.max(0, Date.now() / 1000 - seconds);
@@ -105,7 +131,7 @@ function renderOverview(o) {
   $("frontier-sub").textContent = `epochs ${o.first_epoch}..${o.last_epoch}; last seal ${ago(o.last_seal_at)}`;
   $("leader").textContent = o.leader || "none";
   $("leader-sub").textContent = o.leader
-    ? `${o.leader_since ? "since " + when(o.leader_since) + ", " : ""}${o.leader_expired ? "lease expired" : "lease until"} ${o.leader_until.replace("T", " ").replace("Z", " UTC")}`
+    ? `${o.leader_since ? "since " + when(o.leader_since) + ", " : ""}${o.leader_expired ? "lease expired" : "lease until"} ${isoWhen(o.leader_until)}`
     : "no lease recorded";
   const f = o.in_flight;
   $("flight").textContent = f ? `epoch ${f.epoch}` : "none";
@@ -193,7 +219,7 @@ function renderDetail(d) {
     el("td", {}, p.partition, ...versionTags(p)), el("td", {}, el("span", { class: `tag state-${p.state}` }, LABEL[p.state])),
     el("td", {}, `${p.votes} of ${p.needed}`), el("td", {}, p.sealed_by === null ? "-" : `attempt ${p.sealed_by}`),
     el("td", {}, when(p.sealed_at)), el("td", {}, duration(p.seconds_to_seal)), deadlineCell(p.deadline),
-    el("td", {}, p.summary.rows === undefined ? "-" : p.summary.rows.toLocaleString()),
+    rowsCell(p),
     el("td", {}, p.summary.bytes === undefined ? "-" : p.summary.bytes.toLocaleString()),
     el("td", { class: "manifest", title: JSON.stringify(p.snapshots) }, Object.keys(p.snapshots).length
       ? Object.entries(p.snapshots).map(([producer, s]) => `${producer}: ${(s && s.path) || JSON.stringify(s)}`).join(", ")
@@ -206,7 +232,7 @@ function renderDetail(d) {
     el("tr", { "data-producer": v.producer }, el("td", {}, p.partition), el("td", {}, v.producer),
       el("td", { class: v.voted && !v.current ? "stale" : null }, v.voted ? (v.current ? "voted" : "superseded attempt") : "waiting"),
       el("td", {}, v.attempt === null ? "-" : v.attempt),
-      el("td", { class: "manifest", title: v.manifest }, v.manifest || "-")))));
+      manifestCell(v.manifest)))));
   $("detail-barriers").replaceChildren(...(d.barriers.length ? d.barriers.map((b) => barrierRow(b, false))
     : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "none"))]));
   $("detail-attempts").replaceChildren(...(d.attempts.length ? d.attempts.map((a) => el("tr", {},
@@ -247,7 +273,7 @@ async function refresh() {
     await Promise.all([refreshOverview(), refreshGrid(), refreshDetail()]);
     await refreshTimeline();  // after the grid: the first view never waits for the history
     message("");
-    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    $("updated").textContent = `updated ${new Date().toISOString().slice(11, 19)} UTC`;
   } catch (e) {
     message(e.status === 404 ? `Pipeline ${view.pipeline} has no state in ZooKeeper yet: no epoch of it was opened.`
       : `Could not read ${view.pipeline}: ${e.message}`);

@@ -29,7 +29,7 @@ from airflow_epochs.coordination.wire.nodes import ConsumerNode
 from airflow_epochs.coordination.wire.records import Overtaken
 
 # Consumers one pipeline may have registered at once: the ``consumers`` listing every backpressure
-# check reads stays under 1024 x 132 bytes (README: Bounded answers).
+# check reads stays under 1024 x 132 bytes (docs: Bounded answers).
 MAX_CONSUMERS = 1024
 
 

@@ -2,7 +2,8 @@
 
 - :mod:`.barrier`: :class:`Barrier` (declare, register, arrive, wait; the decision and its policy);
 - :mod:`.records`: its values (policy, outcome, arrival), refusals, znode records and paths;
-- :mod:`.watch`: the asynchronous wait for a decision, as a trigger runs it.
+- :mod:`~airflow_epochs.coordination.recipes.barriers.watch`: the asynchronous wait for a decision, as a
+  trigger runs it.
 """
 
 from airflow_epochs.coordination.recipes.barriers.barrier import (

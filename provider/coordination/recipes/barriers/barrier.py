@@ -73,7 +73,7 @@ __all__ = ["MAX_BARRIERS", "MAX_LATE_NAMED", "MAX_PARTICIPANTS", "Arrival", "Bar
 
 # Participants one barrier may have, and barriers one opening of an epoch may have: the listings of
 # ``p``, ``a`` and ``b-<generation>`` (names of at most 128 characters, 4 bytes of length each) stay
-# under 4096 x 132 bytes and 256 x 132 bytes (README: Bounded answers).
+# under 4096 x 132 bytes and 256 x 132 bytes (docs: Bounded answers).
 MAX_PARTICIPANTS = 4096
 MAX_BARRIERS = 256
 
@@ -474,7 +474,8 @@ class Barrier:
         check()
 
     def watch(self) -> BarrierWatch:
-        """The asynchronous wait for this barrier's decision, as a trigger runs it (see :mod:`.watch`)."""
+        """The asynchronous wait for this barrier's decision, as a trigger runs it (see
+        :mod:`airflow_epochs.coordination.recipes.barriers.watch`)."""
         from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch  # it builds on this module
 
         return BarrierWatch(self)

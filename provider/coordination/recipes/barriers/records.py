@@ -36,7 +36,7 @@ class BarrierClosed(BarrierError):
 
 
 class BarrierFull(BarrierError):
-    """The barrier (or the epoch's barriers) reached its limit; nothing was written (README: Bounded answers)."""
+    """The barrier (or the epoch's barriers) reached its limit; nothing was written (docs: Bounded answers)."""
 
 
 class UnknownParticipant(BarrierError):

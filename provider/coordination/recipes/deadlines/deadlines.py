@@ -411,7 +411,8 @@ class PartitionDeadlines:
         return self.ctx.call(run, what=f"read the alert of {partition!r} at epoch {epoch}")
 
     def watch(self, epoch: int, partition: str, *, until_sealed: bool = False) -> DeadlineWatch:
-        """The asynchronous wait for the verdict, as a trigger runs it (no thread held; see :mod:`.watch`)."""
+        """The asynchronous wait for the verdict, as a trigger runs it (no thread held; see
+        :mod:`airflow_epochs.coordination.recipes.deadlines.watch`)."""
         return DeadlineWatch(self, epoch, partition, until_sealed=until_sealed)
 
     def wait(self, epoch: int, partition: str, *, timeout: float | None = None,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from airflow_epochs.coordination.base.calendar import CronEpochCalendar, EpochCalendar
+from airflow_epochs.coordination.base.calendar import CronEpochCalendar, EpochCalendar, calendar_from_json
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.wire import payloads
@@ -30,17 +30,6 @@ MODES = ("fixed", "predicted")
 ANCHORS = ("interval_end", "opened")
 
 Calendar = EpochCalendar | CronEpochCalendar
-
-
-def calendar_from_json(data: Mapping[str, Any]) -> Calendar:
-    """A calendar rebuilt from its ``to_json()``; :class:`InvalidInput` naming it when it cannot be."""
-    try:
-        origin = datetime.fromisoformat(str(data["origin"]))
-        if "cron" in data:
-            return CronEpochCalendar(origin, str(data["cron"]), str(data.get("timezone", "UTC")))
-        return EpochCalendar(origin, timedelta(seconds=float(data["interval_seconds"])))
-    except (KeyError, ValueError, TypeError) as exc:
-        raise InvalidInput(f"calendar {dict(data)!r} cannot be read: {exc}") from None
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -135,13 +124,18 @@ class SealStats:
         return cls(str(doc["partition"]), int(doc["through"]), int(doc["window"]), producers)
 
 
+# The longest span a deadline or its slack may name: a year (a deadline further out is no deadline; a
+# number no record holds, 1e300 say, would overflow every time computed from it).
+MAX_DEADLINE_SECONDS = 366 * 24 * 3600.0
+
+
 def _seconds(value: object, what: str, *, positive: bool = False) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (positive and value == 0):
+            or value < 0 or (positive and value == 0) or value > MAX_DEADLINE_SECONDS:
         raise InvalidInput(f"{what} must be a {'positive' if positive else 'non-negative'} number of seconds or a "
-                           f"timedelta, not {value!r}")
+                           f"timedelta of at most {MAX_DEADLINE_SECONDS:.0f} s (a year), not {value!r}")
     return float(value)
 
 
@@ -305,4 +299,6 @@ class LateAlert:
         return {"epoch": self.epoch, "generation": self.generation, "partition": self.partition,
                 "deadline_at": self.deadline_at,
                 "raised_at": self.raised_at, "raised_by": self.raised_by,
-                "missing": [m.to_json() for m in self.missing]}
+                "missing": [m.to_json() for m in self.missing],
+                # set when the partition sealed before the alert was raised (judged after the seal)
+                "sealed_at": self.sealed_at, "late_by": self.late_by}

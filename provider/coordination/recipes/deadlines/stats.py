@@ -6,7 +6,7 @@ which keeps the votes with their ``voted_at``; an archived epoch through its arc
 newest epoch folded in (``through``) and never more than ``window`` epochs at a time, whatever the
 history behind them. A prediction then reads the statistics, the frontier, the epoch's record, the
 partition's seal and who has voted: a fixed number of reads however many epochs the pipeline has
-(README: Bounded answers), plus at most ``window`` epochs to fold when it is the first look after
+(docs: Bounded answers), plus at most ``window`` epochs to fold when it is the first look after
 those epochs sealed.
 """
 

@@ -10,12 +10,15 @@ threads), and the wait wakes on whatever can change the verdict:
 - and the deadline itself, as it stands after the last vote (a timer on the loop).
 
 Each look is one short evaluation of :meth:`PartitionDeadlines.check` (the one alert is raised there,
-at most once across watchers and deployments), run off the loop and over at once.
+at most once across watchers and deployments), run off the loop on a small pool of the family's own
+(``EVALUATIONS``): a hundred watches whose deadline is the same second are evaluated together, and
+none of them waits behind the loop's default pool, or holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from airflow_epochs.coordination.base.aio import NodeStore, Watch
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 # and at an alert another watcher is delivering (its run node's watch wakes it sooner).
 REVISIT = 30.0
 DELIVERY_REVISIT = 5.0
+# The evaluations' own threads: each runs one evaluation of a few ZooKeeper round trips, then is free.
+EVALUATIONS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="epochs-deadline-check")
 
 
 class DeadlineWatch:
@@ -51,7 +56,7 @@ class DeadlineWatch:
 
     def decided(self, verdict: Verdict) -> bool:
         """Whether ``verdict`` ends the wait: sealed (in time or late), no deadline, an alert this
-        watcher must deliver, or (unless :attr:`until_sealed`) one another watcher delivered."""
+        watcher must deliver, or (unless ``until_sealed``) one another watcher delivered."""
         delivered = verdict.alert is not None and verdict.alert.delivered_at is not None
         return verdict.state in ("in_time", "sealed_late", "no_deadline") or verdict.deliver \
             or (delivered and not self.until_sealed)
@@ -62,7 +67,8 @@ class DeadlineWatch:
         ``stop`` ends the wait early with the last verdict."""
         while True:
             changed.clear()
-            verdict = await asyncio.to_thread(self.deadlines.check, self.epoch, self.partition)
+            verdict = await asyncio.get_running_loop().run_in_executor(
+                EVALUATIONS, self.deadlines.check, self.epoch, self.partition)
             if self.decided(verdict):
                 return verdict
             pause = await self._arm(store, wake, verdict)

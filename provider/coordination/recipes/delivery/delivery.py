@@ -43,7 +43,7 @@ from airflow_epochs.coordination.base.errors import ContentionExhausted
 from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, reseals_dir, versions_path
 from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
-from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor
+from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor, DeliveryRewinds
 from airflow_epochs.coordination.state.reader import decode_seal
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
 
@@ -54,13 +54,24 @@ MAX_CURSOR_ROUNDS = 50
 
 @dataclass(frozen=True)
 class SealToDeliver:
-    """A seal this deliverer holds the claim of: deliver it, then move the cursor and drop the claim."""
+    """A seal this deliverer holds the claim of: deliver it, then move the cursor (with ``rewinds``, the
+    rollbacks counted when it was decided) and drop the claim."""
 
     epoch: int
     generation: int
     attempt: int
     zxid: int
     claim: str
+    rewinds: int = 0
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """Rollbacks came since the deliverer last looked: deliver from ``following`` on again (the new
+    generations of the epochs they undid), now having seen ``rewinds`` of them."""
+
+    following: int
+    rewinds: int
 
 
 @dataclass(frozen=True)
@@ -99,17 +110,38 @@ class Delivery:
         """Whether anything of this partition was ever delivered in this scope (its cursor exists)."""
         return await store.exists(self.cursor) is not None
 
-    async def committed(self, store: NodeStore) -> int:
-        """The next epoch to deliver, as the cursor records it (never before ``from_epoch``)."""
+    async def rewinds(self, store: NodeStore, wake: Watch | None = None) -> DeliveryRewinds:
+        """The pipeline's rollbacks as delivery counts them (``wake`` hears of the next one)."""
+        path = DeliveryPaths(self.paths).rewinds
+        node = await store.get(path, wake)
+        return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node[0], path=path)
+
+    async def position(self, store: NodeStore, rewinds: DeliveryRewinds | None = None) -> tuple[int, int]:
+        """The next epoch to deliver, as the cursor records it with the rollbacks its writer had not seen
+        applied (never before ``from_epoch``), and how many rollbacks there were (``rewinds``: as just
+        read by the caller; read here otherwise)."""
+        if rewinds is None:
+            rewinds = await self.rewinds(store)
         node = await store.get(self.cursor)
         if node is None or not node[0]:
-            return self.from_epoch
-        return max(self.from_epoch, DeliveryCursor.from_bytes(node[0], path=self.cursor).following)
+            return self.from_epoch, rewinds.count
+        cursor = DeliveryCursor.from_bytes(node[0], path=self.cursor)
+        return max(self.from_epoch, rewinds.position(cursor)), rewinds.count
 
-    async def next_seal(self, store: NodeStore, epoch: int, wake: Watch) -> SealToDeliver | int | None:
-        """The seal of ``epoch`` with its claim taken, or the epoch to look at instead, or None (wait:
-        ``wake`` is left on whatever must change first)."""
-        committed = await self.committed(store)
+    async def committed(self, store: NodeStore) -> int:
+        """The next epoch to deliver, as the cursor records it (see :meth:`position`)."""
+        return (await self.position(store))[0]
+
+    async def next_seal(self, store: NodeStore, epoch: int, wake: Watch,
+                        seen: int = 0) -> SealToDeliver | Rewound | int | None:
+        """The seal of ``epoch`` with its claim taken, or where to look instead (an epoch, or
+        :class:`Rewound` when rollbacks came since the deliverer had seen ``seen`` of them), or None
+        (wait: ``wake`` is left on whatever must change first)."""
+        rewinds = await self.rewinds(store, wake)  # a rollback wakes the deliverer
+        back = rewinds.since(seen)
+        if back is not None:
+            return Rewound(max(self.from_epoch, min(epoch, back + 1)), rewinds.count)
+        committed = (await self.position(store, rewinds))[0]
         if committed > epoch:
             return committed  # another deliverer delivered it and the consumer stored it
         frontier_node = await store.get(self.paths.frontier, wake)
@@ -139,13 +171,14 @@ class Delivery:
                 return None  # another deliverer holds it: wait for its claim to go
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
         # Looked at again under the claim: another deliverer may have delivered the seal, moved the
-        # cursor and let the claim go between our first look and our create (it moves before it lets go).
-        moved = await self.committed(store)
-        if moved > epoch:
+        # cursor and let the claim go between our first look and our create (it moves before it lets go);
+        # or a rollback came since the count was read (the seal may be of a generation it undid).
+        moved, counted = await self.position(store)
+        if moved > epoch or counted != rewinds.count:
             await self.let_go(store, claim)
-            return moved
+            return moved if counted == rewinds.count else epoch
         sealed = decode_seal(seal, epoch, self.partition, seal_path)
-        return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim)
+        return SealToDeliver(epoch, node.generation, sealed.attempt, sealed.zxid, claim, rewinds.count)
 
     async def next_version(self, store: NodeStore, below: int, wake: Watch,
                            handed: Collection[str] = ()) -> VersionToDeliver | None:
@@ -216,18 +249,20 @@ class Delivery:
             await store.create(sent)
         await self.let_go(store, claim)
 
-    async def move_cursor(self, store: NodeStore, following: int) -> None:
-        """Move the cursor forward to ``following`` (compare-and-set: concurrent deliverers never lose a
-        move); a cursor already there or further stays (a deliverer whose claim went with an expired
-        session confirms late, after another delivered more: moving back would deliver those again).
+    async def move_cursor(self, store: NodeStore, following: int, rewinds: int = 0) -> None:
+        """Move the cursor to ``following``, as a deliverer that had seen ``rewinds`` rollbacks
+        (compare-and-set: concurrent deliverers never lose a move). Only a higher ``(rewinds,
+        following)`` is written: a deliverer whose claim went with an expired session confirms late,
+        after another delivered more (moving back would deliver those again), and a confirmation of an
+        event read before a rollback would carry the cursor past the new generation.
         :class:`ContentionExhausted` after :data:`MAX_CURSOR_ROUNDS` lost rounds."""
-        data = DeliveryCursor(following).to_bytes()
+        data = DeliveryCursor(following, rewinds).to_bytes()
         for _ in range(MAX_CURSOR_ROUNDS):
             node = await store.get(self.cursor)
             try:
                 if node is None:
                     await store.create(self.cursor, data)
-                elif node[0] and DeliveryCursor.from_bytes(node[0], path=self.cursor).following >= following:
+                elif node[0] and not DeliveryCursor.from_bytes(node[0], path=self.cursor).behind(following, rewinds):
                     return
                 else:
                     await store.set(self.cursor, data, version=node[1].version)

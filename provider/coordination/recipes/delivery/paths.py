@@ -7,6 +7,7 @@ ephemeral claims of the seals being delivered, and the records of delivered re-s
     asset-events/<scope>/<epoch>-<gen>-<partition>   ephemeral: the deliverer of that seal
     asset-events/<scope>/<claim>,v<version>          ephemeral: the deliverer of a re-sealed version
     asset-events/<scope>/<claim>,v<version>,sent     persistent: Airflow stored that version's event
+    delivery-rewinds                                 the rollbacks, counted (each moves cursors back)
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class DeliveryPaths:
     """Paths of one pipeline's delivery scopes, below the folder :class:`PipelinePaths` names."""
 
     paths: PipelinePaths
+
+    @property
+    def rewinds(self) -> str:
+        """The pipeline's rollbacks as delivery counts them (written by each rollback)."""
+        return f"{self.paths.base}/delivery-rewinds"
 
     def scope(self, scope: str) -> str:
         return f"{self.paths.asset_events}/{validate_name('owner', scope)}"

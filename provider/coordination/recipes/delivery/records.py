@@ -36,19 +36,86 @@ class RetiredScope:
 
 @dataclass(frozen=True)
 class DeliveryCursor:
-    """How far a delivery scope has handed a partition's seals to Airflow: the next epoch to deliver."""
+    """How far a delivery scope has handed a partition's seals to Airflow: the next epoch to deliver,
+    and how many of the pipeline's rollbacks its writer had seen (``rewinds``): a rollback it had not
+    seen moves it back (:meth:`DeliveryRewinds.position`)."""
 
     following: int
+    rewinds: int = 0
 
     def to_bytes(self) -> bytes:
-        return payloads.encode("asset_cursor", {"following": self.following})
+        return payloads.encode("asset_cursor", {"following": self.following, "rewinds": self.rewinds})
+
+    def behind(self, following: int, rewinds: int) -> bool:
+        """Whether a move to ``(rewinds, following)`` is ahead of this cursor: a writer that saw more
+        rollbacks always is; one that saw the same ones, only further on; one that saw fewer never is
+        (its confirmation was read before a rollback and would carry the cursor past a new generation)."""
+        return (rewinds, following) > (self.rewinds, self.following)
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, path: str) -> DeliveryCursor:
         text = raw.strip()
         if text.isdigit():  # written before the cursor was a versioned payload: the bare number
             return cls(int(text))
-        return cls(int(payloads.decode("asset_cursor", raw, path=path)["following"]))
+        doc = payloads.decode("asset_cursor", raw, path=path)
+        rewinds = doc.get("rewinds", 0)  # absent before rollbacks were counted
+        if isinstance(rewinds, bool) or not isinstance(rewinds, int) or rewinds < 0:
+            raise CorruptPayload(f"{path}: asset_cursor field 'rewinds' is {rewinds!r}, expected a count")
+        return cls(int(doc["following"]), rewinds)
+
+
+# Rollbacks the record remembers; an older one is known to every cursor that could miss it only
+# through the oldest kept (see DeliveryRewinds.position).
+MAX_REWINDS = 1000
+
+
+@dataclass(frozen=True)
+class DeliveryRewinds:
+    """The pipeline's rollbacks as delivery sees them: how many there were, and the epoch each one went
+    back to (``(number, to_epoch)``, oldest first, the newest :data:`MAX_REWINDS`). Written by every
+    rollback in its own transaction; a cursor written before a rollback reads as moved back to just
+    after that rollback's ``to_epoch``, so the seals of the new generation are delivered."""
+
+    count: int = 0
+    entries: tuple[tuple[int, int], ...] = ()
+
+    def after(self, to_epoch: int) -> DeliveryRewinds:
+        """The record with one more rollback, to ``to_epoch``."""
+        entries = (*self.entries, (self.count + 1, to_epoch))[-MAX_REWINDS:]
+        return DeliveryRewinds(self.count + 1, entries)
+
+    def since(self, seen: int) -> int | None:
+        """The lowest epoch a rollback after the first ``seen`` went back to (None: none came since).
+        Rollbacks older than the kept entries count as going back as far as the oldest kept one."""
+        if seen >= self.count:
+            return None
+        unseen = [to for number, to in self.entries if number > seen]
+        if self.entries and self.entries[0][0] > seen + 1:  # some it missed are no longer kept
+            unseen.append(min(to for _number, to in self.entries))
+        return min(unseen, default=0)
+
+    def position(self, cursor: DeliveryCursor) -> int:
+        """Where ``cursor`` stands once the rollbacks its writer had not seen are applied."""
+        back = self.since(cursor.rewinds)
+        return cursor.following if back is None else min(cursor.following, back + 1)
+
+    def trimmed(self, seen_by_all: int) -> DeliveryRewinds:
+        """Without the entries every cursor has seen (the count stays)."""
+        return DeliveryRewinds(self.count, tuple(entry for entry in self.entries if entry[0] > seen_by_all))
+
+    def to_bytes(self) -> bytes:
+        return payloads.encode("delivery_rewinds", {"count": self.count, "entries": [list(e) for e in self.entries]})
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, path: str) -> DeliveryRewinds:
+        doc = payloads.decode("delivery_rewinds", raw, path=path)
+        count, entries = doc["count"], doc["entries"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or not isinstance(entries, list) \
+                or len(entries) > MAX_REWINDS or not all(
+                    isinstance(e, list) and len(e) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                               and v >= 0 for v in e) for e in entries):
+            raise CorruptPayload(f"{path}: not a delivery_rewinds record ({{count, entries: [[number, to_epoch]]}})")
+        return cls(count, tuple((int(e[0]), int(e[1])) for e in entries))
 
 
 @dataclass(frozen=True)
@@ -108,10 +175,11 @@ class SealedPartitionEvent:
             version = int(doc.get("version", 1))
             zxid = doc.get("zxid", doc.get("seal_zxid"))  # the close operator's events before 2026-12
             attempt = doc.get("attempt")
+            key = doc.get("partition_key")
+            key = None if key is None or str(key) == str(doc["epoch"]) else str(key)  # the epoch's own: implied
             return cls(str(doc["pipeline"]), str(doc["partition"]), int(doc["epoch"]), int(doc.get("generation", 1)),
                        None if attempt is None else int(attempt), None if zxid is None else int(zxid), version,
                        None if doc.get("correction") is None else str(doc["correction"]),
-                       None if doc.get("partition_key") is None else str(doc["partition_key"]),
-                       bool(doc.get("declared")))
+                       key, bool(doc.get("declared")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptPayload(f"not the asset event of a sealed partition ({exc}): {extra!r:.200}") from exc

@@ -27,6 +27,7 @@ from airflow_epochs.coordination.base.steps import Delete, Step
 from airflow_epochs.coordination.protocol.retention import CompactionStep
 from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths, cursor_partition, is_sent_marker
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor, RetiredScope
+from airflow_epochs.coordination.recipes.delivery.rewinds import cursors, read_rewinds, trim_rewinds
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.retired_partitions import live_partitions
 from airflow_epochs.coordination.wire.events import DeliveryScopeRetired
@@ -121,28 +122,25 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
 
 
 def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
-    """The newest epoch every asset-event delivery cursor is past (None without cursors): compaction
-    stops there, since a deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is
-    down) finds every seal it has not delivered yet. A scope no triggerer delivers any more holds
-    compaction back until its ``asset-events/<scope>`` is removed. The cursor of a partition that no
-    configuration names at or after its next epoch holds nothing back: no seal of it can come (a
-    partition removed from the configuration would otherwise stop compaction for good)."""
+    """The newest epoch every asset-event delivery cursor is past (None without cursors), each cursor
+    read as moved back by the rollbacks its writer had not seen: compaction stops there, since a
+    deliverer reads each seal from ZooKeeper, so a triggerer that lags (or is down) finds every seal it
+    has not delivered yet. A scope no triggerer delivers any more holds compaction back until its
+    ``asset-events/<scope>`` is removed. The cursor of a partition that no configuration names at or
+    after its next epoch holds nothing back: no seal of it can come (a partition removed from the
+    configuration would otherwise stop compaction for good)."""
     lowest: int | None = None
     record: PipelineRecord | None = None
-    for scope in call.children(ctx.paths.asset_events) or []:
-        top = child_path(ctx.paths.asset_events, scope)
-        names = [name for name in call.children(top) or [] if cursor_partition(name) is not None]
-        paths = [child_path(top, name) for name in names]
-        for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
-            if raw is None:
-                continue
-            following = DeliveryCursor.from_bytes(raw[0], path=path).following
-            record = record or ctx.record(call)
-            if cursor_partition(name) not in live_partitions(call, ctx, record, following - 1):
-                continue
-            lowest = following if lowest is None else min(lowest, following)
+    rewinds = read_rewinds(call, ctx)[0]
+    for _scope, partition, cursor in cursors(call, ctx):
+        following = rewinds.position(cursor)
+        record = record or ctx.record(call)
+        if partition not in live_partitions(call, ctx, record, following - 1):
+            continue
+        lowest = following if lowest is None else min(lowest, following)
     return None if lowest is None else lowest - 1
 
 
-# What this family hands retention: compaction stops below the lowest cursor.
-COMPACTION = CompactionStep("delivery", floor=delivery_floor)
+# What this family hands retention: compaction stops below the lowest cursor, and the rollbacks every
+# cursor has seen are forgotten.
+COMPACTION = CompactionStep("delivery", floor=delivery_floor, trim=trim_rewinds)

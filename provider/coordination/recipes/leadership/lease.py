@@ -46,7 +46,7 @@ def _utc(seconds: float) -> datetime.datetime:
 
 _RECENT_HOLDINGS = 16
 """How many earlier holdings (owner, request, released) a lease record keeps, so that a request whose answer
-was lost is still found after that many renewals or takeovers (the README's outcome table)."""
+was lost is still found after that many renewals or takeovers (the outcome table, docs: reference/outcomes)."""
 
 
 class LeaderLease:

@@ -29,7 +29,7 @@ from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
 
 pytestmark = [pytest.mark.integration]
 
-WORKER = Path(__file__).resolve().parents[1] / "helpers" / "deadline_worker.py"
+WORKER = Path(__file__).resolve().parents[2] / "helpers" / "deadline_worker.py"
 CONFIG = PipelineConfig({"daily": ("fast", "slow"), "side": ("solo",)})
 # Seconds after opening each producer voted in the recorded history: fast ~10 s, slow 100..119 s.
 FAST = [10.0 + (e % 3) for e in range(1, 21)]

@@ -1,7 +1,7 @@
 """The declared-producers listener with ZooKeeper unreachable (a real refused connection, nothing
 listening on the port): the cached filter, however old, decides for a task it does not name; with no usable
 filter the task fails, saying why (a declared producer must never succeed without its vote). The unit
-tier (tests/unit/test_declared_filter.py) checks that a fresh filter never contacts ZooKeeper."""
+tier (tests/unit/declared/test_declared_filter.py) checks that a fresh filter never contacts ZooKeeper."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from airflow_epochs.views.status import pipeline_status, render
 
 pytestmark = [pytest.mark.integration]
 
-RESEAL_WORKER = Path(__file__).resolve().parents[1] / "helpers" / "reseal_worker.py"
+RESEAL_WORKER = Path(__file__).resolve().parents[2] / "helpers" / "reseal_worker.py"
 PARTITIONS = {"weather": ("w",), "flights": ("f",), "joined": ("j",), "totals": ("t",)}
 EPOCHS = 20
 FLIGHTS = {e: 100 + e for e in range(1, 40)}

@@ -141,3 +141,88 @@ def test_a_failed_callback_lets_the_alert_go_to_the_next_watch_of_the_same_trigg
     assert event.payload["delivered"]
     assert [json.loads(line)["tag"] for line in out.read_text().splitlines()] == ["next"]
     assert pipeline.deadlines().alert(1, "daily").delivered_at is not None
+
+
+def test_a_vote_that_moves_a_predicted_deadline_earlier_alerts_within_a_second_of_the_moved_deadline(
+        zk, zk_connection, tmp_path):
+    """Five epochs of history (on a clock of their own): "fast" votes 0.5 s after the opening, "slow" 4 s.
+    At epoch 6 "slow" votes at once and "fast" never does: the predicted deadline moves from slow's
+    (about +4 s) to fast's (about +0.5 s) with that vote; the alert must follow it."""
+    past = [time.time() - 10_000.0]
+    history = EpochLedger(zk, "moving", owner="o", clock=lambda: past[0])
+    history.create_pipeline(PipelineConfig({"daily": ("fast", "slow")}))
+    history.deadlines().declare(DeadlineSpec("daily", mode="predicted", quantile=0.9))
+    for epoch in range(1, 6):
+        attempt = history.open_epoch(epoch)
+        past[0] += 0.5
+        history.vote(attempt, "daily", "fast", {})
+        past[0] += 3.5
+        history.vote(attempt, "daily", "slow", {})
+        past[0] += 10.0
+    live = EpochLedger(zk, "moving", owner="o")
+    out = tmp_path / "alerts.jsonl"
+    trigger = PartitionDeadlineTrigger(pipeline="moving", epoch=6, partition="daily",
+                                       callback_path="deadline_callbacks.record_alert",
+                                       callback_kwargs={"out": str(out), "tag": "moved"}, wait_for_seal=False)
+
+    async def scenario():
+        attempt = await asyncio.to_thread(live.open_epoch, 6)
+        watch = asyncio.create_task(_first_event(trigger, 30))
+        await asyncio.sleep(0.2)
+        await asyncio.to_thread(live.vote, attempt, "daily", "slow", {})
+        return await watch
+
+    event = asyncio.run(scenario())
+    opened = live.epoch_info(6).opened_at
+    alerts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(alerts) == 1 and event.payload["state"] == "late"
+    moved = alerts[0]["alert"]["deadline_at"]
+    assert 0.4 <= moved - opened < 1.5, moved - opened  # fast's predicted vote, not slow's
+    assert 0 <= alerts[0]["at"] - moved < 1.0
+    assert [m["producer"] for m in alerts[0]["alert"]["missing"]] == ["fast"]
+
+
+@pytest.mark.slow
+def test_a_hundred_deadline_watches_each_alert_within_a_second_of_its_deadline(zk, zk_connection, tmp_path):
+    """More watches than any thread pool of the triggerer holds: each waits on the loop, none on a thread."""
+    names = [f"part{i:03d}" for i in range(100)]
+    ledger = EpochLedger(zk, "many", owner="o")
+    ledger.create_pipeline(PipelineConfig({name: ("x",) for name in names}))
+    for name in names:
+        ledger.deadlines().declare(DeadlineSpec(name, mode="fixed", anchor="opened", delta=3.0))
+    out = tmp_path / "alerts.jsonl"
+
+    async def scenario():
+        await asyncio.to_thread(ledger.open_epoch, 1)
+        triggers = [PartitionDeadlineTrigger(pipeline="many", epoch=1, partition=name,
+                                             callback_path="deadline_callbacks.record_alert",
+                                             callback_kwargs={"out": str(out), "tag": name}, wait_for_seal=False)
+                    for name in names]
+        return await asyncio.gather(*(_first_event(trigger, 60) for trigger in triggers))
+
+    events = asyncio.run(scenario())
+    deadline = ledger.epoch_info(1).opened_at + 3.0
+    alerts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(a["tag"] for a in alerts) == names
+    lags = sorted(a["at"] - deadline for a in alerts)
+    assert lags[0] >= 0 and lags[-1] < 1.0, (lags[:3], lags[-3:])
+    assert all(e.payload["state"] == "late" and e.payload["delivered"] for e in events)
+
+
+def test_a_partition_that_sealed_late_with_no_watcher_is_late_when_looked_at(pipeline, tmp_path):
+    """No watcher ran (a triggerer was down): the seal is judged by when its votes landed."""
+    attempt = pipeline.open_epoch(1)
+    pipeline.vote(attempt, "daily", "fast", {})
+    time.sleep(1.7)  # past the deadline (opened + 1.5 s) with "slow" still missing
+    pipeline.vote(attempt, "daily", "slow", {})
+    deadlines = pipeline.deadlines()
+    assert deadlines.preview(1, "daily").state == "sealed_late"
+    out = tmp_path / "alerts.jsonl"
+    event = asyncio.run(_first_event(_trigger(out, "late"), 30))  # a watcher started afterwards
+    assert event.payload["state"] == "sealed_late" and event.payload["delivered"]
+    alerts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(alerts) == 1 and [m["producer"] for m in alerts[0]["alert"]["missing"]] == ["slow"]
+    assert alerts[0]["alert"]["late_by"] > 0
+    again = asyncio.run(_first_event(_trigger(out, "again"), 30))  # one alert, whoever looks next
+    assert again.payload["state"] == "sealed_late" and not again.payload["delivered"]
+    assert len(out.read_text().splitlines()) == 1

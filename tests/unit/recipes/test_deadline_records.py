@@ -53,3 +53,32 @@ def test_an_alert_reads_back_and_a_forged_one_is_refused():
     forged = alert.to_bytes().replace(b'"producer":"slow"', b'"producer":7')
     with pytest.raises(CorruptPayload):
         LateAlert.from_bytes(forged, path="/a")
+
+
+def test_a_number_no_deadline_holds_is_refused_at_construction_and_at_decode():
+    """1e300 s passes as a finite float, but every time computed from it overflows: it is refused in
+    one line, whether given to ``DeadlineSpec`` or forged into a stored record or its calendar."""
+    import datetime as dt
+
+    from airflow_epochs.coordination import CorruptPayload, DeadlineSpec, EpochCalendar, InvalidInput
+    from airflow_epochs.coordination.base.calendar import calendar_from_json
+    from airflow_epochs.coordination.wire import payloads
+
+    with pytest.raises(InvalidInput, match="at most"):
+        DeadlineSpec("daily", mode="fixed", anchor="opened", delta=1e300)
+    with pytest.raises(InvalidInput, match="at most"):
+        DeadlineSpec("daily", mode="predicted", slack=1e300)
+    forged = payloads.encode("deadline", {"partition": "daily", "mode": "fixed", "declarer": "pipeline",
+                                          "anchor": "opened", "delta": 1e300})
+    with pytest.raises(CorruptPayload, match="at most") as refused:
+        DeadlineSpec.from_bytes(forged, path="/p/deadlines/daily,pipeline")
+    assert "\n" not in str(refused.value)
+    with pytest.raises(InvalidInput, match="cannot be read"):
+        calendar_from_json({"origin": "2013-01-01T00:00:00+00:00", "interval_seconds": 1e300})
+    with pytest.raises(InvalidInput, match="at most 3660 days"):
+        EpochCalendar(dt.datetime(2013, 1, 1, tzinfo=dt.timezone.utc), dt.timedelta(days=4000))
+    calendar = {"origin": "2013-01-01T00:00:00+00:00", "interval_seconds": 1e300}
+    forged_calendar = payloads.encode("deadline", {"partition": "daily", "mode": "fixed", "declarer": "pipeline",
+                                                   "anchor": "interval_end", "delta": 60, "calendar": calendar})
+    with pytest.raises(CorruptPayload, match="cannot be read"):
+        DeadlineSpec.from_bytes(forged_calendar, path="/p/deadlines/daily,pipeline")

@@ -1,7 +1,7 @@
 """The local filter of declared producers (airflow_epochs.listeners.declared_filter) and the listener's
 decision with it: when the filter is current (same marks); a bad check timeout is refused before any
 connection (this tier refuses every TCP connection). The checks against a real ZooKeeper are in
-tests/integration/test_declared_filter_marks.py and test_declared_filter_zk_down.py, and the scheduler
+tests/integration/declared/test_declared_filter_marks.py and test_declared_filter_zk_down.py, and the scheduler
 test tests/system/test_declared_zk_down.py runs a real ZooKeeper stopped."""
 
 from __future__ import annotations
