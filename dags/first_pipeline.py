@@ -8,6 +8,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, task
 
+from airflow_epochs.analysis import blazes_label
 from airflow_epochs.operators import EpochGroup, VotePartitionOperator
 from airflow_epochs.sensors import SealedPartitionSensor
 
@@ -41,5 +42,6 @@ with DAG(dag_id="shop_report", schedule=None, start_date=pendulum.datetime(2026,
     def report(seals: dict) -> str:
         return f"orders v{seals['orders']['version']}, refunds v{seals['refunds']['version']}"
 
-    report(both.output)
+    # It reads sealed partitions only: order-insensitive (the coordination analysis checks the label).
+    blazes_label(report(both.output), "CR")
 # [END first_pipeline]
