@@ -8,7 +8,7 @@ Usage: ``python correct_worker.py DAGS_FOLDER LOGICAL_DATE CONF_JSON MARKERS NAM
 ``MARKERS/held-NAME`` (JSON: where it holds), until ``MARKERS/release`` exists (or forever, for a test
 that kills it there with SIGKILL):
 
-- ``vote:N``: the N-th vote under a version (``EpochLedger.vote_version``), before it is sent: the
+- ``vote:N``: the N-th vote under a version (``ledger.corrections.vote_version``), before it is sent: the
   Spark job of that seal has written its run, its vote is not cast;
 - ``publish``: the publish of the corrected partition into the table, before it starts (every planned
   seal re-sealed).
@@ -36,23 +36,23 @@ def _hold(markers: Path, name: str, where: dict[str, Any]) -> None:
 def main(dags: str, logical_date: str, conf: str, markers_dir: str, name: str, hold_at: str = "") -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    from airflow_epochs.coordination.ledger import EpochLedger
+    from airflow_epochs.coordination.recipes.corrections import Corrections
     from airflow_epochs.tables import tasks
 
     markers = Path(markers_dir)
     if hold_at.startswith("vote:"):
-        real_vote = EpochLedger.vote_version
+        real_vote = Corrections.vote_version
         votes = [0]
         at = int(hold_at.split(":", 1)[1])
 
-        def vote_version(self: EpochLedger, epoch: int, partition: str, version: int, *args: Any,
+        def vote_version(self: Corrections, epoch: int, partition: str, version: int, *args: Any,
                          **kwargs: Any) -> Any:
             votes[0] += 1
             if votes[0] == at:
                 _hold(markers, name, {"epoch": epoch, "partition": partition, "version": version})
             return real_vote(self, epoch, partition, version, *args, **kwargs)
 
-        EpochLedger.vote_version = vote_version  # type: ignore[method-assign]
+        Corrections.vote_version = vote_version  # type: ignore[method-assign]
     elif hold_at == "publish":
         real_publish = tasks.publish_from_task
 

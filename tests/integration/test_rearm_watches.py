@@ -142,12 +142,15 @@ def test_a_refused_rearm_falls_back_to_telling_every_watcher(zk_server, zk_chroo
 
 
 class _CountingSealTrigger(PartitionsSealedTrigger):
-    """Counts the watch events it hears per path, and its checks."""
+    """Counts the watch events it hears per path, its checks and its notices (a wait's first notice reads
+    the pipeline and its frontier right after the first check: the arming is over once every trigger's
+    first notice is answered)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.heard: Counter[tuple[str, str]] = Counter()
         self.checks = 0
+        self.notices = 0
 
     def on_watch(self, event: WatchedEvent) -> None:
         self.heard[(event.type, event.path or "")] += 1
@@ -156,6 +159,11 @@ class _CountingSealTrigger(PartitionsSealedTrigger):
     async def check(self, zk: AsyncZooKeeper, wake: Watch) -> dict[str, Any] | None:
         self.checks += 1
         return await super().check(zk, wake)
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        said = await super().notice(zk, first=first)
+        self.notices += 1
+        return said
 
 
 @pytest.mark.slow
@@ -186,7 +194,7 @@ def test_triggers_ride_a_leader_failover_without_a_storm(ensemble, monkeypatch):
                 fired[index].append(event.payload)
 
         tasks = [asyncio.create_task(run(i)) for i in range(n)]
-        while SHARED_CLIENTS.sessions() == 0 or not all(t.checks for t in triggers):
+        while SHARED_CLIENTS.sessions() == 0 or not all(t.checks and t.notices for t in triggers):
             await asyncio.sleep(0.1)
         client = SHARED_CLIENTS.acquire(await _settings())
         try:
