@@ -218,7 +218,7 @@ class Voting:
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token))
+            return self.repeat(call, CastVote.from_znode(raw.data, self.vote_path, self.producer, self.attempt.token))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if step.path == self.vote_path and isinstance(error, NoNodeError):
@@ -291,13 +291,13 @@ class Voting:
                     f"{producer!r} is refused (whether {earlier} ({call.request_id!r}) voted is no longer on "
                     "record)")
             return EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
-        doc = found[0]
+        doc = found.record
         if doc.state == "sealed":
             return EpochAlreadySealed(
                 f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}; the vote "
                 f"of {producer!r} on {partition!r} under attempt {attempt.token} was refused and nothing was written")
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        what = att[0].state if att is not None else "unknown"
+        what = att.record.state if att is not None else "unknown"
         return AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current (it "
             f"is {what}; the epoch is {doc.state} under attempt {doc.attempt} of {doc.owner!r}); the vote "
@@ -339,7 +339,8 @@ class Voting:
         if found is None:
             return None
         att = attempt_record(call, self.ctx, self.attempt.epoch, self.attempt.token)
-        overtaken = attempt_overtaken(self.attempt.token, self.attempt.generation, found[0], att[0] if att else None)
+        overtaken = attempt_overtaken(self.attempt.token, self.attempt.generation, found.record,
+                                      att.record if att else None)
         if overtaken is not None and overtaken.change == "sealed":
             return None  # sealed by this very attempt: the vote counted
         return overtaken
@@ -358,7 +359,7 @@ class Voting:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
         # a sole producer never has a vote znode: its vote is kept in its partition's seal
         raw = None if self.sole(call) else call.get(self.vote_path)
-        existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
+        existing = CastVote.from_znode(raw.data, self.vote_path, self.producer, self.attempt.token) \
             if raw is not None else self.folded(call)
         if existing is None:  # the epoch may have left ZooKeeper since: its archive keeps its votes
             past = archived_call(call, self.ctx, self.attempt.epoch)

@@ -118,7 +118,7 @@ class PipelineContext:
         """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""
         path = self.paths.request(call.request_id)
         raw = call.get(path)
-        return None if raw is None else RequestNode.from_bytes(raw[0], path=path).result
+        return None if raw is None else RequestNode.from_bytes(raw.data, path=path).result
 
     # -- the pipeline record -----------------------------------------------------------------
 
@@ -126,7 +126,7 @@ class PipelineContext:
         raw = call.get(self.paths.base)
         if raw is None:
             raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
-        return PipelineRecord.from_bytes(raw[0], raw[1].version, path=self.paths.base)
+        return PipelineRecord.from_bytes(raw.data, raw.stat.version, path=self.paths.base)
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class PipelineContext:
             if call.get(self.paths.base) is None:
                 raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
             raise CorruptPayload(f"pipeline {self.pipeline!r}: configuration version {version} is missing ({path})")
-        loaded = decode_config(raw[0], version, path=path)
+        loaded = decode_config(raw.data, version, path=path)
         self.session.cache[path] = loaded
         return loaded
 

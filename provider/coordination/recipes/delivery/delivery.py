@@ -114,7 +114,7 @@ class Delivery:
         """The pipeline's rollbacks as delivery counts them (``wake`` hears of the next one)."""
         path = DeliveryPaths(self.paths).rewinds
         node = await store.get(path, wake)
-        return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node[0], path=path)
+        return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node.data, path=path)
 
     async def position(self, store: NodeStore, rewinds: DeliveryRewinds | None = None) -> tuple[int, int]:
         """The next epoch to deliver, as the cursor records it with the rollbacks its writer had not seen
@@ -123,14 +123,15 @@ class Delivery:
         if rewinds is None:
             rewinds = await self.rewinds(store)
         node = await store.get(self.cursor)
-        if node is None or not node[0]:
+        if node is None or not node.data:
             return self.from_epoch, rewinds.count
-        cursor = DeliveryCursor.from_bytes(node[0], path=self.cursor)
+        cursor = DeliveryCursor.from_bytes(node.data, path=self.cursor)
         return max(self.from_epoch, rewinds.position(cursor)), rewinds.count
 
     async def committed(self, store: NodeStore) -> int:
         """The next epoch to deliver, as the cursor records it (see :meth:`position`)."""
-        return (await self.position(store))[0]
+        committed, _rewinds = await self.position(store)
+        return committed
 
     async def next_seal(self, store: NodeStore, epoch: int, wake: Watch,
                         seen: int = 0) -> SealToDeliver | Rewound | int | None:
@@ -141,19 +142,19 @@ class Delivery:
         back = rewinds.since(seen)
         if back is not None:
             return Rewound(max(self.from_epoch, min(epoch, back + 1)), rewinds.count)
-        committed = (await self.position(store, rewinds))[0]
+        committed, _count = await self.position(store, rewinds)
         if committed > epoch:
             return committed  # another deliverer delivered it and the consumer stored it
         frontier_node = await store.get(self.paths.frontier, wake)
         if frontier_node is None:
             return None
-        frontier = FrontierNode.from_bytes(frontier_node[0], path=self.paths.frontier).epoch
+        frontier = FrontierNode.from_bytes(frontier_node.data, path=self.paths.frontier).epoch
         if frontier < epoch - 1 and epoch > committed:
             return max(self.from_epoch, frontier + 1)  # rolled back: deliver the new seals again
         record = await store.get(self.paths.epoch(epoch), wake)
         if record is None:
             return None
-        node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+        node = EpochNode.from_bytes(record.data, path=self.paths.epoch(epoch))
         if node.state == "rolled_back":
             return None
         seal_path = self.paths.seal(epoch, node.generation, self.partition)
@@ -167,7 +168,7 @@ class Delivery:
             held = await store.get(claim, wake)
             if held is None:
                 return epoch  # its holder's session ended meanwhile: look again
-            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+            if held.stat.ephemeralOwner != store.session_id() or held.data != self.holder.encode():
                 return None  # another deliverer holds it: wait for its claim to go
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
         # Looked at again under the claim: another deliverer may have delivered the seal, moved the
@@ -203,8 +204,8 @@ class Delivery:
             record = await store.get(self.paths.epoch(epoch))
             if raw is None or record is None:
                 continue  # compacted: nothing of it is delivered any more
-            node = VersionsNode.from_bytes(raw[0], path=path)
-            epoch_node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+            node = VersionsNode.from_bytes(raw.data, path=path)
+            epoch_node = EpochNode.from_bytes(record.data, path=self.paths.epoch(epoch))
             if node.generation != epoch_node.generation:
                 continue
             for entry in sorted((e for e in node.entries if e.state == "sealed"), key=lambda e: e.version):
@@ -233,7 +234,7 @@ class Delivery:
             held = await store.get(claim, wake)
             if held is None:
                 return await self._claim_version(store, epoch, generation, version, wake)  # just let go
-            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+            if held.stat.ephemeralOwner != store.session_id() or held.data != self.holder.encode():
                 return False
         # Looked at again under the claim: another deliverer may have stored it and let the claim go
         # between our first look and our create.
@@ -262,10 +263,11 @@ class Delivery:
             try:
                 if node is None:
                     await store.create(self.cursor, data)
-                elif node[0] and not DeliveryCursor.from_bytes(node[0], path=self.cursor).behind(following, rewinds):
+                elif node.data and not DeliveryCursor.from_bytes(
+                        node.data, path=self.cursor).behind(following, rewinds):
                     return
                 else:
-                    await store.set(self.cursor, data, version=node[1].version)
+                    await store.set(self.cursor, data, version=node.stat.version)
                 return
             except (BadVersionError, NodeExistsError):
                 continue
@@ -283,7 +285,7 @@ class Delivery:
         """Delete ``claim`` if this deliverer holds it (its session, its token): a claim that went with an
         expired session and was taken since is another deliverer's, and stays."""
         held = await store.get(claim)
-        if held is None or held[0] != self.holder.encode() or held[1].ephemeralOwner != store.session_id():
+        if held is None or held.data != self.holder.encode() or held.stat.ephemeralOwner != store.session_id():
             return
         with contextlib.suppress(NoNodeError, BadVersionError):
-            await store.delete(claim, version=held[1].version)
+            await store.delete(claim, version=held.stat.version)
