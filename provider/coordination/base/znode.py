@@ -9,7 +9,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 from kazoo.protocol.states import ZnodeStat
 
-RecordT = TypeVar("RecordT")
+__all__ = ["Found", "Znode"]
+
+T = TypeVar("T")
 
 
 class Znode(NamedTuple):
@@ -19,9 +21,9 @@ class Znode(NamedTuple):
     stat: ZnodeStat
 
 
-class Found(NamedTuple, Generic[RecordT]):
+class Found(NamedTuple, Generic[T]):
     """A record decoded from a znode, and the stat of the read it came from (its ``version`` fences a
     write that must not overwrite a newer one, its ``czxid``/``mzxid`` order it)."""
 
-    record: RecordT
+    record: T
     stat: ZnodeStat
