@@ -9,7 +9,6 @@ bodies are immutable once written, so each is read once per client and cached.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,7 +17,7 @@ from kazoo.client import KazooClient
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, PipelineNotFound, TooManyRequests, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.base.session import Session, validate_request_id
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.history import event_ops
@@ -35,28 +34,21 @@ MAX_REMEMBERED_REQUESTS = 4096
 
 
 class PipelineContext:
-    """One pipeline as seen by one client and one owner identity.
+    """One pipeline as seen by one client and one owner identity, built by
+    :class:`~airflow_epochs.coordination.EpochLedger` (whose constructor declares the defaults and says
+    what each setting means) and by :meth:`as_owner`.
 
     :param client: a started kazoo client (possibly chrooted).
-    :param pipeline: the pipeline name.
-    :param owner: identity recorded on what this context writes (deployment, host, run).
-    :param root: the znode under which pipelines live.
-    :param op_timeout: the deadline of one call in seconds (default: the session's, 15 s).
-    :param clock: wall clock for recorded timestamps (never used for ordering).
+    :param paths: the pipeline's layout (its name and root).
+    :param owner: identity recorded on what this context writes.
+    :param op_timeout: the deadline of one call in seconds (None: the session's).
+    :param clock: wall clock for recorded timestamps.
     """
 
-    def __init__(
-        self,
-        client: KazooClient,
-        pipeline: str,
-        *,
-        owner: str = "anonymous",
-        root: str = DEFAULT_ROOT,
-        op_timeout: float | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.paths = PipelinePaths(pipeline, root)
-        self.pipeline = pipeline
+    def __init__(self, client: KazooClient, paths: PipelinePaths, *, owner: str, op_timeout: float | None,
+                 clock: Callable[[], float]) -> None:
+        self.paths = paths
+        self.pipeline = paths.pipeline
         self.owner = validate_name("owner", owner)
         self.client = client
         self.session = Session.of(client)
@@ -71,8 +63,7 @@ class PipelineContext:
         contends under another identity than its ledger's, such as a lease's standby)."""
         if owner == self.owner:
             return self
-        return PipelineContext(self.client, self.pipeline, owner=owner, root=self.paths.root,
-                               op_timeout=self.op_timeout, clock=self.clock)
+        return PipelineContext(self.client, self.paths, owner=owner, op_timeout=self.op_timeout, clock=self.clock)
 
     def call(
         self,
