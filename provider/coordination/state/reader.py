@@ -15,7 +15,7 @@ bytes, so the answers are exactly those given before the epoch left ZooKeeper.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import (
@@ -153,16 +153,35 @@ def seal_record(
     With ``watch``, one-shot watches stay on the epoch record and (if it exists) on the seal node,
     so the caller hears of the seal, or of a rollback that starts a new opening.
     """
+    sealed = current_seal(call, ctx, epoch, partition, watch)
+    return None if sealed is None else decode_seal(sealed.node, epoch, partition, sealed.path)
+
+
+class CurrentSeal(NamedTuple):
+    """The seal node of a partition in its epoch's current opening, where it was read, and the call that
+    read it (an archive's, for a compacted epoch: further reads of that epoch go through it)."""
+
+    call: Call
+    generation: int
+    path: str
+    node: Znode
+
+
+def current_seal(
+    call: Call, ctx: PipelineContext, epoch: int, partition: str, watch: Watch | None = None
+) -> CurrentSeal | None:
+    """The seal of ``partition`` in ``epoch``'s current opening (from its archive once compacted), or None:
+    not sealed, rolled back, or compacted without an archive. ``watch`` as :func:`seal_record` says."""
     found = epoch_record(call, ctx, epoch, watch)
     if found is None:
         past = archived_call(call, ctx, epoch)
-        return None if past is None else seal_record(past, ctx, epoch, partition)
+        return None if past is None else current_seal(past, ctx, epoch, partition)
     if found.record.state == "rolled_back":
         return None
     generation = found.record.generation
     path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(path, watch=watch)
-    return None if raw is None else decode_seal(raw, epoch, partition, path)
+    return None if raw is None else CurrentSeal(call, generation, path, raw)
 
 
 def decode_seal(raw: Znode, epoch: int, partition: str, path: str) -> SealRecord:
@@ -178,17 +197,10 @@ def decode_vote(raw: Znode, epoch: int, token: int, partition: str, producer: st
 
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
     """The full seal: every producer's manifest, the snapshots and the lineage vector."""
-    found = epoch_record(call, ctx, epoch)
-    if found is None:
-        past = archived_call(call, ctx, epoch)
-        return None if past is None else seal_info(past, ctx, epoch, partition)
-    if found.record.state == "rolled_back":
+    sealed = current_seal(call, ctx, epoch, partition)
+    if sealed is None:
         return None
-    generation = found.record.generation
-    seal_path = ctx.paths.seal(epoch, generation, partition)
-    raw = call.get(seal_path)
-    if raw is None:
-        return None
+    call, generation, seal_path, raw = sealed  # a compacted epoch's votes are read from its archive too
     seal = SealNode.from_bytes(raw.data, path=seal_path)
     token = seal.attempt
     manifests: dict[str, Any] = {}
