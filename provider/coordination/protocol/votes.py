@@ -17,7 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -91,28 +91,31 @@ class SentVote:
     sole: bool  # the partition's only producer: the vote is the seal
 
 
+@dataclass(eq=False)
 class Voting:
     """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
     matched by the step that failed), finish (seal if the set is complete), and find (after a lost
-    answer or for a repeated request id). It remembers across rounds whether its vote is in."""
+    answer or for a repeated request id). It remembers across rounds whether its vote is in.
 
-    def __init__(self, ctx: PipelineContext, attempt: Attempt, partition: str, producer: str,
-                 manifest: dict[str, Any], snapshot: Any, lineage: dict[str, int]) -> None:
-        self.ctx = ctx
-        self.paths = ctx.paths
-        self.attempt = attempt
-        self.partition = partition
-        self.producer = producer
-        self.manifest = manifest
-        self.snapshot = snapshot
-        self.lineage = lineage
-        self.vote_path = ctx.paths.vote(attempt.epoch, attempt.token, partition, producer)
-        self.seal_path = ctx.paths.seal(attempt.epoch, attempt.generation, partition)
-        self.counter_path = ctx.paths.vote_counter(attempt.epoch, attempt.token, partition)
-        self.voted = False  # this request's vote is in
-        self.duplicate = False  # ... as an identical vote of another request
-        self.count: int | None = None  # votes in, as the counter said when this vote was cast
-        self.progress: SealProgress | None = None
+    Built from the checked arguments of :func:`vote` (``lineage``: its checked ``upstream``)."""
+
+    ctx: PipelineContext
+    attempt: Attempt
+    partition: str
+    producer: str
+    manifest: dict[str, Any]
+    snapshot: Any
+    lineage: dict[str, int]
+    voted: bool = field(default=False, init=False)  # this request's vote is in
+    duplicate: bool = field(default=False, init=False)  # ... as an identical vote of another request
+    count: int | None = field(default=None, init=False)  # votes in, as the counter said when this vote was cast
+    progress: SealProgress | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.paths = self.ctx.paths
+        self.vote_path = self.paths.vote(self.attempt.epoch, self.attempt.token, self.partition, self.producer)
+        self.seal_path = self.paths.seal(self.attempt.epoch, self.attempt.generation, self.partition)
+        self.counter_path = self.paths.vote_counter(self.attempt.epoch, self.attempt.token, self.partition)
 
     # -- casting -------------------------------------------------------------------------------
 
