@@ -38,6 +38,7 @@ from airflow_epochs.process_identity import ProcessIdentity, identify, launch_en
 from airflow_epochs.servers.die_with_parent import launcher
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
+    LISTEN_BACKLOG,
     LOG_FILE_SIZE,
     JavaNotFound,
     ZooKeeperError,
@@ -49,6 +50,7 @@ from airflow_epochs.servers.zookeeper_runtime import (
     four_letter_word,
     free_port,
     log4j_config,
+    pending_handshake_limit,
 )
 from airflow_epochs.servers.zookeeper_security import ServerTls, lock_root
 
@@ -130,6 +132,8 @@ class ZooKeeperEnsemble:
         start them from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
     :param plaintext_port: also serve the plaintext ``clientPort``; with ``False`` (``tls`` needed) only
         the TLS port is opened, and :attr:`hosts` and the client ports name it.
+    :param max_pending_handshakes: TLS handshakes pending at once, beyond which new connections are closed
+        (:func:`~airflow_epochs.servers.zookeeper_runtime.pending_handshake_limit` by default).
     """
 
     log_file_size = LOG_FILE_SIZE  # each member's log rolls over at this size (LOG_FILES files kept)
@@ -151,6 +155,7 @@ class ZooKeeperEnsemble:
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
         plaintext_port: bool = True,
+        max_pending_handshakes: int | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -167,6 +172,7 @@ class ZooKeeperEnsemble:
         self.tick_time_ms = tick_time_ms
         self.heap_mb = heap_mb
         self.max_client_connections = max_client_connections
+        self.max_pending_handshakes = max_pending_handshakes or pending_handshake_limit(heap_mb)
         self.tls = tls
         self.auth = auth
         self.address = address
@@ -333,6 +339,8 @@ class ZooKeeperEnsemble:
                 f"ssl.clientAuth={self.tls.client_auth}",
                 # Every local user connects from 127.0.0.1: the client certificate, not the address, says who.
                 "ssl.clientHostnameVerification=false",
+                f"netty.server.outstandingHandshake.limit={self.max_pending_handshakes}",  # a flood keeps fds
+                f"clientPortListenBacklog={LISTEN_BACKLOG}",  # a flood's churn slowed by its dropped SYNs
             ]
         if self.size > 1:
             write_private(data_dir / "myid", f"{member.myid}\n")
@@ -394,6 +402,7 @@ class ServerOptions(TypedDict, total=False):
     address: str
     die_with_parent: bool
     plaintext_port: bool
+    max_pending_handshakes: int | None
 
 
 class EmbeddedZooKeeper(ZooKeeperEnsemble):
