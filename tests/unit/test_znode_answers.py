@@ -24,6 +24,7 @@ attributes.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,12 @@ ZK_HANDLE_SUFFIXES = ("_call", "_client", "_store")
 NAMED_ANSWERS = {"Znode", "Found"}
 CONTAINERS = {"list", "Sequence", "dict", "Mapping", "Iterator", "Iterable", "AsyncIterator"}
 PASS_THROUGH = {"list", "sorted", "dict", "tuple", "reversed"}
+
+
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """One parse of each source text for all three checks."""
+    return ast.parse(source)
 
 
 def _named(node: ast.AST) -> str | None:
@@ -92,7 +99,7 @@ def readers(sources: list[str]) -> dict[str, str]:
     ``sources`` whose return annotation names a named answer (or a container of them)."""
     found = dict(KAZOO_READS)
     for source in sources:
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(_parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 kind = annotation_kind(node.returns)
                 if kind is not None:
@@ -199,7 +206,7 @@ class _Scope:
 def positional_reads(source: str, reads: dict[str, str] | None = None) -> list[tuple[int, str]]:
     """(line, expression) of each positional read of a read's answer in ``source`` (see the module's
     docstring for the rule); ``reads`` defaults to kazoo's and the kernel's reads and ``source``'s own."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     reads = readers([source]) if reads is None else reads
     found: list[tuple[int, str]] = []
 
@@ -235,7 +242,7 @@ def _union(node: ast.AST) -> list[ast.AST]:
 def stat_tuples(source: str) -> list[tuple[int, str]]:
     """(line, annotation) of each ``tuple[...]`` annotation with ``ZnodeStat`` among its items."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         if isinstance(node, ast.Subscript) and _named(node.value) == "tuple":
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             if any(_named(name) == "ZnodeStat" for part in parts for name in _union(part)) or \
