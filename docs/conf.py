@@ -55,9 +55,10 @@ nitpick_ignore_regex = [
     # PySpark's session and DataFrame, pyiceberg's catalog and tables, pyarrow's tables.
     (r"py:.*", r"(pyspark|pyiceberg|pyarrow|pa)\..*"),
     # The same libraries' names as our docstrings spell them short.
-    (r"py:class", r"(DataFrame|KazooClient|AirflowFailException|Context|RetryDecision|ssl\.SSLContext|contextlib\..*)"),
-    # Type variables of generic functions have no page of their own.
-    (r"py:class", r"airflow_epochs\..*\.T"),
+    (r"py:class", r"(DataFrame|KazooClient|ZnodeStat|AirflowFailException|Context|RetryDecision|ssl\.SSLContext|"
+                  r"contextlib\..*)"),
+    # Type variables of generic functions and classes (``Found[T]``) have no page of their own.
+    (r"py:(class|obj)", r"(airflow_epochs\..*\.)?T"),
     # The coordination core's internal modules and the names in them that its docstrings mention: the
     # public names are documented under airflow_epochs.coordination, these modules (in its base/, state/,
     # recipes/... sub-packages) are not part of the API.

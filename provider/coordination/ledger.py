@@ -31,7 +31,7 @@ from kazoo.recipe.watchers import DataWatch
 
 from airflow_epochs.coordination.base.errors import EpochsError, InvalidEpoch
 from airflow_epochs.coordination.base.names import validate_name, validate_root
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT
+from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
 from airflow_epochs.coordination.protocol import (
     aborts,
     closing,
@@ -109,7 +109,8 @@ class EpochLedger:
         op_timeout: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.ctx = PipelineContext(client, pipeline, owner=owner, root=root, op_timeout=op_timeout, clock=clock)
+        self.ctx = PipelineContext(client, PipelinePaths(pipeline, root), owner=owner, op_timeout=op_timeout,
+                                   clock=clock)
         self.reader = PipelineReader(self.ctx)
         self.paths = self.ctx.paths
         self.pipeline = pipeline

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TypedDict, Unpack
 
 from airflow_epochs.connection.credentials import ServerAuth
 from airflow_epochs.connection.zookeeper import ZooKeeperSettings
@@ -58,6 +59,7 @@ __all__ = [  # the runtime's names too: one import for a test or a script that s
     "EmbeddedZooKeeper",
     "JavaNotFound",
     "ServerAuth",
+    "ServerOptions",
     "ServerTls",
     "ZooKeeperEnsemble",
     "ZooKeeperError",
@@ -385,6 +387,24 @@ class ZooKeeperEnsemble:
             )
 
 
+class ServerOptions(TypedDict, total=False):
+    """The settings of :class:`ZooKeeperEnsemble` (with its defaults and meanings) that a standalone
+    :class:`EmbeddedZooKeeper` takes as they are."""
+
+    directory: str | Path | None
+    tick_time_ms: int
+    java: str | None
+    jar_dirs: Iterable[Path | str] | None
+    heap_mb: int
+    max_client_connections: int
+    tls: ServerTls | None
+    auth: ServerAuth | None
+    address: str
+    die_with_parent: bool
+    plaintext_port: bool
+    max_pending_handshakes: int | None
+
+
 class EmbeddedZooKeeper(ZooKeeperEnsemble):
     """One standalone ZooKeeper server on 127.0.0.1.
 
@@ -392,43 +412,16 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
 
         with EmbeddedZooKeeper() as zk:
             client = KazooClient(hosts=zk.hosts)
+
+    :param port: a fixed client port (a free one if None).
+    :param secure_port: a fixed TLS port (with ``tls``; a free one if None).
+    :param options: the rest of :class:`ZooKeeperEnsemble`'s settings (:class:`ServerOptions`).
     """
 
-    def __init__(
-        self,
-        *,
-        directory: str | Path | None = None,
-        port: int | None = None,
-        tick_time_ms: int = 500,
-        java: str | None = None,
-        jar_dirs: Iterable[Path | str] | None = None,
-        heap_mb: int = 256,
-        max_client_connections: int = 60,
-        tls: ServerTls | None = None,
-        secure_port: int | None = None,
-        auth: ServerAuth | None = None,
-        address: str = "127.0.0.1",
-        die_with_parent: bool = False,
-        plaintext_port: bool = True,
-        max_pending_handshakes: int | None = None,
-    ) -> None:
-        super().__init__(
-            1,
-            directory=directory,
-            client_ports=[port] if port else None,
-            tick_time_ms=tick_time_ms,
-            java=java,
-            jar_dirs=jar_dirs,
-            heap_mb=heap_mb,
-            max_client_connections=max_client_connections,
-            tls=tls,
-            secure_ports=[secure_port] if secure_port else None,
-            auth=auth,
-            address=address,
-            die_with_parent=die_with_parent,
-            plaintext_port=plaintext_port,
-            max_pending_handshakes=max_pending_handshakes,
-        )
+    def __init__(self, *, port: int | None = None, secure_port: int | None = None,
+                 **options: Unpack[ServerOptions]) -> None:
+        super().__init__(1, client_ports=[port] if port else None,
+                         secure_ports=[secure_port] if secure_port else None, **options)
 
     @property
     def port(self) -> int:

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,7 @@ def reap_leftover(path: Path) -> str | None:
     return f"stopped the {record.name} server left by a run that was killed ({record.server.describe()})"
 
 
+@dataclass(eq=False)
 class ZooKeeperSupervisor:
     """Restarts an embedded ZooKeeper member that exited on its own (a crash, an OOM kill, ``kill -9``), or
     that still runs but has not answered a health probe (``srvr``, over our mutual TLS) for
@@ -145,21 +146,21 @@ class ZooKeeperSupervisor:
     :param probe_every: seconds between health probes of a running member.
     """
 
-    def __init__(self, server: ZooKeeperEnsemble, *, on_restart: Callable[[int], None] | None = None,
-                 say: Callable[[str], None] = print, interval: float = 0.5, unresponsive_after: float = 30.0,
-                 probe_every: float = 2.0) -> None:
-        self.server = server
-        self.on_restart = on_restart
-        self.say = say
-        self.interval = interval
-        self.unresponsive_after = unresponsive_after
-        self.probe_every = probe_every
-        self.restarts = 0
-        self._answered: dict[int, float] = {}  # member index -> when it last answered a probe
-        self._probed: dict[int, float] = {}
-        self._floods: dict[int, FloodWatch] = {}  # member index -> its flood watch
-        self._flooded: set[int] = set()  # members said to be busy with a flood
-        self._stopping = threading.Event()
+    server: ZooKeeperEnsemble
+    _: KW_ONLY
+    on_restart: Callable[[int], None] | None = None
+    say: Callable[[str], None] = print
+    interval: float = 0.5
+    unresponsive_after: float = 30.0
+    probe_every: float = 2.0
+    restarts: int = field(default=0, init=False)
+    _answered: dict[int, float] = field(default_factory=dict, init=False)  # member index -> when it last answered
+    _probed: dict[int, float] = field(default_factory=dict, init=False)
+    _floods: dict[int, FloodWatch] = field(default_factory=dict, init=False)  # member index -> its flood watch
+    _flooded: set[int] = field(default_factory=set, init=False)  # members said to be busy with a flood
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False)
+
+    def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._watch, name="zookeeper-supervisor", daemon=True)
 
     def start(self) -> ZooKeeperSupervisor:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from airflow_epochs.coordination.ledger import EpochLedger
@@ -61,6 +62,11 @@ def epoch_files(table: Any, snapshot_ids: set[int]) -> list[Any]:
     return found
 
 
+def _no_step(_step: str) -> None:
+    """The default ``on_step``: nobody watches the steps."""
+
+
+@dataclass(eq=False)
 class ResealPublisher:
     """Re-publishes re-sealed epochs of ``partition`` into the table ``identifier``; call under its
     publish lock (see the module).
@@ -74,16 +80,14 @@ class ResealPublisher:
     :param on_step: called with ``planned`` and ``committed`` (crash tests).
     """
 
-    def __init__(self, ledger: EpochLedger, load: Callable[[], Any], *, identifier: str, partition: str,
-                 output: str = "data", storage: str | None = None,
-                 on_step: Callable[[str], None] | None = None) -> None:
-        self.ledger = ledger
-        self.load = load
-        self.identifier = identifier
-        self.partition = partition
-        self.output = output
-        self.storage = storage
-        self.on_step = on_step or (lambda _step: None)
+    ledger: EpochLedger
+    load: Callable[[], Any]
+    _: KW_ONLY
+    identifier: str
+    partition: str
+    output: str = "data"
+    storage: str | None = None
+    on_step: Callable[[str], None] = _no_step
 
     def publish_pending(self, through_epoch: int | None = None) -> tuple[list[h.PublishedSnapshot],
                                                                          list[h.PublishedSnapshot]]:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from airflow.sdk.exceptions import AirflowFailException
 from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
+from airflow_epochs.coordination import validate_name
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.coordination.recipes.barriers.records import BarrierOutcome, late_text
 from airflow_epochs.coordination.recipes.barriers.watch import BarrierWatch
-from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
+from airflow_epochs.triggers.base import EpochArguments, EpochWatchTrigger
 from airflow_epochs.triggers.lifecycle import session_ledger
-from airflow_epochs.triggers.notices import pipeline_notice
 
 
 def outcome_payload(outcome: BarrierOutcome) -> dict[str, Any]:
@@ -36,42 +35,22 @@ def barrier_result(event: dict[str, Any]) -> dict[str, Any]:
             "late_count": late_count}
 
 
-class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
+class BarrierReleasedTrigger(EpochWatchTrigger):
     """Wait for a barrier's decision: the barriers family's watch
     (:class:`~airflow_epochs.coordination.recipes.barriers.watch.BarrierWatch`: one exists-watch on the
     release node), plus a timer for its deadline, at which the straggler policy is applied, once, by
-    whoever gets there first.
+    whoever gets there first. The other arguments are :class:`~airflow_epochs.triggers.base.EpochWatchTrigger`'s.
 
-    :param pipeline: pipeline name.
-    :param epoch: the epoch.
     :param barrier: barrier name.
     """
 
-    def __init__(
-        self,
-        *,
-        pipeline: str,
-        epoch: int,
-        barrier: str,
-        zookeeper_conn_id: str = "zookeeper_default",
-        root: str = DEFAULT_ROOT,
-        timeout_at: float | None = None,
-    ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
-        self.pipeline = validate_name("pipeline", pipeline)
-        self.epoch = validate_epoch(epoch)
+    def __init__(self, *, barrier: str, **epoch: Unpack[EpochArguments]) -> None:
+        super().__init__(**epoch)
         self.barrier = validate_name("barrier", barrier)
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self.root = root
-        self.timeout_at = timeout_at
         self.watch: BarrierWatch | None = None  # on the store's client, at the first check
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            "airflow_epochs.triggers.barriers.BarrierReleasedTrigger",
-            {"pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root, "timeout_at": self.timeout_at},
-        )
+    def arguments(self) -> dict[str, Any]:
+        return {"barrier": self.barrier}
 
     def _payload(self, outcome: BarrierOutcome) -> dict[str, Any]:
         return {"status": "success", "pipeline": self.pipeline, "epoch": self.epoch, "barrier": self.barrier,
@@ -98,7 +77,5 @@ class BarrierReleasedTrigger(ZooKeeperWatchTrigger):
     async def on_tick(self, zk: AsyncZooKeeper) -> None:
         await self._watch(zk).at_deadline()
 
-    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
-        what = f"barrier {self.barrier!r} of pipeline {self.pipeline!r} at epoch {self.epoch}"
-        return await pipeline_notice(zk, PipelinePaths(self.pipeline, self.root), epoch=self.epoch,
-                                     waiting_for=what, first=first)
+    def waiting_for(self) -> str:
+        return f"barrier {self.barrier!r} of pipeline {self.pipeline!r} at epoch {self.epoch}"

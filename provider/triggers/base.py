@@ -22,14 +22,14 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.coordination import AccessDenied
+from airflow_epochs.coordination import DEFAULT_ROOT, AccessDenied, PipelinePaths, validate_epoch, validate_name
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.triggers.lifecycle import (
     TRANSIENT,
@@ -39,11 +39,12 @@ from airflow_epochs.triggers.lifecycle import (
     connection_settings,
     refused,
 )
-from airflow_epochs.triggers.notices import NOTICE_EVERY
+from airflow_epochs.triggers.notices import NOTICE_EVERY, pipeline_notice
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TRANSIENT", "Watch", "ZooKeeperWatchTrigger", "connection_settings", "refused"]
+__all__ = ["TRANSIENT", "EpochArguments", "EpochWatchTrigger", "Watch", "ZooKeeperWatchTrigger", "connection_settings",
+           "refused"]
 
 
 def runs_inline() -> bool:
@@ -208,6 +209,58 @@ class ZooKeeperWatchTrigger(BaseTrigger):
             return payload
 
         return asyncio.run(once())
+
+
+class EpochArguments(TypedDict, total=False):
+    """The arguments every :class:`EpochWatchTrigger` takes, beside its own (its ``**epoch``)."""
+
+    pipeline: Required[str]
+    epoch: Required[int]
+    zookeeper_conn_id: str
+    root: str
+    timeout_at: float | None
+
+
+class EpochWatchTrigger(ZooKeeperWatchTrigger):
+    """A task trigger that waits on one epoch of one pipeline: the arguments it is built from and
+    serialized to (:class:`EpochArguments`, then a subclass's own in :meth:`arguments`), validated here,
+    and the notice of a wait that may never end, which names what it waits for (:meth:`waiting_for`).
+
+    :param pipeline: pipeline name.
+    :param epoch: the epoch.
+    :param zookeeper_conn_id: ZooKeeper connection id.
+    :param root: znode under which pipelines live.
+    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
+    """
+
+    def __init__(self, *, pipeline: str, epoch: int, zookeeper_conn_id: str = "zookeeper_default",
+                 root: str = DEFAULT_ROOT, timeout_at: float | None = None) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
+        self.pipeline = validate_name("pipeline", pipeline)
+        self.epoch = validate_epoch(epoch)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.root = root
+        self.timeout_at = timeout_at
+
+    def arguments(self) -> dict[str, Any]:
+        """The subclass's own arguments, as its ``__init__`` takes them back (JSON values)."""
+        return {}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"pipeline": self.pipeline, "epoch": self.epoch, **self.arguments(),
+                 "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root, "timeout_at": self.timeout_at})
+
+    def waiting_for(self) -> str | None:
+        """What the trigger waits for, in a sentence's words, for :meth:`notice` (None: no notices)."""
+        return None
+
+    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
+        what = self.waiting_for()
+        if what is None:
+            return None
+        return await pipeline_notice(zk, PipelinePaths(self.pipeline, self.root), epoch=self.epoch,
+                                     waiting_for=what, first=first)
 
 
 def _ignore(_event: WatchedEvent) -> None:

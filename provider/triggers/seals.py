@@ -3,57 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from kazoo.protocol.states import WatchedEvent
 
-from airflow_epochs.coordination import DEFAULT_ROOT, PipelinePaths, validate_epoch, validate_name
+from airflow_epochs.coordination import PipelinePaths, validate_name
 from airflow_epochs.coordination.base.aio import AsyncZooKeeper, Watch
 from airflow_epochs.coordination.state.watches import SealsWatch, epoch_compacted, epoch_generation
-from airflow_epochs.triggers.base import ZooKeeperWatchTrigger
-from airflow_epochs.triggers.notices import pipeline_notice
+from airflow_epochs.triggers.base import EpochArguments, EpochWatchTrigger
 
 __all__ = ["PartitionsSealedTrigger", "epoch_compacted", "epoch_generation"]
 
 
-class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
+class PartitionsSealedTrigger(EpochWatchTrigger):
     """Wait until every partition in ``partitions`` is sealed at ``epoch``
     (:class:`~airflow_epochs.coordination.state.watches.SealsWatch`: an exists-watch on each missing
-    seal, and one on the epoch record, which catches a rollback).
+    seal, and one on the epoch record, which catches a rollback); the other arguments are
+    :class:`~airflow_epochs.triggers.base.EpochWatchTrigger`'s.
 
-    :param pipeline: pipeline name.
-    :param epoch: the epoch.
     :param partitions: the partitions to align on.
-    :param zookeeper_conn_id: ZooKeeper connection id.
-    :param root: znode under which pipelines live.
-    :param timeout_at: unix time at which it fires ``{"status": "timeout"}`` (the sensor's timeout).
     """
 
-    def __init__(
-        self,
-        *,
-        pipeline: str,
-        epoch: int,
-        partitions: Sequence[str],
-        zookeeper_conn_id: str = "zookeeper_default",
-        root: str = DEFAULT_ROOT,
-        timeout_at: float | None = None,
-    ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
-        self.pipeline = validate_name("pipeline", pipeline)
-        self.epoch = validate_epoch(epoch)
+    def __init__(self, *, partitions: Sequence[str], **epoch: Unpack[EpochArguments]) -> None:
+        super().__init__(**epoch)
         self.partitions = [validate_name("partition", p) for p in partitions]
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self.root = root
-        self.timeout_at = timeout_at
-        self.watch = SealsWatch(PipelinePaths(pipeline, root), self.epoch, self.partitions)
+        self.watch = SealsWatch(PipelinePaths(self.pipeline, self.root), self.epoch, self.partitions)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            "airflow_epochs.triggers.seals.PartitionsSealedTrigger",
-            {"pipeline": self.pipeline, "epoch": self.epoch, "partitions": list(self.partitions),
-             "zookeeper_conn_id": self.zookeeper_conn_id, "root": self.root, "timeout_at": self.timeout_at},
-        )
+    def arguments(self) -> dict[str, Any]:
+        return {"partitions": list(self.partitions)}
 
     def on_watch(self, event: WatchedEvent) -> None:
         self.watch.on_watch(event)
@@ -69,7 +46,5 @@ class PartitionsSealedTrigger(ZooKeeperWatchTrigger):
             payload["compacted"] = True
         return payload
 
-    async def notice(self, zk: AsyncZooKeeper, *, first: bool) -> str | None:
-        what = f"partition(s) {', '.join(self.partitions)} of pipeline {self.pipeline!r} at epoch {self.epoch}"
-        return await pipeline_notice(zk, PipelinePaths(self.pipeline, self.root), epoch=self.epoch,
-                                     waiting_for=what, first=first)
+    def waiting_for(self) -> str:
+        return f"partition(s) {', '.join(self.partitions)} of pipeline {self.pipeline!r} at epoch {self.epoch}"

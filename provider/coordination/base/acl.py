@@ -184,7 +184,8 @@ def _walk_acls(client: KazooClient, top: str, *, batch: int = AUDIT_BATCH) -> It
             asked = [(path, client.get_acls_async(path), client.get_children_async(path)) for path in chunk]
             for path, acl_answer, children_answer in asked:
                 try:
-                    acls: list[Any] | None = list(acl_answer.get(timeout=_ANSWER_TIMEOUT)[0])
+                    acl_list, _stat = acl_answer.get(timeout=_ANSWER_TIMEOUT)
+                    acls: list[Any] | None = list(acl_list)
                 except NoNodeError:
                     continue  # removed meanwhile
                 except NoAuthError:

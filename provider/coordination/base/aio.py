@@ -22,6 +22,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
+from airflow_epochs.coordination.base.znode import Znode
+
 __all__ = ["AsyncZooKeeper", "NodeStore", "Watch"]
 
 Watch = Callable[[WatchedEvent], None]
@@ -30,7 +32,7 @@ Watch = Callable[[WatchedEvent], None]
 class NodeStore(Protocol):
     """The asynchronous ZooKeeper operations the families' watches need (kazoo's semantics)."""
 
-    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
+    async def get(self, path: str, watch: Watch | None = None) -> Znode | None:
         """Data and stat of ``path``, or None (with ``watch``: an exists-watch hears of its creation)."""
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None: ...
@@ -87,7 +89,7 @@ class AsyncZooKeeper:
         result.rawlink(from_kazoo)
         return future
 
-    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
+    async def get(self, path: str, watch: Watch | None = None) -> Znode | None:
         """Data and stat of ``path``, or None if it does not exist (then an exists-watch is left,
         so the creation is heard of)."""
         try:
@@ -99,7 +101,7 @@ class AsyncZooKeeper:
             if stat is None:
                 return None
             return await self.get(path, watch)  # created in between
-        return data, stat
+        return Znode(data, stat)
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
         result: ZnodeStat | None = await self._call(lambda: self.client.exists_async(path, watch=watch))

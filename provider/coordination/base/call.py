@@ -22,6 +22,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from airflow_epochs.coordination.base.steps import Check, Create, Delete, Failure, SetData, Step, first_failure, writes
+from airflow_epochs.coordination.base.znode import Znode
 
 if TYPE_CHECKING:  # a call belongs to a session, which starts it: a type-only import, no circle
     from airflow_epochs.coordination.base.session import Session
@@ -75,7 +76,7 @@ class Call:
             raise KazooTimeoutError("the call's deadline passed")
         return left
 
-    def get(self, path: str, watch: Callable[[Any], Any] | None = None) -> tuple[bytes, Any] | None:
+    def get(self, path: str, watch: Callable[[Any], Any] | None = None) -> Znode | None:
         """Data and stat of ``path``, or None if it does not exist (a watch is left either way)."""
         self.session.count("reads")
         try:
@@ -86,20 +87,20 @@ class Call:
                 if stat is not None:
                     return self.get(path, watch=watch)
             return None
-        return data, stat
+        return Znode(data, stat)
 
-    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
+    def get_many(self, paths: Sequence[str]) -> list[Znode | None]:
         """Pipelined reads: all requests are sent before the first answer is awaited."""
         self.session.count("reads", len(paths))
         pending = [self.client.get_async(p) for p in paths]
-        out: list[tuple[bytes, Any] | None] = []
+        out: list[Znode | None] = []
         for result in pending:
             try:
                 data, stat = result.get(timeout=self.remaining())
             except NoNodeError:
                 out.append(None)
             else:
-                out.append((data, stat))
+                out.append(Znode(data, stat))
         return out
 
     def read_ahead(self, path: str) -> Any:
@@ -108,14 +109,14 @@ class Call:
         self.session.count("reads")
         return self.client.get_async(path)
 
-    def read_answer(self, pending: Any) -> tuple[bytes, Any] | None:
+    def read_answer(self, pending: Any) -> Znode | None:
         """The answer of a read sent by :meth:`read_ahead`: data and stat, or None if the node does not
         exist (kazoo's errors are raised as they came)."""
         try:
             data, stat = pending.get(timeout=max(0.0, self.deadline - time.monotonic()))
         except NoNodeError:
             return None
-        return data, stat
+        return Znode(data, stat)
 
     def exists_many(self, paths: Sequence[str]) -> list[Any]:
         """Pipelined stats (None for a missing node)."""

@@ -43,7 +43,7 @@ def succeeded_try(ledger: EpochLedger, staged: str, task_instance: Mapping[str, 
         raw = call.get(path)
         if raw is None:
             return None
-        mark = SucceededMark.from_bytes(raw[0], path=path)
+        mark = SucceededMark.from_bytes(raw.data, path=path)
         return mark.try_number if dict(mark.task_instance) == dict(task_instance) else None
 
     return ledger.ctx.call(body, what=f"read {path}")
@@ -66,10 +66,10 @@ def mark_succeeded(ledger: EpochLedger, staged: str, task_instance: Mapping[str,
             if failure is not None:
                 raise Conflict()  # another try marked it first: decide again
             return
-        there = SucceededMark.from_bytes(raw[0], path=path)
+        there = SucceededMark.from_bytes(raw.data, path=path)
         if dict(there.task_instance) == dict(task_instance) and there.try_number >= try_number:
             return
-        failure = call.try_commit([SetData(path, wanted.to_bytes(), int(raw[1].version))])
+        failure = call.try_commit([SetData(path, wanted.to_bytes(), int(raw.stat.version))])
         if failure is not None and isinstance(failure.error, BadVersionError):
             raise Conflict()
         if failure is not None:

@@ -44,7 +44,7 @@ def staged_votes(ledger: EpochLedger, epoch: int) -> list[tuple[str, str, Staged
         pairs = [(partition, producer) for partition, producers in zip(partitions, listings, strict=True)
                  for producer in sorted(producers or [])]
         paths = [f"{epoch_path}/{partition}/{producer}" for partition, producer in pairs]
-        return [(partition, producer, StagedVote.from_bytes(raw[0], path=path))
+        return [(partition, producer, StagedVote.from_bytes(raw.data, path=path))
                 for (partition, producer), path, raw in zip(pairs, paths, call.get_many(paths), strict=True)
                 if raw is not None]
 
@@ -57,7 +57,7 @@ def staged_key(ledger: EpochLedger, epoch: int) -> str | None:
 
     def body(call: Call) -> str | None:
         raw = call.get(path)
-        return None if raw is None else decode_staged_key(raw[0])
+        return None if raw is None else decode_staged_key(raw.data)
 
     return ledger.ctx.call(body, what=f"read the key staged for epoch {epoch}")
 
@@ -82,7 +82,7 @@ def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
         raw = call.get(root)
         if raw is None:
             return []
-        cursor = StagedPruned.from_bytes(raw[0], path=root)
+        cursor = StagedPruned.from_bytes(raw.data, path=root)
         through = cursor.through if cursor is not None else ledger.ctx.record(call).first_epoch - 1
         last = min(below - 1, through + PRUNE_PROBE)
         candidates = list(range(through + 1, last + 1))
@@ -96,7 +96,7 @@ def prune_staged(ledger: EpochLedger, *, max_epochs: int = 2) -> list[int]:
                 delete_tree(call, staged_epoch_path(ledger.paths, epoch))
                 pruned.append(epoch)
         if last > through:  # a lost race to another pruner only means it moved the cursor first
-            call.try_commit([SetData(root, StagedPruned(last).to_bytes(), int(raw[1].version))])
+            call.try_commit([SetData(root, StagedPruned(last).to_bytes(), int(raw.stat.version))])
         return pruned
 
     return list(ledger.ctx.call(body, what=f"prune the staged votes of {ledger.pipeline!r}"))

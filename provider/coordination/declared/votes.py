@@ -228,10 +228,10 @@ def _stage(ledger: EpochLedger, epoch_path: str, path: str, match: Match, epoch:
         raw = call.get(path)
         if raw is None:
             raise Conflict()  # pruned meanwhile: decide again
-        existing = StagedVote.from_bytes(raw[0], path=path)
-        if (call.sent or call.wrote) and int(raw[1].version) == 0 and existing == doc:
+        existing = StagedVote.from_bytes(raw.data, path=path)
+        if (call.sent or call.wrote) and int(raw.stat.version) == 0 and existing == doc:
             return None  # this call's own create, whose answer was lost
-        return existing, int(raw[1].version)
+        return existing, int(raw.stat.version)
 
     return ledger.ctx.call(body, what=f"stage the vote of {match.producer!r} for {match.partition!r} at epoch {epoch}")
 
@@ -249,7 +249,7 @@ def _replace(ledger: EpochLedger, path: str, doc: StagedVote, version: int) -> b
 
     def find(call: Call) -> bool | None:  # after a lost answer: did this replacement commit?
         raw = call.get(path)
-        return True if raw is not None and int(raw[1].version) == version + 1 and raw[0] == doc.to_bytes() else None
+        return True if raw is not None and int(raw.stat.version) == version + 1 and raw.data == doc.to_bytes() else None
 
     return bool(ledger.ctx.call(body, what=f"replace the staged vote {path}", find=find))
 
@@ -335,7 +335,7 @@ def _ensure_epoch_node(call: Call, path: str, key: str, epoch: int) -> None:
     raw = call.get(path)
     if raw is None:
         raise Conflict()  # pruned meanwhile: decide again
-    there = StagedKey.from_bytes(raw[0], path=path).partition_key if raw[0] else None
+    there = StagedKey.from_bytes(raw.data, path=path).partition_key if raw.data else None
     if there != key:
         raise InvalidInput(f"partition key {key!r} maps to epoch {epoch}, which key {there!r} already holds; "
                            "the key map must give every key its own epoch")

@@ -13,7 +13,7 @@ from airflow_epochs.coordination.recipes.backpressure.watch import acknowledged
 async def staged_key(store: NodeStore, paths: PipelinePaths, epoch: int) -> str | None:
     """The partition key staged for ``epoch`` by its declared producers, or None."""
     staged = await store.get(staged_epoch_path(paths, epoch))
-    return decode_staged_key(staged[0]) if staged is not None else None
+    return decode_staged_key(staged.data) if staged is not None else None
 
 
 async def holds_back(store: NodeStore, paths: PipelinePaths, consumer: str, epoch: int, wake: Watch, *,

@@ -54,16 +54,16 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
                 f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {node.attempt}; attempt "
                 f"{attempt.token} cannot be aborted; nothing was written"
             )
-        if att[0].state != "running" or node.attempt != attempt.token or node.state != "open":
+        if att.record.state != "running" or node.attempt != attempt.token or node.state != "open":
             raise AttemptSuperseded(
                 f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is "
-                f"{att[0].state} (the epoch is {node.state} under attempt {node.attempt}); nothing was written",
+                f"{att.record.state} (the epoch is {node.state} under attempt {node.attempt}); nothing was written",
                 attempt=attempt.token, current=node.attempt,
             )
-        aborted = replace(att[0], state="aborted", reason=reason, changed_by=call.request_id,
+        aborted = replace(att.record, state="aborted", reason=reason, changed_by=call.request_id,
                           aborted_by=call.request_id)
         commit_or_conflict(call, [
-            SetData(path, aborted.to_bytes(), att[1].version),
+            SetData(path, aborted.to_bytes(), att.stat.version),
             Check(ctx.paths.epoch(attempt.epoch), stat.version),  # not sealed, taken over or rolled back
             *ctx.event(AttemptAborted(epoch=attempt.epoch, attempt=attempt.token, owner=attempt.owner,
                        reason=reason)),
@@ -72,9 +72,9 @@ def abort_attempt(ctx: PipelineContext, attempt: Attempt, *, reason: str = "", r
 
     def find(call: Call) -> AbortResult | None:
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        if att is None or att[0].aborted_by != call.request_id:
+        if att is None or att.record.aborted_by != call.request_id:
             return None
-        rolled_back = att[0].state == "rolled_back"
+        rolled_back = att.record.state == "rolled_back"
         return AbortResult(attempt.epoch, attempt.token, call.request_id,
                            Overtaken("rolled_back") if rolled_back else None)
 

@@ -49,7 +49,7 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
                     f"{call.request_id!r} sealed it is no longer on record)")
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened; nothing was "
                                "written")
-        doc = found[0]
+        doc = found.record
         if doc.state == "sealed":
             if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation:
                 raise EpochAlreadySealed(
@@ -77,7 +77,7 @@ def close_epoch(ctx: PipelineContext, attempt: Attempt, request_id: str | None =
         epoch_sealed = call.exists(ctx.paths.epoch_seal(attempt.epoch)) is not None
         if not epoch_sealed:
             frontier_raw = call.get(ctx.paths.frontier)
-            frontier = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch if frontier_raw else -1
+            frontier = FrontierNode.from_bytes(frontier_raw.data, path=ctx.paths.frontier).epoch if frontier_raw else -1
             if frontier != attempt.epoch - 1:
                 raise EpochOutOfOrder(
                     f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} cannot be sealed while the frontier is "
@@ -126,24 +126,24 @@ def _find_close(call: Call, ctx: PipelineContext, attempt: Attempt) -> EpochInfo
         return None
 
     def info() -> EpochInfo:  # the answer from this one read of the record (a second could differ)
-        return info_of_record(call, ctx, attempt.epoch, found[0])
+        return info_of_record(call, ctx, attempt.epoch, found.record)
 
     paths = ctx.paths
     seal_raw = call.get(paths.epoch_seal(attempt.epoch))
     if seal_raw is not None and \
-            EpochSealNode.from_bytes(seal_raw[0], path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
+            EpochSealNode.from_bytes(seal_raw.data, path=paths.epoch_seal(attempt.epoch)).request == call.request_id:
         return info()
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-    if att is not None and att[0].sealed_by_request == call.request_id:
+    if att is not None and att.record.sealed_by_request == call.request_id:
         # the epoch as this request sealed it, not as it stands now (rolled back, perhaps reopened since)
-        return replace(info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, found[0], None)),
+        return replace(info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, found.record, None)),
                        overtaken=Overtaken("rolled_back"))
     names = call.children(paths.seals(attempt.epoch, attempt.generation)) or []
     seal_paths = [paths.seal(attempt.epoch, attempt.generation, name) for name in names]
-    if not any(raw is not None and SealNode.from_bytes(raw[0], path=path).request == call.request_id
+    if not any(raw is not None and SealNode.from_bytes(raw.data, path=path).request == call.request_id
                for raw, path in zip(call.get_many(seal_paths), seal_paths, strict=True)):
         return None
-    overtaken = attempt_overtaken(attempt.token, attempt.generation, found[0], att[0] if att else None)
+    overtaken = attempt_overtaken(attempt.token, attempt.generation, found.record, att.record if att else None)
     if overtaken is None:
         return None
     if overtaken.change == "sealed" and overtaken.current == attempt.token:
@@ -156,7 +156,7 @@ def _sealed_by(call: Call, ctx: PipelineContext, attempt: Attempt, doc: EpochNod
     seal, which exists exactly while that seal stands; gone, a rollback undid it since (overtaken)."""
     path = ctx.paths.epoch_seal(attempt.epoch)
     raw = call.get(path)
-    seal = None if raw is None else EpochSealNode.from_bytes(raw[0], path=path)
+    seal = None if raw is None else EpochSealNode.from_bytes(raw.data, path=path)
     if seal is None or (seal.attempt, seal.generation) != (attempt.token, attempt.generation):
         sealed = info_of_record(call, ctx, attempt.epoch, _as_sealed(attempt, doc, None))
         return replace(sealed, overtaken=Overtaken("rolled_back"))

@@ -165,7 +165,7 @@ def _scheduled_by(call: Call, ctx: PipelineContext, request_id: str) -> list[lis
     paths = [ctx.paths.config(version) for version, _ in record.configs]
     out: list[list[int]] = []
     for (version, from_epoch), raw, path in zip(record.configs, call.get_many(paths), paths, strict=True):
-        if raw is not None and config_request(raw[0], path=path) == request_id:
+        if raw is not None and config_request(raw.data, path=path) == request_id:
             out.append([version, from_epoch])
     return out
 

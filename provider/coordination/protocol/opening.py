@@ -32,6 +32,7 @@ from airflow_epochs.coordination.base.errors import (
 from airflow_epochs.coordination.base.names import check_attempt_token, validate_epoch
 from airflow_epochs.coordination.base.paths import parse_attempt_key
 from airflow_epochs.coordination.base.steps import Check, Create, Failure, SetData, Step, first_failure
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (
     attempt_overtaken,
@@ -74,12 +75,12 @@ def _find_opening(call: Call, ctx: PipelineContext, epoch: int) -> Attempt | Non
         return None
     for token in sorted((t for t in map(parse_attempt_key, names) if t is not None), reverse=True):
         found = attempt_record(call, ctx, epoch, token)
-        if found is None or (found[0].request, found[0].owner) != (call.request_id, ctx.owner):
+        if found is None or (found.record.request, found.record.owner) != (call.request_id, ctx.owner):
             continue
         current = epoch_record(call, ctx, epoch)
         if current is None:
             return None
-        return _attempt_handle(ctx, call, epoch, token, current[0], found[0])
+        return _attempt_handle(ctx, call, epoch, token, current.record, found.record)
     return None
 
 
@@ -171,12 +172,12 @@ class Opening:
         if current is None:
             raise CorruptPayload(f"{self.paths.attempt(self.epoch, token)}: the current attempt of epoch "
                                  f"{self.epoch} is missing")
-        mine = (current[0].request, current[0].owner) == (call.request_id, self.ctx.owner)
-        if current[0].state == "running" and mine:
+        mine = (current.record.request, current.record.owner) == (call.request_id, self.ctx.owner)
+        if current.record.state == "running" and mine:
             # This request already opened it: another process with the same request id committed between
             # our look-up and our commit. The answer is that attempt; a new one would fence off its votes.
-            return _attempt_handle(self.ctx, call, self.epoch, token, node, current[0])
-        if current[0].state == "running" and node.owner != self.ctx.owner and not self.takeover:
+            return _attempt_handle(self.ctx, call, self.epoch, token, node, current.record)
+        if current.record.state == "running" and node.owner != self.ctx.owner and not self.takeover:
             raise EpochAlreadyOpen(
                 f"pipeline {self.ctx.pipeline!r}: epoch {self.epoch} is open under attempt {token} of "
                 f"{node.owner!r}; nothing was written",
@@ -184,7 +185,7 @@ class Opening:
             )
         return self.supersede(call, node, stat.version, current)
 
-    def supersede(self, call: Call, node: EpochNode, version_no: int, current: tuple[AttemptNode, Any]) -> Attempt:
+    def supersede(self, call: Call, node: EpochNode, version_no: int, current: Found[AttemptNode]) -> Attempt:
         """A new attempt: the old one was aborted, or it is superseded (a takeover, or this owner
         starting over: a same-named replacement never shares a possible zombie's token)."""
         token = node.attempt
@@ -197,17 +198,18 @@ class Opening:
         sealed = set(call.children(self.paths.seals(self.epoch, generation)) or [])
         new_node = replace(node, attempt=new_token, owner=self.ctx.owner)
         old_path = self.paths.attempt(self.epoch, token)
-        fence_old: Step = Check(old_path, current[1].version)
-        if current[0].state == "running":
-            superseded = replace(current[0], state="superseded", superseded_by=new_token, changed_by=call.request_id)
-            fence_old = SetData(old_path, superseded.to_bytes(), current[1].version)
+        fence_old: Step = Check(old_path, current.stat.version)
+        if current.record.state == "running":
+            superseded = replace(current.record, state="superseded", superseded_by=new_token,
+                                 changed_by=call.request_id)
+            fence_old = SetData(old_path, superseded.to_bytes(), current.stat.version)
         ops: list[Step] = [
             fence_old,
             SetData(self.paths.epoch(self.epoch), new_node.to_bytes(), version_no),
             *([Check(self.paths.seals(self.epoch, generation), counter.version)] if counter is not None else []),
             *self.attempt_ops(call, new_token, version, generation, created=sealed),
             *self.ctx.event(AttemptStarted(epoch=self.epoch, attempt=new_token, owner=self.ctx.owner,
-                            superseded=token, previous_state=current[0].state, generation=generation)),
+                            superseded=token, previous_state=current.record.state, generation=generation)),
         ]
         commit_or_conflict(call, ops)
         return _attempt_handle(self.ctx, call, self.epoch, new_token, new_node)
@@ -314,11 +316,11 @@ def current_attempt(ctx: PipelineContext, epoch: int) -> Attempt:
             if ctx.record(call).compacted_through >= epoch:
                 raise EpochAlreadySealed(f"pipeline {ctx.pipeline!r}: epoch {epoch} is sealed (and compacted)")
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {epoch} has not been opened")
-        node = found[0]
+        node = found.record
         if node.state != "open":
             raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {epoch} is {node.state}, not open")
         att = attempt_record(call, ctx, epoch, node.attempt)
         return Attempt(ctx.pipeline, epoch, node.attempt, node.owner, node.config_version, node.generation,
-                       att[0].request if att else "", node.opened_at, None)
+                       att.record.request if att else "", node.opened_at, None)
 
     return ctx.call(body, what=f"read the current attempt of epoch {epoch}")

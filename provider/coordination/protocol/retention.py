@@ -114,18 +114,18 @@ def _pinned_epochs(call: Call, ctx: PipelineContext, epochs: Sequence[int]) -> s
     pinned: set[int] = set()
     summary_raw = call.get(ctx.paths.archive)
     if summary_raw is not None:  # each partition's newest compacted snapshot, named by the summary
-        summary = CompactionSummary.from_bytes(summary_raw[0], path=ctx.paths.archive)
+        summary = CompactionSummary.from_bytes(summary_raw.data, path=ctx.paths.archive)
         pinned |= {place.epoch for place in summary.snapshots.values()} & set(epochs)
     records = [epoch_record(call, ctx, epoch) for epoch in epochs]
     for epoch, found in zip(epochs, records, strict=True):
         if found is None or epoch in pinned:
             continue
-        names = call.children(ctx.paths.seals(epoch, int(found[0].generation))) or []
+        names = call.children(ctx.paths.seals(epoch, int(found.record.generation))) or []
         paths = [ctx.paths.snapshot_pointer(name) for name in names]
         for path, raw in zip(paths, call.get_many(paths), strict=True):
             if raw is None:
                 continue
-            pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+            pointer = SnapshotPointerNode.from_bytes(raw.data, path=path)
             if any(place is not None and place.epoch == epoch for place in (pointer.current, pointer.previous)):
                 pinned.add(epoch)
                 break
@@ -141,7 +141,7 @@ def _mark(call: Call, ctx: PipelineContext, steps: Sequence[CompactionStep],
     version = ctx.config_for(call, max(current, record.first_epoch), record)
     retain = version.config.retain_epochs
     archive_raw = call.get(ctx.paths.archive)
-    archive = CompactionSummary.from_bytes(archive_raw[0], path=ctx.paths.archive) if archive_raw else None
+    archive = CompactionSummary.from_bytes(archive_raw.data, path=ctx.paths.archive) if archive_raw else None
     old = record.compacted_through
     zxid = archive.history_zxid if archive else None
     requests = archive.requests_zxid if archive else None
@@ -156,19 +156,19 @@ def _mark(call: Call, ctx: PipelineContext, steps: Sequence[CompactionStep],
         if new <= old:
             return old, zxid, requests
     found = epoch_record(call, ctx, new)
-    if found is None or found[0].state != "sealed":
+    if found is None or found.record.state != "sealed":
         return old, zxid, requests
-    lineage = _newest_lineage(call, ctx, new, int(found[0].generation), dict(archive.lineage) if archive else {})
+    lineage = _newest_lineage(call, ctx, new, int(found.record.generation), dict(archive.lineage) if archive else {})
     snapshots = _newest_snapshots(call, ctx, record, old, new, dict(archive.snapshots) if archive else {})
     requests = zxid  # request ids are forgotten one compaction behind the epochs
-    zxid = int(found[1].mzxid)
+    zxid = int(found.stat.mzxid)
     summary = CompactionSummary(new, (archive.epochs if archive else 0) + (new - old), zxid, lineage,
                                 requests, archive.partitions_through if archive else 0,
                                 archive.retiring if archive else None, snapshots,
                                 archive.snapshots_from if archive else old).to_bytes()
     ops: list[Step] = [
         SetData(ctx.paths.base, record.to_bytes(compacted_through=new), record.version),
-        SetData(ctx.paths.archive, summary, archive_raw[1].version)
+        SetData(ctx.paths.archive, summary, archive_raw.stat.version)
         if archive_raw else Create(ctx.paths.archive, summary),
         *ctx.event(Compacted(from_epoch=old + 1, to_epoch=new, retain_epochs=retain)),
     ]
@@ -240,7 +240,7 @@ def _newest_lineage(call: Call, ctx: PipelineContext, epoch: int, generation: in
     seal_paths = [ctx.paths.seal(epoch, generation, n) for n in names]
     for name, raw, path in zip(names, call.get_many(seal_paths), seal_paths, strict=True):
         if raw is not None:
-            seal = SealNode.from_bytes(raw[0], path=path)
+            seal = SealNode.from_bytes(raw.data, path=path)
             if seal.upstream:
                 lineage[name] = CompactedLineage(epoch, dict(seal.upstream))
     return lineage
@@ -257,7 +257,7 @@ def _newest_snapshots(call: Call, ctx: PipelineContext, record: PipelineRecord, 
     for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
         if raw is None:
             continue  # no snapshot since the partition began (or since it came back after a retirement)
-        pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+        pointer = SnapshotPointerNode.from_bytes(raw.data, path=path)
         place = next((place for place in (pointer.current, pointer.previous)
                       if place is not None and place.epoch <= new), None)
         if place is None:
@@ -336,7 +336,7 @@ def archived_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: st
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return None
-    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
+    summary = CompactionSummary.from_bytes(raw.data, path=ctx.paths.archive)
     if epoch > summary.through:
         return None  # not compacted: its seal answers, or nothing does
     item = summary.lineage.get(partition)

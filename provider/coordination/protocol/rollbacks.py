@@ -17,6 +17,7 @@ from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidEpoch, RollbackRefused
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import frontier_with_stat
 from airflow_epochs.coordination.state.retired_partitions import live_partitions, newest_retired
@@ -103,28 +104,28 @@ def _undo_epochs(call: Call, ctx: PipelineContext, epochs: list[int], newest: in
     """The ops that mark ``epochs`` rolled back and fence their attempts, and what they undo."""
     p = ctx.paths
     raws = call.get_many([p.epoch(e) for e in epochs])
-    nodes: list[tuple[int, EpochNode, Any]] = []
+    nodes: list[tuple[int, Found[EpochNode]]] = []
     for epoch, raw in zip(epochs, raws, strict=True):
         if raw is None:
             raise CorruptPayload(f"{p.epoch(epoch)}: epoch {epoch} <= newest {newest} is missing")
-        nodes.append((epoch, EpochNode.from_bytes(raw[0], path=p.epoch(epoch)), raw[1]))
-    attempts = call.get_many([p.attempt(e, node.attempt) for e, node, _ in nodes])
-    seals = call.get_many([p.epoch_seal(e) for e, _, _ in nodes])
+        nodes.append((epoch, Found(EpochNode.from_bytes(raw.data, path=p.epoch(epoch)), raw.stat)))
+    attempts = call.get_many([p.attempt(e, found.record.attempt) for e, found in nodes])
+    seals = call.get_many([p.epoch_seal(e) for e, _ in nodes])
     ops: list[Step] = []
     undone: dict[str, Any] = {}
-    for (epoch, node, stat), att, seal in zip(nodes, attempts, seals, strict=True):
+    for (epoch, (node, stat)), att, seal in zip(nodes, attempts, seals, strict=True):
         undone[str(epoch)] = {"state": node.state, "attempt": node.attempt, "generation": node.generation}
         ops.append(SetData(p.epoch(epoch), replace(node, state="rolled_back").to_bytes(), stat.version))
         token = node.attempt
         if att is not None:  # fences the attempt: its votes and seals are refused from now on
-            fenced = replace(AttemptNode.from_bytes(att[0], path=p.attempt(epoch, token)), state="rolled_back",
+            fenced = replace(AttemptNode.from_bytes(att.data, path=p.attempt(epoch, token)), state="rolled_back",
                              changed_by=call.request_id)
             if seal is not None:
-                sealed_by = EpochSealNode.from_bytes(seal[0], path=p.epoch_seal(epoch)).request
+                sealed_by = EpochSealNode.from_bytes(seal.data, path=p.epoch_seal(epoch)).request
                 fenced = replace(fenced, sealed_by_request=sealed_by)
-            ops.append(SetData(p.attempt(epoch, token), fenced.to_bytes(), att[1].version))
+            ops.append(SetData(p.attempt(epoch, token), fenced.to_bytes(), att.stat.version))
         if seal is not None:
-            ops.append(Delete(p.epoch_seal(epoch), seal[1].version))
+            ops.append(Delete(p.epoch_seal(epoch), seal.stat.version))
     return ops, undone
 
 
@@ -143,14 +144,14 @@ def _snapshot_pointer_resets(call: Call, ctx: PipelineContext, to_epoch: int, re
     for partition, path, raw in zip(partitions, paths, call.get_many(paths), strict=True):  # read together
         if raw is None:
             continue
-        pointer = SnapshotPointerNode.from_bytes(raw[0], path=path)
+        pointer = SnapshotPointerNode.from_bytes(raw.data, path=path)
         if pointer.current.epoch <= to_epoch:
             continue
         keep = _snapshot_before(call, ctx, pointer, to_epoch, record)
         if keep is None:
-            ops.append(Delete(path, raw[1].version))
+            ops.append(Delete(path, raw.stat.version))
         else:
-            ops.append(SetData(path, SnapshotPointerNode(partition, keep).to_bytes(), raw[1].version))
+            ops.append(SetData(path, SnapshotPointerNode(partition, keep).to_bytes(), raw.stat.version))
     return ops
 
 

@@ -29,6 +29,7 @@ from airflow_epochs.coordination.base.errors import (
     UnknownProducer,
 )
 from airflow_epochs.coordination.base.steps import Check, Create, Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.state.history import commit
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import (
@@ -162,7 +163,7 @@ def with_opened_at(call: Call, ctx: PipelineContext, attempt: Attempt) -> Attemp
     if found is None:
         raise EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
     return Attempt(attempt.pipeline, attempt.epoch, attempt.token, attempt.owner, attempt.config_version,
-                   attempt.generation, attempt.request, float(found[0].opened_at), attempt.session)
+                   attempt.generation, attempt.request, float(found.record.opened_at), attempt.session)
 
 
 def _seal_document(
@@ -201,7 +202,7 @@ def seal_ops(
     partition: str,
     producers: Sequence[str],
     votes: Mapping[str, CastVote],
-    pointer: tuple[bytes, Any] | None,
+    pointer: Znode | None,
     request_id: str,
     now: float,
     *,
@@ -223,9 +224,9 @@ def seal_ops(
         if pointer is None:
             ops.append(Create(path, SnapshotPointerNode(partition, here).to_bytes()))
         else:
-            old = SnapshotPointerNode.from_bytes(pointer[0], path=path)
+            old = SnapshotPointerNode.from_bytes(pointer.data, path=path)
             previous = old.previous if old.current.epoch >= attempt.epoch else old.current
-            ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer[1].version))
+            ops.append(SetData(path, SnapshotPointerNode(partition, here, previous).to_bytes(), pointer.stat.version))
     ops += ctx.event(PartitionSealed(epoch=attempt.epoch, partition=partition, attempt=attempt.token,
                      producer_count=len(producers), first_vote_at=seal.first_vote_at, generation=attempt.generation))
     return ops + deletes
@@ -265,7 +266,7 @@ def seal_partition(
             return epoch_seal_progress(call, ctx, attempt, partitions_total, request_id)
         if any(raw is None for raw in vote_raws):
             return SealProgress(False, False)
-        votes = {name: CastVote.from_znode(raw[0], path, name, attempt.token)
+        votes = {name: CastVote.from_znode(raw.data, path, name, attempt.token)
                  for name, raw, path in zip(producers, vote_raws, vote_paths, strict=True) if raw is not None}
         now = ctx.clock()
         last = partitions_total == 1
@@ -366,11 +367,11 @@ def check_current(call: Call, ctx: PipelineContext, attempt: Attempt, doc: Epoch
             f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}"
         )
     att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-    state = att[0].state if att is not None else "missing"
+    state = att.record.state if att is not None else "missing"
     if int(doc.attempt) != attempt.token or int(doc.generation) != attempt.generation \
             or doc.state != "open" or state != "running":
         current = attempt_record(call, ctx, attempt.epoch, int(doc.attempt))
-        current_state = current[0].state if current is not None else "?"
+        current_state = current.record.state if current is not None else "?"
         raise AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current "
             f"(it is {state}; the epoch is {doc.state} under attempt {doc.attempt} ({current_state}) of "

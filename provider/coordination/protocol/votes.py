@@ -17,7 +17,7 @@ vote committed: finish sealing if it completed the set), or it does not (nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -91,28 +91,31 @@ class SentVote:
     sole: bool  # the partition's only producer: the vote is the seal
 
 
+@dataclass(eq=False)
 class Voting:
     """One ``vote`` call, read top to bottom: cast (the one transaction), refused (why it failed,
     matched by the step that failed), finish (seal if the set is complete), and find (after a lost
-    answer or for a repeated request id). It remembers across rounds whether its vote is in."""
+    answer or for a repeated request id). It remembers across rounds whether its vote is in.
 
-    def __init__(self, ctx: PipelineContext, attempt: Attempt, partition: str, producer: str,
-                 manifest: dict[str, Any], snapshot: Any, lineage: dict[str, int]) -> None:
-        self.ctx = ctx
-        self.paths = ctx.paths
-        self.attempt = attempt
-        self.partition = partition
-        self.producer = producer
-        self.manifest = manifest
-        self.snapshot = snapshot
-        self.lineage = lineage
-        self.vote_path = ctx.paths.vote(attempt.epoch, attempt.token, partition, producer)
-        self.seal_path = ctx.paths.seal(attempt.epoch, attempt.generation, partition)
-        self.counter_path = ctx.paths.vote_counter(attempt.epoch, attempt.token, partition)
-        self.voted = False  # this request's vote is in
-        self.duplicate = False  # ... as an identical vote of another request
-        self.count: int | None = None  # votes in, as the counter said when this vote was cast
-        self.progress: SealProgress | None = None
+    Built from the checked arguments of :func:`vote` (``lineage``: its checked ``upstream``)."""
+
+    ctx: PipelineContext
+    attempt: Attempt
+    partition: str
+    producer: str
+    manifest: dict[str, Any]
+    snapshot: Any
+    lineage: dict[str, int]
+    voted: bool = field(default=False, init=False)  # this request's vote is in
+    duplicate: bool = field(default=False, init=False)  # ... as an identical vote of another request
+    count: int | None = field(default=None, init=False)  # votes in, as the counter said when this vote was cast
+    progress: SealProgress | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.paths = self.ctx.paths
+        self.vote_path = self.paths.vote(self.attempt.epoch, self.attempt.token, self.partition, self.producer)
+        self.seal_path = self.paths.seal(self.attempt.epoch, self.attempt.generation, self.partition)
+        self.counter_path = self.paths.vote_counter(self.attempt.epoch, self.attempt.token, self.partition)
 
     # -- casting -------------------------------------------------------------------------------
 
@@ -218,7 +221,7 @@ class Voting:
             raw = call.get(self.vote_path)
             if raw is None:
                 raise Conflict()
-            return self.repeat(call, CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token))
+            return self.repeat(call, CastVote.from_znode(raw.data, self.vote_path, self.producer, self.attempt.token))
         if fenced and isinstance(error, (BadVersionError, NoNodeError)):
             raise self.not_current(call)
         if step.path == self.vote_path and isinstance(error, NoNodeError):
@@ -291,13 +294,13 @@ class Voting:
                     f"{producer!r} is refused (whether {earlier} ({call.request_id!r}) voted is no longer on "
                     "record)")
             return EpochNotOpen(f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} has not been opened")
-        doc = found[0]
+        doc = found.record
         if doc.state == "sealed":
             return EpochAlreadySealed(
                 f"pipeline {ctx.pipeline!r}: epoch {attempt.epoch} is sealed by attempt {doc.attempt}; the vote "
                 f"of {producer!r} on {partition!r} under attempt {attempt.token} was refused and nothing was written")
         att = attempt_record(call, ctx, attempt.epoch, attempt.token)
-        what = att[0].state if att is not None else "unknown"
+        what = att.record.state if att is not None else "unknown"
         return AttemptSuperseded(
             f"pipeline {ctx.pipeline!r}: attempt {attempt.token} of epoch {attempt.epoch} is no longer current (it "
             f"is {what}; the epoch is {doc.state} under attempt {doc.attempt} of {doc.owner!r}); the vote "
@@ -339,7 +342,8 @@ class Voting:
         if found is None:
             return None
         att = attempt_record(call, self.ctx, self.attempt.epoch, self.attempt.token)
-        overtaken = attempt_overtaken(self.attempt.token, self.attempt.generation, found[0], att[0] if att else None)
+        overtaken = attempt_overtaken(self.attempt.token, self.attempt.generation, found.record,
+                                      att.record if att else None)
         if overtaken is not None and overtaken.change == "sealed":
             return None  # sealed by this very attempt: the vote counted
         return overtaken
@@ -358,7 +362,7 @@ class Voting:
         """Did this request's vote commit (its answer was lost, or the caller repeats the request)?"""
         # a sole producer never has a vote znode: its vote is kept in its partition's seal
         raw = None if self.sole(call) else call.get(self.vote_path)
-        existing = CastVote.from_znode(raw[0], self.vote_path, self.producer, self.attempt.token) \
+        existing = CastVote.from_znode(raw.data, self.vote_path, self.producer, self.attempt.token) \
             if raw is not None else self.folded(call)
         if existing is None:  # the epoch may have left ZooKeeper since: its archive keeps its votes
             past = archived_call(call, self.ctx, self.attempt.epoch)

@@ -39,6 +39,7 @@ from kazoo.protocol.states import ZnodeStat
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.paths import child_path
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.state.archive_storage import read_stored, write_stored_once
 from airflow_epochs.coordination.state.history import event_sequences
 from airflow_epochs.coordination.state.pipeline import PipelineContext
@@ -58,8 +59,8 @@ class ArchivedEpoch:
     """One epoch's record as archived: znodes by path relative to the pipeline's znode, and events."""
 
     epoch: int
-    znodes: dict[str, tuple[bytes, ZnodeStat]]
-    events: dict[int, tuple[bytes, ZnodeStat]]
+    znodes: dict[str, Znode]
+    events: dict[int, Znode]
     events_after: int
     events_through: int
 
@@ -130,14 +131,14 @@ def decode(raw: bytes, *, where: str) -> ArchivedEpoch:
         header = lines[0]
         if header.get("kind") != "header" or header.get("format") != _FORMAT:
             raise CorruptPayload(f"{where}: not an epoch archive of format {_FORMAT}")
-        znodes: dict[str, tuple[bytes, ZnodeStat]] = {}
-        events: dict[int, tuple[bytes, ZnodeStat]] = {}
+        znodes: dict[str, Znode] = {}
+        events: dict[int, Znode] = {}
         for line in lines[1:]:
             stat = ZnodeStat(*(int(v) for v in line["stat"]))
             if line["kind"] == "znode":
-                znodes[str(line["path"])] = (_data_of(line), stat)
+                znodes[str(line["path"])] = Znode(_data_of(line), stat)
             elif line["kind"] == "event":
-                events[int(line["seq"])] = (_data_of(line), stat)
+                events[int(line["seq"])] = Znode(_data_of(line), stat)
         return ArchivedEpoch(int(header["epoch"]), znodes, events, int(header["events_after"]),
                              int(header["events_through"]))
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -151,16 +152,16 @@ def _relative(ctx: PipelineContext, path: str) -> str:
     return path[len(ctx.paths.base):]
 
 
-def subtree(call: Call, top: str) -> dict[str, tuple[bytes, ZnodeStat]]:
+def subtree(call: Call, top: str) -> dict[str, Znode]:
     """Every znode under ``top`` (itself included) with its data and stat, read level by level."""
-    found: dict[str, tuple[bytes, ZnodeStat]] = {}
+    found: dict[str, Znode] = {}
     level = [top]
     while level:
         for path, raw in zip(level, call.get_many(level), strict=True):
             if raw is not None:
-                found[path] = (raw[0], raw[1])
+                found[path] = raw
         # only nodes with children are listed: votes and seals, most of an epoch, are leaves
-        parents = [path for path in level if path in found and int(found[path][1].numChildren) > 0]
+        parents = [path for path in level if path in found and int(found[path].stat.numChildren) > 0]
         listings = [call.children(path) for path in parents]
         level = [child_path(path, child) for path, children in zip(parents, listings, strict=True)
                  for child in children or []]
@@ -181,16 +182,16 @@ def _first_after(call: Call, ctx: PipelineContext, seqs: list[int], zxid: int) -
     return low
 
 
-def _events_in(call: Call, ctx: PipelineContext, after: int, through: int) -> dict[int, tuple[bytes, ZnodeStat]]:
+def _events_in(call: Call, ctx: PipelineContext, after: int, through: int) -> dict[int, Znode]:
     """The history events still in ZooKeeper committed in ``(after, through]`` (zxids)."""
     seqs = event_sequences(call, ctx)  # never a listing of the history (see history.py)
     wanted = seqs[_first_after(call, ctx, seqs, after):_first_after(call, ctx, seqs, through)]
-    found: dict[int, tuple[bytes, ZnodeStat]] = {}
+    found: dict[int, Znode] = {}
     for start in range(0, len(wanted), 500):
         batch = wanted[start:start + 500]
         for seq, raw in zip(batch, call.get_many([ctx.paths.event(s) for s in batch]), strict=True):
-            if raw is not None and after < int(raw[1].czxid) <= through:
-                found[seq] = (raw[0], raw[1])
+            if raw is not None and after < int(raw.stat.czxid) <= through:
+                found[seq] = raw
     return found
 
 
@@ -200,7 +201,7 @@ def build(call: Call, ctx: PipelineContext, epoch: int, events_after: int) -> Ar
     nodes = subtree(call, top)
     if top not in nodes:
         return None
-    through = max(events_after, int(nodes[top][1].mzxid))
+    through = max(events_after, int(nodes[top].stat.mzxid))
     return ArchivedEpoch(epoch, {_relative(ctx, p): v for p, v in nodes.items()},
                          _events_in(call, ctx, events_after, through), events_after, through)
 
@@ -223,12 +224,12 @@ def verify(found: ArchivedEpoch, built: ArchivedEpoch, *, where: str) -> None:
     short may already have deleted part of it, and pruned some of its events)."""
     for path, (data, stat) in built.znodes.items():
         kept = found.znodes.get(path)
-        if kept is None or kept[0] != data or (kept[1].czxid, kept[1].mzxid) != (stat.czxid, stat.mzxid):
+        if kept is None or kept.data != data or (kept.stat.czxid, kept.stat.mzxid) != (stat.czxid, stat.mzxid):
             raise ArchiveMismatch(f"{where}: znode {path!r} differs from the archive")
     for seq, (data, stat) in built.events.items():
         kept = found.events.get(seq)
         if (kept is None and found.events_after < stat.czxid <= found.events_through) or \
-                (kept is not None and kept[0] != data):
+                (kept is not None and kept.data != data):
             raise ArchiveMismatch(f"{where}: history event {seq} differs from the archive")
 
 
@@ -292,12 +293,12 @@ class ArchivedCall(Call):
     def _mine(self, path: str) -> bool:
         return path == self.top or path.startswith(self.top + "/")
 
-    def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Any] | None:
+    def get(self, path: str, watch: Watch | None = None) -> Znode | None:
         if self._mine(path):
             return self.nodes.get(path)
         return self.live.get(path, watch=watch)
 
-    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
+    def get_many(self, paths: Sequence[str]) -> list[Znode | None]:
         theirs = [p for p in paths if not self._mine(p)]
         answers = dict(zip(theirs, self.live.get_many(theirs), strict=True)) if theirs else {}
         return [self.nodes.get(p) if self._mine(p) else answers[p] for p in paths]
@@ -305,7 +306,7 @@ class ArchivedCall(Call):
     def exists(self, path: str, watch: Watch | None = None) -> Any:
         if self._mine(path):
             found = self.nodes.get(path)
-            return None if found is None else found[1]
+            return None if found is None else found.stat
         return self.live.exists(path, watch=watch)
 
     def exists_many(self, paths: Sequence[str]) -> list[Any]:
@@ -337,11 +338,11 @@ def archived_call(call: Call, ctx: PipelineContext, epoch: int) -> ArchivedCall 
     return None if archived is None else ArchivedCall(call, ctx, archived)
 
 
-def archived_events(call: Call, ctx: PipelineContext, since_seq: int) -> list[tuple[int, bytes, ZnodeStat]]:
+def archived_events(call: Call, ctx: PipelineContext, since_seq: int) -> list[tuple[int, Znode]]:
     """The archived history events after ``since_seq``, oldest first (each once)."""
     record = ctx.record(call)
     locations = archive_locations(call, ctx)
-    found: dict[int, tuple[bytes, ZnodeStat]] = {}
+    found: dict[int, Znode] = {}
     for location in locations:
         # newest first: the files' event ranges follow the epochs, so the walk stops at the first file
         # whose events are all at or before the cursor (a recent cursor reads one or two files)
@@ -354,4 +355,4 @@ def archived_events(call: Call, ctx: PipelineContext, since_seq: int) -> list[tu
                     found.setdefault(seq, value)
             if archived.events and max(archived.events) <= since_seq:
                 break
-    return [(seq, *found[seq]) for seq in sorted(found)]
+    return [(seq, found[seq]) for seq in sorted(found)]

@@ -138,8 +138,8 @@ def _read(call: Call, ctx: PipelineContext, seqs: Sequence[int]) -> list[Event]:
         for seq, raw in zip(batch, call.get_many([ctx.paths.event(s) for s in batch]), strict=True):
             if raw is None:  # pruned meanwhile
                 continue
-            node = EventNode.from_bytes(raw[0], path=ctx.paths.event(seq))
-            events.append(Event(seq, int(raw[1].czxid), node.event, node.at, node.detail))
+            node = EventNode.from_bytes(raw.data, path=ctx.paths.event(seq))
+            events.append(Event(seq, int(raw.stat.czxid), node.event, node.at, node.detail))
     return events
 
 
@@ -161,6 +161,6 @@ def latest_event(call: Call, ctx: PipelineContext) -> Event | None:
             raw = call.get(ctx.paths.event(seq))
             if raw is None:
                 continue  # pruned meanwhile: look again
-        node = EventNode.from_bytes(raw[0], path=ctx.paths.event(seq))
-        return Event(seq, int(raw[1].czxid), node.event, node.at, node.detail)
+        node = EventNode.from_bytes(raw.data, path=ctx.paths.event(seq))
+        return Event(seq, int(raw.stat.czxid), node.event, node.at, node.detail)
     return None

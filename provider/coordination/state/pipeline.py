@@ -9,7 +9,6 @@ bodies are immutable once written, so each is read once per client and cached.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,7 +17,7 @@ from kazoo.client import KazooClient
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, PipelineNotFound, TooManyRequests, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
-from airflow_epochs.coordination.base.paths import DEFAULT_ROOT, PipelinePaths
+from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.base.session import Session, validate_request_id
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
 from airflow_epochs.coordination.state.history import event_ops
@@ -35,28 +34,21 @@ MAX_REMEMBERED_REQUESTS = 4096
 
 
 class PipelineContext:
-    """One pipeline as seen by one client and one owner identity.
+    """One pipeline as seen by one client and one owner identity, built by
+    :class:`~airflow_epochs.coordination.EpochLedger` (whose constructor declares the defaults and says
+    what each setting means) and by :meth:`as_owner`.
 
     :param client: a started kazoo client (possibly chrooted).
-    :param pipeline: the pipeline name.
-    :param owner: identity recorded on what this context writes (deployment, host, run).
-    :param root: the znode under which pipelines live.
-    :param op_timeout: the deadline of one call in seconds (default: the session's, 15 s).
-    :param clock: wall clock for recorded timestamps (never used for ordering).
+    :param paths: the pipeline's layout (its name and root).
+    :param owner: identity recorded on what this context writes.
+    :param op_timeout: the deadline of one call in seconds (None: the session's).
+    :param clock: wall clock for recorded timestamps.
     """
 
-    def __init__(
-        self,
-        client: KazooClient,
-        pipeline: str,
-        *,
-        owner: str = "anonymous",
-        root: str = DEFAULT_ROOT,
-        op_timeout: float | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.paths = PipelinePaths(pipeline, root)
-        self.pipeline = pipeline
+    def __init__(self, client: KazooClient, paths: PipelinePaths, *, owner: str, op_timeout: float | None,
+                 clock: Callable[[], float]) -> None:
+        self.paths = paths
+        self.pipeline = paths.pipeline
         self.owner = validate_name("owner", owner)
         self.client = client
         self.session = Session.of(client)
@@ -71,8 +63,7 @@ class PipelineContext:
         contends under another identity than its ledger's, such as a lease's standby)."""
         if owner == self.owner:
             return self
-        return PipelineContext(self.client, self.pipeline, owner=owner, root=self.paths.root,
-                               op_timeout=self.op_timeout, clock=self.clock)
+        return PipelineContext(self.client, self.paths, owner=owner, op_timeout=self.op_timeout, clock=self.clock)
 
     def call(
         self,
@@ -118,7 +109,7 @@ class PipelineContext:
         """The result this call's request id stored under ``requests/<id>``, or None if it is not there."""
         path = self.paths.request(call.request_id)
         raw = call.get(path)
-        return None if raw is None else RequestNode.from_bytes(raw[0], path=path).result
+        return None if raw is None else RequestNode.from_bytes(raw.data, path=path).result
 
     # -- the pipeline record -----------------------------------------------------------------
 
@@ -126,7 +117,7 @@ class PipelineContext:
         raw = call.get(self.paths.base)
         if raw is None:
             raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
-        return PipelineRecord.from_bytes(raw[0], raw[1].version, path=self.paths.base)
+        return PipelineRecord.from_bytes(raw.data, raw.stat.version, path=self.paths.base)
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -141,7 +132,7 @@ class PipelineContext:
             if call.get(self.paths.base) is None:
                 raise PipelineNotFound(f"pipeline {self.pipeline!r} does not exist under {self.paths.root}")
             raise CorruptPayload(f"pipeline {self.pipeline!r}: configuration version {version} is missing ({path})")
-        loaded = decode_config(raw[0], version, path=path)
+        loaded = decode_config(raw.data, version, path=path)
         self.session.cache[path] = loaded
         return loaded
 

@@ -15,13 +15,14 @@ bytes, so the answers are exactly those given before the epoch left ZooKeeper.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import (
     CorruptPayload,
     PipelineNotFound,
 )
+from airflow_epochs.coordination.base.znode import Found, Znode
 from airflow_epochs.coordination.state.archive import archived_call, archived_events
 from airflow_epochs.coordination.state.history import event_sequences, read_events
 from airflow_epochs.coordination.state.pipeline import PipelineContext
@@ -52,30 +53,30 @@ def frontier(call: Call, ctx: PipelineContext, watch: Watch | None = None) -> in
     raw = call.get(ctx.paths.frontier, watch=watch)
     if raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    return FrontierNode.from_bytes(raw[0], path=ctx.paths.frontier).epoch
+    return FrontierNode.from_bytes(raw.data, path=ctx.paths.frontier).epoch
 
 
-def frontier_with_stat(call: Call, ctx: PipelineContext) -> tuple[int, Any]:
-    """The frontier and its znode stat (for a version-checked change of it)."""
+def frontier_with_stat(call: Call, ctx: PipelineContext) -> Found[int]:
+    """The frontier (the record) and its znode stat (for a version-checked change of it)."""
     raw = call.get(ctx.paths.frontier)
     if raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    return FrontierNode.from_bytes(raw[0], path=ctx.paths.frontier).epoch, raw[1]
+    return Found(FrontierNode.from_bytes(raw.data, path=ctx.paths.frontier).epoch, raw.stat)
 
 
 def epoch_record(
     call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None = None
-) -> tuple[EpochNode, Any] | None:
+) -> Found[EpochNode] | None:
     """The epoch record and its stat, or None if the epoch was never opened (or is compacted)."""
     path = ctx.paths.epoch(epoch)
     raw = call.get(path, watch=watch)
-    return None if raw is None else (EpochNode.from_bytes(raw[0], path=path), raw[1])
+    return None if raw is None else Found(EpochNode.from_bytes(raw.data, path=path), raw.stat)
 
 
-def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> tuple[AttemptNode, Any] | None:
+def attempt_record(call: Call, ctx: PipelineContext, epoch: int, token: int) -> Found[AttemptNode] | None:
     path = ctx.paths.attempt(epoch, token)
     raw = call.get(path)
-    return None if raw is None else (AttemptNode.from_bytes(raw[0], path=path), raw[1])
+    return None if raw is None else Found(AttemptNode.from_bytes(raw.data, path=path), raw.stat)
 
 
 def attempt_overtaken(
@@ -119,7 +120,7 @@ def epoch_info(call: Call, ctx: PipelineContext, epoch: int, watch: Watch | None
         if record.first_epoch <= epoch <= record.compacted_through:
             return EpochInfo(epoch, "sealed", 0, "compacted", "", -1, 0, (), ())
         return None
-    return info_of_record(call, ctx, epoch, found[0])
+    return info_of_record(call, ctx, epoch, found.record)
 
 
 def info_of_record(call: Call, ctx: PipelineContext, epoch: int, node: EpochNode) -> EpochInfo:
@@ -133,7 +134,7 @@ def info_of_record(call: Call, ctx: PipelineContext, epoch: int, node: EpochNode
         sealed = partitions  # sealed means every partition is: nothing more to read
     elif node.state == "open":
         found_attempt = attempt_record(call, ctx, epoch, node.attempt)
-        attempt_node = found_attempt[0] if found_attempt else None
+        attempt_node = found_attempt.record if found_attempt else None
         sealed = tuple(sealed_partitions(call, ctx, epoch, node.generation))
     return EpochInfo(
         epoch=epoch, state=node.state, attempt=node.attempt,
@@ -152,43 +153,55 @@ def seal_record(
     With ``watch``, one-shot watches stay on the epoch record and (if it exists) on the seal node,
     so the caller hears of the seal, or of a rollback that starts a new opening.
     """
+    sealed = current_seal(call, ctx, epoch, partition, watch)
+    return None if sealed is None else decode_seal(sealed.node, epoch, partition, sealed.path)
+
+
+class CurrentSeal(NamedTuple):
+    """The seal node of a partition in its epoch's current opening, where it was read, and the call that
+    read it (an archive's, for a compacted epoch: further reads of that epoch go through it)."""
+
+    call: Call
+    generation: int
+    path: str
+    node: Znode
+
+
+def current_seal(
+    call: Call, ctx: PipelineContext, epoch: int, partition: str, watch: Watch | None = None
+) -> CurrentSeal | None:
+    """The seal of ``partition`` in ``epoch``'s current opening (from its archive once compacted), or None:
+    not sealed, rolled back, or compacted without an archive. ``watch`` as :func:`seal_record` says."""
     found = epoch_record(call, ctx, epoch, watch)
     if found is None:
         past = archived_call(call, ctx, epoch)
-        return None if past is None else seal_record(past, ctx, epoch, partition)
-    if found[0].state == "rolled_back":
+        return None if past is None else current_seal(past, ctx, epoch, partition)
+    if found.record.state == "rolled_back":
         return None
-    generation = found[0].generation
+    generation = found.record.generation
     path = ctx.paths.seal(epoch, generation, partition)
     raw = call.get(path, watch=watch)
-    return None if raw is None else decode_seal(raw, epoch, partition, path)
+    return None if raw is None else CurrentSeal(call, generation, path, raw)
 
 
-def decode_seal(raw: tuple[bytes, Any], epoch: int, partition: str, path: str) -> SealRecord:
-    seal = SealNode.from_bytes(raw[0], path=path)
-    return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw[1].czxid),
+def decode_seal(raw: Znode, epoch: int, partition: str, path: str) -> SealRecord:
+    seal = SealNode.from_bytes(raw.data, path=path)
+    return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw.stat.czxid),
                       seal.request, seal.producer_count, dict(seal.upstream))
 
 
-def decode_vote(raw: tuple[bytes, Any], epoch: int, token: int, partition: str, producer: str,
+def decode_vote(raw: Znode, epoch: int, token: int, partition: str, producer: str,
                 path: str) -> VoteRecord:
-    return CastVote.from_znode(raw[0], path, producer, token).record(epoch, partition)
+    return CastVote.from_znode(raw.data, path, producer, token).record(epoch, partition)
 
 
 def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> SealInfo | None:
     """The full seal: every producer's manifest, the snapshots and the lineage vector."""
-    found = epoch_record(call, ctx, epoch)
-    if found is None:
-        past = archived_call(call, ctx, epoch)
-        return None if past is None else seal_info(past, ctx, epoch, partition)
-    if found[0].state == "rolled_back":
+    sealed = current_seal(call, ctx, epoch, partition)
+    if sealed is None:
         return None
-    generation = found[0].generation
-    seal_path = ctx.paths.seal(epoch, generation, partition)
-    raw = call.get(seal_path)
-    if raw is None:
-        return None
-    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    call, generation, seal_path, raw = sealed  # a compacted epoch's votes are read from its archive too
+    seal = SealNode.from_bytes(raw.data, path=seal_path)
     token = seal.attempt
     manifests: dict[str, Any] = {}
     snapshots: dict[str, Any] = {}
@@ -211,7 +224,7 @@ def seal_info(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> S
             snapshots[vote.producer] = vote.snapshot
     return SealInfo(
         epoch=epoch, partition=partition, attempt=token, generation=generation, producers=tuple(producers),
-        manifests=manifests, snapshots=snapshots, sealed_at=seal.sealed_at, zxid=int(raw[1].czxid),
+        manifests=manifests, snapshots=snapshots, sealed_at=seal.sealed_at, zxid=int(raw.stat.czxid),
         upstream=dict(seal.upstream),
     )
 
@@ -233,15 +246,15 @@ def vote_of(
     if found is None:
         past = archived_call(call, ctx, epoch)
         return None if past is None else vote_of(past, ctx, epoch, partition, producer, attempt)
-    if found[0].state == "rolled_back" and attempt is None:
+    if found.record.state == "rolled_back" and attempt is None:
         return None
-    token = found[0].attempt if attempt is None else attempt
+    token = found.record.attempt if attempt is None else attempt
     path = ctx.paths.vote(epoch, token, partition, producer)
     raw = call.get(path)
     if raw is not None:
         return decode_vote(raw, epoch, token, partition, producer, path)
     # a sole producer's vote lives in the seal, and several producers' votes fold into it
-    seal_path = ctx.paths.seal(epoch, found[0].generation, partition)
+    seal_path = ctx.paths.seal(epoch, found.record.generation, partition)
     vote = folded_vote(call.get(seal_path), producer, seal_path)
     return vote.record(epoch, partition) if vote is not None and vote.attempt == token else None
 
@@ -265,7 +278,7 @@ def consumer_acks(call: Call, ctx: PipelineContext, watch: Watch | None = None) 
         raw = call.get(path, watch=watch)
         if raw is None:  # left meanwhile: the folder's watch covers it
             continue
-        out[name] = (ConsumerNode.from_bytes(raw[0], path=path).acked, raw[1].version)
+        out[name] = (ConsumerNode.from_bytes(raw.data, path=path).acked, raw.stat.version)
     return out
 
 
@@ -285,11 +298,11 @@ def history(call: Call, ctx: PipelineContext, *, since_seq: int = -1, limit: int
     if oldest_kept is not None and since_seq >= oldest_kept - 1:
         return live
     past: list[Event] = []
-    for seq, raw, stat in archived_events(call, ctx, since_seq):
+    for seq, raw in archived_events(call, ctx, since_seq):
         if oldest_kept is not None and seq >= oldest_kept:
             break
-        node = EventNode.from_bytes(raw, path=ctx.paths.event(seq))
-        past.append(Event(seq, int(stat.czxid), node.event, node.at, node.detail))
+        node = EventNode.from_bytes(raw.data, path=ctx.paths.event(seq))
+        past.append(Event(seq, int(raw.stat.czxid), node.event, node.at, node.detail))
     merged = past + [e for e in live if not past or e.seq > past[-1].seq]
     return merged if limit is None else merged[:limit]
 

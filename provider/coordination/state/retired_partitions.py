@@ -29,12 +29,12 @@ what keeps that epoch's snapshot readable. Pipelines without an archive shed not
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.names import MAX_EPOCH
 from airflow_epochs.coordination.base.steps import Delete, SetData, Step, first_failure
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.state.archive import ArchiveMismatch, archive_location, archive_locations
 from airflow_epochs.coordination.state.archive_storage import read_stored, stored_names, write_stored_once
 from airflow_epochs.coordination.state.pipeline import PipelineContext
@@ -127,8 +127,8 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return ()
-    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
-    version = int(raw[1].version)
+    summary = CompactionSummary.from_bytes(raw.data, path=ctx.paths.archive)
+    version = int(raw.stat.version)
     record = ctx.record(call)
     start = summary.partitions_through
     target = summary.retiring if summary.retiring is not None else record.compacted_through
@@ -140,11 +140,11 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
     removed = sorted(partitions_of(call, ctx, versions_in_force(record, start, target))
                      - live_partitions(call, ctx, record, target))
     pointers = call.get_many([ctx.paths.snapshot_pointer(name) for name in removed])
-    leaving: list[tuple[str, Any]] = []
+    leaving: list[tuple[str, Znode | None]] = []
     records: list[RetiredPartition] = []
     for name, pointer_raw in zip(removed, pointers, strict=True):
         pointer = None if pointer_raw is None else \
-            SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(name))
+            SnapshotPointerNode.from_bytes(pointer_raw.data, path=ctx.paths.snapshot_pointer(name))
         lineage = summary.lineage.get(name)
         if pointer is None and lineage is None:
             continue  # nothing in ZooKeeper (never sealed a snapshot or a lineage vector, or retired already)
@@ -170,8 +170,8 @@ def retire(call: Call, ctx: PipelineContext) -> tuple[str, ...]:
         done = index == len(batches) - 1
         summary = replace(summary, lineage=dict(lineage_left), snapshots=dict(snapshots_left),
                           partitions_through=target if done else start, retiring=None if done else target)
-        ops: list[Step] = [Delete(ctx.paths.snapshot_pointer(name), int(found[1].version))
-                           for name, found in batch if found is not None]
+        ops: list[Step] = [Delete(ctx.paths.snapshot_pointer(name), int(pointer_raw.stat.version))
+                           for name, pointer_raw in batch if pointer_raw is not None]
         ops.append(SetData(ctx.paths.archive, summary.to_bytes(), version))
         version = _commit(call, ops)
     return tuple(name for name, _ in leaving)

@@ -47,7 +47,7 @@ def last_sealed_snapshots(
     frontier_raw, pointer_raw = call.get_many([ctx.paths.frontier, ctx.paths.snapshot_pointer(partition)])
     if frontier_raw is None:
         raise PipelineNotFound(f"pipeline {ctx.pipeline!r} does not exist under {ctx.paths.root}")
-    limit = FrontierNode.from_bytes(frontier_raw[0], path=ctx.paths.frontier).epoch
+    limit = FrontierNode.from_bytes(frontier_raw.data, path=ctx.paths.frontier).epoch
     if before_epoch is not None:
         limit = min(limit, before_epoch - 1)
     if pointer_raw is None:  # never left a snapshot, or removed from the configuration and retired
@@ -56,7 +56,7 @@ def last_sealed_snapshots(
             return {}
         named = _snapshots_named(call, ctx, retired.pointer, limit)
         return named if named is not None else _older_snapshots(call, ctx, partition, limit, before_epoch)
-    pointer = SnapshotPointerNode.from_bytes(pointer_raw[0], path=ctx.paths.snapshot_pointer(partition))
+    pointer = SnapshotPointerNode.from_bytes(pointer_raw.data, path=ctx.paths.snapshot_pointer(partition))
     named = _snapshots_named(call, ctx, pointer, limit)
     if named is not None:
         return named
@@ -75,9 +75,9 @@ def _older_snapshots(call: Call, ctx: PipelineContext, partition: str, limit: in
     record = ctx.record(call)
     for epoch in range(limit, record.compacted_through, -1):
         found = epoch_record(call, ctx, epoch)
-        if found is None or found[0].state != "sealed":
+        if found is None or found.record.state != "sealed":
             continue
-        refs = _snapshots_at(call, ctx, partition, epoch, found[0].generation)
+        refs = _snapshots_at(call, ctx, partition, epoch, found.record.generation)
         if refs:
             return refs
     top = min(limit, record.compacted_through)
@@ -85,7 +85,7 @@ def _older_snapshots(call: Call, ctx: PipelineContext, partition: str, limit: in
         return {}  # every epoch before the question was read, or there is none
     retired = newest_retired(call, ctx, partition)
     summary_raw = call.get(ctx.paths.archive)
-    summary = None if summary_raw is None else CompactionSummary.from_bytes(summary_raw[0], path=ctx.paths.archive)
+    summary = None if summary_raw is None else CompactionSummary.from_bytes(summary_raw.data, path=ctx.paths.archive)
     place = None if summary is None else summary.snapshots.get(partition)
     if place is not None and place.epoch <= top:  # the newest compacted snapshot is older than the question
         refs = _snapshots_at(call, ctx, partition, place.epoch, place.generation)
@@ -127,8 +127,8 @@ def _walk_compacted(call: Call, ctx: PipelineContext, partition: str, top: int,
             found = None if source is None else epoch_record(source, ctx, epoch)
         if source is None or found is None:
             return epoch  # compacted without an archive (or its file is gone): the history ends here
-        if found[0].state == "sealed":
-            refs = _snapshots_at(source, ctx, partition, epoch, found[0].generation)
+        if found.record.state == "sealed":
+            refs = _snapshots_at(source, ctx, partition, epoch, found.record.generation)
             if refs:
                 return refs
     return max(first - 1, top - _ARCHIVE_WALK)
@@ -155,7 +155,7 @@ def compacted_snapshot(call: Call, ctx: PipelineContext, partition: str) -> tupl
     raw = call.get(ctx.paths.archive)
     if raw is None:
         return None, False
-    summary = CompactionSummary.from_bytes(raw[0], path=ctx.paths.archive)
+    summary = CompactionSummary.from_bytes(raw.data, path=ctx.paths.archive)
     place = summary.snapshots.get(partition)
     return place, place is not None or summary.snapshots_from < record.first_epoch
 
@@ -169,13 +169,13 @@ def newest_snapshot_place(call: Call, ctx: PipelineContext, partition: str, thro
     while top > after:
         epochs = list(range(top, max(after, top - _WALK_BATCH), -1))
         top = epochs[-1] - 1
-        found = [(epoch, EpochNode.from_bytes(raw[0], path=ctx.paths.epoch(epoch)))
+        found = [(epoch, EpochNode.from_bytes(raw.data, path=ctx.paths.epoch(epoch)))
                  for epoch, raw in zip(epochs, call.get_many([ctx.paths.epoch(e) for e in epochs]), strict=True)
                  if raw is not None]
         sealed = [(epoch, node) for epoch, node in found if node.state == "sealed"]
         paths = [ctx.paths.seal(epoch, node.generation, partition) for epoch, node in sealed]
         for (epoch, node), path, raw in zip(sealed, paths, call.get_many(paths), strict=True):
-            seal = None if raw is None else SealNode.from_bytes(raw[0], path=path)
+            seal = None if raw is None else SealNode.from_bytes(raw.data, path=path)
             if seal is not None and seal.snapshot_producers:
                 return SnapshotPlace(epoch, node.generation, seal.attempt)
     return None
@@ -190,7 +190,7 @@ def _snapshots_at(
     if raw is None:  # compacted with an archive (even while a snapshot pointer names it): read it there
         past = archived_call(call, ctx, epoch) if epoch_record(call, ctx, epoch) is None else None
         return {} if past is None else _snapshots_at(past, ctx, partition, epoch, generation)
-    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    seal = SealNode.from_bytes(raw.data, path=seal_path)
     if not seal.snapshot_producers:
         return {}
     token = seal.attempt

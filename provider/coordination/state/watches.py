@@ -34,7 +34,7 @@ async def epoch_generation(store: NodeStore, paths: PipelinePaths, epoch: int, w
     node = await store.get(path, wake)
     if node is None:
         return None
-    record = EpochNode.from_bytes(node[0], path=path)
+    record = EpochNode.from_bytes(node.data, path=path)
     return None if record.state == "rolled_back" else record.generation
 
 
@@ -44,7 +44,7 @@ async def epoch_compacted(store: NodeStore, paths: PipelinePaths, epoch: int) ->
     node = await store.get(paths.base, None)
     if node is None:
         return False
-    record = PipelineRecord.from_bytes(node[0], int(node[1].version), path=paths.base)
+    record = PipelineRecord.from_bytes(node.data, int(node.stat.version), path=paths.base)
     return record.first_epoch <= epoch <= record.compacted_through
 
 
@@ -72,7 +72,7 @@ class FrontierWatch:
         node = await store.get(self.paths.frontier, wake)
         if node is None:
             return None
-        frontier = FrontierNode.from_bytes(node[0], path=self.paths.frontier).epoch
+        frontier = FrontierNode.from_bytes(node.data, path=self.paths.frontier).epoch
         return frontier if frontier >= self.epoch else None
 
 
@@ -153,7 +153,7 @@ async def pipeline_notice(store: NodeStore, paths: PipelinePaths, *, epoch: int,
     node = await store.get(paths.frontier)
     if node is None or first:
         return None
-    frontier = FrontierNode.from_bytes(node[0], path=paths.frontier).epoch
+    frontier = FrontierNode.from_bytes(node.data, path=paths.frontier).epoch
     if epoch - frontier >= FAR_PAST_FRONTIER:
         return (f"still waiting for {waiting_for}: the pipeline's frontier is at epoch {frontier}, {epoch - frontier} "
                 f"epochs before epoch {epoch}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.records import VoteRecord
 
@@ -151,11 +152,11 @@ def folded_body(votes: Mapping[str, CastVote]) -> dict[str, Any]:
     return {name: vote.folded_body() for name, vote in sorted(votes.items())}
 
 
-def folded_vote(raw: tuple[bytes, Any] | None, producer: str, path: str) -> CastVote | None:
+def folded_vote(raw: Znode | None, producer: str, path: str) -> CastVote | None:
     """``producer``'s vote kept in the seal ``raw`` (a sole producer's, or folded), or None."""
     if raw is None:
         return None
-    folded = FoldedVotes.of(payloads.decode("seal", raw[0], path=path), path)
+    folded = FoldedVotes.of(payloads.decode("seal", raw.data, path=path), path)
     return None if folded is None else folded.get(producer)
 
 

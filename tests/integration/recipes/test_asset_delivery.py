@@ -15,6 +15,7 @@ from kazoo.exceptions import BadVersionError
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig, PipelinePaths
 from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.recipes.delivery.delivery import (
     MAX_CURSOR_ROUNDS,
     Delivery,
@@ -31,10 +32,10 @@ class KazooStore:
     def __init__(self, client: KazooClient) -> None:
         self.client = client
 
-    async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any] | None:
+    async def get(self, path: str, watch: Any = None) -> Znode | None:
         if self.client.exists(path, watch=watch) is None:
             return None
-        return self.client.get(path)
+        return Znode(*self.client.get(path))
 
     async def exists(self, path: str, watch: Any = None) -> Any:
         return self.client.exists(path, watch=watch)

@@ -59,7 +59,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
     def body(call: Call) -> ConsumerState:
         existing = call.get(path)
         if existing is not None:
-            return ConsumerState(consumer, ConsumerNode.from_bytes(existing[0], path=path).acked)
+            return ConsumerState(consumer, ConsumerNode.from_bytes(existing.data, path=path).acked)
         folder = call.exists(ctx.paths.consumers)
         if folder is not None and int(folder.numChildren) >= MAX_CONSUMERS:
             raise TooManyConsumers(f"pipeline {ctx.pipeline!r} has {folder.numChildren} consumers registered; at most "
@@ -82,7 +82,7 @@ def _register(ctx: PipelineContext, consumer: str, acked: int | None, request_id
     def find(call: Call) -> ConsumerState | None:
         raw = call.get(path)
         if raw is not None:
-            node = ConsumerNode.from_bytes(raw[0], path=path)
+            node = ConsumerNode.from_bytes(raw.data, path=path)
             if node.request == call.request_id:
                 return ConsumerState(consumer, node.acked)
         stored = ctx.stored_result(call)
@@ -109,10 +109,10 @@ def _acknowledge(ctx: PipelineContext, consumer: str, epoch: int) -> ConsumerSta
         raw = call.get(path)
         if raw is None:
             raise UnknownConsumer(f"consumer {consumer!r} of {ctx.pipeline!r} is not registered")
-        node = ConsumerNode.from_bytes(raw[0], path=path)
+        node = ConsumerNode.from_bytes(raw.data, path=path)
         if node.acked >= epoch:
             return ConsumerState(consumer, node.acked)
-        failure = call.try_commit([SetData(path, replace(node, acked=epoch).to_bytes(), raw[1].version)])
+        failure = call.try_commit([SetData(path, replace(node, acked=epoch).to_bytes(), raw.stat.version)])
         if failure is not None:
             if isinstance(failure.error, (BadVersionError, NoNodeError)):
                 raise Conflict()
@@ -131,7 +131,7 @@ def _unregister(ctx: PipelineContext, consumer: str, request_id: str | None) -> 
         if raw is None:
             return False
         failure = call.try_commit([
-            Delete(path, raw[1].version),
+            Delete(path, raw.stat.version),
             *ctx.request_op(call, "unregister_consumer", True),
             *ctx.event(ConsumerUnregistered(consumer=consumer)),
         ])

@@ -35,7 +35,7 @@ class ConsumersWatch:
         for name, node in zip(names, nodes, strict=True):
             if node is None:  # left meanwhile: the folder's watch covers it
                 continue
-            if ConsumerNode.from_bytes(node[0], path=self.paths.consumer(name)).acked < self.epoch:
+            if ConsumerNode.from_bytes(node.data, path=self.paths.consumer(name)).acked < self.epoch:
                 return None
         return True
 
@@ -47,4 +47,4 @@ async def acknowledged(store: NodeStore, paths: PipelinePaths, consumer: str, wa
     if await store.exists(path, wake) is None:
         return None
     node = await store.get(path, wake)
-    return None if node is None else ConsumerNode.from_bytes(node[0], path=path).acked
+    return None if node is None else ConsumerNode.from_bytes(node.data, path=path).acked

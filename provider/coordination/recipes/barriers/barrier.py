@@ -110,9 +110,9 @@ class Barrier:
             found = epoch_record(call, self.ctx, self.epoch)
             if found is None:
                 raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} has not been opened")
-            if found[0].state == "rolled_back":
+            if found.record.state == "rolled_back":
                 raise EpochNotOpen(f"epoch {self.epoch} of {self.pipeline!r} was rolled back")
-            self._generation = found[0].generation
+            self._generation = found.record.generation
         return self._generation
 
     def _paths(self, call: Call) -> BarrierPaths:
@@ -127,10 +127,10 @@ class Barrier:
         raw = call.get(path, watch=watch)
         if raw is None:
             raise BarrierNotDeclared(f"barrier {self.name!r} is not declared for epoch {self.epoch}")
-        node = BarrierNode.from_bytes(raw[0], path=path)
+        node = BarrierNode.from_bytes(raw.data, path=path)
         self._deadline = node.deadline  # fixed at declaration: a later wait() need not read it
         return BarrierRecord(node.policy, node.k, node.timeout, node.deadline, node.registered, node.closed,
-                             raw[1].version, node)
+                             raw.stat.version, node)
 
     def _quorum_due(self, record: BarrierRecord, count: int) -> bool:
         return record.policy == "quorum" and record.k is not None and count >= int(record.k) \
@@ -156,9 +156,9 @@ class Barrier:
         for path in (paths.release, paths.failed, paths.report):
             raw = call.get(path)
             if raw is not None:
-                node = ReleaseNode.from_bytes(raw[0], path=path)
+                node = ReleaseNode.from_bytes(raw.data, path=path)
                 return BarrierOutcome(node.decision, node.decision in ("all", "quorum"), node.arrived, node.late,
-                                      int(raw[1].czxid), node.stragglers)
+                                      int(raw.stat.czxid), node.stragglers)
         return None
 
     def status(self) -> BarrierStatus:
@@ -261,14 +261,14 @@ class Barrier:
 
         def body(call: Call) -> None:
             found = epoch_record(call, self.ctx, self.epoch)
-            if found is None or found[0].state != "open":
-                state = found[0].state if found else "not opened"
+            if found is None or found.record.state != "open":
+                state = found.record.state if found else "not opened"
                 raise EpochNotOpen(f"epoch {self.epoch} is {state}; barriers live in open epochs")
-            self._generation = found[0].generation
+            self._generation = found.record.generation
             paths = self._paths(call)
             existing = call.get(paths.barrier)
             if existing is not None:
-                current = BarrierNode.from_bytes(existing[0], path=paths.barrier)
+                current = BarrierNode.from_bytes(existing.data, path=paths.barrier)
                 if (current.policy, current.timeout, current.k) != (policy.kind, float(policy.timeout), policy.k):
                     raise BarrierConflict(
                         f"barrier {self.name!r} of epoch {self.epoch} is declared with policy {current.policy} "
@@ -277,7 +277,7 @@ class Barrier:
                 return None
             expected = names
             if expected is None:
-                config = self.ctx.config(call, found[0].config_version).config
+                config = self.ctx.config(call, found.record.config_version).config
                 expected = list(config.barriers.get(self.name, ()))
             now = self._clock()
             declared = BarrierNode(policy.kind, float(policy.timeout), policy.k, now, now + float(policy.timeout),
@@ -375,7 +375,7 @@ class Barrier:
         def find(call: Call) -> Arrival | None:
             path = self._paths(call).arrival(participant)
             raw = call.get(path)
-            if raw is None or ArrivalNode.from_bytes(raw[0], path=path).request != call.request_id:
+            if raw is None or ArrivalNode.from_bytes(raw.data, path=path).request != call.request_id:
                 return None
             record = self._record(call)
             count = int(call.exists(self._paths(call).arrivals).version)

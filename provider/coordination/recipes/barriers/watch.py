@@ -71,7 +71,7 @@ class BarrierWatch:
             node = await store.get(path, wake)  # the barrier may be declared later
             if node is None:
                 return None
-            self.deadline = BarrierNode.from_bytes(node[0], path=path).deadline
+            self.deadline = BarrierNode.from_bytes(node.data, path=path).deadline
         if not self._released and await store.exists(self._where().release, wake) is not None:
             self._released = True
         if self._released:

@@ -82,14 +82,14 @@ class Corrections:
     def version_entry(self, epoch: int, partition: str, version: int) -> VersionEntry | None:
         """Version ``version`` (>= 2) of (epoch, partition) as its versions node lists it, or None."""
         found = self.ctx.call(lambda call: versions_node(call, self.ctx, epoch, partition), what="read versions")
-        return None if found is None else found[0].entry(version)
+        return None if found is None else found.record.entry(version)
 
     def versions(self, epoch: int, partition: str) -> tuple[VersionEntry, ...]:
         """Every version after the first of (epoch, partition), open or sealed, oldest first."""
         validate_epoch(epoch)
         validate_name("partition", partition)
         found = self.ctx.call(lambda call: versions_node(call, self.ctx, epoch, partition), what="read versions")
-        return () if found is None else found[0].entries
+        return () if found is None else found.record.entries
 
     def sealed_version(self, epoch: int, partition: str, version: int | None = None) -> VersionView | None:
         """The sealed ``version`` of (epoch, partition) (None: the newest), naming its number, and, when a

@@ -72,7 +72,7 @@ def _read(ctx: PipelineContext, cid: str) -> tuple[CorrectionNode, int]:
         found = correction(call, ctx, cid)
         if found is None:
             raise ResealRefused(f"pipeline {ctx.pipeline!r}: no correction {cid!r}")
-        return found[0], int(found[1].version)
+        return found.record, int(found.stat.version)
 
     return ctx.call(run, what=f"read correction {cid}")
 
@@ -80,7 +80,7 @@ def _read(ctx: PipelineContext, cid: str) -> tuple[CorrectionNode, int]:
 def _resealed_at(call: Call, ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> int:
     """The zxid at which ``item``'s version of this correction sealed (:data:`_NOT_YET` if it has not)."""
     found = versions_node(call, ctx, *item)
-    entry = None if found is None else next((e for e in found[0].entries if e.correction == node.id), None)
+    entry = None if found is None else next((e for e in found.record.entries if e.correction == node.id), None)
     if entry is None or entry.state != "sealed":
         return _NOT_YET
     doc = sealed_version(call, ctx, item[0], item[1], entry.version)
@@ -92,7 +92,7 @@ def entries(call: Call, ctx: PipelineContext, node: CorrectionNode) -> list[Vers
     paths = [versions_path(ctx.paths, epoch, partition) for epoch, partition in node.plan]
     out: list[VersionEntry | None] = []
     for path, raw in zip(paths, call.get_many(paths), strict=True):
-        found = None if raw is None else VersionsNode.from_bytes(raw[0], path=path)
+        found = None if raw is None else VersionsNode.from_bytes(raw.data, path=path)
         out.append(None if found is None else next((e for e in found.entries if e.correction == node.id), None))
     return out
 
@@ -102,7 +102,7 @@ def origin_current(call: Call, ctx: PipelineContext, node: CorrectionNode) -> bo
     epoch, partition, _ = node.origin
     seal = seal_record(call, ctx, epoch, partition)
     found = versions_node(call, ctx, epoch, partition)
-    return seal is not None and found is not None and found[0].generation == seal.generation
+    return seal is not None and found is not None and found.record.generation == seal.generation
 
 
 def _origin_current(ctx: PipelineContext, node: CorrectionNode) -> bool:
@@ -167,9 +167,9 @@ def scan(ctx: PipelineContext, node: CorrectionNode) -> Scan:
 def _open_before(call: Call, ctx: PipelineContext, epoch: int, zxid: int) -> bool:
     """Whether ``epoch``'s current attempt started before ``zxid`` (it may read what was stale then)."""
     found = epoch_record(call, ctx, epoch)
-    if found is None or found[0].state not in ("open",):
+    if found is None or found.record.state not in ("open",):
         return False
-    attempt = call.exists(ctx.paths.attempt(epoch, int(found[0].attempt)))
+    attempt = call.exists(ctx.paths.attempt(epoch, int(found.record.attempt)))
     return attempt is not None and int(attempt.czxid) < zxid
 
 
@@ -182,7 +182,7 @@ def _write(ctx: PipelineContext, node: CorrectionNode, version: int, new: Correc
 
     def find(call: Call) -> bool | None:  # after a lost answer: the node holds what this write wrote
         raw = call.get(path)
-        return True if raw is not None and raw[0] == data and int(raw[1].version) == version + 1 else None
+        return True if raw is not None and raw.data == data and int(raw.stat.version) == version + 1 else None
 
     ctx.call(run, what=f"advance correction {node.id}", find=find)
 
@@ -243,7 +243,7 @@ def corrections(ctx: PipelineContext) -> list[CorrectionNode]:
         for name in sorted(names):
             found = correction(call, ctx, name)
             if found is not None:
-                out.append(found[0])
+                out.append(found.record)
         return out
 
     return ctx.call(run, what="list corrections")

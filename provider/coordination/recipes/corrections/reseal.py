@@ -28,6 +28,7 @@ from airflow_epochs.coordination.base.call import Call, commit_or_conflict
 from airflow_epochs.coordination.base.errors import DuplicateVote, InvalidInput, UnknownProducer
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.recipes.corrections.errors import (
     InputsNotResealed,
     ResealCompacted,
@@ -90,12 +91,12 @@ def _dir_ops(call: Call, path: str) -> list[Step]:
     return [] if call.exists(path) is not None else [Create(path, b"")]
 
 
-def _node_write(call: Call, ctx: PipelineContext, found: tuple[VersionsNode, Any] | None, node: VersionsNode) -> list[
+def _node_write(call: Call, ctx: PipelineContext, found: Found[VersionsNode] | None, node: VersionsNode) -> list[
         Step]:
     path = versions_path(ctx.paths, node.epoch, node.partition)
     if found is None:
         return [*_dir_ops(call, reseals_dir(ctx.paths)), Create(path, node.to_bytes())]
-    return [SetData(path, node.to_bytes(), int(found[1].version))]
+    return [SetData(path, node.to_bytes(), int(found.stat.version))]
 
 
 def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, request_id: str | None = None) -> Reseal:
@@ -110,7 +111,7 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
 
     def find(call: Call) -> Reseal | None:
         found = versions_node(call, ctx, epoch, partition)
-        entry = None if found is None else next((e for e in found[0].entries if e.request == call.request_id), None)
+        entry = None if found is None else next((e for e in found.record.entries if e.request == call.request_id), None)
         return None if entry is None else answer(entry)
 
     def body(call: Call) -> Reseal:
@@ -125,7 +126,7 @@ def reseal(ctx: PipelineContext, epoch: int, partition: str, *, reason: str, req
             raise ResealNotSealed(f"pipeline {ctx.pipeline!r}: {partition!r} is not sealed at epoch {epoch}; nothing "
                                   "was written")
         found = versions_node(call, ctx, epoch, partition)
-        node = found[0].of_generation(seal.generation) if found is not None else \
+        node = found.record.of_generation(seal.generation) if found is not None else \
             VersionsNode(epoch, partition, generation=seal.generation)
         running = node.open
         if running is not None:
@@ -157,11 +158,11 @@ def _check_no_correction_running(call: Call, ctx: PipelineContext, node: Version
         return
     last = asked[-1]
     found = correction(call, ctx, last.correction)
-    if found is not None and found[0].state not in ("done", "rolled_back"):
+    if found is not None and found.record.state not in ("done", "rolled_back"):
         raise ResealInFlight(
             f"pipeline {ctx.pipeline!r}: version {last.version} of {node.partition!r} at epoch {node.epoch} is "
             f"sealed, and its correction {last.correction} (request {last.request!r}) is still re-producing the "
-            f"seals that read it ({found[0].state}); one re-seal at a time: retry the task that re-produces it, "
+            f"seals that read it ({found.record.state}); one re-seal at a time: retry the task that re-produces it, "
             "or wait for it; nothing was written", version=last.version, request=last.request)
 
 
@@ -172,7 +173,7 @@ def open_derived(call: Call, ctx: PipelineContext, epoch: int, partition: str, o
     if seal is None:  # rolled back since the plan was made: nothing of it to re-produce
         return False
     found = versions_node(call, ctx, epoch, partition)
-    node = found[0].of_generation(seal.generation) if found is not None else \
+    node = found.record.of_generation(seal.generation) if found is not None else \
         VersionsNode(epoch, partition, generation=seal.generation)
     if any(e.correction == origin.id for e in node.entries):
         return False
@@ -210,11 +211,11 @@ def vote_version(
 
     def find(call: Call) -> VersionVoteResult | None:
         found = versions_node(call, ctx, epoch, partition)
-        entry = None if found is None else found[0].entry(version)
+        entry = None if found is None else found.record.entry(version)
         if entry is None:
             return None
         if entry.state == "open":
-            vote = found[0].votes.get(producer) if found is not None else None
+            vote = found.record.votes.get(producer) if found is not None else None
             return result(False) if vote is not None and vote.request == call.request_id else None
         doc = sealed_version(call, ctx, epoch, partition, version)
         vote = None if doc is None else doc.votes.get(producer)
@@ -225,7 +226,7 @@ def vote_version(
         if producer not in producers:
             raise UnknownProducer(f"pipeline {ctx.pipeline!r}: producer {producer!r} is not registered for "
                                   f"{partition!r} at epoch {epoch} (registered: {list(producers)})")
-        node, stat, entry = _open_entry(call, ctx, epoch, partition, version, producer)
+        (node, stat), entry = _open_entry(call, ctx, epoch, partition, version, producer)
         if entry.correction != correction_id(epoch, partition, version):
             _check_inputs_resealed(call, ctx, entry.correction, epoch, partition)
         mine = VersionVote(producer, body_manifest, body_snapshot, lineage, call.request_id, ctx.clock())
@@ -248,20 +249,20 @@ def vote_version(
 
 
 def _open_entry(call: Call, ctx: PipelineContext, epoch: int, partition: str, version: int,
-                producer: str) -> tuple[VersionsNode, Any, VersionEntry]:
-    """The versions node (and stat) holding ``version`` open, of the epoch's current opening; else
+                producer: str) -> tuple[Found[VersionsNode], VersionEntry]:
+    """The versions node (and its stat) holding ``version`` open, of the epoch's current opening; else
     :class:`VersionNotOpen` naming why (never opened, sealed already, or of a rolled-back opening)."""
     found = versions_node(call, ctx, epoch, partition)
     seal = seal_record(call, ctx, epoch, partition)
-    current = found is not None and seal is not None and found[0].generation == seal.generation
-    entry = found[0].entry(version) if found is not None and current else None
+    current = found is not None and seal is not None and found.record.generation == seal.generation
+    entry = found.record.entry(version) if found is not None and current else None
     if found is None or entry is None or entry.state != "open":
         state = "never opened" if entry is None else "sealed already"
         if found is not None and not current:
             state = "of an opening of the epoch that was rolled back"
         raise VersionNotOpen(f"pipeline {ctx.pipeline!r}: version {version} of {partition!r} at epoch {epoch} "
                              f"is {state}; the vote of {producer!r} is refused; nothing was written")
-    return found[0], found[1], entry
+    return found, entry
 
 
 def _seal_ops(call: Call, ctx: PipelineContext, node: VersionsNode, stat_version: int, entry: VersionEntry,
@@ -291,14 +292,15 @@ def _check_inputs_resealed(call: Call, ctx: PipelineContext, correction_id_: str
     found = correction(call, ctx, correction_id_)
     if found is None:
         return
-    plan = found[0].plan
+    plan = found.record.plan
     if (epoch, partition) not in plan:
         return
     # Planned seals are re-sealed one after the other (each vote checks the one before), so the one
     # just before is the only one to check.
     for item in plan[max(0, plan.index((epoch, partition)) - 1):plan.index((epoch, partition))]:
-        node = versions_node(call, ctx, *item)
-        entry = None if node is None else next((e for e in node[0].entries if e.correction == correction_id_), None)
+        earlier = versions_node(call, ctx, *item)
+        entry = None if earlier is None else next(
+            (e for e in earlier.record.entries if e.correction == correction_id_), None)
         if entry is None or entry.state != "sealed":
             raise InputsNotResealed(
                 f"pipeline {ctx.pipeline!r}: {partition!r} at epoch {epoch} is re-produced after {item[1]!r} at epoch "

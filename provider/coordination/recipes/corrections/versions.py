@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_epochs.coordination.base.call import Call
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.recipes.corrections.records import (
     CorrectionNode,
     SealedVersion,
@@ -25,31 +26,31 @@ from airflow_epochs.coordination.wire.nodes import EpochNode
 from airflow_epochs.coordination.wire.records import SealRecord, SnapshotRef
 
 
-def versions_node(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> tuple[VersionsNode, Any] | None:
+def versions_node(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> Found[VersionsNode] | None:
     """The versions node of (epoch, partition) and its stat, or None if it was never re-sealed."""
     path = versions_path(ctx.paths, epoch, partition)
     raw = call.get(path)
-    return None if raw is None else (VersionsNode.from_bytes(raw[0], path=path), raw[1])
+    return None if raw is None else Found(VersionsNode.from_bytes(raw.data, path=path), raw.stat)
 
 
 def current_versions(call: Call, ctx: PipelineContext, epoch: int, partition: str,
                      generation: int) -> VersionsNode | None:
     """The versions of the seal of ``generation`` (None if that seal was never re-sealed)."""
     found = versions_node(call, ctx, epoch, partition)
-    return None if found is None or found[0].generation != generation else found[0]
+    return None if found is None or found.record.generation != generation else found.record
 
 
 def sealed_version(call: Call, ctx: PipelineContext, epoch: int, partition: str, version: int) -> SealedVersion | None:
     """Sealed version ``version`` (>= 2) of (epoch, partition), or None."""
     path = version_path(ctx.paths, epoch, partition, version)
     raw = call.get(path)
-    return None if raw is None else SealedVersion.from_bytes(raw[0], int(raw[1].czxid), path=path)
+    return None if raw is None else SealedVersion.from_bytes(raw.data, int(raw.stat.czxid), path=path)
 
 
-def correction(call: Call, ctx: PipelineContext, correction_id: str) -> tuple[CorrectionNode, Any] | None:
+def correction(call: Call, ctx: PipelineContext, correction_id: str) -> Found[CorrectionNode] | None:
     path = correction_path(ctx.paths, correction_id)
     raw = call.get(path)
-    return None if raw is None else (CorrectionNode.from_bytes(raw[0], path=path), raw[1])
+    return None if raw is None else Found(CorrectionNode.from_bytes(raw.data, path=path), raw.stat)
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,14 @@ def lineages_at(call: Call, ctx: PipelineContext, epoch: int,
                 partitions: list[str]) -> dict[str, LatestLineage | None]:
     """:func:`latest_lineage` of several partitions of one epoch in three pipelined rounds (versions and
     the epoch record; the seals and newest versions; the attempts), not four reads a partition."""
-    raws = call.get_many([ctx.paths.epoch(epoch), *(versions_path(ctx.paths, epoch, p) for p in partitions)])
-    if raws[0] is None:  # compacted or never opened: one by one (the archive answers for compacted epochs)
+    record_raw, *versions_raws = call.get_many([ctx.paths.epoch(epoch),
+                                                *(versions_path(ctx.paths, epoch, p) for p in partitions)])
+    if record_raw is None:  # compacted or never opened: one by one (the archive answers for compacted epochs)
         return {p: latest_lineage(call, ctx, epoch, p) for p in partitions}
-    generation = EpochNode.from_bytes(raws[0][0], path=ctx.paths.epoch(epoch)).generation
+    generation = EpochNode.from_bytes(record_raw.data, path=ctx.paths.epoch(epoch)).generation
     nodes = {p: None if raw is None else
-             VersionsNode.from_bytes(raw[0], path=versions_path(ctx.paths, epoch, p)).of_generation(generation)
-             for p, raw in zip(partitions, raws[1:], strict=True)}
+             VersionsNode.from_bytes(raw.data, path=versions_path(ctx.paths, epoch, p)).of_generation(generation)
+             for p, raw in zip(partitions, versions_raws, strict=True)}
     wanted = [(p, version_path(ctx.paths, epoch, p, node.latest)) if node is not None and node.latest > 1
               else (p, ctx.paths.seal(epoch, generation, p)) for p, node in nodes.items()]
     out: dict[str, LatestLineage | None] = {}
@@ -97,7 +99,7 @@ def lineages_at(call: Call, ctx: PipelineContext, epoch: int,
         if raw is None:
             out[partition] = None
         elif node is not None and node.latest > 1:
-            doc = SealedVersion.from_bytes(raw[0], int(raw[1].czxid), path=path)
+            doc = SealedVersion.from_bytes(raw.data, int(raw.stat.czxid), path=path)
             out[partition] = LatestLineage(doc.version, doc.upstream, doc.zxid)
         else:
             seals[partition] = decode_seal(raw, epoch, partition, path)
@@ -164,12 +166,12 @@ def newest_snapshots(call: Call, ctx: PipelineContext, refs: dict[str, SnapshotR
     out = dict(refs)
     for epoch, partition in sorted({(ref.epoch, ref.partition) for ref in refs.values()}):
         found = versions_node(call, ctx, epoch, partition)
-        if found is None or found[0].latest <= 1:
+        if found is None or found.record.latest <= 1:
             continue
         seal = seal_record(call, ctx, epoch, partition)
-        if seal is None or seal.generation != found[0].generation:
+        if seal is None or seal.generation != found.record.generation:
             continue  # versions of a rolled-back opening: history
-        doc = sealed_version(call, ctx, epoch, partition, found[0].latest)
+        doc = sealed_version(call, ctx, epoch, partition, found.record.latest)
         if doc is None:
             continue
         for producer, ref in refs.items():

@@ -46,7 +46,7 @@ class NewestVersionWatch:
             return None
         path = versions_path(self.paths, self.epoch, self.partition)
         node = await store.get(path, wake)
-        versions = None if node is None else VersionsNode.from_bytes(node[0], path=path).of_generation(generation)
+        versions = None if node is None else VersionsNode.from_bytes(node.data, path=path).of_generation(generation)
         if versions is not None and versions.open is not None:
             return None  # being re-produced: wait for its seal
         latest = 1 if versions is None else versions.latest

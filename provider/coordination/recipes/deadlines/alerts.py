@@ -50,17 +50,17 @@ def prune_alerts(call: Call, ctx: PipelineContext, through: int) -> tuple[int, i
     for name, path, raw in zip(due, paths, call.get_many(paths), strict=True):
         if raw is None:
             continue
-        alert = LateAlert.from_bytes(raw[0], path=path)
+        alert = LateAlert.from_bytes(raw.data, path=path)
         if alert.delivered_at is None:
             continue  # a watcher still owes its callback: it stays until delivered
         location = archive_location(call, ctx, alert.epoch)
         if location is not None:
-            relative = f"{_folder(ctx.pipeline)}/{name},v{int(raw[1].version)}.json"
-            if write_stored_once(location, relative, raw[0]):
+            relative = f"{_folder(ctx.pipeline)}/{name},v{int(raw.stat.version)}.json"
+            if write_stored_once(location, relative, raw.data):
                 archived += 1
         run = path + _RUN
         # Create-and-delete the run node: fails, deleting nothing, if a watcher holds the delivery.
-        if call.try_commit([Create(run), Delete(run), Delete(path, int(raw[1].version))]) is None:
+        if call.try_commit([Create(run), Delete(run), Delete(path, int(raw.stat.version))]) is None:
             pruned += 1
     return pruned, archived
 

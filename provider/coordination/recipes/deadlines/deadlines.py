@@ -29,6 +29,7 @@ from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import ContentionExhausted, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, Delete, SetData, Step
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.protocol.retention import CompactionStep
 from airflow_epochs.coordination.recipes.backpressure.consumers import UnknownConsumer
 from airflow_epochs.coordination.recipes.deadlines.alerts import archived_alert, prune_alerts
@@ -132,7 +133,7 @@ class PartitionDeadlines:
             return False
         found = call.get(path)
         if found is not None:  # a replacement does not change the count
-            steps: list[Step] = [SetData(path, spec.to_bytes(), found[1].version)]
+            steps: list[Step] = [SetData(path, spec.to_bytes(), found.stat.version)]
         elif int(folder.numChildren) >= MAX_DECLARED:
             raise InvalidInput(f"pipeline {self.ctx.pipeline!r} declares {folder.numChildren} deadlines, at most "
                                f"{MAX_DECLARED}; the deadline of {spec.partition!r} was refused, nothing written")
@@ -153,7 +154,7 @@ class PartitionDeadlines:
     def _specs(self, call: Call, partition: str) -> list[DeadlineSpec]:
         names = [n for n in (call.children(self.paths.deadlines) or ()) if n.split(",", 1)[0] == partition]
         paths = [f"{self.paths.deadlines}/{n}" for n in sorted(names)]
-        return [DeadlineSpec.from_bytes(raw[0], path=p)
+        return [DeadlineSpec.from_bytes(raw.data, path=p)
                 for p, raw in zip(paths, call.get_many(paths), strict=True) if raw is not None]
 
     # -- predictions -------------------------------------------------------------------------
@@ -216,8 +217,8 @@ class PartitionDeadlines:
         deadline = judged.deadline_at if judged is not None else deadline_of(
             specs, stats, epoch, forecast.opened_at, [m.producer for m in forecast.missing])
         alert_path = DeadlinePaths(self.paths).late_alert(epoch, forecast.generation or 1, partition)
-        raw = call.get(alert_path)
-        alert = None if raw is None else LateAlert.from_bytes(raw[0], path=alert_path)
+        found = late_alert(call, alert_path)
+        alert = None if found is None else found.record
         if alert is not None:
             deadline = alert.deadline_at  # the deadline it was raised against stays the deadline
         if not act:
@@ -299,26 +300,26 @@ class PartitionDeadlines:
             return Verdict(epoch, partition, state, deadline, forecast, alert, True)
         if not isinstance(failure.error, NodeExistsError):
             raise failure.error
-        raw = call.get(path)
-        if raw is None:  # pragma: no cover - alerts are never deleted while their epoch is kept
+        raised = late_alert(call, path)
+        if raised is None:  # pragma: no cover - alerts are never deleted while their epoch is kept
             raise failure.error
-        found = LateAlert.from_bytes(raw[0], path=path)
         # Raised by another watcher (or by this call, its answer lost): whoever takes the run node first
         # delivers it, so a raiser that died between the two creates leaves nothing undelivered.
-        return Verdict(epoch, partition, state, found.deadline_at, forecast, found, self._take_delivery(found))
+        return Verdict(epoch, partition, state, raised.record.deadline_at, forecast, raised.record,
+                       self._take_delivery(raised.record))
 
     def _sealed_late(self, call: Call, alert: LateAlert, sealed_at: float) -> LateAlert:
         """Record once on the alert (and in the history) that the partition sealed, and how late."""
         path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         for _ in range(_ROUNDS):
-            raw = call.get(path)
-            if raw is None:
+            found = late_alert(call, path)
+            if found is None:
                 return alert
-            current = LateAlert.from_bytes(raw[0], path=path)
+            current = found.record
             if current.sealed_at is not None:
                 return current
             done = replace(current, sealed_at=sealed_at, late_by=max(0.0, sealed_at - current.deadline_at))
-            failure = call.try_commit([SetData(path, done.to_bytes(), raw[1].version), *self.ctx.event(SealedLate(
+            failure = call.try_commit([SetData(path, done.to_bytes(), found.stat.version), *self.ctx.event(SealedLate(
                 epoch=alert.epoch, partition=alert.partition, deadline_at=current.deadline_at, sealed_at=sealed_at,
                 late_by=done.late_by or 0.0))])
             if failure is None:
@@ -348,7 +349,7 @@ class PartitionDeadlines:
         # A holder marks the alert delivered before its run node goes: read it again now that ours is in.
         path = DeadlinePaths(self.paths).late_alert(alert.epoch, alert.generation, alert.partition)
         try:
-            raw = self.ctx.client.get(path)[0]
+            raw, _stat = self.ctx.client.get(path)
         except NoNodeError:  # delivered by another and pruned by retention since this watcher read it
             self.ctx.client.delete(run)
             return False
@@ -363,14 +364,13 @@ class PartitionDeadlines:
 
         def run(call: Call) -> LateAlert:
             for _ in range(_ROUNDS):
-                raw = call.get(path)
-                if raw is None:
+                found = late_alert(call, path)
+                if found is None:
                     return alert
-                current = LateAlert.from_bytes(raw[0], path=path)
-                if current.delivered_at is not None:
-                    return current
-                done = replace(current, delivered_at=self.ctx.clock())
-                mark = SetData(path, done.to_bytes(), raw[1].version)
+                if found.record.delivered_at is not None:
+                    return found.record
+                done = replace(found.record, delivered_at=self.ctx.clock())
+                mark = SetData(path, done.to_bytes(), found.stat.version)
                 run = Delete(DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation,
                                                                            alert.partition))
                 # marked and its run node gone in one transaction; a run node already gone (with its
@@ -407,12 +407,12 @@ class PartitionDeadlines:
             if past is not None:  # compacted: its record, and so its opening, is in the archive
                 found = epoch_record(past, self.ctx, epoch)
             gen = generation if generation is not None else 1 if found is None else \
-                found[0].generation + 1 if found[0].state == "rolled_back" else found[0].generation
+                found.record.generation + 1 if found.record.state == "rolled_back" else found.record.generation
             path = DeadlinePaths(self.paths).late_alert(epoch, gen, partition)
-            raw = call.get(path)
-            if raw is None:  # retention prunes the alerts of compacted epochs, archiving them first
+            raised = late_alert(call, path)
+            if raised is None:  # retention prunes the alerts of compacted epochs, archiving them first
                 return archived_alert(call, self.ctx, epoch, gen, partition)
-            return LateAlert.from_bytes(raw[0], path=path)
+            return raised.record
 
         return self.ctx.call(run, what=f"read the alert of {partition!r} at epoch {epoch}")
 
@@ -457,11 +457,12 @@ class PartitionDeadlines:
                 found = self.ctx.call(lambda call: epoch_record(call, self.ctx, epoch), what=f"read epoch {epoch}")
                 if found is not None:  # woken by the seal, or by a rollback starting a new opening
                     client.exists(self.paths.epoch(epoch), watch=poke)
-                    if client.exists(self.paths.seal(epoch, found[0].generation, partition), watch=poke) is not None:
+                    seal_path = self.paths.seal(epoch, found.record.generation, partition)
+                    if client.exists(seal_path, watch=poke) is not None:
                         continue  # sealed since the check
-                    if found[0].state == "open":  # every vote moves a predicted deadline: look again at each
+                    if found.record.state == "open":  # every vote moves a predicted deadline: look again at each
                         with contextlib.suppress(NoNodeError):
-                            client.get_children(self.paths.vote_counter(epoch, found[0].attempt, partition),
+                            client.get_children(self.paths.vote_counter(epoch, found.record.attempt, partition),
                                                 watch=poke)
                 pause = _REVISIT if delivered else max(0.0, (verdict.deadline_at or 0.0) - self.ctx.clock())
             if end is not None:
@@ -479,8 +480,15 @@ class PartitionDeadlines:
                 return verdict
 
 
+def late_alert(call: Call, path: str) -> Found[LateAlert] | None:
+    """The late alert at ``path`` and its stat (for a compare-and-set of its marks), or None."""
+    raw = call.get(path)
+    return None if raw is None else Found(LateAlert.from_bytes(raw.data, path=path), raw.stat)
+
+
 def _trim_alerts(call: Call, ctx: PipelineContext, through: int) -> int:
-    return prune_alerts(call, ctx, through)[0]
+    pruned, _archived = prune_alerts(call, ctx, through)
+    return pruned
 
 
 # What this family hands retention: the statistics take the epochs' votes before they go, and the

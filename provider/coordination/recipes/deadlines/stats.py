@@ -13,7 +13,6 @@ those epochs sealed.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError
 
@@ -21,6 +20,7 @@ from airflow_epochs.coordination.base.call import Call
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput, UnknownPartition
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.base.steps import Create, SetData
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.recipes.deadlines.paths import DeadlinePaths
 from airflow_epochs.coordination.recipes.deadlines.records import (
     DEFAULT_QUANTILE,
@@ -62,14 +62,14 @@ def sealed_votes(call: Call, ctx: PipelineContext, epoch: int, partition: str) -
     if found is None:
         past = archived_call(call, ctx, epoch)
         return None if past is None else sealed_votes(past, ctx, epoch, partition)
-    node = found[0]
+    node = found.record
     if node.state == "rolled_back":
         return None
     seal_path = ctx.paths.seal(epoch, node.generation, partition)
     raw = call.get(seal_path)
     if raw is None:
         return None
-    seal = SealNode.from_bytes(raw[0], path=seal_path)
+    seal = SealNode.from_bytes(raw.data, path=seal_path)
     if seal.votes is not None:
         return node.opened_at, {name: vote.voted_at for name, vote in seal.votes.votes.items()}
     names = producer_names(call, ctx, epoch, seal.attempt, partition, seal_path)
@@ -78,14 +78,14 @@ def sealed_votes(call: Call, ctx: PipelineContext, epoch: int, partition: str) -
     for name, path, vote_raw in zip(names, paths, call.get_many(paths), strict=True):
         if vote_raw is None:
             raise CorruptPayload(f"{seal_path}: the vote of {name!r} is missing")
-        votes[name] = CastVote.from_znode(vote_raw[0], path, name, seal.attempt).voted_at
+        votes[name] = CastVote.from_znode(vote_raw.data, path, name, seal.attempt).voted_at
     return node.opened_at, votes
 
 
-def read_stats(call: Call, ctx: PipelineContext, partition: str) -> tuple[SealStats | None, Any]:
+def read_stats(call: Call, ctx: PipelineContext, partition: str) -> Found[SealStats] | None:
     path = DeadlinePaths(ctx.paths).seal_stats(partition)
     raw = call.get(path)
-    return (None, None) if raw is None else (SealStats.from_bytes(raw[0], path=path), raw[1])
+    return None if raw is None else Found(SealStats.from_bytes(raw.data, path=path), raw.stat)
 
 
 def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFAULT_WINDOW,
@@ -94,10 +94,9 @@ def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFA
     ``window`` of them: older ones would fall out anyway), written back compare-and-set (unless
     ``write`` is False: a reader's page writes nothing). A lost race answers with what the winner
     wrote (it folded the same sealed epochs)."""
-    stats, stat = read_stats(call, ctx, partition)
-    if stats is None:
-        stats = SealStats(partition, window=window)
-    elif stats.window != window:
+    found = read_stats(call, ctx, partition)
+    stats = SealStats(partition, window=window) if found is None else found.record
+    if stats.window != window:
         stats = replace(stats, window=window)
     top = frontier(call, ctx)
     start = max(stats.through + 1, top - stats.window + 1, 1)
@@ -105,26 +104,27 @@ def fold(call: Call, ctx: PipelineContext, partition: str, *, window: int = DEFA
         return stats
     new = stats
     for epoch in range(start, top + 1):
-        found = sealed_votes(call, ctx, epoch, partition)
-        if found is not None:
+        voted = sealed_votes(call, ctx, epoch, partition)
+        if voted is not None:
+            opened_at, votes = voted
             end = None if calendar is None else calendar.span(epoch)[1].timestamp()
-            new = new.folded(epoch, found[0], end, found[1])
+            new = new.folded(epoch, opened_at, end, votes)
     new = replace(new, through=top)
     if not write:
         return new
     path = DeadlinePaths(ctx.paths).seal_stats(partition)
-    if stat is None:
+    if found is None:
         if call.exists(ctx.paths.seal_stats_dir) is None:
             call.try_commit([Create(ctx.paths.seal_stats_dir)])  # a concurrent create is as good
         failure = call.try_commit([Create(path, new.to_bytes())])
     else:
-        failure = call.try_commit([SetData(path, new.to_bytes(), int(stat.version))])
+        failure = call.try_commit([SetData(path, new.to_bytes(), int(found.stat.version))])
     if failure is not None:
         if isinstance(failure.error, NoAuthError):  # a reader without write access still gets its answer
             return new
         if isinstance(failure.error, (NodeExistsError, BadVersionError)):
-            latest, _ = read_stats(call, ctx, partition)
-            return latest if latest is not None else new
+            latest = read_stats(call, ctx, partition)
+            return latest.record if latest is not None else new
         raise failure.error
     return new
 
@@ -159,7 +159,7 @@ def predict(call: Call, ctx: PipelineContext, epoch: int, partition: str, stats:
         if past is not None:
             return predict(past, ctx, epoch, partition, stats, q=q, calendar=calendar)
         return SealForecast(epoch, partition, "not_open", quantile=q, generation=0)  # no record: none opened
-    node = found[0]
+    node = found.record
     # an opening after a rollback is the record's next generation
     generation = node.generation + 1 if node.state == "rolled_back" else node.generation
     producers = ctx.config(call, node.config_version).config.partitions.get(partition)
@@ -168,7 +168,7 @@ def predict(call: Call, ctx: PipelineContext, epoch: int, partition: str, stats:
                                f"of epoch {epoch} (version {node.config_version})")
     seal_raw = None if node.state == "rolled_back" else call.get(ctx.paths.seal(epoch, node.generation, partition))
     if seal_raw is not None:
-        seal = SealNode.from_bytes(seal_raw[0], path=ctx.paths.seal(epoch, node.generation, partition))
+        seal = SealNode.from_bytes(seal_raw.data, path=ctx.paths.seal(epoch, node.generation, partition))
         return SealForecast(epoch, partition, "sealed", quantile=q, opened_at=node.opened_at, sealed_at=seal.sealed_at,
                             generation=generation)
     if node.state != "open":
@@ -199,9 +199,9 @@ def fold_before_compaction(call: Call, ctx: PipelineContext) -> int:
     for partition in sorted(kept | declared):
         names = [n for n in every if n.split(",", 1)[0] == partition]
         paths = [f"{ctx.paths.deadlines}/{n}" for n in names]
-        specs = [DeadlineSpec.from_bytes(raw[0], path=p)
+        specs = [DeadlineSpec.from_bytes(raw.data, path=p)
                  for p, raw in zip(paths, call.get_many(paths), strict=True) if raw is not None]
-        stats, _ = read_stats(call, ctx, partition)
-        fold(call, ctx, partition, window=stats.window if stats is not None else DEFAULT_WINDOW,
+        stats = read_stats(call, ctx, partition)
+        fold(call, ctx, partition, window=stats.record.window if stats is not None else DEFAULT_WINDOW,
              calendar=next((s.calendar for s in specs if s.calendar is not None), None))
     return len(kept | declared)

@@ -101,7 +101,7 @@ class DeadlineWatch:
                 return None  # opened since the check saw no record (a rolled-back one waits for its change)
             return REVISIT if until_deadline is None else until_deadline
         if record is not None:
-            node = EpochNode.from_bytes(record[0], path=paths.epoch(self.epoch))
+            node = EpochNode.from_bytes(record.data, path=paths.epoch(self.epoch))
             if node.state != "rolled_back":
                 if await store.exists(paths.seal(self.epoch, node.generation, self.partition), wake) is not None:
                     return None  # sealed since the check

@@ -36,13 +36,13 @@ import logging
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.base.aio import NodeStore, Watch
 from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
 from airflow_epochs.coordination.base.paths import PipelinePaths
+from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, reseals_dir, versions_path
 from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor, DeliveryRewinds
@@ -118,7 +118,7 @@ class Delivery:
         """The pipeline's rollbacks as delivery counts them (``wake`` hears of the next one)."""
         path = DeliveryPaths(self.paths).rewinds
         node = await store.get(path, wake)
-        return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node[0], path=path)
+        return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node.data, path=path)
 
     async def position(self, store: NodeStore, rewinds: DeliveryRewinds | None = None) -> tuple[int, int]:
         """The next epoch to deliver, as the cursor records it with the rollbacks its writer had not seen
@@ -127,14 +127,15 @@ class Delivery:
         if rewinds is None:
             rewinds = await self.rewinds(store)
         node = await store.get(self.cursor)
-        if node is None or not node[0]:
+        if node is None or not node.data:
             return self.from_epoch, rewinds.count
-        cursor = DeliveryCursor.from_bytes(node[0], path=self.cursor)
+        cursor = DeliveryCursor.from_bytes(node.data, path=self.cursor)
         return max(self.from_epoch, rewinds.position(cursor)), rewinds.count
 
     async def committed(self, store: NodeStore) -> int:
         """The next epoch to deliver, as the cursor records it (see :meth:`position`)."""
-        return (await self.position(store))[0]
+        committed, _rewinds = await self.position(store)
+        return committed
 
     async def next_seal(self, store: NodeStore, epoch: int, wake: Watch,
                         seen: int = 0) -> SealToDeliver | Rewound | int | None:
@@ -145,11 +146,11 @@ class Delivery:
         back = rewinds.since(seen)
         if back is not None:
             return Rewound(max(self.from_epoch, min(epoch, back + 1)), rewinds.count)
-        committed = (await self.position(store, rewinds))[0]
+        committed, _count = await self.position(store, rewinds)
         frontier_node = await store.get(self.paths.frontier, wake)
         if frontier_node is None:
             return None
-        frontier = FrontierNode.from_bytes(frontier_node[0], path=self.paths.frontier).epoch
+        frontier = FrontierNode.from_bytes(frontier_node.data, path=self.paths.frontier).epoch
         if committed > frontier + 2:
             # A seal of epoch e exists only while e - 1 is sealed, so no deliverer moves a cursor past the
             # frontier + 2: one that says so was written by someone else, and would skip seals silently.
@@ -162,7 +163,7 @@ class Delivery:
         record = await store.get(self.paths.epoch(epoch), wake)
         if record is None:
             return None
-        node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+        node = EpochNode.from_bytes(record.data, path=self.paths.epoch(epoch))
         if node.state == "rolled_back":
             return None
         seal_path = self.paths.seal(epoch, node.generation, self.partition)
@@ -178,7 +179,7 @@ class Delivery:
                 return epoch  # its holder's session ended meanwhile: look again
             if await self._planted(store, claim, held):
                 return epoch
-            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+            if held.stat.ephemeralOwner != store.session_id() or held.data != self.holder.encode():
                 return None  # another deliverer holds it: wait for its claim to go
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
         # Looked at again under the claim: another deliverer may have delivered the seal, moved the
@@ -214,8 +215,8 @@ class Delivery:
             record = await store.get(self.paths.epoch(epoch))
             if raw is None or record is None:
                 continue  # compacted: nothing of it is delivered any more
-            node = VersionsNode.from_bytes(raw[0], path=path)
-            epoch_node = EpochNode.from_bytes(record[0], path=self.paths.epoch(epoch))
+            node = VersionsNode.from_bytes(raw.data, path=path)
+            epoch_node = EpochNode.from_bytes(record.data, path=self.paths.epoch(epoch))
             if node.generation != epoch_node.generation:
                 continue
             for entry in sorted((e for e in node.entries if e.state == "sealed"), key=lambda e: e.version):
@@ -244,7 +245,7 @@ class Delivery:
             held = await store.get(claim, wake)
             if held is None or await self._planted(store, claim, held):
                 return await self._claim_version(store, epoch, generation, version, wake)  # just let go
-            if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
+            if held.stat.ephemeralOwner != store.session_id() or held.data != self.holder.encode():
                 return False
         # Looked at again under the claim: another deliverer may have stored it and let the claim go
         # between our first look and our create.
@@ -253,16 +254,16 @@ class Delivery:
             return True
         return claim, sent
 
-    async def _planted(self, store: NodeStore, claim: str, held: tuple[bytes, Any]) -> bool:
+    async def _planted(self, store: NodeStore, claim: str, held: Znode) -> bool:
         """Whether ``claim`` is a persistent node: no deliverer makes one (claims go with their holder's
         session), so it was planted, and would hold every deliverer of the scope back for ever. It is
         deleted (guarded by its version) and the caller looks again."""
-        if int(held[1].ephemeralOwner) != 0:
+        if int(held.stat.ephemeralOwner) != 0:
             return False
         log.warning("%s: a persistent node where only ephemeral claims are made (not a deliverer's); deleted",
                     claim)
         with contextlib.suppress(NoNodeError, BadVersionError):
-            await store.delete(claim, version=held[1].version)
+            await store.delete(claim, version=held.stat.version)
         return True
 
     async def version_delivered(self, store: NodeStore, claim: str, sent: str) -> None:
@@ -285,10 +286,11 @@ class Delivery:
             try:
                 if node is None:
                     await store.create(self.cursor, data)
-                elif node[0] and not DeliveryCursor.from_bytes(node[0], path=self.cursor).behind(following, rewinds):
+                elif node.data and not DeliveryCursor.from_bytes(
+                        node.data, path=self.cursor).behind(following, rewinds):
                     return
                 else:
-                    await store.set(self.cursor, data, version=node[1].version)
+                    await store.set(self.cursor, data, version=node.stat.version)
                 return
             except (BadVersionError, NodeExistsError):
                 continue
@@ -306,7 +308,7 @@ class Delivery:
         """Delete ``claim`` if this deliverer holds it (its session, its token): a claim that went with an
         expired session and was taken since is another deliverer's, and stays."""
         held = await store.get(claim)
-        if held is None or held[0] != self.holder.encode() or held[1].ephemeralOwner != store.session_id():
+        if held is None or held.data != self.holder.encode() or held.stat.ephemeralOwner != store.session_id():
             return
         with contextlib.suppress(NoNodeError, BadVersionError):
-            await store.delete(claim, version=held[1].version)
+            await store.delete(claim, version=held.stat.version)

@@ -23,8 +23,8 @@ def read_rewinds(call: Call, ctx: PipelineContext) -> tuple[DeliveryRewinds, int
     """The rollbacks counted so far and the record's version (None: no rollback yet)."""
     path = DeliveryPaths(ctx.paths).rewinds
     raw = call.get(path)
-    return (DeliveryRewinds(), None) if raw is None else (DeliveryRewinds.from_bytes(raw[0], path=path),
-                                                          int(raw[1].version))
+    return (DeliveryRewinds(), None) if raw is None else (DeliveryRewinds.from_bytes(raw.data, path=path),
+                                                          int(raw.stat.version))
 
 
 def rewind_on_rollback(call: Call, ctx: PipelineContext, to_epoch: int) -> list[Step]:
@@ -45,7 +45,7 @@ def cursors(call: Call, ctx: PipelineContext) -> list[tuple[str, str, DeliveryCu
         paths = [child_path(top, name) for name in names]
         for name, path, raw in zip(names, paths, call.get_many(paths), strict=True):
             if raw is not None:
-                found.append((scope, str(cursor_partition(name)), DeliveryCursor.from_bytes(raw[0], path=path)))
+                found.append((scope, str(cursor_partition(name)), DeliveryCursor.from_bytes(raw.data, path=path)))
     return found
 
 

@@ -94,11 +94,11 @@ def retire_delivery_scope(ctx: PipelineContext, scope: str, *, request_id: str |
         raws = call.get_many([child_path(path, name) for name in cursors])
         if any(raw is None for raw in raws):
             raise Conflict()
-        following = {str(cursor_partition(name)): DeliveryCursor.from_bytes(raw[0], path=child_path(path, name))
+        following = {str(cursor_partition(name)): DeliveryCursor.from_bytes(raw.data, path=child_path(path, name))
                      .following for name, raw in zip(cursors, raws, strict=True) if raw is not None}
         retired = RetiredScope(scope, following)
         steps: list[Step] = [
-            *[Delete(child_path(path, name), int(raw[1].version))
+            *[Delete(child_path(path, name), int(raw.stat.version))
               for name, raw in zip(cursors, raws, strict=True) if raw is not None],
             *[Delete(child_path(path, name)) for name in sent],  # the records of delivered versions
             Delete(path, int(stat.version)),  # refused while any child is left: a claim taken meanwhile
@@ -131,7 +131,7 @@ def delivery_floor(call: Call, ctx: PipelineContext) -> int | None:
     configuration would otherwise stop compaction for good)."""
     lowest: int | None = None
     record: PipelineRecord | None = None
-    rewinds = read_rewinds(call, ctx)[0]
+    rewinds, _version = read_rewinds(call, ctx)
     for _scope, partition, cursor in cursors(call, ctx):
         following = rewinds.position(cursor)
         record = record or ctx.record(call)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import datetime
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from airflow_epochs.coordination.base.call import Call, Conflict
 from airflow_epochs.coordination.base.errors import InvalidInput, NotLeader, PipelineNotFound
 from airflow_epochs.coordination.base.steps import Create, SetData, Step
+from airflow_epochs.coordination.base.znode import Found
 from airflow_epochs.coordination.recipes.leadership.records import Holding, LeaseNode
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire.events import LeaderChanged, LeaderReleased
@@ -67,9 +67,9 @@ class LeaderLease:
         self.session = self.ctx.session
         self._session_id: int | None = None
 
-    def _read(self, call: Call) -> tuple[LeaseNode, Any] | None:
+    def _read(self, call: Call) -> Found[LeaseNode] | None:
         raw = call.get(self.ctx.paths.leader)
-        return None if raw is None else (LeaseNode.from_bytes(raw[0], path=self.ctx.paths.leader), raw[1])
+        return None if raw is None else Found(LeaseNode.from_bytes(raw.data, path=self.ctx.paths.leader), raw.stat)
 
     @staticmethod
     def _holder(lease: LeaseNode) -> LeaseHolder:
@@ -80,7 +80,7 @@ class LeaderLease:
 
         def run(call: Call) -> LeaseHolder | None:
             found = self._read(call)
-            return None if found is None else self._holder(found[0])
+            return None if found is None else self._holder(found.record)
 
         return self.ctx.call(run, what=f"read the leader of {self.ctx.pipeline!r}")
 
@@ -125,7 +125,7 @@ class LeaderLease:
             found = self._read(call)
             if found is None:
                 return None
-            lease = found[0]
+            lease = found.record
             if lease.owner == self.owner and lease.request == call.request_id:
                 return self._holder(lease)
             if self._was_mine(lease, call.request_id) is not None:
@@ -162,10 +162,10 @@ class LeaderLease:
 
         def body(call: Call) -> bool:
             found = self._read(call)
-            if found is None or found[0].owner != self.owner or found[0].released:
+            if found is None or found.record.owner != self.owner or found.record.released:
                 return False
-            released = replace(found[0], until=self.ctx.clock(), released=True, request=call.request_id)
-            failure = call.try_commit([SetData(path, released.to_bytes(), found[1].version),
+            released = replace(found.record, until=self.ctx.clock(), released=True, request=call.request_id)
+            failure = call.try_commit([SetData(path, released.to_bytes(), found.stat.version),
                                        *self.ctx.event(LeaderReleased(owner=self.owner))])
             if failure is not None:
                 raise Conflict()
@@ -175,7 +175,7 @@ class LeaderLease:
             found = self._read(call)
             if found is None:
                 return None
-            lease = found[0]
+            lease = found.record
             if lease.released and lease.request == call.request_id:
                 return True
             held = self._was_mine(lease, call.request_id)
