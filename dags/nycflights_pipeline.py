@@ -18,7 +18,7 @@ Where it reads and writes and which Spark it uses are the deployment's (Airflow 
 ``nycflights_raw`` and ``nycflights_storage`` (default ``$AIRFLOW_EPOCHS_DATA/raw`` and ``/lake``),
 ``nycflights_spark_conn`` (``spark-submit``; ``local[*]`` when empty), ``nycflights_spark_connect`` (a Spark Connect
 connection, which wins; the demo sets it) and ``nycflights_table`` (an Iceberg table the sealed days go into).
-``NYCFLIGHTS_STAGES=inline`` opens, arrives and closes inside the jobs' own tasks (4 tasks a day instead of 8).
+``NYCFLIGHTS_STAGES=inline`` opens, arrives and closes inside the jobs' own tasks (3 tasks a day instead of 8).
 """
 
 from __future__ import annotations

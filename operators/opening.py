@@ -40,7 +40,8 @@ from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 if TYPE_CHECKING:
     import logging
 
-    from airflow.sdk import BaseOperator, Context
+    from airflow.sdk import Context
+    from airflow.sdk.bases.operator import BaseOperator
 
     from airflow_epochs.coordination.services.coordinator import OpenDecision
 

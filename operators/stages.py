@@ -8,7 +8,7 @@ before their work (each with the run's one opening request, so they share one at
 deferred, until the previous epoch is sealed); a producer arrives at its barriers after its vote, and a
 task downstream of a barrier waits for its release before its work; the group's last task closes the epoch
 after its own work and emits the partitions' asset events. Only the number of Airflow tasks per epoch
-changes (the nycflights DAG: 4 instead of 8, 2 in a row instead of 6).
+changes (the nycflights DAG: 3 instead of 8, 2 in a row instead of 6).
 """
 
 from __future__ import annotations

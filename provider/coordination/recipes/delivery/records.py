@@ -168,7 +168,7 @@ class SealedPartitionEvent:
     def from_extra(cls, extra: Any, *, partition_key: str | None = None) -> SealedPartitionEvent:
         """The event an asset event's ``extra`` carries: as a watcher's trigger stored it (under
         ``payload``) or as the close operator wrote it, or (an event of a correction's versions, emitted
-        for several keys at once: :class:`CorrectedVersions`) the one of the event's ``partition_key``;
+        for several keys at once: ``CorrectedVersions``) the one of the event's ``partition_key``;
         :class:`CorruptPayload` for anything else."""
         doc = extra.get("payload", extra) if isinstance(extra, dict) else None
         if isinstance(doc, dict) and "versions" in doc:
