@@ -116,10 +116,12 @@ class Delivery:
         node = await store.get(path, wake)
         return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node[0], path=path)
 
-    async def position(self, store: NodeStore) -> tuple[int, int]:
+    async def position(self, store: NodeStore, rewinds: DeliveryRewinds | None = None) -> tuple[int, int]:
         """The next epoch to deliver, as the cursor records it with the rollbacks its writer had not seen
-        applied (never before ``from_epoch``), and how many rollbacks there were."""
-        rewinds = await self.rewinds(store)
+        applied (never before ``from_epoch``), and how many rollbacks there were (``rewinds``: as just
+        read by the caller; read here otherwise)."""
+        if rewinds is None:
+            rewinds = await self.rewinds(store)
         node = await store.get(self.cursor)
         if node is None or not node[0]:
             return self.from_epoch, rewinds.count
@@ -139,7 +141,7 @@ class Delivery:
         back = rewinds.since(seen)
         if back is not None:
             return Rewound(max(self.from_epoch, min(epoch, back + 1)), rewinds.count)
-        committed = await self.committed(store)
+        committed = (await self.position(store, rewinds))[0]
         if committed > epoch:
             return committed  # another deliverer delivered it and the consumer stored it
         frontier_node = await store.get(self.paths.frontier, wake)
