@@ -55,7 +55,8 @@ nitpick_ignore_regex = [
     # PySpark's session and DataFrame, pyiceberg's catalog and tables, pyarrow's tables.
     (r"py:.*", r"(pyspark|pyiceberg|pyarrow|pa)\..*"),
     # The same libraries' names as our docstrings spell them short.
-    (r"py:class", r"(DataFrame|KazooClient|AirflowFailException|BaseOperator|Context|RetryDecision|ssl\.SSLContext|contextlib\..*)"),
+    (r"py:class",
+     r"(DataFrame|KazooClient|AirflowFailException|BaseOperator|Context|RetryDecision|ssl\.SSLContext|contextlib\..*)"),
     # Type variables of generic functions have no page of their own.
     (r"py:class", r"airflow_epochs\..*\.T"),
     # The coordination core's internal modules and the names in them that its docstrings mention: the
