@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import TaskGroup
+from airflow.sdk import TaskGroup, conf
 
 from airflow_epochs.operators.definition import DefinitionMismatch, check_config, check_reads, collect
 
@@ -144,8 +144,8 @@ class EpochGroup(TaskGroup):
                                  f"inline opening ({sorted(_OPEN_SETTINGS)})")
             self.open, self.close = _NoTask("open"), _NoTask("close")
         else:
-            with self:
-                self.open = OpenEpochOperator(task_id="open", pipeline=pipeline, config=config, **self.open_kwargs)
+            with self:  # its config is what the tasks define, given at the end of the block
+                self.open = OpenEpochOperator(task_id="open", pipeline=pipeline, **self.open_kwargs)
                 self.close = CloseEpochOperator(task_id="close", pipeline=pipeline, partitions=(),
                                                 attempt_task_id=self.open.task_id)
         self._ready = True
@@ -280,7 +280,8 @@ class EpochGroup(TaskGroup):
         if len(lasts) != 1:
             raise DefinitionMismatch(f"{where}: the last task closes the epoch, but {sorted(t.task_id for t in lasts)} "
                                      "all end the group; give it one last task, or leave inline_stages off")
-        settings = {k: v for k, v in self.open_kwargs.items()}
+        settings = dict(self.open_kwargs)
+        settings.setdefault("deferrable", conf.getboolean("operators", "default_deferrable", fallback=False))
         first_ids = {t.task_id for t in firsts}
         conn = settings.get("zookeeper_conn_id", "zookeeper_default")
         root = settings.get("root", "/airflow-epochs")

@@ -92,6 +92,11 @@ def test_a_config_given_beside_the_tasks_keeps_its_settings_and_names_producers_
         VotePartitionOperator(task_id="orders_eu", partition="orders", producer="orders_eu")
     assert epoch.pipeline_config.to_json() == {"partitions": {"orders": ["orders_eu", "from_elsewhere"]}, "window": 3}
     assert epoch.open.config == epoch.pipeline_config.to_json()
+    # settings alone: the partitions are the tasks'
+    with DAG(dag_id="settings", schedule=None, start_date=START), \
+            EpochGroup("epoch", pipeline="shop", config={"window": 3}) as epoch:
+        VotePartitionOperator(task_id="orders_eu", partition="orders", producer="orders_eu")
+    assert epoch.pipeline_config.to_json() == {"partitions": {"orders": ["orders_eu"]}, "window": 3}
 
 
 def test_two_tasks_that_vote_as_one_producer_are_refused_naming_both():
