@@ -385,9 +385,12 @@ def check_side(side: Side, ledger: Any, raw: Path, storage: str,
 
 
 def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int | None = None,
-            only: tuple[str, ...] = SIDES, correct: bool = True) -> dict[str, Side]:
+            only: tuple[str, ...] = SIDES, correct: bool = True, stages: str = "tasks") -> dict[str, Side]:
     """Each side of ``only`` over the same days, then (``correct``) the correction of a day by each; the rows
-    of those that finished; a side that failed fails the group (after the others' rows are recorded)."""
+    of those that finished; a side that failed fails the group (after the others' rows are recorded).
+
+    :param stages: ours' epoch stages: ``tasks`` (open, arrivals, barrier and close as tasks of their own, the
+        DAG's default) or ``inline`` (inside the jobs' tasks: ``NYCFLIGHTS_STAGES=inline``)."""
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 
     days = days or (3 if smoke else 30)
@@ -422,7 +425,7 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                 "AIRFLOW_VAR_NYCFLIGHTS_REPORTS": str(base / "reports" / "ours"),
                 "AIRFLOW_VAR_MAINJOB_PEER_STORAGE": storage,
                 "AIRFLOW_VAR_MAINJOB_PEER_REPORTS": str(base / "reports" / "airflow"),
-                "AIRFLOW_EPOCHS_DATA": str(base / "data"), "NYCFLIGHTS_DAYS": str(days),
+                "AIRFLOW_EPOCHS_DATA": str(base / "data"), "NYCFLIGHTS_DAYS": str(days), "NYCFLIGHTS_STAGES": stages,
                 "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"})
             say("starting PostgreSQL and Airflow (API server, scheduler, triggerer, DAG processor)")
             stack.start([REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
@@ -523,13 +526,19 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=None)
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated sides (default: all three)")
     parser.add_argument("--no-correction", action="store_true", help="the catch-up only")
+    parser.add_argument("--ours-stages", choices=("tasks", "inline"), default="tasks",
+                        help="ours' epoch stages as tasks of their own (default) or inside the jobs' tasks")
     args = parser.parse_args()
     from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with EmbeddedZooKeeper() as server:
         run_all(server.hosts, server.port, server.pid, args.smoke, args.days, tuple(args.sides.split(",")),
-                not args.no_correction)
+                not args.no_correction, args.ours_stages)
+    from common import ROWS
+
+    for row in ROWS:  # alone (not through bench/run.py, which writes them to its JSON file)
+        print(json.dumps(row.to_json()), flush=True)
     return 0
 
 

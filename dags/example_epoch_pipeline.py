@@ -4,7 +4,8 @@
 
 Each producer arrives at the barrier "ingested" when its part is in; the barrier task (a deferrable
 sensor) waits for the release, decided by ZooKeeper, whoever the participants are (other DAGs, Spark
-jobs, another deployment).
+jobs, another deployment). The tasks define the pipeline: its partitions, producers and barrier are
+collected from them by the EpochGroup, which also runs its open task first and its close task last.
 
 One epoch per day of 2013 (the calendar maps each run's data interval to its epoch); catch-up runs
 may overlap (max_active_runs=3), yet epochs open and seal strictly in order, because epoch e's open
@@ -23,16 +24,12 @@ import pendulum
 from airflow.sdk import DAG, task
 
 from airflow_epochs.coordination.base.calendar import EpochCalendar
-from airflow_epochs.operators import ArriveAtBarrierOperator, EpochGroup, VotePartitionOperator
+from airflow_epochs.operators import EpochGroup, VotePartitionOperator
 from airflow_epochs.sensors import BarrierSensor
 
 PIPELINE = "flights_daily"
 ORIGIN = pendulum.datetime(2013, 1, 1, tz="UTC")
 CALENDAR = EpochCalendar(ORIGIN, timedelta(days=1))
-CONFIG = {
-    "partitions": {"flights": ["ingest_flights"], "weather": ["ingest_weather"], "daily": ["join"]},
-    "barriers": {"ingested": ["ingest_flights", "ingest_weather"]},
-}
 
 # [START example_epoch_pipeline]
 with DAG(
@@ -44,7 +41,7 @@ with DAG(
     max_active_runs=3,
     params={"max_delay": 0.5},
     tags=["airflow-epochs", "example"],
-) as dag, EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG, close_partitions=["daily"],
+) as dag, EpochGroup("epoch", pipeline=PIPELINE, close_partitions=["daily"],
                 open_kwargs={"calendar": CALENDAR, "lease_seconds": 30, "deferrable": True}) as epoch:
 
     @task
@@ -54,18 +51,18 @@ with DAG(
         time.sleep(delay)
         return delay
 
-    arrivals = []
+    votes = []
     for partition, producer in (("flights", "ingest_flights"), ("weather", "ingest_weather")):
         vote = VotePartitionOperator(
             task_id=producer, partition=partition, producer=producer,
             manifest={"rows": "{{ ti.xcom_pull(task_ids='epoch.open')['epoch'] * 10 }}", "run_id": "{{ run_id }}"},
         )
-        arrive = ArriveAtBarrierOperator(task_id=f"{producer}_arrives", barrier="ingested",
-                                         participant=producer, straggler_timeout=600, wait=False)
-        epoch.open >> jitter.override(task_id=f"{producer}_work")() >> vote >> arrive
-        arrivals.append(arrive)
-    barrier = BarrierSensor(task_id="barrier", barrier="ingested", deferrable=True, poke_interval=1, timeout=900)
+        jitter.override(task_id=f"{producer}_work")() >> vote
+        votes.append(vote)
+    # Each producer arrives once it voted (an arrival task each); the barrier task waits for the release.
     join = VotePartitionOperator(task_id="join", partition="daily", producer="join",
                                  manifest={"inputs": ["flights", "weather"]})
-    arrivals >> barrier >> join >> epoch.close
+    barrier = epoch.barrier("ingested", votes, straggler_timeout=600, sensor=BarrierSensor, task_id="barrier",
+                            timeout=900)
+    barrier >> join
 # [END example_epoch_pipeline]

@@ -13,24 +13,20 @@ from airflow_epochs.operators import EpochGroup, VotePartitionOperator
 from airflow_epochs.sensors import SealedPartitionSensor
 
 PIPELINE = "shop"
-# Each partition names the producers that must all vote before it is sealed.
-CONFIG = {"partitions": {"orders": ["orders_eu", "orders_us"], "refunds": ["refunds"]}}
 
 with DAG(dag_id="shop_daily", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
          catchup=False, params={"epoch": 1}, tags=["airflow-epochs", "example"]), \
-        EpochGroup("epoch", pipeline=PIPELINE, config=CONFIG,
-                   open_kwargs={"epoch": "{{ params.epoch }}"}) as epoch:
+        EpochGroup("epoch", pipeline=PIPELINE, open_kwargs={"epoch": "{{ params.epoch }}"}):
 
     @task
     def load(region: str, params=None) -> int:
         """Your real work goes here (a Spark job, a copy); it returns the rows it wrote."""
         return 10 * int(params["epoch"]) + len(region)
 
+    # The votes define the pipeline: a partition is sealed once every producer that votes it has voted.
     for producer, partition in (("orders_eu", "orders"), ("orders_us", "orders"), ("refunds", "refunds")):
-        rows = load.override(task_id=f"load_{producer}")(producer)
-        vote = VotePartitionOperator(task_id=f"vote_{producer}", partition=partition, producer=producer,
-                                     manifest={"rows": rows})
-        epoch.open >> rows >> vote >> epoch.close
+        VotePartitionOperator(task_id=f"vote_{producer}", partition=partition, producer=producer,
+                              manifest={"rows": load.override(task_id=f"load_{producer}")(producer)})
 
 with DAG(dag_id="shop_report", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
          catchup=False, params={"epoch": 1}, tags=["airflow-epochs", "example"]):

@@ -57,7 +57,8 @@ def received_keys(triggering_asset_events: Any, pipeline: str, partition: str) -
     for events in (triggering_asset_events or {}).values():
         for event in events:
             try:
-                sealed = SealedPartitionEvent.from_extra(getattr(event, "extra", None) or {})
+                sealed = SealedPartitionEvent.from_extra(getattr(event, "extra", None) or {},
+                                                         partition_key=getattr(event, "partition_key", None))
             except CorruptPayload:
                 continue  # an event of another kind on the same asset
             if sealed.pipeline == pipeline and sealed.partition == partition:

@@ -7,81 +7,46 @@ protocol itself lives in :mod:`airflow_epochs.coordination`.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import os
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator, conf
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_epochs.coordination import (
     DEFAULT_ROOT,
     Attempt,
     EpochAlreadySealed,
     EpochInfo,
-    EpochLedger,
     EpochNotOpen,
     PartitionAlreadySealed,
     PipelineConfig,
-    PipelineNotFound,
     SealInfo,
     validate_name,
 )
 from airflow_epochs.coordination.base.calendar import Calendar
 from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
 from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
-from airflow_epochs.hooks.epoch_opening import open_epoch
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
-from airflow_epochs.retries import CoordinationRetries, templated_epoch, with_retry_defaults
-from airflow_epochs.triggers.backpressure import ConsumersCaughtUpTrigger
+from airflow_epochs.operators.opening import DEPLOYMENT_ENV, Opening, default_owner, open_in_task, task_request_id
+from airflow_epochs.operators.stages import EpochStage, attempt_from_xcom
+from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result, outcome_payload
-from airflow_epochs.triggers.frontier import FrontierReachedTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-DEPLOYMENT_ENV = "AIRFLOW_EPOCHS_DEPLOYMENT"
-
-
-def default_owner() -> str:
-    """This deployment's identity: ``$AIRFLOW_EPOCHS_DEPLOYMENT``, else the host name."""
-    raw = os.environ.get(DEPLOYMENT_ENV) or socket.gethostname()
-    return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in raw)[:128]
+__all__ = ["DEPLOYMENT_ENV", "ArriveAtBarrierOperator", "CloseEpochOperator", "OpenEpochOperator",
+           "VotePartitionOperator", "attempt_from_xcom", "cast_vote", "default_owner", "partition_asset",
+           "task_request_id"]
 
 
 def partition_asset(pipeline: str, partition: str) -> Asset:
     """The Airflow asset that stands for a sealed partition; its events carry the epoch as partition key."""
     return Asset(name=f"epochs.{validate_name('pipeline', pipeline)}.{validate_name('partition', partition)}",
                  uri=f"epochs://{pipeline}/{partition}")
-
-
-def task_request_id(context: Context, *, per_try: bool = True) -> str:
-    """A request id naming this task instance (and, with ``per_try``, this try of it).
-
-    Repeating a coordination call with it (a retry inside the same try, a lost answer) never
-    applies the call twice; a new try gets a new id, so it starts a new attempt instead of sharing
-    the old try's fencing token with a process that may still be running.
-    """
-    ti = context["ti"]
-    parts = [ti.dag_id, ti.run_id, ti.task_id, str(getattr(ti, "map_index", -1))]
-    if per_try:
-        parts.append(str(ti.try_number))
-    return "ti-" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
-
-
-def attempt_from_xcom(context: Context, task_id: str | None) -> Attempt:
-    # Both are definite (a retry reads the same XCom): fail without Airflow retries.
-    if not task_id:
-        raise AirflowFailException("no attempt_task_id given and the task is not inside an EpochGroup")
-    value = context["ti"].xcom_pull(task_ids=task_id)
-    if not isinstance(value, Mapping):
-        raise AirflowFailException(f"task {task_id!r} pushed no epoch attempt to XCom (got {value!r})")
-    return Attempt.from_dict(value)
 
 
 class OpenEpochOperator(CoordinationRetries, BaseOperator):
@@ -98,7 +63,11 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
     :param epoch: epoch number (templated); optional with ``calendar``.
     :param calendar: maps the run's data interval to an epoch (:class:`EpochCalendar` or
         :class:`CronEpochCalendar`).
-    :param config: ``{"partitions": {...}, "barriers": {...}, ...}`` creating the pipeline if missing.
+    :param config: ``{"partitions": {...}, "barriers": {...}, ...}`` creating the pipeline if missing
+        (inside an :class:`~airflow_epochs.operators.EpochGroup`: what its tasks define); a stored
+        configuration that differs from it is logged, naming each difference.
+    :param from_epoch: schedule ``config`` as a new configuration version from this epoch when the stored
+        one differs (see :class:`~airflow_epochs.operators.EpochGroup`).
     :param lease_seconds: leadership lease length; the leader renews it at every open.
     :param backpressure_wait: seconds to wait for slow consumers (a backpressure window in ``config``)
         before failing; ``None`` waits as long as it takes, ``0`` fails at once.
@@ -116,6 +85,7 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
         epoch: int | str | None = None,
         calendar: Calendar | None = None,
         config: Mapping[str, Any] | None = None,
+        from_epoch: int | None = None,
         lease_seconds: float = 600.0,
         backpressure_wait: float | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -132,7 +102,8 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
         self.pipeline = pipeline
         self.epoch = epoch
         self.calendar = calendar
-        self.config = config
+        self.config = None if config is None else PipelineConfig.from_json(config).to_json()  # checked at parse time
+        self.from_epoch = from_epoch
         self.lease_seconds = lease_seconds
         self.backpressure_wait = backpressure_wait
         self.deferrable = deferrable
@@ -140,13 +111,12 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
         self.zookeeper_conn_id = zookeeper_conn_id
         self.root = root
 
-    def _epoch(self, context: Context, ledger: EpochLedger) -> int:
-        if self.epoch not in (None, ""):
-            return templated_epoch(self.epoch)
-        start = context.get("data_interval_start")
-        if self.calendar is not None and start is not None:
-            return self.calendar.epoch_for(start)
-        return ledger.frontier() + 1
+    def opening(self) -> Opening:
+        """This task's settings (rendered) as an :class:`~airflow_epochs.operators.opening.Opening`."""
+        return Opening(pipeline=self.pipeline, epoch=self.epoch, calendar=self.calendar, config=self.config,
+                       from_epoch=self.from_epoch, lease_seconds=self.lease_seconds,
+                       backpressure_wait=self.backpressure_wait, deferrable=self.deferrable, owner_id=self.owner_id,
+                       zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)
 
     def execute(self, context: Context) -> dict[str, Any]:
         deadline = None if self.backpressure_wait is None else time.time() + self.backpressure_wait
@@ -169,73 +139,12 @@ class OpenEpochOperator(CoordinationRetries, BaseOperator):
                                 what=f"pipeline {self.pipeline!r}: open epoch {epoch_wanted or ''}".rstrip())
 
     def _open(self, context: Context, epoch: int | None, deadline: float | None) -> dict[str, Any]:
-        """Decide, and open, skip or defer (the waits in the worker are :func:`open_epoch`'s).
-
-        ``deadline`` is the backpressure deadline as a wall-clock time: it travels through deferral
-        (another process, another clock); here it becomes this process's one monotonic deadline.
-        """
-        owner = validate_name("owner", self.owner_id or default_owner())
-        local = None if deadline is None else time.monotonic() + max(0.0, deadline - time.time())
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = hook.ledger(self.pipeline, owner=owner, root=self.root)
-            if self.config is not None:
-                ledger.create_pipeline(PipelineConfig.from_json(self.config))
-            try:
-                epoch = epoch or self._epoch(context, ledger)
-                decision = open_epoch(ledger, epoch, lease_duration=datetime.timedelta(seconds=self.lease_seconds),
-                                      request_id=task_request_id(context), wait_in_worker=not self.deferrable,
-                                      backpressure_deadline=local, log=self.log)
-            except PipelineNotFound:
-                raise AirflowFailException(
-                    f"pipeline {self.pipeline!r} does not exist; pass config= to create it"
-                ) from None
-        if decision.action == "opened":
-            return self._opened(epoch, owner, decision)
-        if decision.action == "sealed":
-            sealed = decision.sealed
-            self._skip_sealed(epoch, sealed.owner if sealed else "?", sealed.attempt if sealed else -1)
-        if decision.action == "backpressured" and (local is None or time.monotonic() < local):
-            assert decision.wait_for_consumers is not None  # a backpressured decision names the epoch
-            self.defer(
-                trigger=ConsumersCaughtUpTrigger(pipeline=self.pipeline, epoch=decision.wait_for_consumers,
-                                                 deadline=deadline, root=self.root,
-                                                 zookeeper_conn_id=self.zookeeper_conn_id),
-                method_name="execute_complete",
-                kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-            )
-        if decision.action == "backpressured":
-            raise AirflowFailException(f"gave up after waiting {self.backpressure_wait:g} s for "
-                                       f"backpressure: {decision.reason}")
-        assert decision.wait_for_frontier is not None  # a wait decision names the epoch it waits for
-        self.defer(
-            trigger=FrontierReachedTrigger(pipeline=self.pipeline, epoch=decision.wait_for_frontier,
-                                           give_up_after=decision.wait_seconds, root=self.root,
-                                           zookeeper_conn_id=self.zookeeper_conn_id),
-            method_name="execute_complete",
-            kwargs={"epoch_wanted": epoch, "backpressure_deadline": deadline},
-        )
-        raise AssertionError("defer() returns only by raising")  # pragma: no cover
-
-    def _opened(self, epoch: int, owner: str, decision: Any) -> dict[str, Any]:
-        attempt = decision.attempt
-        assert attempt is not None
-        if decision.took_over is not None:
-            self.log.info("Pipeline %s: %s took over epoch %s from %s (attempt %s supersedes %s)",
-                          self.pipeline, owner, epoch, decision.took_over.owner, attempt.token,
-                          decision.took_over.attempt)
-        self.log.info("Pipeline %s: epoch %s open under attempt %s of %s (config version %s)",
-                      self.pipeline, epoch, attempt.token, attempt.owner, attempt.config_version)
-        snapshots = {p: {producer: {"epoch": r.epoch, "pointer": r.pointer} for producer, r in refs.items()}
-                     for p, refs in decision.snapshots.items()}
-        return {**attempt.to_dict(), "snapshots": snapshots}
-
-    def _skip_sealed(self, epoch: int, owner: str, attempt: int) -> None:
-        message = f"Pipeline {self.pipeline}: epoch {epoch} is already sealed by {owner} (attempt {attempt}); skipping"
-        self.log.info(message)
-        raise AirflowSkipException(message)
+        """Decide, and open, skip or defer (see :func:`~airflow_epochs.operators.opening.open_in_task`)."""
+        return open_in_task(self, context, self.opening(), epoch=self.epoch, epoch_wanted=epoch, deadline=deadline,
+                            request_id=task_request_id(context), resume_method="execute_complete", log=self.log)
 
 
-class VotePartitionOperator(CoordinationRetries, BaseOperator):
+class VotePartitionOperator(EpochStage, CoordinationRetries, BaseOperator):
     """Vote that a producer finished its part of a partition (from a non-Spark task).
 
     :param partition: partition name (templated).
@@ -270,28 +179,37 @@ class VotePartitionOperator(CoordinationRetries, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = attempt_from_xcom(context, self.attempt_task_id)
+        if (absent := self.not_taking_part(context, attempt)) is not None:
+            return absent
         return self.coordinated(lambda: self._vote(attempt),
                                 what=f"epoch {attempt.epoch}: vote of {self.producer} on {self.partition}")
 
     def _vote(self, attempt: Attempt) -> dict[str, Any]:
-        with ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id) as hook:
-            ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=self.root)
-            try:
-                result = ledger.vote(attempt, self.partition, self.producer, dict(self.manifest or {}),
-                                     snapshot=self.snapshot)
-            except PartitionAlreadySealed:
-                # Sealed by an earlier attempt of this epoch (e.g. before a takeover): seals are
-                # immutable, so this attempt's output for it is never used.
-                seal = ledger.seal(attempt.epoch, self.partition)
-                self.log.info("Epoch %s: partition %s was sealed earlier by attempt %s; nothing to vote",
-                              attempt.epoch, self.partition, seal.attempt if seal else "?")
-                return {"partition_sealed": True, "epoch_sealed": False, "sealed_by": seal.attempt if seal else None}
-        self.log.info("Epoch %s: %s voted %s (partition sealed: %s, epoch sealed: %s)", attempt.epoch,
-                      self.producer, self.partition, result.partition_sealed, result.epoch_sealed)
-        return {"partition_sealed": result.partition_sealed, "epoch_sealed": result.epoch_sealed}
+        return cast_vote(self.log, attempt, self.partition, self.producer, dict(self.manifest or {}), self.snapshot,
+                         zookeeper_conn_id=self.zookeeper_conn_id, root=self.root)
 
 
-class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
+def cast_vote(log: Any, attempt: Attempt, partition: str, producer: str, manifest: dict[str, Any], snapshot: Any,
+              *, zookeeper_conn_id: str, root: str) -> dict[str, Any]:
+    """Vote ``producer``'s ``manifest`` on ``partition`` under ``attempt`` (a repeat is a no-op); a partition
+    an earlier attempt of the epoch sealed is said, not refused."""
+    with ZooKeeperHook(zookeeper_conn_id=zookeeper_conn_id) as hook:
+        ledger = hook.ledger(attempt.pipeline, owner=attempt.owner, root=root)
+        try:
+            result = ledger.vote(attempt, partition, producer, manifest, snapshot=snapshot)
+        except PartitionAlreadySealed:
+            # Sealed by an earlier attempt of this epoch (e.g. before a takeover): seals are
+            # immutable, so this attempt's output for it is never used.
+            seal = ledger.seal(attempt.epoch, partition)
+            log.info("Epoch %s: partition %s was sealed earlier by attempt %s; nothing to vote",
+                     attempt.epoch, partition, seal.attempt if seal else "?")
+            return {"partition_sealed": True, "epoch_sealed": False, "sealed_by": seal.attempt if seal else None}
+    log.info("Epoch %s: %s voted %s (partition sealed: %s, epoch sealed: %s)", attempt.epoch, producer, partition,
+             result.partition_sealed, result.epoch_sealed)
+    return {"partition_sealed": result.partition_sealed, "epoch_sealed": result.epoch_sealed}
+
+
+class ArriveAtBarrierOperator(EpochStage, CoordinationRetries, BaseOperator):
     """Arrive at a barrier of the epoch and, with ``wait=True``, wait (deferred) until it is released.
 
     Inside one DAG run, prefer ``wait=False`` on the participants and one :class:`BarrierSensor` task
@@ -340,6 +258,8 @@ class ArriveAtBarrierOperator(CoordinationRetries, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = attempt_from_xcom(context, self.attempt_task_id)
+        if (absent := self.not_taking_part(context, attempt)) is not None:
+            return absent
         return self.coordinated(lambda: self._arrive(attempt),
                                 what=f"epoch {attempt.epoch}: {self.participant} arriving at barrier {self.barrier}")
 

@@ -20,6 +20,7 @@ from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.lineage.runs import task_lineage_run
 from airflow_epochs.operators.epoch import attempt_from_xcom
 from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.operators.stages import EpochStage
 from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 
 # Settings passed to SparkSubmitHook by name, each checked by its own rule (see submit_options): no
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["SUBMIT_OPTIONS", "SparkEpochOperator"]
 
 
-class SparkEpochOperator(CoordinationRetries, BaseOperator):
+class SparkEpochOperator(EpochStage, CoordinationRetries, BaseOperator):
     """Submit the epoch's Spark job for one partition, wait for it, and vote its manifest.
 
     Before anything runs it checks (in ZooKeeper) that the previous epoch is sealed and this attempt
@@ -132,6 +133,8 @@ class SparkEpochOperator(CoordinationRetries, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         attempt = attempt_from_xcom(context, self.attempt_task_id)
+        if (absent := self.not_taking_part(context, attempt)) is not None:
+            return absent
         self.epoch_attempt = attempt
         hook = self._get_hook()
         inputs = self._inputs_for(attempt.epoch)

@@ -39,6 +39,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [{"integration-name": "Epochs", "python-modules": [
             f"airflow_epochs.triggers.{name}" for name in ("seals", "frontier", "barriers", "backpressure",
                                                            "assets", "declared", "deadlines", "versions")]}],
+        "task-decorators": [
+            {"class-name": "airflow_epochs.decorators.spark_epoch.spark_epoch_task", "name": "spark_epoch"},
+            {"class-name": "airflow_epochs.decorators.producer.epoch_producer_task", "name": "epoch_producer"},
+        ],
         "plugins": [{"name": "epochs", "plugin-class": "airflow_epochs.ui.plugin.EpochsPlugin"}],
         "connection-types": [
             {

@@ -3,7 +3,9 @@
 The corrected feed (``flights`` or ``weather``, see ``nycflights.data.CORRECTIONS``) lands in place of
 the first delivery; one real DAG run of ``nycflights_correct`` re-seals that day's partition as a new
 version and re-produces, with the pipeline's own Spark jobs, exactly the seals that read the old one;
-the report DAG runs once per re-sealed ``daily`` key. What this prints is read back from ZooKeeper:
+the report DAG runs once per re-sealed ``daily`` key, each key one of the correction run's asset events (what
+schedules the report again by itself under a scheduler; ``dag.test()`` has none, so the demo runs it for
+each of them). What this prints is read back from ZooKeeper:
 which seals got a new version, and (from the history since the correction began) that nothing else
 ran: no epoch opened, no attempt started, no seal or version sealed other than the planned ones.
 """
@@ -116,9 +118,21 @@ def correct(*, ledger: Any, bag: Any, raw: Path, epoch: int, feed: str, days: in
         elif event.event == "version_sealed":
             result.version_seals[where] += 1
     report_dag = bag.get_dag("nycflights_report")
-    for key in sorted(e for e, p in result.resealed if p == "daily"):
+    for key in announced(run.run_id, "daily"):
         report = report_dag.test(run_conf={"epoch": key})
         if "success" not in str(report.state):
             raise RuntimeError(f"nycflights_report of epoch {key} ended {report.state}")
         result.reports.append(key)
     return result
+
+
+def announced(run_id: str, partition: str) -> list[int]:
+    """The epochs the correction run emitted an asset event of ``partition`` for (its partition keys)."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(AssetEvent).filter(AssetEvent.source_dag_id == CORRECT_DAG,
+                                                AssetEvent.source_run_id == run_id).all()
+        return sorted(int(row.partition_key) for row in rows
+                      if row.partition_key and (row.extra or {}).get("partition") == partition)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_epochs.operators.group import current_open_task_id
+from airflow_epochs.operators.stages import epoch_xcom
 from airflow_epochs.retries import templated_epoch
 from airflow_epochs.sensors.base import ZooKeeperTriggerSensor
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result
@@ -45,7 +46,7 @@ class BarrierSensor(ZooKeeperTriggerSensor):
 
     def pre_execute(self, context: Context) -> None:
         if self.attempt_task_id:
-            attempt = context["ti"].xcom_pull(task_ids=self.attempt_task_id)
+            attempt = epoch_xcom(context, self.attempt_task_id)
             self.pipeline, self.epoch = attempt["pipeline"], attempt["epoch"]
         super().pre_execute(context)
 

@@ -2,8 +2,9 @@
 
 One epoch a day for three days of 2026: the scheduler starts the three runs at once (catch-up), yet
 the epochs open and seal in order, because the open task of day 2 waits, deferred to the triggerer,
-until day 1 is sealed. ``tests/system/test_docs_quickstart.py`` runs it under a real scheduler and
-triggerer, as the page says.
+until day 1 is sealed. The tasks are the pipeline's definition: its one partition, ``orders``, and its
+producer come from the vote. ``tests/system/test_docs_quickstart.py`` runs it under a real scheduler and
+triggerer, as the page says; ``quickstart_taskflow.py`` is the same DAG in TaskFlow style.
 """
 
 from __future__ import annotations
@@ -30,23 +31,21 @@ with DAG(
 ) as dag, EpochGroup(
     "epoch",
     pipeline="quickstart",
-    config={"partitions": {"orders": ["load_orders"]}},
     # FIRST_DAY is epoch 1; deferrable: the triggerer waits for the previous seal
     open_kwargs={"calendar": EpochCalendar(FIRST_DAY, timedelta(days=1)),
                  "deferrable": True},
-) as epoch:
+):
 
     @task
     def load_orders(data_interval_start=None) -> int:
         """Stands in for your real work (a Spark job, a copy): the rows it wrote."""
         return 100 + data_interval_start.day
 
-    rows = load_orders()
-    vote = VotePartitionOperator(
+    # The group runs its open task before load_orders and its close task after the vote.
+    VotePartitionOperator(
         task_id="vote_orders",
         partition="orders",
         producer="load_orders",
-        manifest={"rows": rows},  # what load_orders returned (an int, not a rendered string)
+        manifest={"rows": load_orders()},  # what load_orders returned (an int, not a rendered string)
     )
-    epoch.open >> rows >> vote >> epoch.close
 # [END quickstart_dag]

@@ -59,8 +59,10 @@ def test_the_page_includes_every_step_in_order_and_the_test_runs_each():
                           r"   :start-after: \[START (\w+)\]\n   :end-before: \[END \1\]", PAGE.read_text())
     assert tuple(included) == ORDER
     # the first epoch DAG: shown from its markers, and copied whole into the DAGs folder by the dag step
-    assert ".. literalinclude:: ../examples/quickstart_dag.py\n   :language: python\n" \
-           "   :start-after: [START quickstart_dag]\n   :end-before: [END quickstart_dag]" in PAGE.read_text()
+    shown = (".. literalinclude:: ../examples/quickstart_dag.py\n         :language: python\n"
+             "         :start-after: [START quickstart_dag]\n         :end-before: [END quickstart_dag]")
+    assert shown in PAGE.read_text()
+    assert ".. literalinclude:: ../examples/quickstart_taskflow.py" in PAGE.read_text()
     assert f"cp docs/examples/{DAG.name} " in found["dag"]
 
 
@@ -381,3 +383,26 @@ def _logs(folder: Path) -> str:
     for task_log in sorted((folder / "airflow" / "logs").rglob("*.log"))[-3:]:
         parts.append(f"--- {task_log.name}\n{task_log.read_text(errors='replace')[-1500:]}")
     return "\n".join(parts)
+
+
+def test_the_first_epoch_dag_in_taskflow_style_seals_the_same_three_epochs(airflow_home, zk_connection, zk):
+    """The page's other tab (``docs/examples/quickstart_taskflow.py``), with ``dag.test()``: its three epochs
+    sealed in order, the definition taken from its one task, each manifest the rows the function returned."""
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_epochs.coordination import EpochLedger
+
+    shutil.copy(ROOT / "docs" / "examples" / "quickstart_taskflow.py", airflow_home / "dags" / "quickstart_taskflow.py")
+    bag = DagBag(dag_folder=str(airflow_home / "dags" / "quickstart_taskflow.py"))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.get_dag("quickstart_taskflow")
+    assert sorted(t.task_id for t in dag.tasks) == ["epoch.close", "epoch.load_orders", "epoch.open"]
+    for n in (1, 2, 3):
+        run = dag.test(logical_date=datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=n - 1))
+        assert "success" in str(run.state), n
+    ledger = EpochLedger(zk, "quickstart_taskflow")
+    assert ledger.frontier() == 3
+    assert ledger.config_for(1).config.to_json() == {"partitions": {"orders": ["load_orders"]}}
+    assert [ledger.seal(n, "orders").manifests["load_orders"]["rows"] for n in (1, 2, 3)] == [101, 102, 103]

@@ -10,6 +10,9 @@ re-seals it.
 - every figure (each day's rows and the running totals through day 20) equals one Spark computation
   over the corrected input, and the Iceberg table, read by DuckDB, equals the newest seals (one
   corrective snapshot per re-sealed day);
+- the correction re-produces with the daily DAG's own tasks (``SparkCorrectionOperator(group=epoch)``:
+  no second map of the jobs) and, done, emits one asset event of ``daily`` per re-sealed day, with the day
+  as partition key (what schedules ``nycflights_report`` again for each, by itself), each naming version 2;
 - the report consumer runs once per affected key: the asset watcher of ``daily``
   (``SealedPartitionEventTrigger``, as the triggerer runs it) gives exactly one event per re-sealed day,
   naming version 2, and nothing for the others; one report run per event rewrites that day's report.
@@ -68,6 +71,21 @@ def _events(scope: str, count: int, grace: float = 2.0, timeout: float = 120.0) 
     return asyncio.run(watch())
 
 
+def _correction_events(run_id: str) -> list[tuple[str, int, int]]:
+    """The asset events of ``daily`` the correction run emitted: (partition key, epoch, version) of each."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
+
+    with create_session() as session:
+        rows = session.query(AssetEvent).filter(AssetEvent.source_dag_id == "nycflights_correct",
+                                                AssetEvent.source_run_id == run_id).all()
+        found = [(row.partition_key, SealedPartitionEvent.from_extra(row.extra, partition_key=row.partition_key))
+                 for row in rows if row.extra.get("partition") == "daily"]
+    return sorted(((key, event.epoch, event.version) for key, event in found), key=lambda item: item[1])
+
+
 def _versions(ledger: EpochLedger) -> dict[tuple[int, str], int]:
     return {(epoch, partition): ledger.corrections.sealed_version(epoch, partition).version
             for epoch in range(1, DAYS + 1) for partition in ("flights", "weather", "daily")}
@@ -88,6 +106,7 @@ def test_a_corrected_day_reseals_exactly_what_read_it(dagbag, zk_connection, zk,
     run = dagbag.get_dag("nycflights_correct").test(run_conf={"epoch": CORRECTED, "feed": "flights",
                                                               "reason": "corrected flights of day 8"})
     assert succeeded(run)
+    assert _correction_events(run.run_id) == [(str(e), e, 2) for e in range(CORRECTED, DAYS + 1)]
 
     # Exactly the affected seals got a new version, once each, in the planned (epoch) order.
     stale = [(CORRECTED, "daily"), *((e, "daily") for e in range(CORRECTED + 1, DAYS + 1))]

@@ -50,11 +50,15 @@ def test_provider_info_names_importable_modules():
             for module in entry["python-modules"]:
                 importlib.import_module(module)
     # every public module of the operator, sensor and trigger folders is declared (helpers aside)
-    helpers = {"__init__", "base", "shared_client", "async_zk", "rearming_client", "lifecycle", "notices"}
+    helpers = {"__init__", "base", "shared_client", "async_zk", "rearming_client", "lifecycle", "notices",
+               "definition", "opening", "stages"}
     for section, folder in (("operators", "operators"), ("sensors", "sensors"), ("triggers", "provider/triggers")):
         on_disk = {p.stem for p in (REPO / folder).glob("*.py")} - helpers
         declared = {m.rpartition(".")[2] for entry in info[section] for m in entry["python-modules"]}
         assert declared == on_disk, section
+    for decorator in info["task-decorators"]:  # what `task.<name>` finds, through the provider info
+        module, _, function = decorator["class-name"].rpartition(".")
+        assert callable(getattr(importlib.import_module(module), function)), decorator
     for conn in info["connection-types"]:
         module, _, cls = conn["hook-class-name"].rpartition(".")
         assert getattr(importlib.import_module(module), cls).conn_type == conn["connection-type"]

@@ -45,6 +45,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "operators": _BELOW | {"hooks", "lineage", "spark", "tables", "triggers"},
     "sensors": _BELOW | {"hooks", "operators", "triggers"},
     "analysis": _BELOW | {"operators", "sensors"},
+    # TaskFlow forms of the operators (the Spark one runs a job function on the hook's Connect session)
+    "decorators": _BELOW | {"hooks", "operators", "spark"},
     "ui": _BELOW | {"hooks", "listeners", "tables", "triggers", "views"},
     "servers": _BELOW | {"spark"},
     "worker_logs": frozenset(),  # a worker's log server: Airflow's own application, nothing of ours

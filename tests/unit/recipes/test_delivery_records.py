@@ -8,6 +8,7 @@ import pytest
 from airflow_epochs.coordination import CorruptPayload
 from airflow_epochs.coordination.recipes.delivery.records import (
     MAX_REWINDS,
+    CorrectedVersions,
     DeliveryCursor,
     DeliveryRewinds,
     SealedPartitionEvent,
@@ -67,3 +68,18 @@ def test_every_asset_event_has_one_record_to_and_from_its_extra():
     assert SealedPartitionEvent.from_extra(older).zxid == 9
     with pytest.raises(CorruptPayload, match="sealed partition"):
         SealedPartitionEvent.from_extra({"payload": {"epoch": "x"}})
+
+
+def test_a_corrections_events_for_several_keys_give_each_key_its_own_record():
+    """One task emits the events of a correction's versions for several partition keys with one ``extra``: each
+    key reads back its own version (and a key the correction did not re-seal is refused, naming it)."""
+    corrected = CorrectedVersions("sales", "daily", "c-7", {3: (1, 2), 4: (1, 2), 5: (2, 3)})
+    extra = corrected.to_extra()
+    assert CorrectedVersions.from_extra(extra) == corrected
+    assert SealedPartitionEvent.from_extra(extra, partition_key="5") == SealedPartitionEvent(
+        "sales", "daily", 5, 2, version=3, correction="c-7")
+    assert SealedPartitionEvent.from_extra(extra, partition_key="3").dedupe_key == "sales/daily/3/1/v2"
+    with pytest.raises(CorruptPayload, match="not partition key '9'"):
+        SealedPartitionEvent.from_extra(extra, partition_key="9")
+    with pytest.raises(CorruptPayload, match="correction"):
+        SealedPartitionEvent.from_extra({"pipeline": "sales", "versions": {"x": 1}}, partition_key="3")

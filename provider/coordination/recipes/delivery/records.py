@@ -165,10 +165,14 @@ class SealedPartitionEvent:
         return extra
 
     @classmethod
-    def from_extra(cls, extra: Any) -> SealedPartitionEvent:
+    def from_extra(cls, extra: Any, *, partition_key: str | None = None) -> SealedPartitionEvent:
         """The event an asset event's ``extra`` carries: as a watcher's trigger stored it (under
-        ``payload``) or as the close operator wrote it; :class:`CorruptPayload` for anything else."""
+        ``payload``) or as the close operator wrote it, or (an event of a correction's versions, emitted
+        for several keys at once: ``CorrectedVersions``) the one of the event's ``partition_key``;
+        :class:`CorruptPayload` for anything else."""
         doc = extra.get("payload", extra) if isinstance(extra, dict) else None
+        if isinstance(doc, dict) and "versions" in doc:
+            return CorrectedVersions.from_extra(doc).event(partition_key)
         try:
             if not isinstance(doc, dict):
                 raise TypeError("not an object")
@@ -183,3 +187,50 @@ class SealedPartitionEvent:
                        key, bool(doc.get("declared")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptPayload(f"not the asset event of a sealed partition ({exc}): {extra!r:.200}") from exc
+
+
+# The most versions one correction's events name (one entry per re-sealed epoch, in every event's extra).
+MAX_CORRECTED_VERSIONS = 4096
+
+
+@dataclass(frozen=True)
+class CorrectedVersions:
+    """The asset events of one correction's re-sealed versions of a partition, emitted together by the task
+    that re-produced them: one event per epoch (its partition key), all with this ``extra`` (Airflow gives
+    one task one ``extra`` per asset). :meth:`event` is the :class:`SealedPartitionEvent` of one key.
+
+    :param versions: epoch -> (generation, version) of each re-sealed seal of the partition.
+    """
+
+    pipeline: str
+    partition: str
+    correction: str
+    versions: dict[int, tuple[int, int]]
+
+    def __post_init__(self) -> None:
+        if len(self.versions) > MAX_CORRECTED_VERSIONS:
+            raise CorruptPayload(f"a correction's events name at most {MAX_CORRECTED_VERSIONS} versions, "
+                                 f"not {len(self.versions)}")
+
+    def event(self, key: str | None) -> SealedPartitionEvent:
+        """The event of partition key ``key`` (an epoch this correction re-sealed)."""
+        try:
+            epoch = int(str(key))
+            generation, version = self.versions[epoch]
+        except (KeyError, TypeError, ValueError):
+            raise CorruptPayload(f"correction {self.correction!r} of {self.partition!r} re-sealed epochs "
+                                 f"{sorted(self.versions)[:10]}, not partition key {key!r}") from None
+        return SealedPartitionEvent(self.pipeline, self.partition, epoch, generation, version=version,
+                                    correction=self.correction)
+
+    def to_extra(self) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "partition": self.partition, "correction": self.correction,
+                "versions": {str(e): [g, v] for e, (g, v) in sorted(self.versions.items())}}
+
+    @classmethod
+    def from_extra(cls, doc: Any) -> CorrectedVersions:
+        try:
+            versions = {int(e): (int(g), int(v)) for e, (g, v) in doc["versions"].items()}
+            return cls(str(doc["pipeline"]), str(doc["partition"]), str(doc["correction"]), versions)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptPayload(f"not the asset events of a correction ({exc}): {doc!r:.200}") from exc
