@@ -17,9 +17,8 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, Connection
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput, Reseal
@@ -33,7 +32,11 @@ from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
 from airflow_epochs.spark.submit import WRITE_LOCK_TIMEOUT_S, SubmitOutcome, submit_and_seal
 from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
 
-__all__ = ["LOCAL_SPARK_CONN", "EpochSparkSubmitHook", "SparkEpochHook", "kubernetes_provider_installed"]
+if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+# EpochSparkSubmitHook lives in hooks/epoch_spark_submit.py (still importable from here, on first use).
+__all__ = ["LOCAL_SPARK_CONN", "SparkEpochHook", "kubernetes_provider_installed"]
 
 #: The connection id standing for ``local[*]`` on the worker when no Spark connection is given (the
 #: Spark provider itself would fall back to YARN). Known to this hook only, never to the environment.
@@ -228,6 +231,9 @@ class SparkEpochHook(BaseHook):
                                                                f"spark.authenticate.secret={secret}\n"))
         else:
             arguments = [CONTEXT_ARG, job_context.to_json()]
+        # Imported here: a task on Spark Connect never loads the Spark provider's submit hook.
+        from airflow_epochs.hooks.epoch_spark_submit import EpochSparkSubmitHook
+
         hook = EpochSparkSubmitHook(
             conn_id=self.conn_id,
             name=f"epochs-{job_context.pipeline}-{job_context.partition}-{job_context.epoch}",
@@ -312,10 +318,11 @@ class SparkEpochHook(BaseHook):
             session.interruptAll()
 
 
-class EpochSparkSubmitHook(SparkSubmitHook):
-    """The Spark provider's ``SparkSubmitHook``, answering :data:`LOCAL_SPARK_CONN` itself instead of
-    looking it up (so the default local master needs no connection in the environment)."""
+def __getattr__(name: str) -> Any:
+    """``EpochSparkSubmitHook`` from its own module, imported on first use (see
+    :mod:`airflow_epochs.hooks.epoch_spark_submit`)."""
+    if name == "EpochSparkSubmitHook":
+        from airflow_epochs.hooks.epoch_spark_submit import EpochSparkSubmitHook
 
-    @classmethod
-    def get_connection(cls, conn_id: str) -> Connection:
-        return SparkEpochHook.spark_connection(conn_id)
+        return EpochSparkSubmitHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
