@@ -67,7 +67,7 @@ PEER_DAGS = ("mainjob_airflow_daily", "mainjob_airflow_report")
 SPARK_TASKS = {"clean_flights": "flights", "hourly_weather": "weather", "join": "daily"}
 DEFERRED_TASKS = ("open", "barrier")  # ours' deferrable waits: their time is the triggerer's
 SIDES = ("ours", "airflow", "dagster")
-SCENARIOS = ("catchup", "kill")
+SCENARIOS = ("catchup", "kill", "two")
 KILL_DAY = 2  # the day whose daily job is killed in the kill scenario (the last day with fewer days)
 PEER_PIPELINES = {"airflow": "nycflights_airflow", "dagster": "nycflights_dagster"}
 
@@ -457,7 +457,8 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
     recorded). ``profile``: a folder for py-spy's record of each Airflow side's tasks and their logs
     (bench/mainjob_profile.py). ``scenario``: ``catchup`` (the timing rows, then the correction) or ``kill``
     (the catch-up with the process of day 2's ``daily`` job killed -9 mid-job, bench/mainjob_faults.py; the
-    correctness rows only)."""
+    correctness rows only) or ``two`` (two deployments enabled at once on the same days, bench/mainjob_two.py;
+    the correctness rows only)."""
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 
     days = days or (3 if smoke else 30)
@@ -489,7 +490,7 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
             ignore = base / "ignore" / ".airflowignore"
             ignore.parent.mkdir()
             ignore.write_text("nycflights/\nmainjob_peer/\n")
-            stack = AirflowStack(base / "airflow", env={
+            airflow_env = {
                 "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": hosts}),
                 "AIRFLOW_CONN_SPARK_CONNECT_BENCH": json.dumps({"conn_type": "spark_connect", "host": connect.host,
                                                                "port": connect.port, "password": connect.token}),
@@ -499,12 +500,25 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                 "AIRFLOW_VAR_MAINJOB_PEER_STORAGE": storage,
                 "AIRFLOW_VAR_MAINJOB_PEER_REPORTS": str(base / "reports" / "airflow"),
                 "AIRFLOW_EPOCHS_DATA": str(base / "data"), "NYCFLIGHTS_DAYS": str(days),
-                "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"})
-            say("starting PostgreSQL and Airflow (API server, scheduler, triggerer, DAG processor)")
-            stack.start([REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
+                "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"}
+            dag_files = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
                          REPO / "dags" / "nycflights", HERE / "dags" / "mainjob_airflow.py",
-                         HERE / "dags" / "mainjob_peer", ignore])
+                         HERE / "dags" / "mainjob_peer", ignore]
+            if scenario == "two":  # two deployments: two identities (the host name would make them one)
+                from mainjob_two import OWNERS
+
+                airflow_env["AIRFLOW_EPOCHS_DEPLOYMENT"] = OWNERS[0]
+            stack = AirflowStack(base / "airflow", env=airflow_env)
+            say("starting PostgreSQL and Airflow (API server, scheduler, triggerer, DAG processor)")
+            stack.start(dag_files)
             stack.wait_for_dags([*OURS_DAGS, *PEER_DAGS])
+            if scenario == "two":
+                say("starting the second deployment (its own PostgreSQL, API server, scheduler, triggerer, DAG "
+                    "processor)")
+                second = AirflowStack(base / "airflow-b", env={**airflow_env, "AIRFLOW_EPOCHS_DEPLOYMENT": OWNERS[1]})
+                live["airflow-b"] = second
+                second.start(dag_files)
+                second.wait_for_dags([*OURS_DAGS, *PEER_DAGS])
             shared = [p for p in (connect.pid,) if p]
             PID_NAMES.update({p: "spark-connect" for p in shared})
             if zk_pid:
@@ -513,6 +527,8 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                     "airflow": lambda: run_airflow_peer(stack, zk_port, storage, days, shared),
                     "dagster": lambda: run_dagster(stack, zk_port, base, storage, raw, url, days, shared, live,
                                                    fault=scenario == "kill")}
+            if scenario == "two":
+                runs = two_deployments(stack, live["airflow-b"], zk, base, storage, raw, url, days, live)
             for name in only:
                 say(f"{name}: days 1..{days}")
                 recorder = None
@@ -542,8 +558,9 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                     f"{[round(v, 1) for v in side.seal_to_downstream()]}; path {side.path()}; peak "
                     f"{side.peak_mb:.0f} MB; CPU {side.cpu_s:.0f} s {side.cpu_parts}; {side.check}; "
                     f"tasks (median s) {side.hops}")
-            if scenario == "kill":
-                fault_rows(sides, failures, f"{load.summary()}; sides run in the order {', '.join(only)}")
+            if scenario in ("kill", "two"):
+                fault_rows(sides, failures, f"{load.summary()}; sides run in the order {', '.join(only)}",
+                           scenario=scenario)
                 correct = False
             else:
                 rows(sides, f"{load.summary()} (catch-ups); sides run in the order {', '.join(only)}")
@@ -557,8 +574,10 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                         corrections[name].exact, corrections[name].check = exact, summary
                 correction_rows(sides, corrections, fixed)
         finally:
-            if "dagster" in live:
-                live["dagster"].stop()
+            for key in [k for k in live if k.startswith("dagster")]:
+                live[key].stop()
+            if "airflow-b" in live:
+                live["airflow-b"].stop()
             if stack is not None and profile is not None:
                 import shutil
 
@@ -617,6 +636,27 @@ def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path,
     return {name: check_side(side, ledger, raw, storage, oneshot) for name, side in sides.items()}
 
 
+def two_deployments(stack: AirflowStack, second: AirflowStack, zk: Any, base: Path, storage: str, raw: Path,
+                    url: str, days: int, live: dict[str, Any]) -> dict[str, Any]:
+    """The sides of the two-deployments scenario (bench/mainjob_two.py)."""
+    from mainjob_dagster import ensure_venv
+    from mainjob_two import run_two_airflow, run_two_dagster, run_two_ours
+
+    timeout = 600 + 300 * days
+    env = {"MAINJOB_SPARK_CONNECT_URL": url, "MAINJOB_STORAGE": storage, "MAINJOB_RAW": str(raw),
+           "MAINJOB_REPORTS": str(base / "reports" / "dagster"), "MAINJOB_DAYS": str(days),
+           "MAINJOB_PIPELINE": PEER_PIPELINES["dagster"]}
+
+    def dagster() -> Side:
+        spark = lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["dagster"], day, part)  # noqa: E731
+        return run_two_dagster(stack, base, ensure_venv(REPO / ".epochs" / "dagster-venv"), env, days, timeout,
+                               lambda side, result: absorb_dagster(side, result, spark), say, live)
+
+    return {"ours": lambda: run_two_ours([stack, second], zk, days, timeout, _epoch_of, say),
+            "airflow": lambda: run_two_airflow([stack, second], days, timeout, _epoch_of, say, PEER_DAGS),
+            "dagster": dagster}
+
+
 def _killer(name: str, stack: AirflowStack, storage: str, live: dict[str, Any], days: int, connect_port: int) -> Any:
     """The kill -9 of the process running day KILL_DAY's ``daily`` job of side ``name``, once it writes."""
     from mainjob_faults import MidJobKill, airflow_task_process, dagster_step_process, writing
@@ -658,7 +698,8 @@ def main() -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated sides (default: all three)")
     parser.add_argument("--no-correction", action="store_true", help="the catch-up only")
     parser.add_argument("--scenario", choices=SCENARIOS, default="catchup",
-                        help="catchup: the timing rows and the correction; kill: day 2's daily job killed -9 mid-job")
+                        help="catchup: the timing rows and the correction; kill: day 2's daily job killed -9 mid-job; "
+                             "two: two deployments enabled at once on the same days")
     parser.add_argument("--profile", type=Path, default=None,
                         help="record the Airflow sides' tasks with py-spy into this folder (bench/mainjob_profile.py)")
     args = parser.parse_args()

@@ -125,23 +125,28 @@ def rows(sides: dict[str, Side], load: str) -> None:
            + ", ".join(f"{s.name} {s.zk_requests}" for s in sides.values() if s.name != "ours"))
 
 
-def fault_rows(sides: dict[str, Side], failures: dict[str, str], load: str) -> None:
-    """The kill scenario's rows, each side's own: days exact, duplicate outputs and missing days after the
-    process of a day's ``daily`` job was killed -9 mid-job; a side that failed says so in its rows."""
+SCENARIO_WORDS = {"kill": "kill -9 mid-job", "two": "two deployments at once"}
+
+
+def fault_rows(sides: dict[str, Side], failures: dict[str, str], load: str, scenario: str = "kill") -> None:
+    """A correctness scenario's rows, each side's own: days exact, duplicate outputs and missing days after the
+    process of a day's ``daily`` job was killed -9 mid-job (``kill``), or with two deployments enabled at once
+    on the same days (``two``); a side that failed says so in its rows."""
+    words = SCENARIO_WORDS[scenario]
     for name, side in sides.items():
         exact = sum(1 for d in range(1, side.days + 1) if side.exact.get(d)) / side.days
         note = f"{side.fault or 'no kill'}; {load}"
-        figure(f"mainjob_kill_days_exact[{name}]", GROUP, f"{name}, kill -9 mid-job: days whose figures equal one "
+        figure(f"mainjob_{scenario}_days_exact[{name}]", GROUP, f"{name}, {words}: days whose figures equal one "
                "Spark computation over all the days / days", exact, "ratio", note=f"{side.check}; {note}")
-        figure(f"mainjob_kill_duplicate_outputs[{name}]", GROUP, f"{name}, kill -9 mid-job: duplicate outputs",
+        figure(f"mainjob_{scenario}_duplicate_outputs[{name}]", GROUP, f"{name}, {words}: duplicate outputs",
                side.duplicates(), "outputs", note=f"Spark writes per day's visible output {side.writes}; daily "
                f"outputs per day {dict(sorted(side.outputs.items()))}; reports per day "
                f"{dict(sorted(side.reports.items()))}")
-        figure(f"mainjob_kill_missing_days[{name}]", GROUP, f"{name}, kill -9 mid-job: days without output or report",
+        figure(f"mainjob_{scenario}_missing_days[{name}]", GROUP, f"{name}, {words}: days without output or report",
                len(side.missing()), "days", note=f"missing {side.missing() or 'none'}")
     for name, error in failures.items():
         if name not in sides:
-            figure(f"mainjob_kill_days_exact[{name}]", GROUP, f"{name}, kill -9 mid-job: days whose figures equal "
+            figure(f"mainjob_{scenario}_days_exact[{name}]", GROUP, f"{name}, {words}: days whose figures equal "
                    "one Spark computation over all the days / days", 0.0, "ratio", note=f"the side failed: {error}")
 
 

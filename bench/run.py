@@ -176,9 +176,9 @@ def main() -> int:
     parser.add_argument("--mainjob-sides", default=None,
                         help="mainjob: the sides, in the order they run (default ours,airflow,dagster; "
                              "dagster,airflow,ours tells how much of a gap is the order)")
-    parser.add_argument("--mainjob-scenario", choices=("catchup", "kill"), default="catchup",
-                        help="mainjob: catchup (timing rows and the correction) or kill (day 2's daily job killed -9 "
-                             "mid-job; correctness rows)")
+    parser.add_argument("--mainjob-scenario", choices=("catchup", "kill", "two"), default="catchup",
+                        help="mainjob: catchup (timing rows and the correction), kill (day 2's daily job killed -9 "
+                             "mid-job) or two (two deployments enabled at once on the same days): correctness rows")
     parser.add_argument("--cluster-days", type=int, default=None,
                         help="cluster: the days the main job runs in each phase (default 3 with --smoke, else 5)")
     args = parser.parse_args()

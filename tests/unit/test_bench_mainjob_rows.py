@@ -111,3 +111,14 @@ def test_output_writes_counts_the_spark_jobs_whose_files_are_there(monkeypatch, 
     assert output_writes(str(data)) == 1
     (data / f"part-00000-{two}-c000.snappy.parquet").write_bytes(b"x")
     assert output_writes(str(data)) == 2
+
+
+def test_the_two_deployments_rows_count_a_day_produced_twice(mainjob_rows):
+    rows, common = mainjob_rows
+    ours = rows.Side("ours", 2, outputs={1: 1, 2: 1}, reports={1: 1, 2: 1}, exact={1: True, 2: True})
+    airflow = rows.Side("airflow", 2, outputs={1: 2, 2: 2}, reports={1: 2, 2: 2}, exact={1: True, 2: True})
+    rows.fault_rows({"ours": ours, "airflow": airflow}, {}, "load", scenario="two")
+    found = {row.id: row for row in common.ROWS}
+    assert found["mainjob_two_duplicate_outputs[ours]"].ours == 0
+    assert found["mainjob_two_duplicate_outputs[airflow]"].ours == 4  # each day's figures and report twice
+    assert "two deployments at once" in found["mainjob_two_days_exact[airflow]"].measure
