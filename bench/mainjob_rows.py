@@ -84,14 +84,25 @@ def split_interval(start: float, end: float, spans: list[tuple[float, float, str
             "orchestration": covered["deferred"] + covered["none"]}
 
 
-def rows(sides: dict[str, Side], load: str) -> None:
-    """The group's rows from the sides that finished (a comparison needs ours and that peer)."""
+def order_tag(order: tuple[str, ...]) -> str:
+    """The suffix of a row id for the sides' order: none when ours ran first (the default), ``@ours-last`` or
+    ``@ours-second`` otherwise (a run in another order measures how much of a gap is the order)."""
+    if not order or order[0] == "ours" or "ours" not in order:
+        return ""
+    return "@ours-last" if order[-1] == "ours" else "@ours-second"
+
+
+def rows(sides: dict[str, Side], load: str, order: tuple[str, ...] = ()) -> None:
+    """The group's rows from the sides that finished (a comparison needs ours and that peer); ``order``: the
+    order the sides ran in (see :func:`order_tag`)."""
     ours = sides.get("ours")
-    for name in ("airflow", "dagster"):
-        peer = sides.get(name)
+    tag = order_tag(order)
+    for peer_name in ("airflow", "dagster"):
+        peer = sides.get(peer_name)
         if peer is None or ours is None:
             continue
-        label = PEER_LABELS[name]
+        name = peer_name + tag
+        label = PEER_LABELS[peer_name]
         note = f"{ours.days} days each, same deployment, Spark Connect and jobs; {load}"
         compare(f"mainjob_catchup_epoch_s[{name}]", GROUP, "catch-up: seconds per day (output complete to the "
                 "next day's), median after the first", list(ours.intervals().values()),

@@ -122,3 +122,17 @@ def test_the_two_deployments_rows_count_a_day_produced_twice(mainjob_rows):
     assert found["mainjob_two_duplicate_outputs[ours]"].ours == 0
     assert found["mainjob_two_duplicate_outputs[airflow]"].ours == 4  # each day's figures and report twice
     assert "two deployments at once" in found["mainjob_two_days_exact[airflow]"].measure
+
+
+def test_a_run_in_another_order_gets_rows_of_its_own(mainjob_rows):
+    rows, common = mainjob_rows
+    assert rows.order_tag(("ours", "airflow", "dagster")) == ""
+    assert rows.order_tag(("dagster", "airflow", "ours")) == "@ours-last"
+    assert rows.order_tag(("airflow", "ours")) == "@ours-last"
+    assert rows.order_tag(("dagster", "ours", "airflow")) == "@ours-second"
+    side = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2)}
+    ours = rows.Side("ours", 2, completions={1: 10.0, 2: 20.0}, downstream={1: 11.0, 2: 21.0}, spans=side, cpu_s=10.0)
+    peer = rows.Side("airflow", 2, completions={1: 10.0, 2: 30.0}, downstream={1: 12.0, 2: 32.0}, cpu_s=12.0)
+    rows.rows({"ours": ours, "airflow": peer}, "load", ("airflow", "ours"))
+    found = {row.id for row in common.ROWS}
+    assert "mainjob_catchup_epoch_s[airflow@ours-last]" in found and "mainjob_catchup_epoch_s[airflow]" not in found
