@@ -1,9 +1,12 @@
 """Partition deadlines (group ``deadlines``): a run of epochs whose three producers vote after durations
-drawn from a fixed, seeded distribution, with one producer delayed on purpose in a known set of epochs.
+drawn from a fixed, seeded distribution, with one producer delayed on purpose in a known set of epochs: the
+slowest one (``enrich``), and, in another set, a faster one (``ingest``) while the slowest votes on time,
+so that the slowest producer's vote moves the predicted deadline earlier (to the late producer's).
 A watcher (``ledger.deadlines().wait``, on a client of its own) watches every epoch against a predicted
 deadline (the 0.8 quantile of each missing producer's learned vote time, plus a slack).
 
-Rows: how soon after the deadline the alert fires (p50 and max), false and missed alerts (0 and 0
+Rows: how soon after the deadline the alert fires (p50 and max; and the max over the epochs where the
+deadline moved earlier with a vote, measured from the moved deadline), false and missed alerts (0 and 0
 expected: the delayed set is known), the median absolute error of the typical (median) prediction made
 when the epoch opened against the real seal time, in percent of the real time to seal, beside the
 rule of Airflow's ``AverageRuntimeDeadline`` (the mean of the recent runs' durations) on the same
@@ -25,7 +28,8 @@ from kazoo.client import KazooClient
 from airflow_epochs.coordination import DeadlineSpec, EpochLedger, PipelineConfig
 
 PRODUCERS = {"ingest": 0.20, "enrich": 0.30, "audit": 0.25}  # base seconds after the epoch opens
-DELAYED = "enrich"
+DELAYED = "enrich"  # the slowest producer
+FAST_DELAYED = "ingest"  # a faster one: when it is late, the slowest's vote moves the deadline earlier
 DELAY = 1.5  # seconds added to the delayed producer in the delayed epochs
 SLACK = 0.25
 QUANTILE = 0.8
@@ -62,17 +66,20 @@ def _epoch(ledger: EpochLedger, watcher: EpochLedger, epoch: int, durations: dic
 def run(hosts: str, epochs: int) -> None:
     rng = random.Random(38)
     delayed = {e for e in range(FIRST_PREDICTED, epochs + 1) if e % 10 == 7}
+    fast_delayed = {e for e in range(FIRST_PREDICTED, epochs + 1) if e % 10 == 3 or e == FIRST_PREDICTED + 3}
     pipeline = f"deadlines-{uuid.uuid4().hex[:8]}"
     clients = [client(hosts), client(hosts)]
     try:
-        _measure(clients, pipeline, epochs, rng, delayed)
+        _measure(clients, pipeline, epochs, rng, delayed, fast_delayed)
     finally:
         for zk in clients:
             zk.stop()
             zk.close()
 
 
-def _measure(clients: list[KazooClient], pipeline: str, epochs: int, rng: random.Random, delayed: set[int]) -> None:
+def _measure(clients: list[KazooClient], pipeline: str, epochs: int, rng: random.Random, slow_delayed: set[int],
+             fast_delayed: set[int]) -> None:
+    delayed = slow_delayed | fast_delayed
     ledger = EpochLedger(clients[0], pipeline, owner="bench")
     watcher = EpochLedger(clients[1], pipeline, owner="watcher")
     ledger.create_pipeline(PipelineConfig({"p": tuple(PRODUCERS)}))
@@ -80,8 +87,10 @@ def _measure(clients: list[KazooClient], pipeline: str, epochs: int, rng: random
     runs: dict[int, dict[str, object]] = {}
     for epoch in range(1, epochs + 1):
         durations = {name: base + rng.uniform(0.0, 0.1) for name, base in PRODUCERS.items()}
-        if epoch in delayed:
+        if epoch in slow_delayed:
             durations[DELAYED] += DELAY
+        if epoch in fast_delayed:
+            durations[FAST_DELAYED] += DELAY
         runs[epoch] = {}
         _epoch(ledger, watcher, epoch, durations, runs[epoch])
 
@@ -92,6 +101,11 @@ def _measure(clients: list[KazooClient], pipeline: str, epochs: int, rng: random
            statistics.median(latencies) if latencies else None, "s", f"{len(latencies)} alerts")
     figure("deadline_alert_latency_s_max", "deadlines", "alert after its deadline, max",
            max(latencies) if latencies else None, "s", f"{len(latencies)} alerts")
+    moved = [float(runs[e]["at"]) - float(runs[e]["verdict"].deadline_at)  # type: ignore[union-attr]
+             for e in alerted & fast_delayed]
+    figure("deadline_moved_alert_latency_s_max", "deadlines",
+           "alert after a deadline that a vote moved earlier (a faster producer late), max",
+           max(moved) if moved else None, "s", f"{len(moved)} alerts of {len(fast_delayed)} epochs")
     figure("deadline_false_alerts", "deadlines", "alerts for partitions not delayed", len(alerted - delayed), "alerts",
            f"{len(predicted) - len(delayed)} epochs on time")
     figure("deadline_missed_alerts", "deadlines", "delayed partitions without an alert", len(delayed - alerted),

@@ -7,7 +7,8 @@
 
 Groups (row ids in brackets):
   wake       seal -> trigger wakes, vs poke sensors                      [wake_p50_ms, wake_vs_poke_*]
-  cost       ZooKeeper requests and time per epoch                       [cost_requests_p*, cost_ms_p*]
+  cost       ZooKeeper requests and time per epoch; per delivered seal   [cost_requests_p*, cost_ms_p*,
+                                                                          delivery_requests_per_seal]
   barrier    N participants through a barrier, vs kazoo's DoubleBarrier  [barrier_p50_n*, barrier_requests_n*, ...]
   sealing    epochs sealed per second, vs one global lock                [sealing_eps_p*]
   open       requests and time to open an epoch                          [open_requests, open_ms]
@@ -71,8 +72,8 @@ GROUPS = ("wake", "cost", "barrier", "sealing", "open", "growth", "capacity", "w
 
 # Every group's module, imported before any group runs (also those not asked for): a module that imports
 # only on pytest's path fails the run at once, not after the groups before it.
-GROUP_MODULES = ("wake", "state_growth", "barrier", "sealing", "fleet_capacity", "many_waiters", "reconnect",
-                 "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines",
+GROUP_MODULES = ("wake", "state_growth", "delivery_cost", "barrier", "sealing", "fleet_capacity", "many_waiters",
+                 "reconnect", "ui_grid", "spark_epochs", "scheduler_latency", "publish", "producers", "deadlines",
                  "reseal", "mainjob", "mainjob_dagster")
 
 FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
@@ -84,6 +85,7 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
          mainjob_scenario: str = "catchup") -> dict[str, Callable[[], None]]:
     import barrier
     import deadlines
+    import delivery_cost
     import many_waiters
     import reconnect
     import sealing
@@ -144,7 +146,8 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
 
     return {
         "wake": lambda: wake.run(hosts, 5 if smoke else 50, [(5.0, 1)] if smoke else [(60.0, 5), (5.0, 5)]),
-        "cost": lambda: state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
+        "cost": lambda: (state_growth.epoch_cost(hosts, (2,) if smoke else (1, 8), 3 if smoke else 30),
+                         delivery_cost.run(hosts, 5 if smoke else 100)),
         "barrier": lambda: barrier.run(hosts, port, (10,) if smoke else (10, 100, 1000), 2 if smoke else 5),
         "sealing": lambda: sealing.run(hosts, (1, 4) if smoke else (1, 2, 4, 8, 16, 32, 64), 2 if smoke else 10,
                                        2 if smoke else 5, server_pid=server.pid),

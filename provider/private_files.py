@@ -30,6 +30,7 @@ __all__ = [
     "StateLocked",
     "UnsafeState",
     "check_private_dir",
+    "create_secret_file",
     "exclusive_lock",
     "open_private_log",
     "private_dir",
@@ -154,6 +155,32 @@ def write_private(path: str | Path, text: str) -> Path:
     target = Path(path)
     with _open_dir(target.parent.absolute()) as folder:
         _replace_in(folder, target.name, text.encode(), FILE_MODE)
+    return target
+
+
+def create_secret_file(path: str | Path, text: str, *, owner: tuple[int, int] | None = None) -> Path:
+    """A new secret file for another program to read (``initdb --pwfile``): its folder ``path.parent`` is
+    created here, 0700, and must not exist yet (nobody else can have planted anything in it); the file is
+    created in it ``O_CREAT | O_EXCL | O_NOFOLLOW`` with mode 0600, so it has its final mode before a byte
+    is written. With ``owner`` (uid, gid: the account that reads it, when we are root), folder and file are
+    handed to that account before ``text`` is written. Remove the folder when done.
+
+    :raises FileExistsError: the folder exists already (planted, or left by an earlier run).
+    :raises UnsafeState: a folder above it could be swapped by another user.
+    """
+    target = Path(path).absolute()
+    _check_parent(target.parent.parent)
+    os.mkdir(target.parent, DIR_MODE)  # fails if anything is there; the umask can only narrow 0700
+    with _open_dir(target.parent) as folder:
+        os.fchmod(folder, DIR_MODE)
+        fd = os.open(target.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, FILE_MODE,
+                     dir_fd=folder)
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(fd, FILE_MODE)
+            if owner is not None:
+                os.fchown(fd, *owner)
+                os.fchown(folder, *owner)
+            out.write(text)
     return target
 
 

@@ -13,6 +13,7 @@ cd "$ROOT"
 bash "$ROOT/scripts/system_deps.sh"
 if [ "${1:-}" = "up" ]; then
   base="$ROOT/.epochs/cluster"
+  umask 077  # the folder and the supervisor's log are ours alone from their first byte
   mkdir -p "$base" && chmod 700 "$base"
   rm -f "$base/state-celery.json"
   # The supervisor outlives this shell: 'down' stops it and everything it started.

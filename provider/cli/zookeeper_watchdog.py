@@ -1,8 +1,10 @@
 """The watchdog of the detached embedded ZooKeeper (``airflow-epochs zookeeper start``): a detached process
 of its own that restarts the server on the same port and data when it has exited, or when it still runs
 but has not answered ``srvr`` over our mutual TLS for ``unresponsive_after`` seconds (a wedged JVM: its
-port no longer answering, its threads stuck). ``zookeeper start`` starts it (one per state folder),
-``zookeeper stop`` stops it before the server; it ends by itself once no server is recorded.
+port no longer answering, its threads stuck), unless it runs and works through another local user's
+flood of sockets (:mod:`airflow_epochs.servers.liveness`): a restart would then only drop our sessions.
+``zookeeper start`` starts it (one per state folder), ``zookeeper stop`` stops it before the server; it
+ends by itself once no server is recorded.
 
 A restart kills the recorded server (checked by its identity, as ``stop`` does) under the state folder's
 lock, then runs ``zookeeper start`` as a child command, whose server outlives it like any detached one.
@@ -22,6 +24,7 @@ from airflow_epochs.cli.state import stop_recorded
 from airflow_epochs.connection.embedded import alive, read_state, running_server, state_file
 from airflow_epochs.private_files import open_private_log, write_private
 from airflow_epochs.process_identity import identify, launch_environment
+from airflow_epochs.servers.liveness import FloodWatch
 
 NAME = "zookeeper-watchdog"
 UNRESPONSIVE_AFTER = 30.0  # long enough for a full garbage collection on a busy machine
@@ -69,6 +72,8 @@ def watch(base: Path, *, unresponsive_after: float, probe_every: float,
 
     answered = time.monotonic()
     failed = False  # the last restart failed: the server is down on purpose of nobody's, try again
+    floods = FloodWatch()
+    flooded = False
     while True:
         time.sleep(probe_every)
         state = read_state(base)
@@ -78,6 +83,16 @@ def watch(base: Path, *, unresponsive_after: float, probe_every: float,
         if running_server(base) is not None:
             answered = time.monotonic()
             continue
+        flood = None if failed or not state else floods.busy_with_flood(
+            int(state["pid"]), {int(state[key]) for key in ("port", "secure_port") if state.get(key)})
+        if flood is not None:  # alive and working through another user's flood: a restart ends nothing
+            answered = time.monotonic()
+            if not flooded:
+                say(f"ZooKeeper does not answer while {flood.describe()}: a flood, not a dead server; not "
+                    "restarting it (a restart would drop our sessions and not end the flood)")
+            flooded = True
+            continue
+        flooded = False
         silent = time.monotonic() - answered
         exited = failed or not alive(state or {})
         if not exited and silent < unresponsive_after:

@@ -19,10 +19,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from airflow_epochs.connection.kazoo_log import ReconnectFolding
+from airflow_epochs.connection.socket_census import Flood, flood_on
 from airflow_epochs.coordination.base.errors import CoordinationUnavailable
 from airflow_epochs.redaction import RedactingFilter, register_secret
 
 DEFAULT_PORT = 2181
+CONNECT_RETRY_MAX_DELAY = 1.0  # seconds between a client's connection tries, at most
 _LEGACY_PREFIX = "extra__zookeeper__"
 _BOOL_EXTRAS = ("use_acl", "use_tls", "verify_certs", "check_hostname", "read_only")
 _NUMBER_EXTRAS = ("session_timeout", "connection_timeout")
@@ -148,6 +150,10 @@ class ZooKeeperSettings:
             "hosts": self.connect_string,
             "timeout": self.session_timeout,
             "read_only": self.read_only,
+            # Tries again at most a second apart (kazoo's own backoff grows to an hour): a server that closes
+            # our connection at once while another user's flood holds its handshake slots lets one through as
+            # slots turn over, and a try that waits 25 s after the last one misses them.
+            "connection_retry": {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": CONNECT_RETRY_MAX_DELAY},
         }
         if self.login and self.password:
             credential = f"{self.login}:{self.password}"
@@ -191,9 +197,24 @@ class ZooKeeperSettings:
         try:
             client.start(timeout=timeout)
         except KazooTimeoutError:  # kazoo has stopped and closed the client
+            floods = [flood.describe() for flood in self._floods()]
             raise ZooKeeperUnreachable(
-                f"no ZooKeeper server answered at {self.describe()} within {timeout:g} s") from None
+                f"no ZooKeeper server answered at {self.describe()} within {timeout:g} s"
+                + (f" ({'; '.join(floods)}: a flood of sockets keeps new connections out while it lasts)"
+                   if floods else "")) from None
         return client
+
+    def _floods(self) -> list[Flood]:
+        """Other local users' floods of connections to the loopback ones of our hosts (see
+        :mod:`airflow_epochs.connection.socket_census`)."""
+        found = []
+        for entry in self.hosts:
+            name, port = split_host(entry)
+            if _is_loopback(name):
+                flood = flood_on(port)
+                if flood is not None:
+                    found.append(flood)
+        return found
 
     def ssl_context(self) -> ssl.SSLContext:
         """The client TLS context these settings describe (the one kazoo builds, for probes)."""
@@ -225,6 +246,8 @@ class ZooKeeperSettings:
             except ssl.SSLCertVerificationError as exc:
                 failures.append(f"{entry}: certificate refused: {exc.verify_message}")
             except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError) as exc:
+                if _is_loopback(name) and flood_on(port) is not None:
+                    continue  # closed by a server busy with another user's flood: left to the client's retries
                 if closes_new_connections(name, port, timeout=timeout):
                     closed.append(entry)
                 else:
@@ -341,6 +364,13 @@ def _host_entry(item: str, default_port: int, text: str) -> str:
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise bad
     return f"{name}:{int(port_text)}"
+
+
+def _is_loopback(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return name == "localhost"
 
 
 def split_host(entry: str) -> tuple[str, int]:

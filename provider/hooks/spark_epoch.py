@@ -17,20 +17,26 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, Connection
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput, Reseal
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
-from airflow_epochs.private_files import write_private
+from airflow_epochs.private_files import UnsafeState, private_dir, write_private
 from airflow_epochs.redaction import register_uri_secrets
 from airflow_epochs.spark.connect import run_file_on_connect
 from airflow_epochs.spark.context import CONTEXT_ARG, CONTEXT_FILE_ARG, EpochContext
 from airflow_epochs.spark.locations import parse_location, validate_location
 from airflow_epochs.spark.reseal import ResubmitOutcome, resubmit_version
 from airflow_epochs.spark.submit import WRITE_LOCK_TIMEOUT_S, SubmitOutcome, submit_and_seal
-from airflow_epochs.spark.submit_options import check_master, spark_master, validate_submit_options
+from airflow_epochs.spark.submit_options import (
+    check_master,
+    deployment_setting,
+    spark_master,
+    validate_submit_options,
+)
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -271,14 +277,19 @@ class SparkEpochHook(BaseHook):
         authentication is on too. In YARN's client mode, ``spark.authenticate`` stays the YARN cluster's
         setting (YARN then makes each application's secret; its shuffle service must agree).
 
+        With ``spark.eventLog.enabled`` the driver writes its event log into ``event_log_folder()``.
+
         :param cluster_secret: a standalone cluster's secret goes with the job (in a properties file).
-        :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off.
+        :raises InvalidInput: the job's ``conf`` asks for the UI or turns authentication off, or the event
+            log's folder is not ours.
         """
         out = dict(conf or {})
         if str(out.get("spark.ui.enabled", "false")).strip().lower() != "false":
             raise InvalidInput("spark.ui.enabled: the Spark UI of an epoch job's driver on this machine would "
                                "answer any local user; it stays off")
         out["spark.ui.enabled"] = "false"
+        if str(out.get("spark.eventLog.enabled", "false")).strip().lower() == "true":
+            out["spark.eventLog.dir"] = event_log_folder().as_uri()  # never Spark's default /tmp/spark-events
         if mode == "local" or cluster_secret:
             if str(out.get("spark.authenticate", "true")).strip().lower() != "true":
                 raise InvalidInput("spark.authenticate: an epoch job's driver on this machine authenticates its "
@@ -316,6 +327,26 @@ class SparkEpochHook(BaseHook):
         session = self._connect_session
         if session is not None:
             session.interruptAll()
+
+
+def event_log_folder() -> Path:
+    """Where an epoch job's driver on this machine writes Spark's event log (``spark.eventLog.enabled``):
+    ``[epochs] spark_event_log_dir``, else ``spark-events`` in ``AIRFLOW_HOME``; created 0700 and checked
+    like a state folder (ours, not a link, every folder above it ours or root's). Never Spark's default
+    ``/tmp/spark-events``, which any local user may create first, own and plant links in.
+
+    :raises InvalidInput: the setting is not an absolute path, or the folder is another user's to change.
+    """
+    from airflow.configuration import get_airflow_home
+
+    configured = deployment_setting("spark_event_log_dir")
+    folder = Path(configured or os.path.join(get_airflow_home(), "spark-events"))
+    if not folder.is_absolute():
+        raise InvalidInput(f"[epochs] spark_event_log_dir {configured!r} is not an absolute path")
+    try:
+        return private_dir(folder)
+    except (UnsafeState, OSError) as exc:
+        raise InvalidInput(f"spark.eventLog.enabled: Spark's event log folder cannot be used: {exc}") from None
 
 
 def __getattr__(name: str) -> Any:

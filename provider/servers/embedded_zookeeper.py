@@ -37,6 +37,7 @@ from airflow_epochs.process_identity import ProcessIdentity, identify, launch_en
 from airflow_epochs.servers.die_with_parent import launcher
 from airflow_epochs.servers.zookeeper_runtime import (
     FOUR_LETTER_WORDS,
+    LISTEN_BACKLOG,
     LOG_FILE_SIZE,
     JavaNotFound,
     ZooKeeperError,
@@ -48,6 +49,7 @@ from airflow_epochs.servers.zookeeper_runtime import (
     four_letter_word,
     free_port,
     log4j_config,
+    pending_handshake_limit,
 )
 from airflow_epochs.servers.zookeeper_security import ServerTls, lock_root
 
@@ -128,6 +130,8 @@ class ZooKeeperEnsemble:
         start them from a thread that lives as long as the run, see :mod:`airflow_epochs.servers.die_with_parent`).
     :param plaintext_port: also serve the plaintext ``clientPort``; with ``False`` (``tls`` needed) only
         the TLS port is opened, and :attr:`hosts` and the client ports name it.
+    :param max_pending_handshakes: TLS handshakes pending at once, beyond which new connections are closed
+        (:func:`~airflow_epochs.servers.zookeeper_runtime.pending_handshake_limit` by default).
     """
 
     log_file_size = LOG_FILE_SIZE  # each member's log rolls over at this size (LOG_FILES files kept)
@@ -149,6 +153,7 @@ class ZooKeeperEnsemble:
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
         plaintext_port: bool = True,
+        max_pending_handshakes: int | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, not {size}")
@@ -165,6 +170,7 @@ class ZooKeeperEnsemble:
         self.tick_time_ms = tick_time_ms
         self.heap_mb = heap_mb
         self.max_client_connections = max_client_connections
+        self.max_pending_handshakes = max_pending_handshakes or pending_handshake_limit(heap_mb)
         self.tls = tls
         self.auth = auth
         self.address = address
@@ -331,6 +337,8 @@ class ZooKeeperEnsemble:
                 f"ssl.clientAuth={self.tls.client_auth}",
                 # Every local user connects from 127.0.0.1: the client certificate, not the address, says who.
                 "ssl.clientHostnameVerification=false",
+                f"netty.server.outstandingHandshake.limit={self.max_pending_handshakes}",  # a flood keeps fds
+                f"clientPortListenBacklog={LISTEN_BACKLOG}",  # a flood's churn slowed by its dropped SYNs
             ]
         if self.size > 1:
             write_private(data_dir / "myid", f"{member.myid}\n")
@@ -402,6 +410,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
         address: str = "127.0.0.1",
         die_with_parent: bool = False,
         plaintext_port: bool = True,
+        max_pending_handshakes: int | None = None,
     ) -> None:
         super().__init__(
             1,
@@ -418,6 +427,7 @@ class EmbeddedZooKeeper(ZooKeeperEnsemble):
             address=address,
             die_with_parent=die_with_parent,
             plaintext_port=plaintext_port,
+            max_pending_handshakes=max_pending_handshakes,
         )
 
     @property

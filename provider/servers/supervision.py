@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_epochs.private_files import private_dir, read_private, write_private
 from airflow_epochs.process_identity import NotOurProcess, ProcessIdentity, identify, stop_verified
+from airflow_epochs.servers.liveness import FloodWatch
 
 __all__ = ["RunStillActive", "ServerRecord", "ZooKeeperSupervisor", "current_run", "read_record", "reap_leftover",
            "write_record"]
@@ -129,7 +130,8 @@ class ZooKeeperSupervisor:
     that still runs but has not answered a health probe (``srvr``, over our mutual TLS) for
     ``unresponsive_after`` seconds (a wedged JVM: its port no longer listening, its threads stuck), on
     the same port and data, so that the run rides through: the clients' sessions resume (their timeout
-    permitting) or reconnect, and the tasks' retries find it again.
+    permitting) or reconnect, and the tasks' retries find it again. A member that does not answer while
+    another local user floods its port, and runs and works through it, is not restarted (said once).
 
     Start it from a thread that lives as long as the run, like the server: a server started with
     ``die_with_parent`` is restarted from the supervisor's own thread, which ends only at :meth:`stop`.
@@ -155,6 +157,8 @@ class ZooKeeperSupervisor:
         self.restarts = 0
         self._answered: dict[int, float] = {}  # member index -> when it last answered a probe
         self._probed: dict[int, float] = {}
+        self._floods: dict[int, FloodWatch] = {}  # member index -> its flood watch
+        self._flooded: set[int] = set()  # members said to be busy with a flood
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="zookeeper-supervisor", daemon=True)
 
@@ -194,14 +198,35 @@ class ZooKeeperSupervisor:
                     self.on_restart(index)
 
     def _unresponsive(self, index: int) -> str | None:
-        """Why member ``index`` (running) is to be restarted, or None while it answers in time."""
+        """Why member ``index`` (running) is to be restarted, or None while it answers in time, or while it
+        runs and works through another user's flood of sockets (see :mod:`airflow_epochs.servers.liveness`)."""
         now = time.monotonic()
         self._answered.setdefault(index, now)
         if now - self._probed.get(index, 0.0) < self.probe_every:
             return None
         self._probed[index] = now
-        if self.server.members[index].mode() is not None:
+        member = self.server.members[index]
+        if member.mode() is not None:
             self._answered[index] = time.monotonic()
+            self._flood_ended(index)
             return None
+        process = member.process
+        ports = [port for port in (member.client_port, member.secure_port) if port]
+        flood = self._floods.setdefault(index, FloodWatch()).busy_with_flood(process.pid, ports) \
+            if process is not None else None
+        if flood is not None:  # alive and busy with the flood: a restart would drop our sessions, end nothing
+            self._answered[index] = time.monotonic()
+            if index not in self._flooded:
+                self._flooded.add(index)
+                self.say(f"ZooKeeper member {member.myid} does not answer while {flood.describe()}: a flood, not "
+                         "a dead server; not restarting it (a restart would drop our sessions and not end the flood)")
+            return None
+        self._flood_ended(index)
         silent = time.monotonic() - self._answered[index]
         return f"has not answered for {silent:.0f} s" if silent >= self.unresponsive_after else None
+
+    def _flood_ended(self, index: int) -> None:
+        if index in self._flooded:
+            self._flooded.discard(index)
+            self.say(f"ZooKeeper member {self.server.members[index].myid}: the flood has ended or no longer "
+                     "keeps it busy")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import shutil
 import socket
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from airflow_epochs.connection.probe import four_letter_word
 
 __all__ = [
     "FOUR_LETTER_WORDS",
+    "LISTEN_BACKLOG",
     "JavaNotFound",
     "ZooKeeperError",
     "ZooKeeperJarsNotFound",
@@ -30,6 +32,7 @@ __all__ = [
     "four_letter_word",
     "free_port",
     "log4j_config",
+    "pending_handshake_limit",
 ]
 
 # Jars the server needs, by file-name prefix. netty is for the client port's TLS option; the
@@ -44,6 +47,35 @@ _OPTIONAL = (
 # Only the words this project uses: srvr (mode, version), mntr (metrics in tests and benchmarks).
 FOUR_LETTER_WORDS = ("srvr", "mntr")
 _DEBIAN_DIRS = ("/usr/share/zookeeper/lib", "/usr/share/zookeeper", "/usr/share/java")
+
+
+# Heap one pending TLS handshake holds on the server (its Netty channel, buffers and SSLEngine): about 10 KB,
+# measured after a full collection with 12,000 idle sockets held (2026-12, ZooKeeper 3.9.5, Netty 4.2).
+HANDSHAKE_HEAP_BYTES = 10 * 1024
+_FALLBACK_DESCRIPTORS = 1 << 20  # fs.nr_open's default: the kernel's cap on an unlimited hard limit
+# Connections the kernel queues for the TLS port before the server accepts them (``clientPortListenBacklog``;
+# the kernel's somaxconn, 4,096 here, by default). Under a flood of idle sockets, every one the server closes
+# at the handshake limit is opened again at once: with a long queue the server spends its CPU accepting and
+# closing them (at a load average of 10, new clients of ours then timed out and a held session expired);
+# with a short one the kernel drops their SYNs, each retried a second or more later, which slows the
+# flood's churn to what the server keeps up with (new clients in 0.2 to 7 s at the same load). Our clients
+# retry their connection too, at most a second apart; a burst of more connections than this at once waits a
+# SYN retry (1 s) for some of them.
+LISTEN_BACKLOG = 64
+
+
+def pending_handshake_limit(heap_mb: int) -> int:
+    """How many TLS handshakes a server started from here lets be pending at once (ZooKeeper's
+    ``zookeeper.netty.server.outstandingHandshake.limit``: it closes every connection beyond it at once):
+    three quarters of the file descriptors its JVM may hold (the JVM raises its soft limit to our hard
+    one) and no more than 60 % of its heap holds, so that a flood of idle sockets from another local user
+    never uses up the descriptors (without a limit, 20,000 of them did: the server then accepted
+    nothing, our established sessions expired and no new one started) nor the heap. A lower limit keeps
+    more descriptors free but lets fewer handshakes through: at 8,192 against 20,000 sockets new clients
+    of ours took up to 34 s, at 15,000 up to 12 s."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    descriptors = _FALLBACK_DESCRIPTORS if hard == resource.RLIM_INFINITY else hard
+    return max(64, min(descriptors * 3 // 4, heap_mb * (1 << 20) * 6 // 10 // HANDSHAKE_HEAP_BYTES))
 
 
 class ZooKeeperError(RuntimeError):

@@ -12,8 +12,11 @@ library or a file, or redirects traffic (``OPENSSL_CONF``, ``AWS_CONFIG_FILE``, 
 accepted (:data:`CONF_NEVER_WORDS`, :data:`ENV_NEVER_WORDS`). Values are held to a shape too: each
 listed setting to its own (:data:`CONF_SHAPES`, :data:`ENV_SHAPES`: a size, a count, a zone or locale
 name, never a path), an admin-listed one to a plain scalar (:data:`ADMIN_CONF_SHAPE`: no dotted class
-name, path or URL, so even an admin's list cannot make a setting load a class). A ``keytab`` comes only
-from a folder an admin names in ``[epochs] allowed_keytab_roots`` (none by default).
+name, path or URL, so even an admin's list cannot make a setting load a class). An admin-listed name
+takes a value, never a name: a number, size, duration or boolean (:data:`ADMIN_VALUE_SHAPE`), or one of
+the words the admin lists with it (``NAME=fast|slow``), since any other word may be taken by a library
+as the name of a class, a program or a host (``LOG4J_CONTEXT_SELECTOR=Evil``, ``GIT_SSH_COMMAND=evil``).
+A ``keytab`` comes only from a folder an admin names in ``[epochs] allowed_keytab_roots`` (none by default).
 
 Master modes: ``local``, standalone ``spark://`` in client mode, YARN (client and cluster) and
 Kubernetes (with the cncf.kubernetes provider installed) are accepted; standalone cluster mode is
@@ -81,9 +84,16 @@ CONF_SHAPES: dict[str, str] = {
 # Spark settings a job may tune: sizes, counts, timeouts and switches (never a class, a path or a URL that
 # Spark would load or connect to: ``spark.hadoop.fs.s3a.endpoint`` redirected S3 traffic, so it left).
 CONF_ALLOWED = frozenset(CONF_SHAPES)
-#: An admin-listed setting holds a plain scalar: a number, size, duration, boolean or one word without
-#: dots, slashes or colons, so never a class name (``com.x.Registrator``), a path or a URL.
-ADMIN_CONF_SHAPE = rf"{_SIZE}|{_FLOAT}|{_DURATION}|[A-Za-z][A-Za-z0-9_-]{{0,63}}"
+#: What a setting or variable an admin lists by name alone may hold: a number, size, duration or boolean.
+#: Never a word: a library may take any word as the name of a class (``LOG4J_CONTEXT_SELECTOR=Evil``,
+#: ``spark.sql.sources.default=evil``), a program on the PATH (``GIT_SSH_COMMAND=evil``) or a host; an
+#: admin who means words lists them with the name (``NAME=fast|slow``, see :func:`admin_allowed`).
+ADMIN_VALUE_SHAPE = rf"{_SIZE}|{_FLOAT}|{_DURATION}|{_BOOL}"
+#: What an admin-listed Spark setting listed alone holds: :data:`ADMIN_VALUE_SHAPE`.
+ADMIN_CONF_SHAPE = ADMIN_VALUE_SHAPE
+#: A word an admin lists for a name (``NAME=word|word``): letters, digits, ``_``, ``+`` and ``-``; no dot,
+#: slash or colon, so not even the admin's list holds a dotted class name, a path or a URL.
+LISTED_VALUE_SHAPE = r"[A-Za-z0-9_+-]{1,64}"
 # Words that, anywhere in a key, mean it loads code, a class, a library or a file, or holds an environment:
 # refused even if an admin lists the key.
 CONF_NEVER_WORDS = (
@@ -91,7 +101,7 @@ CONF_NEVER_WORDS = (
     "script", "provider", "factory", "catalog", "metastore", "impl", "manager", "env", "filter", "redaction",
     "codec", "serializer", "signer", "loader", "agent", "keystore", "truststore", "credential", "proxy",
     "master", "submit", "dir", "path", "registrator", "endpoint", "url", "uri", "host", "address", "keytab",
-    "principal", "secret", "token",
+    "principal", "secret", "token", "selector", "server", "socks", "program",
 )
 # Environment variables a job may set, with the shape of their values: a time zone name (never a path
 # or ':file', which would load any file as zone data), a locale name (never a path, which glibc would
@@ -107,8 +117,8 @@ ENV_SHAPES: dict[str, str] = {
                     r"[1-9][0-9]{0,3}"),
 }
 ENV_ALLOWED = frozenset(ENV_SHAPES)
-#: An admin-listed environment variable holds a plain value: no path, URL or list of them.
-ADMIN_ENV_SHAPE = r"[A-Za-z0-9_.+=@-]{0,256}"
+#: An admin-listed environment variable holds a value, as an admin-listed setting does.
+ADMIN_ENV_SHAPE = ADMIN_VALUE_SHAPE
 # The job's own settings: no library reads names under this prefix.
 ENV_JOB_PREFIX = "EPOCHS_JOB_"
 # Fragments of names that load libraries, configuration, certificates or code, or redirect traffic:
@@ -117,7 +127,9 @@ ENV_NEVER_WORDS = (
     "PATH", "HOME", "FILE", "CONF", "DIR", "PROXY", "OPT", "LIB", "PRELOAD", "SSL", "CERT", "TLS", "CA_BUNDLE",
     "KRB5", "MASTER", "PYTHON", "JAVA", "SPARK", "HADOOP", "YARN", "AWS", "GOOGLE", "AZURE", "BASH", "SHELL",
     "PERL", "RUBY", "NODE", "GCONV", "LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "TMP",
-    "TEMP", "PLUGIN", "MODULE", "LOADER", "AGENT",
+    "TEMP", "PLUGIN", "MODULE", "LOADER", "AGENT", "COMMAND", "CMD", "PROGRAM", "EDITOR", "PAGER",
+    "BROWSER", "ASKPASS", "SSH", "SELECTOR", "CLASS", "FACTORY", "PROVIDER", "HANDLER", "IMPL", "LOG4J",
+    "SERVER", "SOCKS", "HOST", "ENDPOINT", "URL", "URI", "ADDR",
 )
 _ENV_NEVER_PREFIXES = ("LD_", "DYLD_", "_", "BASH_FUNC_")
 _ENV_NEVER_EXACT = frozenset({"ENV", "IFS", "PS4", "PROMPT_COMMAND", "CLASSPATH", "MAIL", "USER", "LOGNAME"})
@@ -155,6 +167,30 @@ def _listed(option: str) -> frozenset[str]:
     return frozenset(part.strip() for part in deployment_setting(option).split(",") if part.strip())
 
 
+def admin_allowed(option: str, extra: Iterable[str] | None = None) -> dict[str, frozenset[str] | None]:
+    """The names an admin lists in ``[epochs] <option>`` (or ``extra``), each with the words listed for it
+    (``NAME=fast|slow``), or None when listed alone (it then takes :data:`ADMIN_VALUE_SHAPE`).
+
+    :raises InvalidInput: a listed word that is not :data:`LISTED_VALUE_SHAPE`, naming the entry.
+    """
+    entries = deployment_setting(option).split(",") if extra is None else list(extra)
+    allowed: dict[str, frozenset[str] | None] = {}
+    for entry in (part.strip() for part in entries):
+        if not entry:
+            continue
+        name, listed, values = (part.strip() for part in entry.partition("="))
+        if not listed:
+            allowed[name] = None
+            continue
+        words = [word.strip() for word in values.split("|")]
+        bad = [word for word in words if not re.fullmatch(LISTED_VALUE_SHAPE, word)]
+        if bad:
+            raise InvalidInput(f"[epochs] {option} entry {entry!r}: the listed value {bad[0]!r} is not a plain word "
+                               "or number (letters, digits, '_', '+', '-'; never a class, a path or a host)")
+        allowed[name] = frozenset(words)
+    return allowed
+
+
 def check_conf_key(key: object, *, extra: Iterable[str] | None = None) -> str:
     """Return ``key`` if a job may set it (:data:`CONF_ALLOWED` or an admin's ``[epochs] extra_allowed_conf``,
     and no word of :data:`CONF_NEVER_WORDS`), else raise :class:`InvalidInput` naming it."""
@@ -165,8 +201,7 @@ def check_conf_key(key: object, *, extra: Iterable[str] | None = None) -> str:
     if never:
         raise InvalidInput(f"submit_options conf key {key!r} is refused: it names {never[0]!r} (code, classes, "
                            "libraries, files, interpreters, JVM options and environments are not configurable here)")
-    admin = _listed("extra_allowed_conf") if extra is None else frozenset(extra)
-    if key not in CONF_ALLOWED and key not in admin:
+    if key not in CONF_ALLOWED and key not in admin_allowed("extra_allowed_conf", extra):
         raise InvalidInput(f"submit_options conf key {key!r} is not on the allow-list (tuning settings such as "
                            "spark.sql.shuffle.partitions; an admin adds more in [epochs] extra_allowed_conf)")
     return key
@@ -182,8 +217,8 @@ def check_env_name(name: object, *, extra: Iterable[str] | None = None) -> str:
                                     or any(word in upper for word in ENV_NEVER_WORDS)):
         raise InvalidInput(f"submit_options env_vars {name!r} is refused: it changes which binaries, interpreters, "
                            "libraries, configuration files or proxies are used")
-    admin = _listed("extra_allowed_env_vars") if extra is None else frozenset(extra)
-    if name not in ENV_ALLOWED and not name.startswith(ENV_JOB_PREFIX) and name not in admin:
+    if name not in ENV_ALLOWED and not name.startswith(ENV_JOB_PREFIX) \
+            and name not in admin_allowed("extra_allowed_env_vars", extra):
         allowed = ", ".join(sorted(ENV_ALLOWED))
         raise InvalidInput(f"submit_options env_vars {name!r} is not on the allow-list ({allowed}, {ENV_JOB_PREFIX}*; "
                            "an admin adds more in [epochs] extra_allowed_env_vars)")
@@ -196,24 +231,42 @@ def _scalar(value: object) -> str:
     return str(value) if isinstance(value, (int, float, str)) else repr(value)
 
 
-def check_conf_value(key: str, value: object) -> str:
-    """``value`` as a string if it has the shape ``key`` takes (:data:`CONF_SHAPES`; an admin-listed key:
-    :data:`ADMIN_CONF_SHAPE`), else :class:`InvalidInput` naming both."""
-    text = _text(f"conf {key}", _scalar(value))
-    shape = CONF_SHAPES.get(key, ADMIN_CONF_SHAPE)
-    if not re.fullmatch(shape, text):
-        raise InvalidInput(f"submit_options conf {key} value {text!r} does not have the shape of the setting "
-                           "(a number, size, duration, boolean or plain word: never a class, a path or a URL)")
+def _admin_value(what: str, option: str, name: str, text: str, extra: Iterable[str] | None) -> str:
+    """``text`` if the admin-listed ``name`` may take it: one of its listed words, or a value of
+    :data:`ADMIN_VALUE_SHAPE` when it is listed alone."""
+    words = admin_allowed(option, extra).get(name)
+    if words is not None and text not in words:
+        raise InvalidInput(f"submit_options {what} {name} value {text!r} is not one of the values [epochs] {option} "
+                           f"lists for it ({', '.join(sorted(words))})")
+    if words is None and not re.fullmatch(ADMIN_VALUE_SHAPE, text):
+        raise InvalidInput(f"submit_options {what} {name} value {text!r} does not have the shape of the setting (an "
+                           "admin-listed name takes a number, size, duration or boolean, never a word a library could "
+                           f"load or run as a class, a program or a host; an admin lists words as {name}=word|word)")
     return text
 
 
-def check_env_value(name: str, value: object) -> str:
+def check_conf_value(key: str, value: object, *, extra: Iterable[str] | None = None) -> str:
+    """``value`` as a string if it has the shape ``key`` takes (:data:`CONF_SHAPES`; an admin-listed key: its
+    listed words or :data:`ADMIN_CONF_SHAPE`, see :func:`admin_allowed`), else :class:`InvalidInput` naming both."""
+    text = _text(f"conf {key}", _scalar(value))
+    shape = CONF_SHAPES.get(key)
+    if shape is None:
+        return _admin_value("conf", "extra_allowed_conf", key, text, extra)
+    if not re.fullmatch(shape, text):
+        raise InvalidInput(f"submit_options conf {key} value {text!r} does not have the shape of the setting "
+                           "(a number, size, duration, boolean or one of its words: never a class, a path or a URL)")
+    return text
+
+
+def check_env_value(name: str, value: object, *, extra: Iterable[str] | None = None) -> str:
     """``value`` as a string if it has the shape ``name`` takes (:data:`ENV_SHAPES`; ``EPOCHS_JOB_*``: any
-    one-line text; an admin-listed name: :data:`ADMIN_ENV_SHAPE`), else :class:`InvalidInput`."""
+    one-line text; an admin-listed name: its listed words or :data:`ADMIN_ENV_SHAPE`), else :class:`InvalidInput`."""
     text = _scalar(value)
     if name.startswith(ENV_JOB_PREFIX) and name not in ENV_SHAPES:
         return _text(f"env_vars {name}", text)
-    shape = ENV_SHAPES.get(name, ADMIN_ENV_SHAPE)
+    shape = ENV_SHAPES.get(name)
+    if shape is None:
+        return _admin_value("env_vars", "extra_allowed_env_vars", name, text, extra)
     if not re.fullmatch(shape, text):
         raise InvalidInput(f"submit_options env_vars {name} value {text!r} does not have the shape of the "
                            "variable (a zone or locale name, a count: never a path)")

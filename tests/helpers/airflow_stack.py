@@ -24,6 +24,7 @@ import contextlib
 import glob
 import json
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -37,6 +38,8 @@ import urllib.request
 from pathlib import Path
 
 from airflow_secrets import deployment_secrets
+
+from airflow_epochs.private_files import create_secret_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +65,15 @@ def _cpu_seconds(process: object) -> float:
             times = member.cpu_times()
             total += times.user + times.system
     return total
+
+
+def postgres_account() -> tuple[int, int] | None:
+    """The uid and gid PostgreSQL's programs run as: the ``postgres`` account when we are root (they
+    refuse to run as root), else None (our own)."""
+    if os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam("postgres")
+    return entry.pw_uid, entry.pw_gid
 
 
 def postgres_bin() -> Path | None:
@@ -117,14 +129,16 @@ class AirflowStack:
             # mkdtemp's folder is 0700: let postgres traverse it (only traverse: it lists nothing here)
             os.chmod(self.pg_folder, 0o711)
         if self.template is None:
-            pwfile = self.pg_folder / "pwfile"
-            pwfile.write_text(self.pg_password + "\n")
-            if os.geteuid() == 0:
-                shutil.chown(pwfile, "postgres", "postgres")
+            # 0600 before a byte is written, in a new 0700 folder of the account that reads it: the stack's
+            # folder is 0711 for postgres, where a file written with the umask was another user's to read.
+            pwfile = create_secret_file(self.pg_folder / "initdb-secret" / "pwfile", self.pg_password + "\n",
+                                        owner=postgres_account())
             initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "scram-sha-256", "-U", "postgres",
                       "--pwfile", str(pwfile)]
-            subprocess.run(self._as_postgres(initdb), check=True, capture_output=True, timeout=120)
-            pwfile.unlink()
+            try:
+                subprocess.run(self._as_postgres(initdb), check=True, capture_output=True, timeout=120)
+            finally:
+                shutil.rmtree(pwfile.parent, ignore_errors=True)
         log = open(self.base / "postgres.log", "ab")  # noqa: SIM115 - kept open with the process
         self.procs["postgres"] = subprocess.Popen(  # -h '': no TCP at all; the socket folder is 0700
             self._as_postgres([str(bindir / "postgres"), "-D", str(data), "-h", "", "-p", str(self.pg_port),

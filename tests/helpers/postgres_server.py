@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from airflow_stack import postgres_bin
+from airflow_stack import postgres_account, postgres_bin
+
+from airflow_epochs.private_files import create_secret_file
 
 
 def _free_port() -> int:
@@ -45,19 +47,24 @@ class PostgresServer:
         data, sock = self.base / "pgdata", self.base / "pgsock"
         data.mkdir(parents=True)
         sock.mkdir()
-        pwfile = self.base / "pwfile"
-        pwfile.write_text(self.password + "\n")
         if os.geteuid() == 0:
-            for path in (data, sock, pwfile):
+            for path in (data, sock):
                 shutil.chown(path, "postgres", "postgres")
             for parent in (self.base, *self.base.parents):
                 if parent == Path("/"):
                     break
                 os.chmod(parent, os.stat(parent).st_mode | 0o011)  # let postgres traverse to its folders
-        subprocess.run(self._as_postgres([str(self.bindir / "initdb"), "-D", str(data), "-U", self.user,
-                                          "--pwfile", str(pwfile), "-A", "scram-sha-256"]),
-                       check=True, capture_output=True, timeout=120)
-        pwfile.unlink()
+        # The superuser's password, for initdb: 0600 before a byte is written, in a new 0700 folder of the
+        # account that reads it (the base folder is 0711 for postgres: a second user polling a file
+        # written with the umask there logged in as the superuser while initdb ran).
+        pwfile = create_secret_file(self.base / "initdb-secret" / "pwfile", self.password + "\n",
+                                    owner=postgres_account())
+        try:
+            subprocess.run(self._as_postgres([str(self.bindir / "initdb"), "-D", str(data), "-U", self.user,
+                                              "--pwfile", str(pwfile), "-A", "scram-sha-256"]),
+                           check=True, capture_output=True, timeout=120)
+        finally:
+            shutil.rmtree(pwfile.parent, ignore_errors=True)
         log = open(self.base / "postgres.log", "ab")  # noqa: SIM115 - kept open with the process
         self.proc = subprocess.Popen(
             self._as_postgres([str(self.bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(self.port),

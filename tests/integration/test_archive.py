@@ -220,6 +220,40 @@ def test_an_archive_folder_or_file_others_could_plant_is_refused(zk, zk_factory,
         EpochLedger(zk_factory(), "linked", owner="o").seal(1, "totals")
 
 
+def test_an_archive_under_another_users_folder_is_refused_before_a_byte_goes_through_their_link(zk, tmp_path):
+    """Issue 48, item 9: an archive folder of ours inside another local user's folder is theirs to swap: they
+    renamed it and put a link into another tree in its place, and compaction (as root) wrote the past there,
+    and readers read what that tree held. Now the whole path is checked like our state folder's: compaction
+    is refused naming the other user's folder, nothing reaches the tree the link points at and nothing leaves
+    ZooKeeper; a read through the link is refused too."""
+    from intruder import second_user, shared_folder
+
+    from airflow_epochs.coordination.state.archive_storage import UnsafeArchive, read_stored
+
+    elsewhere = tmp_path / "elsewhere"  # another tree (ours here), where their link leads
+    (elsewhere / "swapped" / "_epochs").mkdir(parents=True)
+    (elsewhere / "swapped" / "_epochs" / "epoch-000000000001.jsonl").write_text("planted\n")
+    planted = sorted(elsewhere.rglob("*"))
+    with second_user() as intruder, shared_folder() as shared:
+        theirs = shared / "theirs"
+        intruder.run(["mkdir", "-m", "755", str(theirs)])
+        archive = theirs / "archive"
+        archive.mkdir()  # ours, in their folder
+        ledger = EpochLedger(zk, "swapped", owner="o")
+        ledger.create_pipeline(PipelineConfig(PARTITIONS, retain_epochs=1, archive=str(archive)))
+        for epoch in range(1, 4):
+            _run_epoch(ledger, epoch)
+        intruder.run(["mv", str(archive), str(theirs / "archive.old")])  # the swap, as that user
+        intruder.run(["ln", "-s", str(elsewhere), str(archive)])
+        with pytest.raises(UnsafeArchive, match="owned by another user") as refused:
+            ledger.compact()
+        assert str(theirs) in str(refused.value) and intruder.name in str(refused.value)
+        assert sorted(elsewhere.rglob("*")) == planted  # nothing written through the link
+        assert ledger.epoch_info(1).state == "sealed"  # nothing left ZooKeeper either
+        with pytest.raises(UnsafeArchive, match="owned by another user"):
+            read_stored(str(archive), "swapped/_epochs/epoch-000000000001.jsonl")  # nor read through it
+
+
 def test_the_epochs_page_status_and_timeline_show_an_archived_epoch_as_before(zk, tmp_path):
     """With the default window (a sealed epoch leaves ZooKeeper at the next compaction), the Epochs
     page's detail and grid row, ``status`` and ``timeline``'s spans show each epoch after it left ZooKeeper

@@ -223,7 +223,7 @@ def test_triggers_ride_a_leader_failover_without_a_storm(ensemble, monkeypatch):
         ensemble.restart(leader)
     assert all(len(f) == 1 and f[0]["status"] == "success" for f in fired)
     for trigger, partition in zip(triggers, partitions, strict=True):
-        seal_path = trigger.paths.seal(1, attempt.generation, partition)
+        seal_path = trigger.watch.paths.seal(1, attempt.generation, partition)
         assert trigger.heard[(EventType.CREATED, seal_path)] == 1, (partition, trigger.heard)
         assert not any(kind == EventType.NONE for kind, _ in trigger.heard), trigger.heard
     assert 1 <= after_failover["rearm_requests"] <= 3, after_failover

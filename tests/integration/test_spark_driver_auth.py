@@ -91,3 +91,37 @@ def test_a_job_cannot_turn_the_ui_on_or_authentication_off():
     assert SparkEpochHook.local_driver_conf("local", {"spark.sql.shuffle.partitions": "4"}) == {
         "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false", "spark.authenticate": "true"}
     assert SparkEpochHook.local_driver_conf("standalone", None) == {"spark.ui.enabled": "false"}
+
+
+def test_the_event_log_goes_to_a_folder_of_ours_never_into_another_users_tmp_spark_events(zk_connection, zk,
+                                                                                         tmp_path, monkeypatch):
+    """Issue 48, item 10: with ``spark.eventLog.enabled=true`` (allowed), the driver wrote its event log into
+    Spark's default ``/tmp/spark-events``, which the second user created first, owns and plants links in.
+    Now it goes into a folder of ours, created 0700 and checked like a state folder
+    (``AIRFLOW_HOME/spark-events`` here): the job seals, its event log is there, and nothing is added to the
+    other user's folder."""
+    default = Path("/tmp/spark-events")
+    aside = default.with_name(f"spark-events.aside-{os.getpid()}")
+    if os.path.lexists(default):  # someone's left from before: kept aside, given back below
+        default.rename(aside)
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    ledger = pipeline(zk, "event_log")
+    inputs = write_inputs(tmp_path / "in", 1)
+    hook = SparkEpochHook(application=str(JOB), submit_options={"conf": {"spark.eventLog.enabled": "true"}})
+    try:
+        with second_user() as intruder:
+            intruder.run(["mkdir", "-m", "755", str(default)], cwd="/")
+            intruder.run(["ln", "-s", "/etc/passwd", str(default / "local-planted")], cwd="/")
+            planted = sorted(p.name for p in default.iterdir())
+            outcome = hook.submit_and_seal(ledger.open_epoch(1), PARTITION, PRODUCER, storage=str(tmp_path / "out"),
+                                           inputs={"events": inputs[1]})
+            assert sorted(p.name for p in default.iterdir()) == planted  # nothing of ours in their folder
+    finally:
+        shutil.rmtree(default, ignore_errors=True)
+        if os.path.lexists(aside):
+            aside.rename(default)
+    assert outcome.action == "ran" and outcome.partition_sealed, outcome
+    ours = tmp_path / "airflow" / "spark-events"
+    assert ours.stat().st_mode & 0o777 == 0o700 and ours.stat().st_uid == os.geteuid()
+    logs = [p for p in ours.rglob("*") if p.is_file() and "local-" in str(p.relative_to(ours))]  # Spark 4 rolls
+    assert logs and sum(p.stat().st_size for p in logs) > 0, list(ours.rglob("*"))

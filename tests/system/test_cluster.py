@@ -9,7 +9,8 @@ Checked: the sealed figures equal one Spark computation over the same days, row 
 (epoch, partition); one report run per day; each fault recovered, the killed worker's task retried
 and sealed once; seal-to-downstream and seconds per epoch measured for each day; the timeline picture drawn.
 
-And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
+And issue 48: a second user polling for secret files from before the start reads none, and no secret is on
+a command line. And issue 35 on this topology: once it is up, a throw-away second local user finds no port of the
 cluster's processes it can use (every socket on loopback; no HTTP page with data, Redis command,
 PostgreSQL login or ZooKeeper session without our credentials), the Celery workers' and the triggerers' log
 servers among them; during the run the API server shows a running task's log, fetched from its worker's log
@@ -19,6 +20,7 @@ server, and a deferred task's trigger log, fetched from its triggerer's log serv
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,12 @@ from cluster_run import Driver
 from cluster_supervisor import Supervisor
 from cluster_topology import Cluster
 from intruder import second_user
+from secret_poller import polling_for_secrets, secrets_on_command_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.ensemble, pytest.mark.timeout(1200)]
 
 DAYS = 3
+SECRET_FILES = ("pwfile", "initdb-secret/pwfile")  # initdb's password file: the old name and the new one
 
 
 def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(tmp_path):
@@ -44,10 +48,18 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     # 670 s for these 3 days on a loaded machine; test_spark_standalone_auth.py submits onto the same master).
     cluster = Cluster(tmp_path / "cluster", days=DAYS)
     try:
-        cluster.start()
-        sockets = listening_sockets(cluster)
         with second_user() as intruder:
+            # Issue 48: the second user polls for secret files from before the start (PostgreSQL's password
+            # file was read 18.6 s into `cluster.sh up`), then reads every process's command line.
+            with polling_for_secrets(intruder, [tempfile.gettempdir()], SECRET_FILES) as polled:
+                cluster.start()
+            secrets = _cluster_secrets(cluster)
+            on_command_lines = secrets_on_command_lines(intruder, secrets)
+            sockets = listening_sockets(cluster)
             answers = probe(intruder, sockets)
+        assert polled.rounds >= 20, polled  # it polled all through the start
+        assert polled.holding(*secrets.values()) == {}, polled.holding(*secrets.values())
+        assert on_command_lines == [], on_command_lines
         hosts = (worker_address(1), worker_address(2))  # the two workers' log servers
         triggerers = (triggerer_address(1), triggerer_address(2))  # the two triggerers'
         _nothing_usable(cluster, sockets, answers, hosts, triggerers)
@@ -86,6 +98,14 @@ def test_three_days_on_celery_survive_a_worker_and_the_zookeeper_leader_killed(t
     assert all(0 < s < 600 for s in [*outcome.epoch_s.values(), *outcome.seal_to_downstream_s.values()])
     assert outcome.spark_submit_jobs == []  # read from the master's UI with the cluster's signed token
     assert all(Path(picture).stat().st_size > 1000 for picture in outcome.timeline) and len(outcome.timeline) == 2
+
+
+def _cluster_secrets(cluster: Cluster) -> dict[str, str]:
+    """Every secret of the cluster: its generated keys and passwords, PostgreSQL's and the ensemble's."""
+    assert cluster.stack is not None and cluster.ensemble is not None and cluster.ensemble.auth is not None
+    found = {**cluster.secrets, "postgres": cluster.stack.db_password, "zookeeper": cluster.ensemble.auth.password}
+    assert len(found) >= 8 and all(len(value) >= 16 for value in found.values()), sorted(found)
+    return found
 
 
 def _nothing_usable(cluster: Cluster, sockets: list[tuple[str, int]], answers: dict[str, dict[str, Any]],

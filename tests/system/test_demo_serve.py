@@ -17,16 +17,18 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from intruder import second_user
+from intruder import Intruder, second_user
 from listening_sockets import listening_addresses
+from secret_poller import Polled, polling_for_secrets, secrets_on_command_lines
 from zk_attacks import ATTACK
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -52,6 +54,10 @@ for port in sys.argv[1].split(","):
             answers.setdefault(port, []).append("ERROR " + type(exc).__name__)
 print(json.dumps(answers), flush=True)
 """
+
+# Where the demo's PostgreSQL keeps initdb's password file while initdb runs (in a folder of the temporary
+# directory): the old name and the new one, which the second user polls for from before the start.
+SECRET_FILES = ("pwfile", "initdb-secret/pwfile")
 
 UNIX_PROBE = """
 import socket, sys
@@ -113,6 +119,22 @@ def _loopback(hex_address: str) -> bool:
                            "0000000000000000FFFF00000100007F")  # ::ffff:127.0.0.1
 
 
+def _demo_secrets(state: Path, admin_password: str, tree: set[int]) -> dict[str, str]:
+    """The demo's secrets: the admin's password it printed, ZooKeeper's digest password, the Spark Connect
+    token and PostgreSQL's password (read from an Airflow process's environment, where it travels)."""
+    found = {"admin password": admin_password,
+             "zookeeper password": json.loads((state / "zookeeper" / "credentials.json").read_text())["password"],
+             "spark connect token": (state / "spark-connect" / "token").read_text().strip()}
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            for entry in environ:
+                if entry.startswith(b"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="):
+                    found["postgres password"] = entry.decode().split("://postgres:", 1)[1].split("@", 1)[0]
+    assert len(found) == 4 and all(len(v) >= 8 for v in found.values()), sorted(found)
+    return found
+
+
 def _http(url: str, *, token: str | None = None, data: bytes | None = None) -> tuple[int, str]:
     headers = {"Content-Type": "application/json"}
     if token:
@@ -136,7 +158,22 @@ def _zk_answers(argv_prefix: list[str], port: int, count: int, cert: list[str]) 
 
 
 @pytest.fixture
-def demo(tmp_path) -> Iterator[tuple[subprocess.Popen[str], Path, list[str]]]:
+def intruder() -> Iterator[Intruder]:
+    with second_user() as user:
+        yield user
+
+
+@pytest.fixture
+def demo(tmp_path, intruder) -> Iterator[tuple[subprocess.Popen[str], Path, list[str], Callable[[], Polled]]]:
+    """The demo, started with the second user already polling for secret files (issue 48: PostgreSQL's
+    password file was readable while initdb ran); the yielded function stops the poller and says what it read."""
+    polling = contextlib.ExitStack()
+    polled = polling.enter_context(polling_for_secrets(intruder, [tempfile.gettempdir()], SECRET_FILES))
+
+    def stop_polling() -> Polled:
+        polling.close()
+        return polled
+
     state = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(PYTHONUNBUFFERED="1")
@@ -153,8 +190,9 @@ def demo(tmp_path) -> Iterator[tuple[subprocess.Popen[str], Path, list[str]]]:
 
     threading.Thread(target=read, daemon=True).start()
     try:
-        yield proc, state, lines
+        yield proc, state, lines, stop_polling
     finally:
+        polling.close()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
@@ -188,76 +226,83 @@ def _wait_for(lines: list[str], proc: subprocess.Popen[str], pattern: str, secon
     pytest.fail(f"no line matching {pattern!r} after {seconds:.0f} s:\n" + "".join(lines[-60:]))
 
 
-def test_demo_serve_answers_only_its_login_on_loopback_and_stops_on_ctrl_c(demo):
-    proc, state, lines = demo
-    with second_user() as intruder:
-        started = time.monotonic()
-        login = _wait_for(lines, proc, r"UI:\s+(http://127\.0\.0\.1:(\d+))/\s+\(login: admin / (\S+)\)", 240)
-        base, api_port, password = login.group(1), int(login.group(2)), login.group(3)
-        _wait_for(lines, proc, r"Ctrl-C stops everything", 120)  # the DAGs are unpaused: tasks may run now
-        up = time.monotonic() - started
+def test_demo_serve_answers_only_its_login_on_loopback_and_stops_on_ctrl_c(demo, intruder):
+    proc, state, lines, stop_polling = demo
+    started = time.monotonic()
+    login = _wait_for(lines, proc, r"UI:\s+(http://127\.0\.0\.1:(\d+))/\s+\(login: admin / (\S+)\)", 240)
+    base, api_port, password = login.group(1), int(login.group(2)), login.group(3)
+    _wait_for(lines, proc, r"Ctrl-C stops everything", 120)  # the DAGs are unpaused: tasks may run now
+    up = time.monotonic() - started
 
-        # No login, no answer; the printed login gets one.
-        for path in PROTECTED:
-            code, body = _http(base + path)
-            assert code in (401, 403), (path, code, body[:300])
-        code, body = _http(f"{base}/auth/token", data=json.dumps({"username": "admin", "password": password}).encode())
-        assert code == 201, body
-        token = json.loads(body)["access_token"]
-        for path in PROTECTED:
-            code, body = _http(base + path, token=token)
-            assert code == 200, (path, code, body[:300])
-        assert "nycflights_daily" in _http(f"{base}/api/v2/dags", token=token)[1]
-        bad = _http(f"{base}/auth/token", data=json.dumps({"username": "admin", "password": "x" + password}).encode())
-        assert bad[0] in (401, 403), bad
+    # Issue 48: no secret was in a file the second user could read while everything started, and none is
+    # on a command line of the demo's processes (which any local user reads in /proc/*/cmdline).
+    secrets = _demo_secrets(state, password, _tree(proc.pid))
+    polled = stop_polling()
+    assert polled.rounds >= 20, polled  # it polled all through the start
+    assert polled.holding(*secrets.values()) == {}, polled.holding(*secrets.values())
+    assert secrets_on_command_lines(intruder, secrets) == []
 
-        # Every listening TCP socket of the tree is on loopback.
-        tree = _tree(proc.pid)
-        identities = {pid: _start_time(pid) for pid in tree}
-        names = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in tree if Path(f"/proc/{pid}").exists()}
-        assert "java" in names.values() and "postgres" in names.values(), names  # ZooKeeper, Spark, PostgreSQL
-        sockets = listening_addresses(sorted(tree))
-        assert not [s for s in sockets if not _loopback(s[0])], sockets
-        ports = sorted({port for _, port in sockets})
-        zk_ports = {int(text) for text in ((state / name).read_text().strip() for name in ("zookeeper.tls-port",
-                    "zookeeper.port")) if text.isdigit()}
-        assert zk_ports, list(state.iterdir())
-        assert api_port in ports and zk_ports <= set(ports), (api_port, zk_ports, ports)
-        # PostgreSQL listens on no TCP port; its Unix socket is in a folder the second user cannot enter.
-        assert listening_addresses([pid for pid, name in names.items() if name == "postgres"]) == set()
-        pg_sockets = [path for folder in _socket_folders(names) for path in folder.glob(".s.PGSQL.*")
-                      if not path.name.endswith(".lock")]
-        assert len(pg_sockets) == 1, pg_sockets
-        assert pg_sockets[0].parent.stat().st_mode & 0o777 == 0o700
-        tried = intruder.run(["/usr/bin/python3", "-I", "-c", UNIX_PROBE, str(pg_sockets[0])], cwd="/")
-        assert tried.stdout.strip() == "ERROR PermissionError", tried
+    # No login, no answer; the printed login gets one.
+    for path in PROTECTED:
+        code, body = _http(base + path)
+        assert code in (401, 403), (path, code, body[:300])
+    code, body = _http(f"{base}/auth/token", data=json.dumps({"username": "admin", "password": password}).encode())
+    assert code == 201, body
+    token = json.loads(body)["access_token"]
+    for path in PROTECTED:
+        code, body = _http(base + path, token=token)
+        assert code == 200, (path, code, body[:300])
+    assert "nycflights_daily" in _http(f"{base}/api/v2/dags", token=token)[1]
+    bad = _http(f"{base}/auth/token", data=json.dumps({"username": "admin", "password": "x" + password}).encode())
+    assert bad[0] in (401, 403), bad
 
-        # The second user gets no page from any port: the API server asks for a login, the others answer
-        # no HTTP at all.
-        tried = intruder.run(["/usr/bin/python3", "-I", "-c", HTTP_PROBE, ",".join(map(str, ports)), *PROTECTED],
-                             cwd="/", timeout=300)
-        answers = json.loads(tried.stdout)
-        assert set(answers) == {str(p) for p in ports}, tried
-        for port, statuses in answers.items():
-            codes = [s.split()[1] for s in statuses if s.startswith("HTTP/") and len(s.split()) > 1]
-            assert not [c for c in codes if c.startswith("2")], (port, statuses)  # nothing served
-            if int(port) == api_port:
-                assert set(codes) <= {"401", "403"} and len(codes) == len(PROTECTED), statuses
-        # ... and no ZooKeeper session from any port without our certificate; with it, ZooKeeper answers.
-        cert = [str(state / "zookeeper" / "tls" / name) for name in ("client-cert.pem", "client-key.pem")]
-        for port in ports:
-            count = 3 if port in zk_ports else 1
-            assert _zk_answers(intruder.argv([]), port, count, []) == (count, 0), port
-        for port in zk_ports:
-            assert _zk_answers([], port, 1, cert) == (1, 1), port  # the control: the probe can see a session
-        checked = time.monotonic() - started
+    # Every listening TCP socket of the tree is on loopback.
+    tree = _tree(proc.pid)
+    identities = {pid: _start_time(pid) for pid in tree}
+    names = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in tree if Path(f"/proc/{pid}").exists()}
+    assert "java" in names.values() and "postgres" in names.values(), names  # ZooKeeper, Spark, PostgreSQL
+    sockets = listening_addresses(sorted(tree))
+    assert not [s for s in sockets if not _loopback(s[0])], sockets
+    ports = sorted({port for _, port in sockets})
+    zk_ports = {int(text) for text in ((state / name).read_text().strip() for name in ("zookeeper.tls-port",
+                "zookeeper.port")) if text.isdigit()}
+    assert zk_ports, list(state.iterdir())
+    assert api_port in ports and zk_ports <= set(ports), (api_port, zk_ports, ports)
+    # PostgreSQL listens on no TCP port; its Unix socket is in a folder the second user cannot enter.
+    assert listening_addresses([pid for pid, name in names.items() if name == "postgres"]) == set()
+    pg_sockets = [path for folder in _socket_folders(names) for path in folder.glob(".s.PGSQL.*")
+                  if not path.name.endswith(".lock")]
+    assert len(pg_sockets) == 1, pg_sockets
+    assert pg_sockets[0].parent.stat().st_mode & 0o777 == 0o700
+    tried = intruder.run(["/usr/bin/python3", "-I", "-c", UNIX_PROBE, str(pg_sockets[0])], cwd="/")
+    assert tried.stdout.strip() == "ERROR PermissionError", tried
 
-        # Ctrl-C, as the demo says: everything it started stops.
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(120) == 0, "".join(lines[-40:])
-        time.sleep(1)
-        assert any("stopped" in line for line in lines[-5:]), "".join(lines[-20:])
-        left = {pid: names.get(pid) for pid, start in identities.items() if _start_time(pid) == start}
-        assert not left, left
-        print(f"demo --serve: up {up:.0f} s, checked {checked:.0f} s, stopped {time.monotonic() - started:.0f} s "
-              f"after start; {len(ports)} listening ports")
+    # The second user gets no page from any port: the API server asks for a login, the others answer
+    # no HTTP at all.
+    tried = intruder.run(["/usr/bin/python3", "-I", "-c", HTTP_PROBE, ",".join(map(str, ports)), *PROTECTED],
+                         cwd="/", timeout=300)
+    answers = json.loads(tried.stdout)
+    assert set(answers) == {str(p) for p in ports}, tried
+    for port, statuses in answers.items():
+        codes = [s.split()[1] for s in statuses if s.startswith("HTTP/") and len(s.split()) > 1]
+        assert not [c for c in codes if c.startswith("2")], (port, statuses)  # nothing served
+        if int(port) == api_port:
+            assert set(codes) <= {"401", "403"} and len(codes) == len(PROTECTED), statuses
+    # ... and no ZooKeeper session from any port without our certificate; with it, ZooKeeper answers.
+    cert = [str(state / "zookeeper" / "tls" / name) for name in ("client-cert.pem", "client-key.pem")]
+    for port in ports:
+        count = 3 if port in zk_ports else 1
+        assert _zk_answers(intruder.argv([]), port, count, []) == (count, 0), port
+    for port in zk_ports:
+        assert _zk_answers([], port, 1, cert) == (1, 1), port  # the control: the probe can see a session
+    checked = time.monotonic() - started
+
+    # Ctrl-C, as the demo says: everything it started stops.
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(120) == 0, "".join(lines[-40:])
+    time.sleep(1)
+    assert any("stopped" in line for line in lines[-5:]), "".join(lines[-20:])
+    left = {pid: names.get(pid) for pid, start in identities.items() if _start_time(pid) == start}
+    assert not left, left
+    print(f"demo --serve: up {up:.0f} s, checked {checked:.0f} s, stopped {time.monotonic() - started:.0f} s "
+          f"after start; {len(ports)} listening ports")

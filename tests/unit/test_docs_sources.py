@@ -151,7 +151,7 @@ def test_the_configuration_page_lists_exactly_what_the_code_reads():
     code = "\n".join(p.read_text() for folder in ("provider", "operators", "sensors")
                      for p in (ROOT / folder).rglob("*.py"))
     page = (DOCS / "reference" / "configuration.rst").read_text()
-    read_options = set(re.findall(r'_(?:setting|listed|deployment_setting)\("([a-z_]+)"', code))
+    read_options = set(re.findall(r'_(?:setting|listed|deployment_setting|allowed)\("([a-z_]+)"', code))
     listed_options = set(re.findall(r"^   \* - ``([a-z_]+)``$", page.split("Environment variables")[0], re.M))
     assert read_options and read_options == listed_options
     read_vars = set(re.findall(r'"(AIRFLOW_EPOCHS_[A-Z_]+)"', code))

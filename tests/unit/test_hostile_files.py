@@ -67,3 +67,24 @@ def test_a_malformed_token_through_conn_id_is_one_line(tmp_path, monkeypatch, ca
     assert "short;tok" not in err
 
 
+
+
+def test_a_secret_file_has_its_final_mode_before_a_byte_and_its_folder_is_new(tmp_path):
+    """``create_secret_file`` (initdb's password file): a new 0700 folder and a 0600 file, even under a
+    permissive umask; a folder already there (planted, or left) is refused, never written into."""
+    import os
+    import stat
+
+    from airflow_epochs.private_files import create_secret_file
+
+    old = os.umask(0)  # the most permissive umask: the modes come from the code, not from it
+    try:
+        path = create_secret_file(tmp_path / "secret" / "pwfile", "s3cret\n")
+    finally:
+        os.umask(old)
+    assert path.read_text() == "s3cret\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    (tmp_path / "planted").mkdir(mode=0o777)
+    with pytest.raises(FileExistsError):
+        create_secret_file(tmp_path / "planted" / "pwfile", "s3cret\n")
+    assert list((tmp_path / "planted").iterdir()) == []

@@ -128,17 +128,20 @@ def test_every_listed_setting_passes_and_an_admin_adds_names(monkeypatch):
         assert check_env_name(name) == name
     monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_ENV_VARS", "MY_SETTING, OPENSSL_CONF")
     monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CONF",
-                       "spark.sql.legacy.timeParserPolicy,spark.io.compression.codec")
+                       "spark.sql.legacy.timeParserPolicy=LEGACY|CORRECTED,spark.io.compression.codec")
     assert validate_submit_options({"env_vars": {"MY_SETTING": "1"}, "conf": {
         "spark.sql.legacy.timeParserPolicy": "LEGACY"}})["env_vars"] == {"MY_SETTING": "1"}
     # What loads a library or a class stays refused even when an admin lists it: by its name, and, for a
     # setting whose name says nothing of it (spark.kryo.registrator is refused by name now; a future one
     # may not be), by its value, which must be a plain scalar (no dotted class name, path or URL).
-    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CONF", "spark.sql.legacy.timeParserPolicy,spark.kryo.x,"
-                       "spark.sql.sources.default,spark.kryo.registrator")
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CONF", "spark.sql.legacy.timeParserPolicy=LEGACY,"
+                       "spark.kryo.x,spark.sql.sources.default,spark.kryo.registrator")
     for key, value in (("spark.kryo.x", "com.evil.Registrator"), ("spark.sql.sources.default", "org.evil.Source"),
-                       ("spark.sql.legacy.timeParserPolicy", "/tmp/x"), ("spark.kryo.x", "http://h/x.jar")):
+                       ("spark.sql.sources.default", "evil"), ("spark.kryo.x", "http://h/x.jar")):
         with pytest.raises(InvalidInput, match="does not have the shape"):
+            validate_submit_options({"conf": {key: value}})
+    for key, value in (("spark.sql.legacy.timeParserPolicy", "/tmp/x"), ("spark.sql.legacy.timeParserPolicy", "EVIL")):
+        with pytest.raises(InvalidInput, match="not one of the values"):
             validate_submit_options({"conf": {key: value}})
     with pytest.raises(InvalidInput, match="'registrator'"):
         validate_submit_options({"conf": {"spark.kryo.registrator": "com.evil.Registrator"}})
@@ -200,3 +203,42 @@ def test_a_path_override_is_refused_at_parse_time():
                            submit_options={"env_vars": {"PATH": "/tmp/fake-bin"}}, attempt_task_id="open")
 
 
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("LOG4J_CONTEXT_SELECTOR", "org.evil.Selector"),  # issue 48: Spark's log4j2 loaded and ran this class
+    ("LOG4J_CONTEXT_SELECTOR", "Selector"),  # a class of the default package, from a jar the DAGs folder holds
+    ("SOCKS_SERVER", "attacker.example"),  # issue 48: redirects the job's traffic
+    ("SOCKS_SERVER", "2130706433"),  # a number read as an IPv4 address
+    ("GIT_SSH_COMMAND", "evil"),  # issue 48: a program name, found on the PATH
+    ("MY_SELECTOR_CLASS", "Evil"),
+])
+def test_an_admin_listed_variable_passes_no_class_program_or_host(name, value):
+    """Issue 48, item 6: an admin listing a variable by name does not let a DAG author hand it a class, a
+    program or a host: names that select one are refused even when listed, and a name listed alone takes a
+    number, size, duration or boolean, never a word."""
+    from airflow_epochs.spark.submit_options import check_env_name, check_env_value
+
+    with pytest.raises(InvalidInput, match=rf"'{name}' is refused|does not have the shape") as refused:
+        check_env_value(check_env_name(name, extra=[name]), value, extra=[name])  # the admin listed the name
+    assert name in str(refused.value)
+
+
+def test_an_admin_listed_name_takes_values_and_only_the_words_listed_with_it(monkeypatch):
+    """A word passes for an admin-listed name only when the admin lists it with the name; a listed word is
+    itself held to a plain word (no dot, slash or colon), so not even the admin's list passes a class or a path."""
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_ENV_VARS", "MY_THREADS, MY_MODE=fast|slow")
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_CONF", "spark.sql.legacy.timeParserPolicy=LEGACY|CORRECTED")
+    checked = validate_submit_options({"env_vars": {"MY_THREADS": 8, "MY_MODE": "slow"},
+                                       "conf": {"spark.sql.legacy.timeParserPolicy": "CORRECTED"}})
+    assert checked == {"env_vars": {"MY_THREADS": "8", "MY_MODE": "slow"},
+                       "conf": {"spark.sql.legacy.timeParserPolicy": "CORRECTED"}}
+    for value in ("2g", "1.5", "30s", "true"):
+        assert validate_submit_options({"env_vars": {"MY_THREADS": value}})["env_vars"]["MY_THREADS"] == value
+    for env, message in (({"MY_THREADS": "evil"}, "does not have the shape"), ({"MY_MODE": "fast.Evil"}, "not one of"),
+                         ({"MY_MODE": "medium"}, "not one of the values")):
+        with pytest.raises(InvalidInput, match=message):
+            validate_submit_options({"env_vars": env})
+    monkeypatch.setenv("AIRFLOW__EPOCHS__EXTRA_ALLOWED_ENV_VARS", "MY_MODE=org.evil.Class")
+    with pytest.raises(InvalidInput, match=r"extra_allowed_env_vars entry 'MY_MODE=org\.evil\.Class'"):
+        validate_submit_options({"env_vars": {"MY_MODE": "org.evil.Class"}})

@@ -32,7 +32,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "private_files": frozenset({"path_trust"}),
     # a NoAuth refusal names the identity the task connected as, which the connection wing resolves
     "retries": frozenset({"coordination", "connection"}),
-    "coordination": frozenset(),  # the core stands alone (and imports no Airflow)
+    # the core stands alone (and imports no Airflow); path_trust, a leaf, checks a local archive's path
+    "coordination": frozenset({"path_trust"}),
     "connection": frozenset({"coordination", "private_files", "process_identity", "redaction"}),
     "spark": frozenset({"coordination", "path_trust", "redaction"}),
     "hooks": _BELOW | {"spark"},

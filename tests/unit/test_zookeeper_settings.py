@@ -17,7 +17,8 @@ def test_hosts_ports_and_chroot_mapping():
     assert s.hosts == ("zk1:2200", "zk2:2182", "zk3:2200")
     assert s.kazoo_kwargs()["hosts"] == "zk1:2200,zk2:2182,zk3:2200/analytics"
     assert settings(host="a:1,b:2/app/x").chroot == "/app/x"
-    assert settings().kazoo_kwargs() == {"hosts": "zk1:2181", "timeout": 10.0, "read_only": False}
+    assert settings().kazoo_kwargs() == {"hosts": "zk1:2181", "timeout": 10.0, "read_only": False, "connection_retry": {
+        "max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}}  # tries again at most a second apart
 
 
 def test_digest_acl_and_tls_options():

@@ -152,7 +152,7 @@ class Call:
         tx = self.client.transaction()
         for step in steps:
             if isinstance(step, Create):
-                tx.create(step.path, step.data, sequence=step.sequential)
+                tx.create(step.path, step.data, sequence=step.sequential, ephemeral=step.ephemeral)
             elif isinstance(step, SetData):
                 tx.set_data(step.path, step.data, version=step.version)
             elif isinstance(step, Delete):

@@ -19,11 +19,13 @@ _ANY_VERSION = -1
 
 @dataclass(frozen=True, eq=False)
 class Create:
-    """Create ``path`` holding ``data`` (a sequential node gets a counter appended to its name)."""
+    """Create ``path`` holding ``data`` (a sequential node gets a counter appended to its name; an
+    ephemeral one goes with the session that created it)."""
 
     path: str
     data: bytes = b""
     sequential: bool = False
+    ephemeral: bool = False
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,9 +2,13 @@
 pyarrow opens), each written once and never rewritten.
 
 A local folder or file is used only if it is ours, not writable by others and not a symbolic link
-(:class:`UnsafeArchive` otherwise): whoever can write there could rewrite the recorded past. A file is
-created under a temporary name and linked to its final name, which fails if the name exists; object
-stores have no exclusive create, so there a second writer can only write the same bytes.
+(:class:`UnsafeArchive` otherwise): whoever can write there could rewrite the recorded past. Like our state
+folder, its whole path is checked from ``/`` down (:func:`~airflow_epochs.path_trust.resolve_trusted`):
+every folder on the way ours or root's and shared only with the sticky bit, and a link followed only when
+nobody else could have placed it, so an archive under another user's folder is refused before anything is
+written into or read from it (that user could swap a folder on the way for a link into another tree). A
+file is created under a temporary name and linked to its final name, which fails if the name exists;
+object stores have no exclusive create, so there a second writer can only write the same bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import uuid
 from typing import Any
 
 from airflow_epochs.coordination.base.errors import CorruptPayload
+from airflow_epochs.path_trust import UntrustedPath, resolve_trusted
 
 
 def _pafs() -> Any:
@@ -42,6 +47,16 @@ def _check_local(path: str, *, folder: bool) -> None:
                             f"{filemode.S_IMODE(st.st_mode):04o}; it must be ours and not writable by others")
 
 
+def _trusted(path: str) -> str:
+    """``path`` once every existing component of it is checked to be one nobody else could swap
+    (:class:`UnsafeArchive` otherwise); the part still missing is created by us under it."""
+    try:
+        resolve_trusted(path)
+        return path
+    except UntrustedPath as exc:
+        raise UnsafeArchive(f"{path}: archive path refused: {exc}") from None
+
+
 def filesystem(location: str) -> tuple[Any, str]:
     try:
         found: tuple[Any, str] = _pafs().FileSystem.from_uri(location)
@@ -54,6 +69,8 @@ def read_stored(location: str, relative: str) -> bytes | None:
     """The raw file at ``relative`` (a path under ``location``), or None if there is none."""
     fs, base = filesystem(location)
     path = f"{base.rstrip('/')}/{relative}"
+    if isinstance(fs, _pafs().LocalFileSystem):
+        _trusted(path)
     if fs.get_file_info(path).type == _pafs().FileType.NotFound:
         return None
     if isinstance(fs, _pafs().LocalFileSystem):
@@ -68,8 +85,10 @@ def stored_names(location: str, relative: str) -> list[str]:
     """The names of the files in the folder ``relative`` under ``location`` (none if it does not exist)."""
     fs, base = filesystem(location)
     path = f"{base.rstrip('/')}/{relative}"
-    if isinstance(fs, _pafs().LocalFileSystem) and os.path.lexists(path):
-        _check_local(path, folder=True)
+    if isinstance(fs, _pafs().LocalFileSystem):
+        _trusted(path)
+        if os.path.lexists(path):
+            _check_local(path, folder=True)
     infos = fs.get_file_info(_pafs().FileSelector(path, allow_not_found=True))
     return sorted(info.base_name for info in infos if info.type == _pafs().FileType.File)
 
@@ -77,7 +96,7 @@ def stored_names(location: str, relative: str) -> list[str]:
 def _write_local(path: str, content: bytes) -> bool:
     """Create ``path`` with ``content`` exclusively (False if it exists): write a private temporary
     file (never following a symlink), then hard-link it to the final name."""
-    folder = os.path.dirname(path)
+    folder = _trusted(os.path.dirname(path))  # before anything is created: the part missing is made by us
     os.makedirs(folder, mode=0o750, exist_ok=True)
     _check_local(os.path.dirname(folder), folder=True)
     _check_local(folder, folder=True)
@@ -101,6 +120,8 @@ def write_stored_once(location: str, relative: str, content: bytes) -> bool:
     """Write the file ``relative`` under ``location`` unless it exists; True if this call wrote it."""
     fs, base = filesystem(location)
     path = f"{base.rstrip('/')}/{relative}"
+    if isinstance(fs, _pafs().LocalFileSystem):
+        _trusted(path)
     if fs.get_file_info(path).type != _pafs().FileType.NotFound:
         return False
     if isinstance(fs, _pafs().LocalFileSystem):

@@ -183,8 +183,12 @@ def test_a_vote_that_moves_a_predicted_deadline_earlier_alerts_within_a_second_o
 
 
 @pytest.mark.slow
-def test_a_hundred_deadline_watches_each_alert_within_a_second_of_its_deadline(zk, zk_connection, tmp_path):
-    """More watches than any thread pool of the triggerer holds: each waits on the loop, none on a thread."""
+def test_a_hundred_deadline_watches_each_alert_though_none_of_them_ever_seals(zk, zk_connection, tmp_path):
+    """More watches than any thread pool of the triggerer holds, each of a partition that never seals, each
+    going on after its alert until the seal (``wait_for_seal``): a watch that held a thread for its wait
+    would hold it for ever, and the 7th would never alert. Each waits on the loop: the 7th alerts within a
+    second of the shared deadline, and the 100th too on a quiet machine (its latency under load is the
+    benchmark's business; here it is only held to a few seconds)."""
     names = [f"part{i:03d}" for i in range(100)]
     ledger = EpochLedger(zk, "many", owner="o")
     ledger.create_pipeline(PipelineConfig({name: ("x",) for name in names}))
@@ -192,21 +196,29 @@ def test_a_hundred_deadline_watches_each_alert_within_a_second_of_its_deadline(z
         ledger.deadlines().declare(DeadlineSpec(name, mode="fixed", anchor="opened", delta=3.0))
     out = tmp_path / "alerts.jsonl"
 
-    async def scenario():
+    async def scenario() -> None:
         await asyncio.to_thread(ledger.open_epoch, 1)
         triggers = [PartitionDeadlineTrigger(pipeline="many", epoch=1, partition=name,
                                              callback_path="deadline_callbacks.record_alert",
-                                             callback_kwargs={"out": str(out), "tag": name}, wait_for_seal=False)
+                                             callback_kwargs={"out": str(out), "tag": name}, wait_for_seal=True)
                     for name in names]
-        return await asyncio.gather(*(_first_event(trigger, 60) for trigger in triggers))
+        watches = [asyncio.create_task(_first_event(trigger, 120)) for trigger in triggers]
+        for _ in range(1200):  # every alert is out while every watch still waits for its seal
+            if out.exists() and len(out.read_text().splitlines()) >= len(names):
+                break
+            await asyncio.sleep(0.05)
+        assert not any(watch.done() for watch in watches)
+        for watch in watches:
+            watch.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
 
-    events = asyncio.run(scenario())
+    asyncio.run(scenario())
     deadline = ledger.epoch_info(1).opened_at + 3.0
     alerts = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(a["tag"] for a in alerts) == names
     lags = sorted(a["at"] - deadline for a in alerts)
-    assert lags[0] >= 0 and lags[-1] < 1.0, (lags[:3], lags[-3:])
-    assert all(e.payload["state"] == "late" and e.payload["delivered"] for e in events)
+    assert lags[0] >= 0 and lags[6] < 1.0, lags[:8]
+    assert lags[-1] < 5.0, lags[-3:]
 
 
 def test_a_partition_that_sealed_late_with_no_watcher_is_late_when_looked_at(pipeline, tmp_path):

@@ -131,3 +131,45 @@ def test_compaction_forgets_the_rollbacks_every_cursor_has_seen(zk, pipeline):
     assert report.trimmed.get("delivery") == 2
     after = DeliveryRewinds.from_bytes(zk.get(rewinds_path)[0], path=rewinds_path)
     assert (after.count, after.entries) == (2, ())
+
+
+def test_a_planted_persistent_claim_does_not_stall_the_scope(zk, pipeline):
+    """Claims are ephemeral: a persistent node at a claim's path (planted by an identity with write rights to
+    the scope) is no deliverer's; it is deleted and the seal delivered, instead of every deliverer waiting for
+    it for ever."""
+    _seal(pipeline, 1)
+    claim = DeliveryPaths(pipeline.paths).claim("s", 1, 1, "a")
+    zk.ensure_path(DeliveryPaths(pipeline.paths).scope("s"))
+    zk.create(claim, b"planted")
+
+    async def scenario() -> object:
+        store = AsyncZooKeeper(zk, asyncio.get_running_loop())
+        delivery = Delivery(pipeline.paths, "s", "a", 1)
+        for _ in range(3):
+            found = await delivery.next_seal(store, 1, lambda _e: None)
+            if isinstance(found, SealToDeliver):
+                return found
+        return found
+
+    found = asyncio.run(scenario())
+    assert isinstance(found, SealToDeliver) and found.epoch == 1
+    data, stat = zk.get(claim)
+    assert stat.ephemeralOwner != 0 and data != b"planted"
+
+
+def test_a_forged_cursor_past_the_frontier_is_refused_not_followed(zk, pipeline):
+    """A cursor no deliverer could have written (past the frontier + 2) would skip seals silently: the
+    delivery refuses it, naming it, and delivers nothing."""
+    from airflow_epochs.coordination import CorruptPayload
+
+    _seal(pipeline, 1)
+    cursor = DeliveryPaths(pipeline.paths).cursor("s", "a")
+    zk.ensure_path(DeliveryPaths(pipeline.paths).scope("s"))
+    zk.create(cursor, DeliveryCursor(50, 0).to_bytes())
+
+    async def scenario() -> None:
+        store = AsyncZooKeeper(zk, asyncio.get_running_loop())
+        await Delivery(pipeline.paths, "s", "a", 1).next_seal(store, 1, lambda _e: None)
+
+    with pytest.raises(CorruptPayload, match="past the frontier"):
+        asyncio.run(scenario())

@@ -1,7 +1,7 @@
 """Corrections of one pipeline: re-seals (new versions of a sealed (epoch, partition)) and the
 invalidation that re-produces exactly the seals that read an old version. Bound to a ledger as
 ``ledger.corrections`` (``ledger.corrections.reseal(...)``, ``ledger.corrections.vote_version(...)``);
-the protocol is :mod:`.reseal` and :mod:`.invalidation`, the reads :mod:`.versions`."""
+the protocol is :mod:`.reseal` and ``invalidation.py``, the reads ``versions.py``."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class Corrections:
                              what=f"read {partition!r} at epoch {epoch} version {version or 'latest'}")
 
     def newest_snapshots(self, refs: dict[str, SnapshotRef]) -> dict[str, SnapshotRef]:
-        """Snapshot references with the pointers the newest sealed versions left (see :mod:`.versions`)."""
+        """Snapshot references with the pointers the newest sealed versions left (see ``versions.py``)."""
         if not refs:
             return refs
         return self.ctx.call(lambda call: newest_snapshots(call, self.ctx, refs), what="read re-sealed snapshots")
@@ -113,7 +113,7 @@ class Corrections:
         return invalidation.corrections(self.ctx)
 
     def advance(self, correction: str, *, max_steps: int | None = None) -> CorrectionNode:
-        """Drive correction ``correction`` as far as it goes now (idempotent; see :mod:`.invalidation`)."""
+        """Drive correction ``correction`` as far as it goes now (idempotent; see ``invalidation.py``)."""
         return invalidation.advance(self.ctx, correction, max_steps=max_steps)
 
     def resume(self) -> builtins.list[CorrectionNode]:

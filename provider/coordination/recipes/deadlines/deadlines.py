@@ -288,11 +288,15 @@ class PartitionDeadlines:
                           late_by=None if sealed_at is None else max(0.0, sealed_at - deadline))
         if call.exists(self.paths.late_alerts) is None:
             call.try_commit([Create(self.paths.late_alerts)])  # a concurrent create is as good
-        failure = call.try_commit([Create(path, alert.to_bytes()), *self.ctx.event(DeadlineMissed(
+        # The alert and this watcher's hold on its delivery in one transaction: the raiser delivers it
+        # without a second round trip (a hundred watches share one session, whose writes go in order).
+        run = Create(DeadlinePaths(self.paths).late_alert_delivery(epoch, generation, partition),
+                     self.ctx.owner.encode(), ephemeral=True)
+        failure = call.try_commit([Create(path, alert.to_bytes()), run, *self.ctx.event(DeadlineMissed(
             epoch=epoch, partition=partition, deadline_at=deadline,
             missing=tuple(m.producer for m in missing), raised_by=self.ctx.owner))])
         if failure is None:
-            return Verdict(epoch, partition, state, deadline, forecast, alert, self._take_delivery(alert))
+            return Verdict(epoch, partition, state, deadline, forecast, alert, True)
         if not isinstance(failure.error, NodeExistsError):
             raise failure.error
         raw = call.get(path)
@@ -366,10 +370,12 @@ class PartitionDeadlines:
                 if current.delivered_at is not None:
                     return current
                 done = replace(current, delivered_at=self.ctx.clock())
-                if call.try_commit([SetData(path, done.to_bytes(), raw[1].version)]) is None:
-                    # its run node goes now (a failure means it went with its session already)
-                    call.try_commit([Delete(DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation,
-                                                                           alert.partition))])
+                mark = SetData(path, done.to_bytes(), raw[1].version)
+                run = Delete(DeadlinePaths(self.paths).late_alert_delivery(alert.epoch, alert.generation,
+                                                                           alert.partition))
+                # marked and its run node gone in one transaction; a run node already gone (with its
+                # session) is marked alone
+                if call.try_commit([mark, run]) is None or call.try_commit([mark]) is None:
                     return done
             raise ContentionExhausted(f"{path}: lost {_ROUNDS} rounds marking the alert delivered")
 

@@ -32,20 +32,24 @@ event loop and of Airflow.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from airflow_epochs.coordination.base.aio import NodeStore, Watch
-from airflow_epochs.coordination.base.errors import ContentionExhausted
+from airflow_epochs.coordination.base.errors import ContentionExhausted, CorruptPayload
 from airflow_epochs.coordination.base.paths import PipelinePaths
 from airflow_epochs.coordination.recipes.corrections.records import VersionsNode, reseals_dir, versions_path
 from airflow_epochs.coordination.recipes.delivery.paths import DeliveryPaths
 from airflow_epochs.coordination.recipes.delivery.records import DeliveryCursor, DeliveryRewinds
 from airflow_epochs.coordination.state.reader import decode_seal
 from airflow_epochs.coordination.wire.nodes import EpochNode, FrontierNode
+
+log = logging.getLogger(__name__)
 
 # Compare-and-set rounds a cursor move may lose to other deliverers of the same scope before it gives
 # up (each lost round means another deliverer moved the cursor: a handful is already unusual).
@@ -116,10 +120,12 @@ class Delivery:
         node = await store.get(path, wake)
         return DeliveryRewinds() if node is None else DeliveryRewinds.from_bytes(node[0], path=path)
 
-    async def position(self, store: NodeStore) -> tuple[int, int]:
+    async def position(self, store: NodeStore, rewinds: DeliveryRewinds | None = None) -> tuple[int, int]:
         """The next epoch to deliver, as the cursor records it with the rollbacks its writer had not seen
-        applied (never before ``from_epoch``), and how many rollbacks there were."""
-        rewinds = await self.rewinds(store)
+        applied (never before ``from_epoch``), and how many rollbacks there were (``rewinds``: as just
+        read by the caller; read here otherwise)."""
+        if rewinds is None:
+            rewinds = await self.rewinds(store)
         node = await store.get(self.cursor)
         if node is None or not node[0]:
             return self.from_epoch, rewinds.count
@@ -139,13 +145,18 @@ class Delivery:
         back = rewinds.since(seen)
         if back is not None:
             return Rewound(max(self.from_epoch, min(epoch, back + 1)), rewinds.count)
-        committed = await self.committed(store)
-        if committed > epoch:
-            return committed  # another deliverer delivered it and the consumer stored it
+        committed = (await self.position(store, rewinds))[0]
         frontier_node = await store.get(self.paths.frontier, wake)
         if frontier_node is None:
             return None
         frontier = FrontierNode.from_bytes(frontier_node[0], path=self.paths.frontier).epoch
+        if committed > frontier + 2:
+            # A seal of epoch e exists only while e - 1 is sealed, so no deliverer moves a cursor past the
+            # frontier + 2: one that says so was written by someone else, and would skip seals silently.
+            raise CorruptPayload(f"{self.cursor}: the delivery cursor says epoch {committed} is next, past the "
+                                 f"frontier {frontier} + 2: not a cursor a deliverer wrote; nothing was delivered")
+        if committed > epoch:
+            return committed  # another deliverer delivered it and the consumer stored it
         if frontier < epoch - 1 and epoch > committed:
             return max(self.from_epoch, frontier + 1)  # rolled back: deliver the new seals again
         record = await store.get(self.paths.epoch(epoch), wake)
@@ -165,6 +176,8 @@ class Delivery:
             held = await store.get(claim, wake)
             if held is None:
                 return epoch  # its holder's session ended meanwhile: look again
+            if await self._planted(store, claim, held):
+                return epoch
             if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
                 return None  # another deliverer holds it: wait for its claim to go
             # Our own claim: an earlier create committed but its answer was lost. We hold it.
@@ -229,7 +242,7 @@ class Delivery:
             await store.create(claim, self.holder.encode(), ephemeral=True)
         except NodeExistsError:
             held = await store.get(claim, wake)
-            if held is None:
+            if held is None or await self._planted(store, claim, held):
                 return await self._claim_version(store, epoch, generation, version, wake)  # just let go
             if held[1].ephemeralOwner != store.session_id() or held[0] != self.holder.encode():
                 return False
@@ -239,6 +252,18 @@ class Delivery:
             await self.let_go(store, claim)
             return True
         return claim, sent
+
+    async def _planted(self, store: NodeStore, claim: str, held: tuple[bytes, Any]) -> bool:
+        """Whether ``claim`` is a persistent node: no deliverer makes one (claims go with their holder's
+        session), so it was planted, and would hold every deliverer of the scope back for ever. It is
+        deleted (guarded by its version) and the caller looks again."""
+        if int(held[1].ephemeralOwner) != 0:
+            return False
+        log.warning("%s: a persistent node where only ephemeral claims are made (not a deliverer's); deleted",
+                    claim)
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            await store.delete(claim, version=held[1].version)
+        return True
 
     async def version_delivered(self, store: NodeStore, claim: str, sent: str) -> None:
         """The consumer stored the event of the version of ``claim`` (:attr:`VersionToDeliver.claim`):
