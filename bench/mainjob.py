@@ -86,7 +86,7 @@ class PeakMemory:
         self.every = every
         self.peak = 0.0
         self.cpu_seconds = 0.0
-        self.cpu_by_root: dict[int, float] = {}
+        self.cpu_by_root: dict[tuple[int, str], float] = {}
         self._cpu_start = self.cpu()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
@@ -119,37 +119,44 @@ class PeakMemory:
                     continue
         return total / 2**20
 
-    def cpu(self) -> dict[int, float]:
-        """CPU-seconds of each root's tree so far: each live process's own and those of its children it has
-        waited for (a finished task process is in its supervisor's; a live one is in the tree)."""
+    def cpu(self) -> dict[tuple[int, str], float]:
+        """CPU-seconds of each root's tree so far, as ``(pid, "own")`` (the root process itself) and ``(pid,
+        "children")`` (the rest of its tree): each live process's own CPU and that of the children it has
+        waited for (a finished task process is in its executor worker's; a live one is in the tree). The
+        scheduler's children are its executor's workers and the task processes they start: the tasks' cost."""
         import psutil
 
         seen: set[int] = set()
-        out: dict[int, float] = {}
+        out: dict[tuple[int, str], float] = {}
         for pid in self.roots():
             try:
                 root = psutil.Process(pid)
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:
                 continue
-            total = 0.0
             for proc in tree:
                 if proc.pid in seen:
                     continue
                 seen.add(proc.pid)
                 try:
                     t = proc.cpu_times()
-                    total += t.user + t.system + t.children_user + t.children_system
                 except psutil.Error:
                     continue
-            out[pid] = total
+                # a root's waited children (its own children_*) belong to its children's share
+                own = t.user + t.system
+                waited = t.children_user + t.children_system
+                if proc.pid == pid:
+                    out[(pid, "own")] = out.get((pid, "own"), 0.0) + own
+                    out[(pid, "children")] = out.get((pid, "children"), 0.0) + waited
+                else:
+                    out[(pid, "children")] = out.get((pid, "children"), 0.0) + own + waited
         return out
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join(30)
         end = self.cpu()
-        self.cpu_by_root = {pid: used - self._cpu_start.get(pid, 0.0) for pid, used in end.items()}
+        self.cpu_by_root = {key: used - self._cpu_start.get(key, 0.0) for key, used in end.items()}
         self.cpu_seconds = sum(self.cpu_by_root.values())
         return self.peak
 
@@ -158,10 +165,15 @@ PID_NAMES: dict[int, str] = {}  # the shared processes' names (Spark Connect, Zo
 
 
 def _cpu_parts(memory: PeakMemory, stack: AirflowStack) -> dict[str, float]:
-    """A side's CPU-seconds by process (tree): Airflow's components, PostgreSQL, Spark Connect, ZooKeeper."""
+    """A side's CPU-seconds by process: Airflow's components (the scheduler's own beside its executor's
+    workers and task processes, ``tasks``), PostgreSQL, Spark Connect, ZooKeeper, Dagster."""
     names = {**PID_NAMES, **{proc.pid: name for name, proc in stack.procs.items()}}
-    return {names.get(pid, str(pid)): round(used, 1) for pid, used in sorted(memory.cpu_by_root.items(),
-                                                                           key=lambda item: -item[1])}
+    parts: dict[str, float] = {}
+    for (pid, share), used in memory.cpu_by_root.items():
+        name = names.get(pid, str(pid))
+        key = "tasks" if (name, share) == ("scheduler", "children") else name
+        parts[key] = round(parts.get(key, 0.0) + used, 1)
+    return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 
 def _epoch_of(logical: Any) -> int:

@@ -120,6 +120,11 @@ def rows(sides: dict[str, Side], load: str, order: tuple[str, ...] = ()) -> None
                 note="ours with ZooKeeper; both with Airflow's or Dagster's processes, PostgreSQL and Spark Connect; "
                 "less moved by the machine's other load than the seconds", ours_parts=ours.cpu_parts,
                 peer_parts=peer.cpu_parts)
+        if "tasks" in ours.cpu_parts and "tasks" in peer.cpu_parts:
+            compare(f"mainjob_task_cpu_s_per_epoch[{name}]", GROUP, "CPU-seconds per day of the tasks (executor "
+                    "workers and task processes; Spark's own work is the Connect server's)",
+                    [ours.cpu_parts["tasks"] / ours.days], [peer.cpu_parts["tasks"] / peer.days], "s", label,
+                    note="what the tasks themselves cost, the least moved by the run's length and the machine's load")
         compare(f"mainjob_peak_memory_mb[{name}]", GROUP, "peak memory of the side's processes (PSS)", [ours.peak_mb],
                 [peer.peak_mb], "MB", label, note="ours with ZooKeeper; both with PostgreSQL and Spark Connect")
     for side in sides.values():

@@ -136,3 +136,16 @@ def test_a_run_in_another_order_gets_rows_of_its_own(mainjob_rows):
     rows.rows({"ours": ours, "airflow": peer}, "load", ("airflow", "ours"))
     found = {row.id for row in common.ROWS}
     assert "mainjob_catchup_epoch_s[airflow@ours-last]" in found and "mainjob_catchup_epoch_s[airflow]" not in found
+
+
+def test_the_tasks_cpu_row_needs_both_sides_split(mainjob_rows):
+    rows, common = mainjob_rows
+    side = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2)}
+    ours = rows.Side("ours", 2, completions={1: 10.0, 2: 20.0}, downstream={1: 11.0, 2: 21.0}, spans=side,
+                     cpu_s=30.0, cpu_parts={"tasks": 8.0, "scheduler": 4.0})
+    peer = rows.Side("airflow", 2, completions={1: 10.0, 2: 30.0}, downstream={1: 12.0, 2: 32.0}, cpu_s=20.0,
+                     cpu_parts={"tasks": 6.0})
+    rows.rows({"ours": ours, "airflow": peer}, "load")
+    found = {row.id: row for row in common.ROWS}
+    assert (found["mainjob_task_cpu_s_per_epoch[airflow]"].ours, found["mainjob_task_cpu_s_per_epoch[airflow]"].peer) \
+        == (4.0, 3.0)
