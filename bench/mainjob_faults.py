@@ -53,7 +53,7 @@ class MidJobKill:
                 if self.started():
                     proc = self.process()
                     if proc is not None:
-                        cmdline = " ".join(proc.cmdline())[:160]
+                        cmdline = " ".join(" ".join(proc.cmdline()).split())[:120]  # a title pads with spaces
                         proc.kill()
                         self.killed = {"pid": proc.pid, "at": time.time(), "process": cmdline}
                         return
