@@ -117,9 +117,15 @@ def run_two_airflow(stacks: list[Any], days: int, timeout: float, epoch_of: Any,
     def done() -> bool | str:
         # each deployment: every day's run ended, and the report of every day whose run succeeded ended too
         # (a report waits for its own deployment's join: a failed day's report would wait for ever)
+        # (depends_on_past: after a failed day no later day of that deployment ever runs; it is over too)
         states = [(ended(stack, dags[0]), ended(stack, dags[1])) for stack in stacks]
-        full = all(day in daily and (daily[day] != "success" or day in report)
-                   for daily, report in states for day in range(1, days + 1))
+
+        def over(daily: dict[int, str], report: dict[int, str], day: int) -> bool:
+            if any(daily.get(d) == "failed" for d in range(1, day)):
+                return True
+            return day in daily and (daily[day] != "success" or day in report)
+
+        full = all(over(daily, report, day) for daily, report in states for day in range(1, days + 1))
         return True if full else f"day runs ended {[d for d, _ in states]}, reports ended {[r for _, r in states]}"
 
     try:
