@@ -59,7 +59,7 @@ sys.path.insert(0, str(HERE / "dags"))
 from airflow_stack import AirflowStack  # noqa: E402
 from mainjob_correct import Correction, correct_airflow, correct_dagster, correct_ours  # noqa: E402
 from mainjob_peer.jobs import day_folder, run_day  # noqa: E402
-from mainjob_rows import Side, correction_rows, rows, spark_task  # noqa: E402
+from mainjob_rows import Side, correction_rows, fault_rows, rows, spark_task  # noqa: E402
 from nycflights.data import FIRST_DAY, correct_day, day_of_epoch, land_days  # noqa: E402
 
 OURS_DAGS = ("nycflights_daily", "nycflights_report")
@@ -67,6 +67,8 @@ PEER_DAGS = ("mainjob_airflow_daily", "mainjob_airflow_report")
 SPARK_TASKS = {"clean_flights": "flights", "hourly_weather": "weather", "join": "daily"}
 DEFERRED_TASKS = ("open", "barrier")  # ours' deferrable waits: their time is the triggerer's
 SIDES = ("ours", "airflow", "dagster")
+SCENARIOS = ("catchup", "kill", "two")
+KILL_DAY = 2  # the day whose daily job is killed in the kill scenario (the last day with fewer days)
 PEER_PIPELINES = {"airflow": "nycflights_airflow", "dagster": "nycflights_dagster"}
 
 
@@ -75,12 +77,17 @@ def say(message: str) -> None:
 
 
 class PeakMemory:
-    """The largest total PSS (MB) of the process trees of ``roots()``, sampled every ``every`` seconds."""
+    """The largest total PSS (MB) of the process trees of ``roots()``, sampled every ``every`` seconds, and the
+    CPU-seconds the trees used between start and stop (``cpu_seconds``): a figure the other load of a shared
+    machine changes far less than a wall-clock one."""
 
     def __init__(self, roots: Any, every: float = 3.0) -> None:
         self.roots = roots
         self.every = every
         self.peak = 0.0
+        self.cpu_seconds = 0.0
+        self.cpu_by_root: dict[tuple[int, str], float] = {}
+        self._cpu_start = self.cpu()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
         self._thread.start()
@@ -112,10 +119,61 @@ class PeakMemory:
                     continue
         return total / 2**20
 
+    def cpu(self) -> dict[tuple[int, str], float]:
+        """CPU-seconds of each root's tree so far, as ``(pid, "own")`` (the root process itself) and ``(pid,
+        "children")`` (the rest of its tree): each live process's own CPU and that of the children it has
+        waited for (a finished task process is in its executor worker's; a live one is in the tree). The
+        scheduler's children are its executor's workers and the task processes they start: the tasks' cost."""
+        import psutil
+
+        seen: set[int] = set()
+        out: dict[tuple[int, str], float] = {}
+        for pid in self.roots():
+            try:
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for proc in tree:
+                if proc.pid in seen:
+                    continue
+                seen.add(proc.pid)
+                try:
+                    t = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                # a root's waited children (its own children_*) belong to its children's share
+                own = t.user + t.system
+                waited = t.children_user + t.children_system
+                if proc.pid == pid:
+                    out[(pid, "own")] = out.get((pid, "own"), 0.0) + own
+                    out[(pid, "children")] = out.get((pid, "children"), 0.0) + waited
+                else:
+                    out[(pid, "children")] = out.get((pid, "children"), 0.0) + own + waited
+        return out
+
     def stop(self) -> float:
         self._stop.set()
         self._thread.join(30)
+        end = self.cpu()
+        self.cpu_by_root = {key: used - self._cpu_start.get(key, 0.0) for key, used in end.items()}
+        self.cpu_seconds = sum(self.cpu_by_root.values())
         return self.peak
+
+
+PID_NAMES: dict[int, str] = {}  # the shared processes' names (Spark Connect, ZooKeeper), set by run_all
+
+
+def _cpu_parts(memory: PeakMemory, stack: AirflowStack) -> dict[str, float]:
+    """A side's CPU-seconds by process: Airflow's components (the scheduler's own beside its executor's
+    workers and task processes, ``tasks``), PostgreSQL, Spark Connect, ZooKeeper, Dagster."""
+    names = {**PID_NAMES, **{proc.pid: name for name, proc in stack.procs.items()}}
+    parts: dict[str, float] = {}
+    for (pid, share), used in memory.cpu_by_root.items():
+        name = names.get(pid, str(pid))
+        key = "tasks" if (name, share) == ("scheduler", "children") else name
+        parts[key] = round(parts.get(key, 0.0) + used, 1)
+    return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 
 def _epoch_of(logical: Any) -> int:
@@ -226,6 +284,7 @@ def run_ours(stack: AirflowStack, zk: Any, zk_port: int, days: int, roots: list[
     finally:
         side.seconds = time.monotonic() - started
         side.peak_mb = memory.stop()
+        side.cpu_s, side.cpu_parts = memory.cpu_seconds, _cpu_parts(memory, stack)
         for dag_id in OURS_DAGS:
             stack.api("PATCH", f"dags/{dag_id}", {"is_paused": True})
     side.zk_requests = packets(zk_port) - before
@@ -283,6 +342,7 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
     finally:
         side.seconds = time.monotonic() - started
         side.peak_mb = memory.stop()
+        side.cpu_s, side.cpu_parts = memory.cpu_seconds, _cpu_parts(memory, stack)
         for dag_id in PEER_DAGS:
             stack.api("PATCH", f"dags/{dag_id}", {"is_paused": True})
     side.zk_requests = packets(zk_port) - before
@@ -301,9 +361,10 @@ def run_airflow_peer(stack: AirflowStack, zk_port: int, storage: str, days: int,
 
 
 def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw: Path, url: str, days: int,
-                roots: list[int], live: dict[str, Any]) -> Side:
+                roots: list[int], live: dict[str, Any], fault: bool = False) -> Side:
     """Dagster's catch-up; its deployment stays up in ``live["dagster"]`` (for the correction), the caller
-    stops it."""
+    stops it. With ``fault`` (the kill scenario) a backfill that did not succeed is what the rows show, not
+    a failure of the side."""
     from mainjob_dagster import DagsterDeployment, create_database, ensure_venv
 
     side = Side("dagster", days)
@@ -318,14 +379,18 @@ def run_dagster(stack: AirflowStack, zk_port: int, base: Path, storage: str, raw
     started = time.monotonic()
     live["dagster"] = deployment
     deployment.start()
+    if deployment.pid:
+        PID_NAMES[deployment.pid] = "dagster"
     memory = PeakMemory(lambda: [*roots, pg, *([deployment.pid] if deployment.pid else [])])
     try:
         result = deployment.backfill(days, timeout=600 + 300 * days)
     finally:
         side.seconds = time.monotonic() - started
         side.peak_mb = memory.stop()
+        side.cpu_s, side.cpu_parts = memory.cpu_seconds, _cpu_parts(memory, stack)
     side.zk_requests = packets(zk_port) - before
-    if result["status"] != "COMPLETED_SUCCESS":
+    side.fault = "" if result["status"] == "COMPLETED_SUCCESS" else f"backfill ended {result['status']}"
+    if result["status"] != "COMPLETED_SUCCESS" and not fault:
         raise RuntimeError(f"the Dagster backfill ended {result['status']}: "
                            f"{[(r['partition'], r['status']) for r in result['runs']]}\n{deployment.log_tail()}")
     absorb_dagster(side, result, lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["dagster"], day, part))
@@ -360,40 +425,62 @@ def absorb_dagster(side: Side, result: dict[str, Any], spark: Any) -> None:
 
 def check_side(side: Side, ledger: Any, raw: Path, storage: str,
                oneshot: tuple[Any, Any]) -> tuple[dict[int, bool], str]:
-    """Each day's figures against one Spark computation over every day: day -> equal, and the summary."""
+    """Each day's figures against one Spark computation over every day: day -> equal, and the summary; a day
+    without output is not equal. ``side.writes`` gets, per day, the Spark writes in its visible output."""
     import pandas as pd
+    from mainjob_faults import output_writes
     from nycflights.check import compare as compare_frames
 
     days = [day_of_epoch(e) for e in range(1, side.days + 1)]
     if side.name == "ours":
         from airflow_epochs.spark import sealed_outputs
 
-        daily = [item.path for item in sealed_outputs(ledger, "daily", list(range(1, side.days + 1)))]
-        [totals] = [item.path for item in sealed_outputs(ledger, "daily", [side.days], output="snapshot")]
+        sealed = sorted(event_epoch for event_epoch in side.completions if 1 <= event_epoch <= side.days)
+        daily = [item.path for item in sealed_outputs(ledger, "daily", sealed)]
+        totals = [item.path for item in sealed_outputs(ledger, "daily", [side.days], output="snapshot")] \
+            if side.days in sealed else []
     else:
         pipeline = PEER_PIPELINES[side.name]
         daily = [f"{day_folder(storage, pipeline, 'daily', e)}/data" for e in range(1, side.days + 1)]
-        totals = f"{day_folder(storage, pipeline, 'daily', side.days)}/snapshot"
-    result = compare_frames(pd.concat([pd.read_parquet(p) for p in daily], ignore_index=True),
-                            pd.read_parquet(totals), oneshot[0], oneshot[1], days)
-    exact: dict[int, bool] = {}
+        daily = [path for path in daily if os.path.isdir(path)]
+        snapshot = f"{day_folder(storage, pipeline, 'daily', side.days)}/snapshot"
+        totals = [snapshot] if os.path.isdir(snapshot) else []
+    side.writes = {int(path.split("epoch=")[1].split("/")[0]): output_writes(path) for path in daily}
+    frames = [pd.read_parquet(p) for p in daily]
+    result = compare_frames(pd.concat(frames, ignore_index=True) if frames else
+                            pd.DataFrame({"epoch": [], "dimension": [], "key": []}),
+                            pd.read_parquet(totals[0]) if totals else pd.DataFrame({"carrier": []}),
+                            oneshot[0], oneshot[1], days)
+    exact: dict[int, bool] = dict.fromkeys(range(1, side.days + 1), False)
+    seen: dict[int, bool] = {}
     for row in result.rows:
-        exact[int(row["epoch"])] = exact.get(int(row["epoch"]), True) and bool(row["equal"])
+        seen[int(row["epoch"])] = seen.get(int(row["epoch"]), True) and bool(row["equal"])
+    exact.update(seen)
     if not all(t["equal"] for t in result.totals):  # the last day's running totals are the last day's figures
         exact[side.days] = False
     return exact, result.summary()
 
 
 def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int | None = None,
-            only: tuple[str, ...] = SIDES, correct: bool = True, stages: str = "tasks") -> dict[str, Side]:
-    """Each side of ``only`` over the same days, then (``correct``) the correction of a day by each; the rows
-    of those that finished; a side that failed fails the group (after the others' rows are recorded).
-
-    :param stages: ours' epoch stages: ``tasks`` (open, arrivals, barrier and close as tasks of their own, the
-        DAG's default) or ``inline`` (inside the jobs' tasks: ``NYCFLIGHTS_STAGES=inline``)."""
+            only: tuple[str, ...] = SIDES, correct: bool = True, profile: Path | None = None,
+            scenario: str = "catchup", stages: str = "tasks") -> dict[str, Side]:
+    """Each side of ``only`` over the same days, in that order, then (``correct``) the correction of a day by
+    each; the rows of those that finished; a side that failed fails the group (after the others' rows are
+    recorded). ``profile``: a folder for py-spy's record of each Airflow side's tasks and their logs
+    (bench/mainjob_profile.py). ``scenario``: ``catchup`` (the timing rows, then the correction) or ``kill``
+    (the catch-up with the process of day 2's ``daily`` job killed -9 mid-job, bench/mainjob_faults.py; the
+    correctness rows only) or ``two`` (two deployments enabled at once on the same days, bench/mainjob_two.py;
+    the correctness rows only). ``stages``: ours' epoch stages, ``tasks`` (open, arrivals, barrier and close
+    as tasks of their own, the DAG's default) or ``inline`` (inside the jobs' tasks: ``NYCFLIGHTS_STAGES=inline``)."""
     from airflow_epochs.servers.embedded_spark_connect import SparkConnectServer
 
     days = days or (3 if smoke else 30)
+    if scenario not in SCENARIOS:
+        raise ValueError(f"mainjob scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
+    unknown = [name for name in only if name not in SIDES]
+    if unknown or not only or len(set(only)) != len(only):
+        raise ValueError(f"mainjob sides must be distinct names of {', '.join(SIDES)}, "
+                         f"not {', '.join(only) or '(none)'}")
     load = LoadAverage()
     sides: dict[str, Side] = {}
     failures: dict[str, str] = {}
@@ -416,7 +503,7 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
             ignore = base / "ignore" / ".airflowignore"
             ignore.parent.mkdir()
             ignore.write_text("nycflights/\nmainjob_peer/\n")
-            stack = AirflowStack(base / "airflow", env={
+            airflow_env = {
                 "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": hosts}),
                 "AIRFLOW_CONN_SPARK_CONNECT_BENCH": json.dumps({"conn_type": "spark_connect", "host": connect.host,
                                                                "port": connect.port, "password": connect.token}),
@@ -426,30 +513,70 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                 "AIRFLOW_VAR_MAINJOB_PEER_STORAGE": storage,
                 "AIRFLOW_VAR_MAINJOB_PEER_REPORTS": str(base / "reports" / "airflow"),
                 "AIRFLOW_EPOCHS_DATA": str(base / "data"), "NYCFLIGHTS_DAYS": str(days), "NYCFLIGHTS_STAGES": stages,
-                "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"})
-            say("starting PostgreSQL and Airflow (API server, scheduler, triggerer, DAG processor)")
-            stack.start([REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
+                "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"}
+            dag_files = [REPO / "dags" / "nycflights_pipeline.py", REPO / "dags" / "nycflights_report.py",
                          REPO / "dags" / "nycflights", HERE / "dags" / "mainjob_airflow.py",
-                         HERE / "dags" / "mainjob_peer", ignore])
+                         HERE / "dags" / "mainjob_peer", ignore]
+            if scenario == "two":  # two deployments: two identities (the host name would make them one)
+                from mainjob_two import OWNERS
+
+                airflow_env["AIRFLOW_EPOCHS_DEPLOYMENT"] = OWNERS[0]
+            stack = AirflowStack(base / "airflow", env=airflow_env)
+            say("starting PostgreSQL and Airflow (API server, scheduler, triggerer, DAG processor)")
+            stack.start(dag_files)
             stack.wait_for_dags([*OURS_DAGS, *PEER_DAGS])
+            if scenario == "two":
+                say("starting the second deployment (its own PostgreSQL, API server, scheduler, triggerer, DAG "
+                    "processor)")
+                second = AirflowStack(base / "airflow-b", env={**airflow_env, "AIRFLOW_EPOCHS_DEPLOYMENT": OWNERS[1]})
+                live["airflow-b"] = second
+                second.start(dag_files)
+                second.wait_for_dags([*OURS_DAGS, *PEER_DAGS])
             shared = [p for p in (connect.pid,) if p]
+            PID_NAMES.update({p: "spark-connect" for p in shared})
+            if zk_pid:
+                PID_NAMES[zk_pid] = "zookeeper"
             runs = {"ours": lambda: run_ours(stack, zk, zk_port, days, [*shared, *([zk_pid] if zk_pid else [])]),
                     "airflow": lambda: run_airflow_peer(stack, zk_port, storage, days, shared),
-                    "dagster": lambda: run_dagster(stack, zk_port, base, storage, raw, url, days, shared, live)}
+                    "dagster": lambda: run_dagster(stack, zk_port, base, storage, raw, url, days, shared, live,
+                                                   fault=scenario == "kill")}
+            if scenario == "two":
+                runs = two_deployments(stack, live["airflow-b"], zk, base, storage, raw, url, days, live)
             for name in only:
                 say(f"{name}: days 1..{days}")
+                recorder = None
+                if profile is not None and name != "dagster":
+                    from mainjob_profile import Recorder
+
+                    recorder = Recorder(stack.procs["scheduler"].pid, profile / f"{name}.txt")
+                killer = _killer(name, stack, storage, live, days, connect.port) if scenario == "kill" else None
                 try:
                     sides[name] = runs[name]()
                 except Exception as exc:  # noqa: BLE001 - the sides that ran still give their rows
                     failures[name] = f"{type(exc).__name__}: {exc}"
                     traceback.print_exc()
+                finally:
+                    if killer is not None:
+                        said = killer.stop()
+                        say(f"  {name}: {said}")
+                        if name in sides:
+                            sides[name].fault = "; ".join(x for x in (said, sides[name].fault) if x)
+                    if recorder is not None:
+                        recorder.stop()
+                        _profile_summary(profile, name, stack)
             for name, (exact, summary) in check_all(sides, url, zk, raw, storage).items():
                 sides[name].exact, sides[name].check = exact, summary
             for side in sides.values():
                 say(f"{side.name}: {side.seconds:.0f} s; per day {_each(side.intervals())}; to report "
                     f"{[round(v, 1) for v in side.seal_to_downstream()]}; path {side.path()}; peak "
-                    f"{side.peak_mb:.0f} MB; {side.check}; tasks (median s) {side.hops}")
-            rows(sides, f"{load.summary()} (catch-ups)")
+                    f"{side.peak_mb:.0f} MB; CPU {side.cpu_s:.0f} s {side.cpu_parts}; {side.check}; "
+                    f"tasks (median s) {side.hops}")
+            if scenario in ("kill", "two"):
+                fault_rows(sides, failures, f"{load.summary()}; sides run in the order {', '.join(only)}",
+                           scenario=scenario)
+                correct = False
+            else:
+                rows(sides, f"{load.summary()} (catch-ups); sides run in the order {', '.join(only)}", only)
             if correct and days >= 2:
                 fixed = min(8, days - 1)
                 changed = correct_day(raw, "weather", day_of_epoch(fixed))
@@ -460,8 +587,14 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                         corrections[name].exact, corrections[name].check = exact, summary
                 correction_rows(sides, corrections, fixed)
         finally:
-            if "dagster" in live:
-                live["dagster"].stop()
+            for key in [k for k in live if k.startswith("dagster")]:
+                live[key].stop()
+            if "airflow-b" in live:
+                live["airflow-b"].stop()
+            if stack is not None and profile is not None:
+                import shutil
+
+                shutil.copytree(stack.home / "logs", profile / "logs", dirs_exist_ok=True)
             if stack is not None:
                 stack.stop()
             connect.stop()
@@ -516,6 +649,57 @@ def check_all(sides: dict[str, Side], url: str, zk: Any, raw: Path,
     return {name: check_side(side, ledger, raw, storage, oneshot) for name, side in sides.items()}
 
 
+def two_deployments(stack: AirflowStack, second: AirflowStack, zk: Any, base: Path, storage: str, raw: Path,
+                    url: str, days: int, live: dict[str, Any]) -> dict[str, Any]:
+    """The sides of the two-deployments scenario (bench/mainjob_two.py)."""
+    from mainjob_dagster import ensure_venv
+    from mainjob_two import run_two_airflow, run_two_dagster, run_two_ours
+
+    timeout = 600 + 300 * days
+    env = {"MAINJOB_SPARK_CONNECT_URL": url, "MAINJOB_STORAGE": storage, "MAINJOB_RAW": str(raw),
+           "MAINJOB_REPORTS": str(base / "reports" / "dagster"), "MAINJOB_DAYS": str(days),
+           "MAINJOB_PIPELINE": PEER_PIPELINES["dagster"]}
+
+    def dagster() -> Side:
+        spark = lambda day, part: _peer_spark_seconds(storage, PEER_PIPELINES["dagster"], day, part)  # noqa: E731
+        return run_two_dagster(stack, base, ensure_venv(REPO / ".epochs" / "dagster-venv"), env, days, timeout,
+                               lambda side, result: absorb_dagster(side, result, spark), say, live)
+
+    return {"ours": lambda: run_two_ours([stack, second], zk, days, timeout, _epoch_of, say),
+            "airflow": lambda: run_two_airflow([stack, second], days, timeout, _epoch_of, say, PEER_DAGS),
+            "dagster": dagster}
+
+
+def _killer(name: str, stack: AirflowStack, storage: str, live: dict[str, Any], days: int, connect_port: int) -> Any:
+    """The kill -9 of the process running day KILL_DAY's ``daily`` job of side ``name``, once it writes."""
+    from mainjob_faults import MidJobKill, airflow_task_process, dagster_step_process, writing
+
+    day = min(KILL_DAY, days)
+    logical = datetime.datetime.combine(FIRST_DAY + datetime.timedelta(days=day - 1), datetime.time(),
+                                        tzinfo=datetime.timezone.utc)
+    if name == "ours":
+        return MidJobKill(f"the task process of day {day}'s join", writing(
+            f"{storage}/nycflights/daily/epoch={day}/attempt=*/run=*/data"),
+            airflow_task_process(stack, OURS_DAGS[0], "join", logical))
+    folder = f"{day_folder(storage, PEER_PIPELINES[name], 'daily', day)}/data"
+    if name == "airflow":
+        return MidJobKill(f"the task process of day {day}'s join", writing(folder),
+                          airflow_task_process(stack, PEER_DAGS[0], "join", logical))
+    return MidJobKill(f"the process of day {day}'s daily step", writing(folder),
+                      dagster_step_process(lambda: live["dagster"].pid if "dagster" in live else None, connect_port))
+
+
+def _profile_summary(profile: Path, side: str, stack: AirflowStack) -> None:
+    from mainjob_profile import summarise
+
+    stacks = profile / f"{side}.txt"
+    if stacks.exists():
+        names = {str(ti): f"{dag}.{task}" for ti, dag, task in stack.query(
+            "SELECT id, dag_id, task_id FROM task_instance")}
+        (profile / f"{side}-summary.txt").write_text(summarise(stacks, names))
+        say(f"profile of {side}: {profile / f'{side}-summary.txt'}")
+
+
 def _each(values: dict[int, float]) -> str:
     return "/".join(f"{values[e]:.1f}" for e in sorted(values)) + " s"
 
@@ -528,13 +712,18 @@ def main() -> int:
     parser.add_argument("--no-correction", action="store_true", help="the catch-up only")
     parser.add_argument("--ours-stages", choices=("tasks", "inline"), default="tasks",
                         help="ours' epoch stages as tasks of their own (default) or inside the jobs' tasks")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="catchup",
+                        help="catchup: the timing rows and the correction; kill: day 2's daily job killed -9 mid-job; "
+                             "two: two deployments enabled at once on the same days")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="record the Airflow sides' tasks with py-spy into this folder (bench/mainjob_profile.py)")
     args = parser.parse_args()
     from airflow_epochs.servers.embedded_zookeeper import EmbeddedZooKeeper
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with EmbeddedZooKeeper() as server:
         run_all(server.hosts, server.port, server.pid, args.smoke, args.days, tuple(args.sides.split(",")),
-                not args.no_correction, args.ours_stages)
+                not args.no_correction, args.profile, args.scenario, args.ours_stages)
     from common import ROWS
 
     for row in ROWS:  # alone (not through bench/run.py, which writes them to its JSON file)

@@ -31,6 +31,10 @@ class Side:
     hops: dict[str, float] = field(default_factory=dict)  # "<task> queued->start" / "start->end" -> median s
     zk_requests: int = 0
     peak_mb: float = 0.0
+    cpu_s: float = 0.0  # CPU-seconds of the side's processes during its catch-up
+    cpu_parts: dict[str, float] = field(default_factory=dict)  # process (tree) -> its CPU-seconds
+    writes: dict[int, int] = field(default_factory=dict)  # day -> Spark writes whose files are in its output
+    fault: str = ""  # the fault scenario's kill, in words
     exact: dict[int, bool] = field(default_factory=dict)
     check: str = ""
 
@@ -51,7 +55,10 @@ class Side:
         return [self.downstream[e] - self.completions[e] for e in sorted(self.downstream) if e in self.completions]
 
     def duplicates(self) -> int:
-        return sum(n - 1 for n in self.outputs.values() if n > 1) + sum(n - 1 for n in self.reports.values() if n > 1)
+        """Outputs beyond one per day: daily figures or reports recorded twice, or a day's visible output
+        holding the files of more than one Spark write."""
+        return (sum(n - 1 for n in self.outputs.values() if n > 1) + sum(n - 1 for n in self.reports.values() if n > 1)
+                + sum(n - 1 for n in self.writes.values() if n > 1))
 
     def missing(self) -> list[int]:
         return [d for d in range(1, self.days + 1) if not self.outputs.get(d) or not self.reports.get(d)]
@@ -77,14 +84,25 @@ def split_interval(start: float, end: float, spans: list[tuple[float, float, str
             "orchestration": covered["deferred"] + covered["none"]}
 
 
-def rows(sides: dict[str, Side], load: str) -> None:
-    """The group's rows from the sides that finished (a comparison needs ours and that peer)."""
+def order_tag(order: tuple[str, ...]) -> str:
+    """The suffix of a row id for the sides' order: none when ours ran first (the default), ``@ours-last`` or
+    ``@ours-second`` otherwise (a run in another order measures how much of a gap is the order)."""
+    if not order or order[0] == "ours" or "ours" not in order:
+        return ""
+    return "@ours-last" if order[-1] == "ours" else "@ours-second"
+
+
+def rows(sides: dict[str, Side], load: str, order: tuple[str, ...] = ()) -> None:
+    """The group's rows from the sides that finished (a comparison needs ours and that peer); ``order``: the
+    order the sides ran in (see :func:`order_tag`)."""
     ours = sides.get("ours")
-    for name in ("airflow", "dagster"):
-        peer = sides.get(name)
+    tag = order_tag(order)
+    for peer_name in ("airflow", "dagster"):
+        peer = sides.get(peer_name)
         if peer is None or ours is None:
             continue
-        label = PEER_LABELS[name]
+        name = peer_name + tag
+        label = PEER_LABELS[peer_name]
         note = f"{ours.days} days each, same deployment, Spark Connect and jobs; {load}"
         compare(f"mainjob_catchup_epoch_s[{name}]", GROUP, "catch-up: seconds per day (output complete to the "
                 "next day's), median after the first", list(ours.intervals().values()),
@@ -97,6 +115,16 @@ def rows(sides: dict[str, Side], load: str) -> None:
         for part in ("spark", "coordination", "orchestration"):
             compare(f"mainjob_path_{part}_s[{name}]", GROUP, f"a day's critical path: {part}, median",
                     ours_path[part], peer_path[part], "s", label, note=note)
+        compare(f"mainjob_cpu_s_per_epoch[{name}]", GROUP, "CPU-seconds per day of the side's processes "
+                "(whole catch-up / days)", [ours.cpu_s / ours.days], [peer.cpu_s / peer.days], "s", label,
+                note="ours with ZooKeeper; both with Airflow's or Dagster's processes, PostgreSQL and Spark Connect; "
+                "less moved by the machine's other load than the seconds", ours_parts=ours.cpu_parts,
+                peer_parts=peer.cpu_parts)
+        if "tasks" in ours.cpu_parts and "tasks" in peer.cpu_parts:
+            compare(f"mainjob_task_cpu_s_per_epoch[{name}]", GROUP, "CPU-seconds per day of the tasks (executor "
+                    "workers and task processes; Spark's own work is the Connect server's)",
+                    [ours.cpu_parts["tasks"] / ours.days], [peer.cpu_parts["tasks"] / peer.days], "s", label,
+                    note="what the tasks themselves cost, the least moved by the run's length and the machine's load")
         compare(f"mainjob_peak_memory_mb[{name}]", GROUP, "peak memory of the side's processes (PSS)", [ours.peak_mb],
                 [peer.peak_mb], "MB", label, note="ours with ZooKeeper; both with PostgreSQL and Spark Connect")
     for side in sides.values():
@@ -111,6 +139,31 @@ def rows(sides: dict[str, Side], load: str) -> None:
            ours.zk_requests / ours.days, "requests",
            note="server's received packets (pings included) / days; the peers' phases: "
            + ", ".join(f"{s.name} {s.zk_requests}" for s in sides.values() if s.name != "ours"))
+
+
+SCENARIO_WORDS = {"kill": "kill -9 mid-job", "two": "two deployments at once"}
+
+
+def fault_rows(sides: dict[str, Side], failures: dict[str, str], load: str, scenario: str = "kill") -> None:
+    """A correctness scenario's rows, each side's own: days exact, duplicate outputs and missing days after the
+    process of a day's ``daily`` job was killed -9 mid-job (``kill``), or with two deployments enabled at once
+    on the same days (``two``); a side that failed says so in its rows."""
+    words = SCENARIO_WORDS[scenario]
+    for name, side in sides.items():
+        exact = sum(1 for d in range(1, side.days + 1) if side.exact.get(d)) / side.days
+        note = f"{side.fault or 'no kill'}; {load}"
+        figure(f"mainjob_{scenario}_days_exact[{name}]", GROUP, f"{name}, {words}: days whose figures equal one "
+               "Spark computation over all the days / days", exact, "ratio", note=f"{side.check}; {note}")
+        figure(f"mainjob_{scenario}_duplicate_outputs[{name}]", GROUP, f"{name}, {words}: duplicate outputs",
+               side.duplicates(), "outputs", note=f"Spark writes per day's visible output {side.writes}; daily "
+               f"outputs per day {dict(sorted(side.outputs.items()))}; reports per day "
+               f"{dict(sorted(side.reports.items()))}")
+        figure(f"mainjob_{scenario}_missing_days[{name}]", GROUP, f"{name}, {words}: days without output or report",
+               len(side.missing()), "days", note=f"missing {side.missing() or 'none'}")
+    for name, error in failures.items():
+        if name not in sides:
+            figure(f"mainjob_{scenario}_days_exact[{name}]", GROUP, f"{name}, {words}: days whose figures equal "
+                   "one Spark computation over all the days / days", 0.0, "ratio", note=f"the side failed: {error}")
 
 
 def correction_rows(sides: dict[str, Side], corrections: dict[str, Any], fixed: int) -> None:

@@ -81,7 +81,8 @@ FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 
 
 def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None,
-         mainjob_days: int | None = None) -> dict[str, Callable[[], None]]:
+         mainjob_days: int | None = None, mainjob_sides: tuple[str, ...] | None = None,
+         mainjob_scenario: str = "catchup") -> dict[str, Callable[[], None]]:
     import barrier
     import deadlines
     import delivery_cost
@@ -133,9 +134,10 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
         run_reseal(hosts, 20, 2 if smoke else 5)
 
     def mainjob() -> None:
+        from mainjob import SIDES
         from mainjob import run_all as run_mainjob
 
-        run_mainjob(hosts, port, server.pid, smoke, mainjob_days)
+        run_mainjob(hosts, port, server.pid, smoke, mainjob_days, mainjob_sides or SIDES, scenario=mainjob_scenario)
 
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
@@ -174,6 +176,12 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
     parser.add_argument("--mainjob-days", type=int, default=None,
                         help="mainjob: the days each side catches up (default 3 with --smoke, else 30)")
+    parser.add_argument("--mainjob-sides", default=None,
+                        help="mainjob: the sides, in the order they run (default ours,airflow,dagster; "
+                             "dagster,airflow,ours tells how much of a gap is the order)")
+    parser.add_argument("--mainjob-scenario", choices=("catchup", "kill", "two"), default="catchup",
+                        help="mainjob: catchup (timing rows and the correction), kill (day 2's daily job killed -9 "
+                             "mid-job) or two (two deployments enabled at once on the same days): correctness rows")
     parser.add_argument("--cluster-days", type=int, default=None,
                         help="cluster: the days the main job runs in each phase (default 3 with --smoke, else 5)")
     args = parser.parse_args()
@@ -213,7 +221,8 @@ def main() -> int:
     planted = os.environ.get(FAIL_GROUP_ENV, "")  # the tests' way to make one group fail
     # No per-address connection limit: the many-waiters peer opens one session per waiter.
     with EmbeddedZooKeeper(max_client_connections=0) as server:
-        groups = plan(server, args.smoke, args.cluster_days, args.mainjob_days)
+        sides = tuple(s.strip() for s in args.mainjob_sides.split(",")) if args.mainjob_sides else None
+        groups = plan(server, args.smoke, args.cluster_days, args.mainjob_days, sides, args.mainjob_scenario)
         for name in wanted:
             print(f"== {name}", flush=True)
             started = time.monotonic()

@@ -18,9 +18,8 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, Connection
 
 from airflow_epochs.coordination import DEFAULT_ROOT, Attempt, InvalidInput, Reseal
@@ -39,7 +38,11 @@ from airflow_epochs.spark.submit_options import (
     validate_submit_options,
 )
 
-__all__ = ["LOCAL_SPARK_CONN", "EpochSparkSubmitHook", "SparkEpochHook", "kubernetes_provider_installed"]
+if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+# EpochSparkSubmitHook lives in hooks/epoch_spark_submit.py (still importable from here, on first use).
+__all__ = ["LOCAL_SPARK_CONN", "SparkEpochHook", "kubernetes_provider_installed"]
 
 #: The connection id standing for ``local[*]`` on the worker when no Spark connection is given (the
 #: Spark provider itself would fall back to YARN). Known to this hook only, never to the environment.
@@ -234,6 +237,9 @@ class SparkEpochHook(BaseHook):
                                                                f"spark.authenticate.secret={secret}\n"))
         else:
             arguments = [CONTEXT_ARG, job_context.to_json()]
+        # Imported here: a task on Spark Connect never loads the Spark provider's submit hook.
+        from airflow_epochs.hooks.epoch_spark_submit import EpochSparkSubmitHook
+
         hook = EpochSparkSubmitHook(
             conn_id=self.conn_id,
             name=f"epochs-{job_context.pipeline}-{job_context.partition}-{job_context.epoch}",
@@ -343,10 +349,11 @@ def event_log_folder() -> Path:
         raise InvalidInput(f"spark.eventLog.enabled: Spark's event log folder cannot be used: {exc}") from None
 
 
-class EpochSparkSubmitHook(SparkSubmitHook):
-    """The Spark provider's ``SparkSubmitHook``, answering :data:`LOCAL_SPARK_CONN` itself instead of
-    looking it up (so the default local master needs no connection in the environment)."""
+def __getattr__(name: str) -> Any:
+    """``EpochSparkSubmitHook`` from its own module, imported on first use (see
+    :mod:`airflow_epochs.hooks.epoch_spark_submit`)."""
+    if name == "EpochSparkSubmitHook":
+        from airflow_epochs.hooks.epoch_spark_submit import EpochSparkSubmitHook
 
-    @classmethod
-    def get_connection(cls, conn_id: str) -> Connection:
-        return SparkEpochHook.spark_connection(conn_id)
+        return EpochSparkSubmitHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

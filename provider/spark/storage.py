@@ -21,8 +21,6 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyarrow import fs as pafs  # type: ignore[import-untyped]
-
 from airflow_epochs.coordination.base.errors import CorruptPayload, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.wire.payloads import loads_bounded
@@ -31,6 +29,15 @@ from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.locations import Location, LocationNotCanonical, parse_location
 
 MANIFEST_FILE = "_MANIFEST.json"
+
+
+def _pafs() -> Any:
+    """pyarrow's filesystems, imported on first use: importing this module (every DAG file that names a Spark
+    epoch task does, through :mod:`airflow_epochs.operators`) loads no pyarrow and numpy, about 0.3
+    CPU-seconds of every task's start that touches no storage (issue 50)."""
+    from pyarrow import fs  # type: ignore[import-untyped]
+
+    return fs
 # In a run directory: a published Iceberg snapshot names its files, so garbage collection keeps it
 # (time travel to a snapshot a rollback superseded still finds them). Readers skip "_" names.
 PUBLISHED_MARKER = "_PUBLISHED"
@@ -62,13 +69,13 @@ def run_location(storage: str, pipeline: str, partition: str, epoch: int, attemp
         f"attempt={int(attempt)}", f"run={run}").text
 
 
-def open_location(location: Location) -> tuple[pafs.FileSystem, str]:
+def open_location(location: Location) -> tuple[Any, str]:
     """The pyarrow filesystem and in-filesystem path of a parsed location; pyarrow's own reading of the
     text must give the same path (else it is refused: one parse, one meaning)."""
     if location.local:
-        return pafs.LocalFileSystem(), location.path
+        return _pafs().LocalFileSystem(), location.path
     try:
-        fs, path = pafs.FileSystem.from_uri(location.text)
+        fs, path = _pafs().FileSystem.from_uri(location.text)
     except (ValueError, OSError) as exc:
         raise InvalidInput(f"storage location {redact_uri(location.text)!r} is not usable: "
                            f"{redact_uri(str(exc))}") from None
@@ -79,7 +86,7 @@ def open_location(location: Location) -> tuple[pafs.FileSystem, str]:
     return fs, path
 
 
-def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+def filesystem(location: str) -> tuple[Any, str]:
     """The pyarrow filesystem and in-filesystem path of ``location`` (a canonical path or URI)."""
     return open_location(parse_location("storage", location))
 
@@ -100,7 +107,7 @@ def read_manifest(location: str) -> dict[str, Any] | None:
     """The manifest of a run directory, or None if the job has not finished one."""
     fs, path = filesystem(location)
     target = f"{path}/{MANIFEST_FILE}"
-    if fs.get_file_info(target).type != pafs.FileType.File:
+    if fs.get_file_info(target).type != _pafs().FileType.File:
         return None
     with fs.open_input_stream(target) as stream:
         raw = stream.read()
@@ -117,12 +124,12 @@ def read_manifest(location: str) -> dict[str, Any] | None:
 def data_files(location: str) -> list[tuple[str, int]]:
     """Data files under ``location`` (relative path, size), without Spark's marker and checksum files."""
     fs, path = filesystem(location)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
+    if fs.get_file_info(path).type != _pafs().FileType.Directory:
         return []
     found = []
-    for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
+    for info in fs.get_file_info(_pafs().FileSelector(path, recursive=True)):
         name = info.base_name
-        if info.type == pafs.FileType.File and not name.startswith(("_", ".")):
+        if info.type == _pafs().FileType.File and not name.startswith(("_", ".")):
             found.append((info.path[len(path) + 1:], int(info.size or 0)))
     return sorted(found)
 
@@ -131,14 +138,14 @@ def mark_published(location: str, note: Mapping[str, Any]) -> None:
     """Mark the run directory ``location`` as named by a published table snapshot (``note`` says which):
     :func:`collect_garbage` then keeps it. Repeating it rewrites the same small file."""
     fs, path = filesystem(location)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
+    if fs.get_file_info(path).type != _pafs().FileType.Directory:
         raise InvalidInput(f"no run directory at {redact_uri(location)} to mark as published")
     with fs.open_output_stream(f"{path.rstrip('/')}/{PUBLISHED_MARKER}") as out:
         out.write(json.dumps(dict(note), sort_keys=True).encode())
 
 
-def is_marked_published(fs: pafs.FileSystem, run_path: str) -> bool:
-    return bool(fs.get_file_info(f"{run_path.rstrip('/')}/{PUBLISHED_MARKER}").type == pafs.FileType.File)
+def is_marked_published(fs: Any, run_path: str) -> bool:
+    return bool(fs.get_file_info(f"{run_path.rstrip('/')}/{PUBLISHED_MARKER}").type == _pafs().FileType.File)
 
 
 def garbage_candidates(storage: str, pipeline: str, partition: str, epoch: int,
@@ -156,14 +163,14 @@ def garbage_candidates(storage: str, pipeline: str, partition: str, epoch: int,
     if not _is_dir(fs, root, base, base_path):
         return []
     found = []
-    for attempt_dir in fs.get_file_info(pafs.FileSelector(base_path)):
+    for attempt_dir in fs.get_file_info(_pafs().FileSelector(base_path)):
         if not _ATTEMPT_DIR.fullmatch(attempt_dir.base_name):
             continue
         attempt = base.child(attempt_dir.base_name)
         if not _is_dir(fs, root, attempt, attempt_dir.path):
             continue
         survivors = 0
-        for run_dir in fs.get_file_info(pafs.FileSelector(attempt_dir.path)):
+        for run_dir in fs.get_file_info(_pafs().FileSelector(attempt_dir.path)):
             if not _RUN_DIR.fullmatch(run_dir.base_name):
                 survivors += 1  # not ours to delete, and it keeps its attempt folder
                 continue
@@ -201,10 +208,10 @@ def collect_garbage(storage: str, pipeline: str, partition: str, epoch: int, kee
     return deleted
 
 
-def _is_dir(fs: pafs.FileSystem, root: Location, location: Location, path: str) -> bool:
+def _is_dir(fs: Any, root: Location, location: Location, path: str) -> bool:
     if location.local:
         return check_inside(root, location, missing_ok=True) is not None
-    return bool(fs.get_file_info(path).type == pafs.FileType.Directory)
+    return bool(fs.get_file_info(path).type == _pafs().FileType.Directory)
 
 
 def check_inside(root: Location, location: Location, *, missing_ok: bool = False) -> str | None:

@@ -56,10 +56,11 @@ def test_rows_compare_ours_with_each_peer_that_ran(mainjob_rows):
     day = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2, 3)}
     ours = rows.Side("ours", 3, completions={1: 10.0, 2: 20.0, 3: 30.0}, downstream={1: 11.0, 2: 21.0, 3: 31.0},
                      spans=day, outputs={1: 1, 2: 1, 3: 1},
-                     reports={1: 1, 2: 1, 3: 1}, zk_requests=300, peak_mb=900.0, exact={1: True, 2: True, 3: True})
+                     reports={1: 1, 2: 1, 3: 1}, zk_requests=300, peak_mb=900.0, cpu_s=60.0,
+                     exact={1: True, 2: True, 3: True})
     peer = rows.Side("airflow", 3, completions={1: 10.0, 2: 40.0, 3: 70.0}, downstream={1: 15.0, 2: 45.0, 3: 75.0},
                      outputs={1: 1, 2: 1, 3: 1}, reports={1: 1, 2: 1, 3: 1}, peak_mb=800.0,
-                     exact={1: True, 2: True, 3: False})
+                     cpu_s=90.0, exact={1: True, 2: True, 3: False})
     rows.rows({"ours": ours, "airflow": peer}, "load average 1.0 to 2.0")
     found = {row.id: row for row in common.ROWS}
     assert found["mainjob_catchup_epoch_s[airflow]"].ours == 10.0
@@ -68,4 +69,83 @@ def test_rows_compare_ours_with_each_peer_that_ran(mainjob_rows):
     assert found["mainjob_path_spark_s[airflow]"].ours == 5.0
     assert found["mainjob_days_exact[airflow]"].ours == pytest.approx(2 / 3)
     assert found["mainjob_zk_requests_per_epoch"].ours == 100.0
+    cpu = found["mainjob_cpu_s_per_epoch[airflow]"]
+    assert (cpu.ours, cpu.peer) == (20.0, 30.0)
     assert not any(key.endswith("[dagster]") for key in found)
+
+
+def test_the_kill_scenario_rows_show_each_sides_own_failures(mainjob_rows):
+    rows, common = mainjob_rows
+    ours = rows.Side("ours", 2, outputs={1: 1, 2: 1}, reports={1: 1, 2: 1}, exact={1: True, 2: True},
+                     writes={1: 1, 2: 1}, fault="killed the task process of day 2's join (pid 7) mid-job")
+    # the peer's killed job went on writing beside its retry: day 2's folder holds two writes' files
+    airflow = rows.Side("airflow", 2, outputs={1: 1, 2: 1}, reports={1: 1, 2: 1}, exact={1: True, 2: False},
+                        writes={1: 1, 2: 2})
+    dagster = rows.Side("dagster", 2, outputs={1: 1}, reports={1: 1}, exact={1: True}, writes={1: 1},
+                        fault="backfill ended COMPLETED_FAILED")
+    rows.fault_rows({"ours": ours, "airflow": airflow, "dagster": dagster}, {}, "load average 1.0 to 2.0")
+    found = {row.id: row for row in common.ROWS}
+    assert [found[f"mainjob_kill_days_exact[{s}]"].ours for s in ("ours", "airflow", "dagster")] == [1.0, 0.5, 0.5]
+    assert [found[f"mainjob_kill_duplicate_outputs[{s}]"].ours for s in ("ours", "airflow", "dagster")] == [0, 1, 0]
+    assert [found[f"mainjob_kill_missing_days[{s}]"].ours for s in ("ours", "airflow", "dagster")] == [0, 0, 1]
+    assert "COMPLETED_FAILED" in found["mainjob_kill_days_exact[dagster]"].note
+
+
+def test_a_failed_side_still_gets_its_kill_row(mainjob_rows):
+    rows, common = mainjob_rows
+    rows.fault_rows({}, {"airflow": "RuntimeError: failed runs"}, "load")
+    [row] = common.ROWS
+    assert row.id == "mainjob_kill_days_exact[airflow]" and row.ours == 0.0 and "failed runs" in row.note
+
+
+def test_output_writes_counts_the_spark_jobs_whose_files_are_there(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCH))
+    from mainjob_faults import output_writes
+
+    one, two = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", "9a8b7c6d-5e4f-3a2b-1c0d-e9f8a7b6c5d4"
+    data = tmp_path / "data"
+    data.mkdir()
+    assert output_writes(str(tmp_path / "missing")) == 0
+    for name in (f"part-00000-{one}-c000.snappy.parquet", f"part-00001-{one}-c000.snappy.parquet", "_SUCCESS"):
+        (data / name).write_bytes(b"x")
+    assert output_writes(str(data)) == 1
+    (data / f"part-00000-{two}-c000.snappy.parquet").write_bytes(b"x")
+    assert output_writes(str(data)) == 2
+
+
+def test_the_two_deployments_rows_count_a_day_produced_twice(mainjob_rows):
+    rows, common = mainjob_rows
+    ours = rows.Side("ours", 2, outputs={1: 1, 2: 1}, reports={1: 1, 2: 1}, exact={1: True, 2: True})
+    airflow = rows.Side("airflow", 2, outputs={1: 2, 2: 2}, reports={1: 2, 2: 2}, exact={1: True, 2: True})
+    rows.fault_rows({"ours": ours, "airflow": airflow}, {}, "load", scenario="two")
+    found = {row.id: row for row in common.ROWS}
+    assert found["mainjob_two_duplicate_outputs[ours]"].ours == 0
+    assert found["mainjob_two_duplicate_outputs[airflow]"].ours == 4  # each day's figures and report twice
+    assert "two deployments at once" in found["mainjob_two_days_exact[airflow]"].measure
+
+
+def test_a_run_in_another_order_gets_rows_of_its_own(mainjob_rows):
+    rows, common = mainjob_rows
+    assert rows.order_tag(("ours", "airflow", "dagster")) == ""
+    assert rows.order_tag(("dagster", "airflow", "ours")) == "@ours-last"
+    assert rows.order_tag(("airflow", "ours")) == "@ours-last"
+    assert rows.order_tag(("dagster", "ours", "airflow")) == "@ours-second"
+    side = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2)}
+    ours = rows.Side("ours", 2, completions={1: 10.0, 2: 20.0}, downstream={1: 11.0, 2: 21.0}, spans=side, cpu_s=10.0)
+    peer = rows.Side("airflow", 2, completions={1: 10.0, 2: 30.0}, downstream={1: 12.0, 2: 32.0}, cpu_s=12.0)
+    rows.rows({"ours": ours, "airflow": peer}, "load", ("airflow", "ours"))
+    found = {row.id for row in common.ROWS}
+    assert "mainjob_catchup_epoch_s[airflow@ours-last]" in found and "mainjob_catchup_epoch_s[airflow]" not in found
+
+
+def test_the_tasks_cpu_row_needs_both_sides_split(mainjob_rows):
+    rows, common = mainjob_rows
+    side = {e: rows.spark_task(10.0 * e - 8, 10.0 * e - 1, 5.0) for e in (1, 2)}
+    ours = rows.Side("ours", 2, completions={1: 10.0, 2: 20.0}, downstream={1: 11.0, 2: 21.0}, spans=side,
+                     cpu_s=30.0, cpu_parts={"tasks": 8.0, "scheduler": 4.0})
+    peer = rows.Side("airflow", 2, completions={1: 10.0, 2: 30.0}, downstream={1: 12.0, 2: 32.0}, cpu_s=20.0,
+                     cpu_parts={"tasks": 6.0})
+    rows.rows({"ours": ours, "airflow": peer}, "load")
+    found = {row.id: row for row in common.ROWS}
+    assert (found["mainjob_task_cpu_s_per_epoch[airflow]"].ours, found["mainjob_task_cpu_s_per_epoch[airflow]"].peer) \
+        == (4.0, 3.0)
