@@ -576,7 +576,8 @@ def run_all(hosts: str, zk_port: int, zk_pid: int | None, smoke: bool, days: int
                            scenario=scenario)
                 correct = False
             else:
-                rows(sides, f"{load.summary()} (catch-ups); sides run in the order {', '.join(only)}", only)
+                rows(sides, f"{load.summary()} (catch-ups); sides run in the order {', '.join(only)}"
+                     + ("; ours' stages inside its jobs' tasks (inline)" if stages == "inline" else ""), only, stages)
             if correct and days >= 2:
                 fixed = min(8, days - 1)
                 changed = correct_day(raw, "weather", day_of_epoch(fixed))

@@ -92,11 +92,12 @@ def order_tag(order: tuple[str, ...]) -> str:
     return "@ours-last" if order[-1] == "ours" else "@ours-second"
 
 
-def rows(sides: dict[str, Side], load: str, order: tuple[str, ...] = ()) -> None:
+def rows(sides: dict[str, Side], load: str, order: tuple[str, ...] = (), stages: str = "tasks") -> None:
     """The group's rows from the sides that finished (a comparison needs ours and that peer); ``order``: the
-    order the sides ran in (see :func:`order_tag`)."""
+    order the sides ran in (see :func:`order_tag`); ``stages``: ours' epoch stages, whose ``inline`` form gets
+    rows of its own (``@inline``), beside the default form's."""
     ours = sides.get("ours")
-    tag = order_tag(order)
+    tag = order_tag(order) + ("@inline" if stages == "inline" else "")
     for peer_name in ("airflow", "dagster"):
         peer = sides.get(peer_name)
         if peer is None or ours is None:

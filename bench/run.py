@@ -82,7 +82,7 @@ FAIL_GROUP_ENV = "EPOCHS_BENCH_FAIL_GROUP"
 
 def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None,
          mainjob_days: int | None = None, mainjob_sides: tuple[str, ...] | None = None,
-         mainjob_scenario: str = "catchup") -> dict[str, Callable[[], None]]:
+         mainjob_scenario: str = "catchup", mainjob_stages: str = "tasks") -> dict[str, Callable[[], None]]:
     import barrier
     import deadlines
     import delivery_cost
@@ -137,7 +137,8 @@ def plan(server: EmbeddedZooKeeper, smoke: bool, cluster_days: int | None = None
         from mainjob import SIDES
         from mainjob import run_all as run_mainjob
 
-        run_mainjob(hosts, port, server.pid, smoke, mainjob_days, mainjob_sides or SIDES, scenario=mainjob_scenario)
+        run_mainjob(hosts, port, server.pid, smoke, mainjob_days, mainjob_sides or SIDES, scenario=mainjob_scenario,
+                    stages=mainjob_stages)
 
     def cluster() -> None:  # the whole production topology of its own (its ZooKeeper ensemble too)
         from cluster import run_all as run_cluster
@@ -182,6 +183,9 @@ def main() -> int:
     parser.add_argument("--mainjob-scenario", choices=("catchup", "kill", "two"), default="catchup",
                         help="mainjob: catchup (timing rows and the correction), kill (day 2's daily job killed -9 "
                              "mid-job) or two (two deployments enabled at once on the same days): correctness rows")
+    parser.add_argument("--mainjob-stages", choices=("tasks", "inline"), default="tasks",
+                        help="mainjob: ours' epoch stages as tasks of their own (the DAG's default) or inside its "
+                             "jobs' tasks (EpochGroup(inline_stages=True)); the inline form's rows end in @inline")
     parser.add_argument("--cluster-days", type=int, default=None,
                         help="cluster: the days the main job runs in each phase (default 3 with --smoke, else 5)")
     args = parser.parse_args()
@@ -222,7 +226,8 @@ def main() -> int:
     # No per-address connection limit: the many-waiters peer opens one session per waiter.
     with EmbeddedZooKeeper(max_client_connections=0) as server:
         sides = tuple(s.strip() for s in args.mainjob_sides.split(",")) if args.mainjob_sides else None
-        groups = plan(server, args.smoke, args.cluster_days, args.mainjob_days, sides, args.mainjob_scenario)
+        groups = plan(server, args.smoke, args.cluster_days, args.mainjob_days, sides, args.mainjob_scenario,
+                      args.mainjob_stages)
         for name in wanted:
             print(f"== {name}", flush=True)
             started = time.monotonic()

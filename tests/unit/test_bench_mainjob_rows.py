@@ -136,6 +136,10 @@ def test_a_run_in_another_order_gets_rows_of_its_own(mainjob_rows):
     rows.rows({"ours": ours, "airflow": peer}, "load", ("airflow", "ours"))
     found = {row.id for row in common.ROWS}
     assert "mainjob_catchup_epoch_s[airflow@ours-last]" in found and "mainjob_catchup_epoch_s[airflow]" not in found
+    common.ROWS.clear()
+    rows.rows({"ours": ours, "airflow": peer}, "load", ("ours", "airflow"), stages="inline")
+    found = {row.id for row in common.ROWS}  # ours' inline stages: rows beside the default form's, not over them
+    assert "mainjob_catchup_epoch_s[airflow@inline]" in found and "mainjob_catchup_epoch_s[airflow]" not in found
 
 
 def test_the_tasks_cpu_row_needs_both_sides_split(mainjob_rows):
