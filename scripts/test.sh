@@ -26,4 +26,5 @@ if [ "$unit" = 1 ]; then
   exec pytest -n "$workers" tests/unit "$@"
 fi
 say "pytest on $workers workers"
-exec pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
+# The 25 slowest tests are listed at the end: where a long run's minutes went.
+exec pytest -n "$workers" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
