@@ -55,8 +55,8 @@ nitpick_ignore_regex = [
     # PySpark's session and DataFrame, pyiceberg's catalog and tables, pyarrow's tables.
     (r"py:.*", r"(pyspark|pyiceberg|pyarrow|pa)\..*"),
     # The same libraries' names as our docstrings spell them short.
-    (r"py:class", r"(DataFrame|KazooClient|ZnodeStat|AirflowFailException|BaseOperator|Context|RetryDecision|"
-                  r"ssl\.SSLContext|contextlib\..*)"),
+    (r"py:class", r"(DataFrame|KazooClient|ZnodeStat|AirflowFailException|BaseOperator|SparkSubmitHook|Context|"
+                  r"RetryDecision|ssl\.SSLContext|contextlib\..*)"),
     # Type variables of generic functions and classes (``Found[T]``) have no page of their own.
     (r"py:(class|obj)", r"(airflow_epochs\..*\.)?T"),
     # The coordination core's internal modules and the names in them that its docstrings mention: the
