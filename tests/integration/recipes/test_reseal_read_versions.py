@@ -40,6 +40,7 @@ def weather_value(ledger: EpochLedger, epoch: int) -> tuple[int, int]:
     return int(view.manifests["w"]["value"]), view.version
 
 
+# [START read_versions]
 def read_totals(ledger: EpochLedger, epoch: int) -> tuple[int, dict[str, int], dict[str, int]]:
     """What the ``totals`` producer reads for ``epoch``: its total, its lineage vector and the versions read."""
     prev = ledger.last_sealed_snapshot("totals", before_epoch=epoch, producer="t")
@@ -50,6 +51,9 @@ def read_totals(ledger: EpochLedger, epoch: int) -> tuple[int, dict[str, int], d
         up[read_key(ledger.pipeline, "totals")] = prev.epoch
         versions[read_key(ledger.pipeline, "totals")] = prev.version
     return (int(prev.pointer["total"]) if prev is not None else 0) + value, up, versions
+
+
+# [END read_versions]
 
 
 def run_epoch(ledger: EpochLedger, epoch: int, weather: dict[int, int]) -> None:
