@@ -51,7 +51,8 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
     # [END spark]
     assert redone == [3, 4, 5]
     # each re-produced epoch names the corrected version of the snapshot it started from
-    newest = [ledger.ctx.call(lambda call, e=e: latest_lineage(call, ledger.ctx, e, PARTITION)) for e in (3, 4, 5)]
+    newest = [ledger.ctx.call(lambda call, e=e: latest_lineage(call, ledger.ctx, e, PARTITION), what="lineage")
+              for e in (3, 4, 5)]
     assert [(n.version, n.read_versions) for n in newest] == [(2, {read_key("corrected", PARTITION): 2})] * 3
     assert [c.state for c in ledger.corrections.list()] == ["done"]
     assert ledger.frontier() == EPOCHS
