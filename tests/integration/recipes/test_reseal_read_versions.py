@@ -23,6 +23,7 @@ import pytest
 from zk_helpers import tree
 
 from airflow_epochs.coordination import Ballot, EpochLedger, InvalidInput, PipelineConfig
+from airflow_epochs.coordination.recipes.corrections import invalidation
 from airflow_epochs.coordination.recipes.corrections.records import read_key
 
 pytestmark = [pytest.mark.integration]
@@ -225,3 +226,44 @@ def test_bad_read_versions_are_refused_before_any_write(zk, versions, message):
         ledger.corrections.vote_version(1, "totals", pending.version, "t", {"value": 2}, upstream=up,
                                         read_versions=versions)
     assert tree(zk, ledger.paths.base) == before
+
+
+def test_a_seal_made_between_the_finishing_scans_two_reads_is_judged_not_missed(zk, zk_factory, monkeypatch):
+    """The interleaving injected: the correction's last scan reads epoch 7's seals (none yet), then epoch 7
+    seals (its producer read the old totals@6), then the scan asks whether epoch 7 is still open. It is
+    not, and the seal it did not see is read again and judged stale, where before the correction ended
+    without it."""
+    ledger = pipeline(zk, "between", WEATHER)
+    correct_weather(ledger)
+    other = EpochLedger(zk_factory(), ledger.pipeline, owner="o")
+    later = other.open_epoch(EPOCHS + 1)
+    other.vote(later, "weather", "w", {"value": CORRECTED[EPOCHS + 1]})
+    value, up, versions = read_totals(other, EPOCHS + 1)  # version 1 of totals@6
+    armed = []
+    original = invalidation.lineages_at
+
+    def lineages_then_seal(call, ctx, epoch, partitions):
+        found = original(call, ctx, epoch, partitions)
+        if armed and epoch == EPOCHS + 1:
+            armed.clear()
+            assert found["totals"] is None
+            other.vote(later, "totals", "t", {"value": value}, snapshot={"total": value}, upstream=up,
+                       read_versions=versions)
+        return found
+
+    monkeypatch.setattr(invalidation, "lineages_at", lineages_then_seal)
+    redone = []
+    while pending := ledger.corrections.pending():
+        for item in pending:
+            if item.epoch == EPOCHS:  # the last planned re-seal: its vote runs the finishing scan
+                armed.append(True)
+            total_now, up_now, versions_now = read_totals(ledger, item.epoch)
+            ledger.corrections.vote_version(item.epoch, "totals", item.version, "t", {"value": total_now},
+                                            snapshot={"total": total_now}, upstream=up_now,
+                                            read_versions=versions_now)
+            redone.append((item.epoch, item.partition))
+    assert not armed  # the injected seal happened
+    (node,) = ledger.corrections.list()
+    assert redone == [*PLAN, (EPOCHS + 1, "totals")] and list(node.plan) == redone
+    assert node.state == "done"
+    assert_like_a_clean_run(zk, ledger, "clean-between", EPOCHS + 1)
