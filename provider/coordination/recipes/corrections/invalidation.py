@@ -171,7 +171,8 @@ def scan(ctx: PipelineContext, node: CorrectionNode) -> Scan:
                         if _open_before(call, ctx, epoch, last):
                             open_before = True
                         elif (sealed := latest_lineage(call, ctx, epoch, partition)) is not None:
-                            # it sealed after the seals were read, its epoch too: judge it now, or it is missed
+                            # unsealed when the seals were read, sealed now: judged here, or the finishing scan
+                            # (which ends once no epoch is open) would miss it
                             lineages[partition] = sealed
                             changed = True
                         continue

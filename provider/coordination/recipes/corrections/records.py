@@ -95,7 +95,7 @@ class VersionVote:
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "manifest": dict(self.manifest), "snapshot": self.snapshot, "upstream": dict(self.upstream),
-                "request": self.request, "voted_at": self.voted_at}
+            "request": self.request, "voted_at": self.voted_at}
         if self.read_versions:
             body["read_versions"] = dict(self.read_versions)
         return body
