@@ -202,6 +202,7 @@ class EpochLedger:
         *,
         snapshot: Any = None,
         upstream: Mapping[str, int] | None = None,
+        read_versions: Mapping[str, int] | None = None,
         request_id: str | None = None,
     ) -> VoteResult:
         """Record that ``producer`` finished its part of ``partition`` under ``attempt``.
@@ -216,10 +217,14 @@ class EpochLedger:
             the next one.
         :param upstream: the upstream frontiers this output was built from (causal lineage), e.g.
             ``{"flights_raw": 17, "weather_raw": 42}``.
+        :param read_versions: for the partitions of this pipeline ``upstream`` names (``read_key``), the
+            version read of each (``VersionView.version``, ``SnapshotRef.version``; 1: the original seal). A
+            correction then re-produces this seal only if a version it read is older than the corrected
+            one; a key left out is judged by when the attempt started (it may have read the old one).
         """
         self.check_handle(attempt)
         return votes.vote(self.ctx, attempt, partition, producer, manifest, snapshot=snapshot, upstream=upstream,
-                          request_id=request_id)
+                          read_versions=read_versions, request_id=request_id)
 
     def vote_many(self, attempt: Attempt, ballots: Sequence[Ballot]) -> list[VoteResult | EpochsError]:
         """Cast many votes under ``attempt`` pipelined: every vote's transaction is sent before the
@@ -398,11 +403,12 @@ class EpochLedger:
 
     def vote_version(self, epoch: int, partition: str, version: int, producer: str,
                      manifest: Mapping[str, Any] | None = None, *, snapshot: Any = None,
-                     upstream: Mapping[str, int] | None = None, request_id: str | None = None) -> VersionVoteResult:
+                     upstream: Mapping[str, int] | None = None, request_id: str | None = None,
+                     read_versions: Mapping[str, int] | None = None) -> VersionVoteResult:
         """Deprecated: use ``ledger.corrections.vote_version``."""
         _moved("vote_version", "vote_version")
         return self.corrections.vote_version(epoch, partition, version, producer, manifest, snapshot=snapshot,
-                                             upstream=upstream, request_id=request_id)
+                                             upstream=upstream, read_versions=read_versions, request_id=request_id)
 
     def versions(self, epoch: int, partition: str) -> tuple[VersionEntry, ...]:
         """Deprecated: use ``ledger.corrections.versions``."""

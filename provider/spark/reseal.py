@@ -5,7 +5,8 @@ The job runs as it ran for the original seal, with three differences: its inputs
 (``sealed_inputs``) and the snapshot it starts from are the *newest* sealed versions (so a correction
 flows through), it writes a new run folder of the original attempt (the original seal's runs stay
 readable as version 1), and its vote goes to ``EpochLedger.vote_version``, naming what it read in the
-lineage vector as :func:`~airflow_epochs.spark.submit.submit_and_seal` does.
+lineage vector (and the versions it read in ``read_versions``) as
+:func:`~airflow_epochs.spark.submit.submit_and_seal` does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from airflow_epochs.coordination.recipes.corrections.records import Reseal, Vers
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_snapshot_pointer
 from airflow_epochs.spark.storage import run_location
-from airflow_epochs.spark.submit import partition_reads, resolved_inputs, run_for_manifest, snapshot_pointer
+from airflow_epochs.spark.submit import (
+    partition_reads,
+    resolved_inputs,
+    run_for_manifest,
+    snapshot_pointer,
+    version_reads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +65,7 @@ def resubmit_version(
     first = ledger.corrections.sealed_version(epoch, partition, 1)
     if first is None:
         raise PartitionNotSealed(f"pipeline {ledger.pipeline!r}: {partition!r} is not sealed at epoch {epoch}")
-    resolved = resolved_inputs(ledger, epoch, inputs, sealed_inputs)
+    read = resolved_inputs(ledger, epoch, inputs, sealed_inputs)
     ref = ledger.last_sealed_snapshot(partition, before_epoch=epoch, producer=producer)
     snapshot = None if ref is None else dict(ref.pointer)
     if snapshot is not None:
@@ -66,13 +73,14 @@ def resubmit_version(
     context = EpochContext(
         pipeline=ledger.pipeline, partition=partition, producer=producer, epoch=epoch, attempt=first.attempt,
         config_version=ledger.config_for(epoch).version, run=uuid.uuid4().hex[:16], storage=storage,
-        inputs=resolved, snapshot=snapshot)
+        inputs=read.paths, snapshot=snapshot)
     location = run_location(storage, ledger.pipeline, partition, epoch, first.attempt, context.run)
     log.info("epoch %s: re-producing %s/%s as version %s (run %s, snapshot from epoch %s)", epoch, partition,
              producer, reseal.version, context.run, None if ref is None else ref.epoch)
     record = run_for_manifest(runner, context, location, job=f"{partition!r} version {reseal.version}")
     reads = partition_reads(ledger.pipeline, epoch, partition, sealed_inputs, None if ref is None else ref.epoch)
+    versions = version_reads(ledger.pipeline, partition, read, ref)
     vote = ledger.corrections.vote_version(epoch, partition, reseal.version, producer, record.vote_summary(),
-                               snapshot=snapshot_pointer(record, epoch), upstream=reads or None,
-                               request_id=f"resubmit-{context.run}")
+                                           snapshot=snapshot_pointer(record, epoch), upstream=reads or None,
+                                           read_versions=versions or None, request_id=f"resubmit-{context.run}")
     return ResubmitOutcome(context.run, None if ref is None else ref.epoch, vote)

@@ -26,6 +26,7 @@ from airflow_epochs.coordination.ledger import Attempt, EpochLedger
 from airflow_epochs.coordination.recipes.corrections.records import read_key
 from airflow_epochs.coordination.services.submission import SubmitDecision, check_submission
 from airflow_epochs.coordination.wire.manifests import LINEAGE_DATASET, LINEAGE_RUN, RunManifest
+from airflow_epochs.coordination.wire.records import SnapshotRef
 from airflow_epochs.redaction import redact_uri
 from airflow_epochs.spark.context import EpochContext
 from airflow_epochs.spark.run_paths import check_manifest_outputs, check_snapshot_pointer
@@ -92,15 +93,40 @@ def partition_reads(pipeline: str, epoch: int, partition: str, sealed_inputs: Ma
     return reads
 
 
+@dataclass(frozen=True)
+class InputsRead:
+    """The job's named inputs (``paths``: input name -> the path or paths it reads), and the version
+    read of each sealed input partition (``versions``: partition -> version; a partition whose seal
+    names no such output is left out, and judged by when the job ran)."""
+
+    paths: dict[str, str | list[str]]
+    versions: dict[str, int]
+
+
+def version_reads(pipeline: str, partition: str, inputs: InputsRead, snapshot: SnapshotRef | None) -> dict[str, int]:
+    """The versions the job read of what :func:`partition_reads` names (the vote's ``read_versions``): each
+    sealed input's version its paths came from, and the version of its own partition whose snapshot it
+    started from. A correction re-produces the job's seal only if one of them is older than the corrected
+    version, so a job that read a re-sealed version is not re-run for it."""
+    reads = {read_key(pipeline, upstream): version for upstream, version in inputs.versions.items()}
+    if snapshot is not None:
+        reads[read_key(pipeline, partition)] = snapshot.version
+    return reads
+
+
 def resolved_inputs(ledger: EpochLedger, epoch: int, inputs: Mapping[str, str] | None,
-                    sealed_inputs: Mapping[str, str] | None) -> dict[str, str | list[str]]:
+                    sealed_inputs: Mapping[str, str] | None) -> InputsRead:
     """The job's named inputs: ``inputs`` as given, and each of ``sealed_inputs`` (input name ->
-    partition of the same epoch) as the output path(s) its seal's manifests name."""
+    partition of the same epoch) as the output path(s) the newest sealed version's manifests name."""
     resolved: dict[str, str | list[str]] = dict(inputs or {})
+    versions: dict[str, int] = {}
     for name, upstream in (sealed_inputs or {}).items():
-        paths = [item.path for item in sealed_outputs(ledger, upstream, [epoch])]
+        outputs = sealed_outputs(ledger, upstream, [epoch])
+        paths = [item.path for item in outputs]
         resolved[name] = paths[0] if len(paths) == 1 else paths
-    return resolved
+        for item in outputs:  # two names of one partition may have read it across a re-seal: the older counts
+            versions[upstream] = min(versions.get(upstream, item.version), item.version)
+    return InputsRead(resolved, versions)
 
 
 def run_for_manifest(runner: Callable[[EpochContext], Mapping[str, Any] | None], context: EpochContext,
@@ -182,14 +208,14 @@ def submit_and_seal(
         done = _settled(decision)
         if done is not None:
             return done
-        resolved = resolved_inputs(ledger, attempt.epoch, inputs, sealed_inputs)
+        read = resolved_inputs(ledger, attempt.epoch, inputs, sealed_inputs)
         snapshot = None if decision.snapshot is None else dict(decision.snapshot.pointer)
         if snapshot is not None:  # the job would read it: it must be a sealed run's, under our storage
             check_snapshot_pointer(storage, attempt.pipeline, partition, snapshot)
         context = EpochContext(
             pipeline=attempt.pipeline, partition=partition, producer=producer, epoch=attempt.epoch,
             attempt=attempt.token, config_version=attempt.config_version, run=uuid.uuid4().hex[:16],
-            storage=storage, inputs=resolved, buckets=buckets, snapshot=snapshot,
+            storage=storage, inputs=read.paths, buckets=buckets, snapshot=snapshot,
         )
         location = run_location(storage, attempt.pipeline, partition, attempt.epoch, attempt.token, context.run)
         log.info("epoch %s: running %s/%s (attempt %s, run %s, snapshot from epoch %s)", attempt.epoch, partition,
@@ -209,9 +235,11 @@ def submit_and_seal(
             # A repeated identical vote is a no-op, so a vote whose answer was lost is simply sent again.
             reads = partition_reads(attempt.pipeline, attempt.epoch, partition, sealed_inputs,
                                     decision.snapshot.epoch if decision.snapshot else None)
+            versions = version_reads(attempt.pipeline, partition, read, decision.snapshot)
             result = call_with_retries(
                 lambda: ledger.vote(attempt, partition, producer, summary,
-                                    snapshot=snapshot_pointer(record, attempt.epoch), upstream=reads or None),
+                                    snapshot=snapshot_pointer(record, attempt.epoch), upstream=reads or None,
+                                    read_versions=versions or None),
                 backoff=VOTE_BACKOFF, on_retry=on_retry)
             sealed, epoch_sealed = result.partition_sealed, result.epoch_sealed
         except PartitionAlreadySealed:

@@ -20,6 +20,7 @@ from spark_pipeline import (
 )
 
 from airflow_epochs.coordination.recipes.corrections.records import read_key
+from airflow_epochs.coordination.recipes.corrections.versions import latest_lineage
 from airflow_epochs.spark import resubmit_version, sealed_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -30,6 +31,8 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
     storage = tmp_path / "out"
     ledger = run_clean(zk, spark, storage, inputs, "corrected")
     assert ledger.lineage(3, PARTITION).upstream == {read_key("corrected", PARTITION): 2}
+    # and which version of it: the original seal's snapshot (what a correction judges it by)
+    assert dict(ledger.seal_record(3, PARTITION).read_versions) == {read_key("corrected", PARTITION): 1}
 
     with open(f"{inputs[2]}/part-0.csv", "a", newline="") as out:  # the late rows of epoch 2
         csv.writer(out).writerows([["a", 1000], ["z", 7]])
@@ -47,6 +50,10 @@ def test_a_corrected_input_reseals_the_running_totals_after_it(zk, spark, tmp_pa
             redone.append(item.epoch)
     # [END spark]
     assert redone == [3, 4, 5]
+    # each re-produced epoch names the corrected version of the snapshot it started from
+    newest = [ledger.ctx.call(lambda call, e=e: latest_lineage(call, ledger.ctx, e, PARTITION), what="lineage")
+              for e in (3, 4, 5)]
+    assert [(n.version, n.read_versions) for n in newest] == [(2, {read_key("corrected", PARTITION): 2})] * 3
     assert [c.state for c in ledger.corrections.list()] == ["done"]
     assert ledger.frontier() == EPOCHS
     assert [o.version for o in sealed_outputs(ledger, PARTITION, range(1, EPOCHS + 1))] == [1, 2, 2, 2, 2]

@@ -28,7 +28,7 @@ from airflow_epochs.coordination.protocol.votes import SentVote, Voting
 from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.config import ConfigVersion
-from airflow_epochs.coordination.wire.records import Attempt, VoteResult, check_upstream
+from airflow_epochs.coordination.wire.records import Attempt, VoteResult, check_read_versions, check_upstream
 
 # Votes one pipelined batch may carry (each is a transaction in flight on the same connection;
 # ZooKeeper's globalOutstandingLimit is 1,000 requests per server).
@@ -49,6 +49,7 @@ class Ballot:
     snapshot: Any = None
     upstream: Mapping[str, int] | None = None
     request_id: str | None = None
+    read_versions: Mapping[str, int] | None = None
 
 
 def vote_many(ctx: PipelineContext, attempt: Attempt, ballots: Sequence[Ballot]) -> list[VoteResult | EpochsError]:
@@ -91,8 +92,9 @@ def _voting(ctx: PipelineContext, attempt: Attempt, ballot: Ballot) -> Voting:
     if ballot.request_id is not None:
         validate_request_id(ballot.request_id)
     manifest = payloads.check_manifest({} if ballot.manifest is None else ballot.manifest)
+    lineage = check_upstream(ballot.upstream, limit=payloads.MAX_UPSTREAM)
     return Voting(ctx, attempt, ballot.partition, ballot.producer, manifest, payloads.check_snapshot(ballot.snapshot),
-                  check_upstream(ballot.upstream, limit=payloads.MAX_UPSTREAM))
+                  lineage, check_read_versions(ballot.read_versions, lineage, pipeline=ctx.pipeline))
 
 
 def _read_ahead(call: Call, voting: Voting) -> Any:

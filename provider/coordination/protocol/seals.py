@@ -45,7 +45,7 @@ from airflow_epochs.coordination.wire.nodes import (
     SnapshotPointerNode,
 )
 from airflow_epochs.coordination.wire.records import Attempt
-from airflow_epochs.coordination.wire.vote_records import CastVote, FoldedVotes, SealNode
+from airflow_epochs.coordination.wire.vote_records import CastVote, FoldedVotes, SealNode, union_read_versions
 
 # Rounds of the seal step lost to a concurrent pointer update before it gives the decision back.
 _SEAL_ROUNDS = 5
@@ -172,9 +172,11 @@ def _seal_document(
 ) -> SealNode:
     """The seal of ``partition`` (its votes not yet in): who left snapshots (as indices into the
     configured producers), the lineage vector, and when the first vote came."""
+    upstream = _union_upstream(votes)
     return SealNode(partition, attempt.token, attempt.generation, now, request_id, attempt.config_version,
                     len(producers), tuple(i for i, name in enumerate(producers) if votes[name].snapshot is not None),
-                    _union_upstream(votes), min((v.voted_at for v in votes.values()), default=now))
+                    upstream, min((v.voted_at for v in votes.values()), default=now),
+                    read_versions=union_read_versions(votes.values(), upstream))
 
 
 def _folded_seal(ctx: PipelineContext, attempt: Attempt, partition: str, seal: SealNode,

@@ -54,7 +54,13 @@ from airflow_epochs.coordination.state.reader import (
     seal_record,
 )
 from airflow_epochs.coordination.wire import payloads
-from airflow_epochs.coordination.wire.records import Attempt, Overtaken, VoteResult, check_upstream
+from airflow_epochs.coordination.wire.records import (
+    Attempt,
+    Overtaken,
+    VoteResult,
+    check_read_versions,
+    check_upstream,
+)
 from airflow_epochs.coordination.wire.vote_records import CastVote, folded_vote
 
 
@@ -67,14 +73,17 @@ def vote(
     *,
     snapshot: Any = None,
     upstream: Mapping[str, int] | None = None,
+    read_versions: Mapping[str, int] | None = None,
     request_id: str | None = None,
 ) -> VoteResult:
     """Record that ``producer`` finished its part of ``partition`` under ``attempt``; see
     :meth:`~airflow_epochs.coordination.ledger.EpochLedger.vote`."""
     validate_name("partition", partition)
     validate_name("producer", producer)
+    lineage = check_upstream(upstream, limit=payloads.MAX_UPSTREAM)
     voting = Voting(ctx, attempt, partition, producer, payloads.check_manifest({} if manifest is None else manifest),
-                    payloads.check_snapshot(snapshot), check_upstream(upstream, limit=payloads.MAX_UPSTREAM))
+                    payloads.check_snapshot(snapshot), lineage,
+                    check_read_versions(read_versions, lineage, pipeline=ctx.pipeline))
     return ctx.call(voting.cast, what=f"vote {producer!r} on {partition!r} at epoch {attempt.epoch}",
                     request_id=request_id, find=voting.find)
 
@@ -97,7 +106,8 @@ class Voting:
     matched by the step that failed), finish (seal if the set is complete), and find (after a lost
     answer or for a repeated request id). It remembers across rounds whether its vote is in.
 
-    Built from the checked arguments of :func:`vote` (``lineage``: its checked ``upstream``)."""
+    Built from the checked arguments of :func:`vote` (``lineage``: its checked ``upstream``, ``reads``
+    its checked ``read_versions``)."""
 
     ctx: PipelineContext
     attempt: Attempt
@@ -106,6 +116,7 @@ class Voting:
     manifest: dict[str, Any]
     snapshot: Any
     lineage: dict[str, int]
+    reads: dict[str, int] = field(default_factory=dict)
     voted: bool = field(default=False, init=False)  # this request's vote is in
     duplicate: bool = field(default=False, init=False)  # ... as an identical vote of another request
     count: int | None = field(default=None, init=False)  # votes in, as the counter said when this vote was cast
@@ -205,7 +216,7 @@ class Voting:
 
     def cast_vote(self, call: Call, now: float) -> CastVote:
         return CastVote(self.producer, self.attempt.token, self.manifest, call.request_id, now, self.snapshot,
-                        self.lineage)
+                        self.lineage, self.reads)
 
     def folded(self, call: Call) -> CastVote | None:
         """This producer's vote under this attempt kept in the partition's seal (folded or sole), or None."""
@@ -255,7 +266,7 @@ class Voting:
             self.voted = True
             return self.finish(call)
         if existing.manifest == self.manifest and existing.snapshot == self.snapshot \
-                and dict(existing.upstream) == self.lineage:
+                and dict(existing.upstream) == self.lineage and dict(existing.read_versions) == self.reads:
             self.voted = True
             self.duplicate = True
             return self.finish(call)

@@ -187,7 +187,7 @@ def current_seal(
 def decode_seal(raw: Znode, epoch: int, partition: str, path: str) -> SealRecord:
     seal = SealNode.from_bytes(raw.data, path=path)
     return SealRecord(epoch, partition, seal.attempt, seal.generation, seal.sealed_at, int(raw.stat.czxid),
-                      seal.request, seal.producer_count, dict(seal.upstream))
+                      seal.request, seal.producer_count, dict(seal.upstream), dict(seal.read_versions))
 
 
 def decode_vote(raw: Znode, epoch: int, token: int, partition: str, producer: str,

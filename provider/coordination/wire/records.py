@@ -11,6 +11,9 @@ from airflow_epochs.coordination.base.errors import InvalidEpoch, InvalidInput
 from airflow_epochs.coordination.base.names import validate_epoch, validate_name
 from airflow_epochs.coordination.wire.events import EventRecord, event_record
 
+# The largest version number of a sealed (epoch, partition) (see recipes/corrections: a re-seal's versions).
+MAX_VERSION_NUMBER = 1_000_000
+
 
 @dataclass(frozen=True)
 class Overtaken:
@@ -170,6 +173,9 @@ class SealRecord:
     request: str
     producer_count: int
     upstream: Mapping[str, int] = field(default_factory=dict)
+    # lineage key of a partition of this pipeline -> the oldest version of it (at the epoch ``upstream``
+    # names) any producer read; a key missing: some producer did not say (judged by when it read)
+    read_versions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,7 @@ class SnapshotRef:
     partition: str
     producer: str
     pointer: Any
+    version: int = 1  # the version of the (epoch, partition) whose pointer this is (1: the original seal)
 
 
 @dataclass(frozen=True)
@@ -264,4 +271,28 @@ def check_upstream(upstream: Mapping[str, int] | None, *, limit: int) -> dict[st
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise InvalidInput(f"upstream epoch of {name!r} must be a non-negative integer, not {epoch!r}")
         out[name] = epoch
+    return out
+
+
+def check_read_versions(read_versions: Mapping[str, int] | None, upstream: Mapping[str, int], *,
+                        pipeline: str) -> dict[str, int]:
+    """Validate the versions a producer read: a lineage key of ``upstream`` that names a partition of
+    ``pipeline`` (``"<pipeline>:<partition>"``) -> the version of it read at the epoch ``upstream`` names."""
+    if read_versions is None:
+        return {}
+    if not isinstance(read_versions, Mapping):
+        raise InvalidInput(f"read_versions must map lineage keys to version numbers, not "
+                           f"{type(read_versions).__name__}")
+    out: dict[str, int] = {}
+    for key, version in read_versions.items():
+        if not isinstance(key, str) or key not in upstream:
+            raise InvalidInput(f"read_versions names {key!r}, which upstream does not name (a version is of the "
+                               "epoch upstream names)")
+        if not key.startswith(f"{pipeline}:"):
+            raise InvalidInput(f"read_versions names {key!r}, not a partition of pipeline {pipeline!r} "
+                               f"(only its own partitions have versions)")
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION_NUMBER:
+            raise InvalidInput(f"read_versions[{key!r}] must be a version number in 1..{MAX_VERSION_NUMBER}, "
+                               f"not {version!r}")
+        out[key] = version
     return out

@@ -12,14 +12,14 @@ keep their znodes and the seal is written without them (``FoldedVotes.of`` answe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.znode import Znode
 from airflow_epochs.coordination.wire import payloads
-from airflow_epochs.coordination.wire.records import VoteRecord
+from airflow_epochs.coordination.wire.records import MAX_VERSION_NUMBER, VoteRecord
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,13 @@ class CastVote:
     voted_at: float
     snapshot: Any = None
     upstream: Mapping[str, int] = field(default_factory=dict)
+    # lineage key (a partition of this pipeline) -> the version of it read (older votes: none)
+    read_versions: Mapping[str, int] = field(default_factory=dict)
 
     def znode_bytes(self) -> bytes:
         """The vote znode's payload, compact (an open epoch holds a znode per vote, so its bytes are
         most of what a fleet keeps in ZooKeeper mid-epoch): ``[schema, "vote", request, voted_at,
-        manifest]``, plus ``{"snapshot", "upstream"}`` when the vote has either. The producer and the
+        manifest]``, plus ``{"snapshot", "upstream", "read_versions"}`` when the vote has any. The producer and the
         attempt are in its path. Older vote znodes (the object form) still read (:meth:`from_znode`)."""
         fields: list[Any] = [self.request, self.voted_at, dict(self.manifest)]
         extra: dict[str, Any] = {}
@@ -45,6 +47,8 @@ class CastVote:
             extra["snapshot"] = self.snapshot
         if self.upstream:
             extra["upstream"] = dict(self.upstream)
+        if self.read_versions:
+            extra["read_versions"] = dict(self.read_versions)
         if extra:
             fields.append(extra)
         return payloads.encode_row("vote", fields)
@@ -56,12 +60,18 @@ class CastVote:
             body["snapshot"] = self.snapshot
         if self.upstream:
             body["upstream"] = dict(self.upstream)
+        if self.read_versions:
+            body["read_versions"] = dict(self.read_versions)
         return body
 
     def embedded_body(self) -> dict[str, Any]:
         """A sole producer's vote inside its seal (``vote``), as it has always been written."""
-        return {"producer": self.producer, "manifest": dict(self.manifest), "snapshot": self.snapshot,
-                "upstream": dict(self.upstream), "voted_at": self.voted_at, "request": self.request}
+        body: dict[str, Any] = {
+            "producer": self.producer, "manifest": dict(self.manifest), "snapshot": self.snapshot,
+            "upstream": dict(self.upstream), "voted_at": self.voted_at, "request": self.request}
+        if self.read_versions:
+            body["read_versions"] = dict(self.read_versions)
+        return body
 
     def record(self, epoch: int, partition: str) -> VoteRecord:
         return VoteRecord(epoch, partition, self.producer, self.attempt, self.manifest, self.snapshot,
@@ -77,19 +87,21 @@ class CastVote:
         doc = payloads.decode("vote", raw, path=path)
         if doc.get("producer", producer) != producer or doc.get("attempt", attempt) != attempt:
             raise CorruptPayload(f"{path}: the vote names another producer or attempt than its path")
+        upstream = _upstream(doc.get("upstream"), path)
         return cls(producer, attempt, doc["manifest"], str(doc["request"]), float(doc["voted_at"]),
-                   doc.get("snapshot"), _upstream(doc.get("upstream"), path))
+                   doc.get("snapshot"), upstream, read_versions(doc.get("read_versions"), upstream, path))
 
     @classmethod
     def _from_row(cls, fields: list[Any], path: str, producer: str, attempt: int) -> CastVote:
         extra: Any = fields[3] if len(fields) == 4 else {}
         if len(fields) not in (3, 4) or not isinstance(fields[0], str) or isinstance(fields[1], bool) \
                 or not isinstance(fields[1], (int, float)) or not isinstance(fields[2], dict) \
-                or not isinstance(extra, dict) or not set(extra) <= {"snapshot", "upstream"}:
+                or not isinstance(extra, dict) or not set(extra) <= {"snapshot", "upstream", "read_versions"}:
             raise CorruptPayload(f"{path}: a compact vote must be [schema, 'vote', request, voted_at, manifest"
-                                 f"(, {{snapshot, upstream}})], not {fields!r:.200}")
-        return cls(producer, attempt, fields[2], fields[0], float(fields[1]), extra.get("snapshot"),
-                   _upstream(extra.get("upstream"), path))
+                                 f"(, {{snapshot, upstream, read_versions}})], not {fields!r:.200}")
+        upstream = _upstream(extra.get("upstream"), path)
+        return cls(producer, attempt, fields[2], fields[0], float(fields[1]), extra.get("snapshot"), upstream,
+                   read_versions(extra.get("read_versions"), upstream, path))
 
     @classmethod
     def from_folded(cls, producer: str, attempt: int, body: object, path: str) -> CastVote:
@@ -97,15 +109,18 @@ class CastVote:
                 or not isinstance(body.get("manifest"), dict) \
                 or not isinstance(body.get("voted_at"), (int, float)) or isinstance(body.get("voted_at"), bool):
             raise CorruptPayload(f"{path}: the folded vote of {producer!r} does not fit the schema")
+        upstream = _upstream(body.get("upstream"), path)
         return cls(producer, attempt, body["manifest"], body["request"], float(body["voted_at"]),
-                   body.get("snapshot"), _upstream(body.get("upstream"), path))
+                   body.get("snapshot"), upstream, read_versions(body.get("read_versions"), upstream, path))
 
     @classmethod
     def from_embedded(cls, attempt: int, body: Mapping[str, Any], path: str) -> CastVote:
         if not isinstance(body.get("producer"), str) or not isinstance(body.get("manifest"), dict):
             raise CorruptPayload(f"{path}: the vote kept in the seal does not fit the schema")
+        upstream = _upstream(body.get("upstream"), path)
         return cls(body["producer"], attempt, body["manifest"], str(body.get("request", "")),
-                   float(body.get("voted_at", 0.0)), body.get("snapshot"), _upstream(body.get("upstream"), path))
+                   float(body.get("voted_at", 0.0)), body.get("snapshot"), upstream,
+                   read_versions(body.get("read_versions"), upstream, path))
 
 
 def _upstream(value: object, path: str) -> dict[str, int]:
@@ -115,6 +130,47 @@ def _upstream(value: object, path: str) -> dict[str, int]:
                                                   for v in value.values()):
         raise CorruptPayload(f"{path}: a vote's upstream is not a map of pipeline names to epochs")
     return {str(k): int(v) for k, v in value.items()}
+
+
+def read_versions(value: object, upstream: Mapping[str, int], path: str) -> dict[str, int]:
+    """A stored ``read_versions`` map (absent in records written before it: empty, so the reader is judged
+    by when it read); every key one of ``upstream``'s, every value a version number."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and k in upstream and isinstance(v, int) and not isinstance(v, bool)
+            and 1 <= v <= MAX_VERSION_NUMBER for k, v in value.items()):
+        raise CorruptPayload(f"{path}: read_versions is not a map of the lineage keys it names to version numbers "
+                             f"in 1..{MAX_VERSION_NUMBER}: {value!r:.120}")
+    return {str(k): int(v) for k, v in value.items()}
+
+
+class VersionedReads(Protocol):
+    """A vote as :func:`union_read_versions` reads it: what it read, and which versions of that."""
+
+    @property
+    def upstream(self) -> Mapping[str, int]: ...
+
+    @property
+    def read_versions(self) -> Mapping[str, int]: ...
+
+
+def union_read_versions(votes: Iterable[VersionedReads], upstream: Mapping[str, int]) -> dict[str, int]:
+    """The versions a seal read: per lineage key, the oldest version read by the producers that read the
+    epoch ``upstream`` names (the one a correction judges); a key is left out when one of them did not
+    say (it is judged by when it read)."""
+    out: dict[str, int] = {}
+    missing: set[str] = set()
+    for vote in votes:
+        for key, epoch in vote.upstream.items():
+            if epoch != upstream.get(key):
+                continue
+            version = vote.read_versions.get(key)
+            if version is None:
+                missing.add(key)
+            else:
+                out[key] = min(out.get(key, version), version)
+    return {key: version for key, version in out.items() if key not in missing}
 
 
 @dataclass(frozen=True)
@@ -177,6 +233,7 @@ class SealNode:
     first_vote_at: float
     votes: FoldedVotes | None = None  # None: the votes have znodes of their own
     sole: bool = False  # the votes are a sole producer's (kept under ``vote``, it never had a znode)
+    read_versions: Mapping[str, int] = field(default_factory=dict)  # see SealRecord.read_versions
 
     def to_bytes(self) -> bytes:
         """The seal's payload (:class:`~.errors.PayloadTooLarge` if the votes it keeps do not fit)."""
@@ -185,6 +242,8 @@ class SealNode:
             "sealed_at": self.sealed_at, "request": self.request, "config_version": self.config_version,
             "producers": self.producer_count, "snapshot_producers": list(self.snapshot_producers),
             "first_vote_at": self.first_vote_at, "upstream": dict(self.upstream)}
+        if self.read_versions:
+            body["read_versions"] = dict(self.read_versions)
         if self.votes is not None and self.sole:
             (only,) = self.votes.votes.values()
             body["vote"] = only.embedded_body()
@@ -196,8 +255,9 @@ class SealNode:
     def from_bytes(cls, raw: bytes, *, path: str) -> SealNode:
         doc = payloads.decode("seal", raw, path=path)
         sealed_at = float(doc["sealed_at"])
+        upstream = _upstream(doc.get("upstream"), path)
         return cls(str(doc["partition"]), int(doc["attempt"]), int(doc["generation"]), sealed_at,
                    str(doc["request"]), int(doc["config_version"]), int(doc["producers"]),
-                   tuple(int(i) for i in doc["snapshot_producers"]), _upstream(doc.get("upstream"), path),
+                   tuple(int(i) for i in doc["snapshot_producers"]), upstream,
                    float(doc.get("first_vote_at", sealed_at)), FoldedVotes.of(doc, path),
-                   isinstance(doc.get("vote"), Mapping))
+                   isinstance(doc.get("vote"), Mapping), read_versions(doc.get("read_versions"), upstream, path))

@@ -347,3 +347,34 @@ def test_lost_answers_while_a_correction_advances_apply_each_step_once(zk, lossy
     assert len(events(ledger, "reseal_opened")) == 1 + len(plan)
     assert reproduce(ledger, CORRECTED) == plan
     assert [c.state for c in ledger.corrections.list()] == ["done"]
+
+
+def test_epoch_21_opened_before_the_reseals_that_read_the_corrected_totals_is_not_re_run(zk):
+    """Issue 47's race on this shape: epoch 21 opens before ``totals``@20 is re-sealed and its producers
+    vote after it, naming the versions they read (``read_versions``): 15 re-seals (``weather``@8 and the
+    14 stale seals), not 16; epoch 21's seal stays version 1 and its figures equal a clean run."""
+    ledger = pipeline(zk, "race21", WEATHER)
+    correct_weather(ledger)
+    attempt = ledger.open_epoch(EPOCHS + 1)
+    ledger.vote(attempt, "weather", "w", {"value": CORRECTED[EPOCHS + 1]})
+    ledger.vote(attempt, "flights", "f", {"value": FLIGHTS[EPOCHS + 1]})
+    assert reproduce(ledger, CORRECTED) == EXPECTED
+    assert ledger.corrections.list()[0].state == "marking"  # epoch 21 is open, and older than the re-seals
+    w, f = (ledger.corrections.sealed_version(EPOCHS + 1, p) for p in ("weather", "flights"))
+    up = {read_key("race21", "weather"): EPOCHS + 1, read_key("race21", "flights"): EPOCHS + 1}
+    ledger.vote(attempt, "joined", "j", {"value": w.manifests["w"]["value"] * f.manifests["f"]["value"]},
+                upstream=up, read_versions={read_key("race21", "weather"): w.version,
+                                            read_key("race21", "flights"): f.version})
+    prev = ledger.last_sealed_snapshot("totals", before_epoch=EPOCHS + 1, producer="t")
+    day = ledger.corrections.sealed_version(EPOCHS + 1, "joined")
+    assert prev.version == 2  # the corrected running total of epoch 20
+    total = int(prev.pointer["total"]) + int(day.manifests["j"]["value"])
+    ledger.vote(attempt, "totals", "t", {"value": total}, snapshot={"total": total},
+                upstream={read_key("race21", "joined"): EPOCHS + 1, read_key("race21", "totals"): EPOCHS},
+                read_versions={read_key("race21", "joined"): day.version, read_key("race21", "totals"): prev.version})
+    (correction,) = ledger.corrections.resume()
+    assert correction.state == "done" and list(correction.plan) == EXPECTED
+    assert len(events(ledger, "version_sealed")) == 1 + len(EXPECTED) == 15
+    assert ledger.corrections.versions(EPOCHS + 1, "totals") == ()
+    clean = pipeline(zk, "clean-race21", CORRECTED, epochs=EPOCHS + 1)
+    assert value(ledger, EPOCHS + 1, "totals") == value(clean, EPOCHS + 1, "totals")

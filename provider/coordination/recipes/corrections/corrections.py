@@ -59,6 +59,7 @@ class Corrections:
     def vote_version(
         self, epoch: int, partition: str, version: int, producer: str, manifest: Mapping[str, Any] | None = None,
         *, snapshot: Any = None, upstream: Mapping[str, int] | None = None, request_id: str | None = None,
+        read_versions: Mapping[str, int] | None = None,
     ) -> VersionVoteResult:
         """Record ``producer``'s re-produced part of ``partition`` at ``epoch`` under ``version`` (as
         :meth:`EpochLedger.vote <airflow_epochs.coordination.ledger.EpochLedger.vote>`); the vote that
@@ -67,9 +68,11 @@ class Corrections:
 
         :param upstream: the lineage vector: upstream pipelines and, named by
             :func:`~..wire.versions.read_key`, the partitions of this pipeline it read, to the epoch read.
+        :param read_versions: the version read of each partition of this pipeline ``upstream`` names (as
+            :meth:`EpochLedger.vote <airflow_epochs.coordination.ledger.EpochLedger.vote>`).
         """
         result = reseal.vote_version(self.ctx, epoch, partition, version, producer, manifest, snapshot=snapshot,
-                                     upstream=upstream, request_id=request_id)
+                                     upstream=upstream, read_versions=read_versions, request_id=request_id)
         if result.sealed:
             entry = self.version_entry(epoch, partition, version)
             if entry is not None:

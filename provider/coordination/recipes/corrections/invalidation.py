@@ -7,10 +7,13 @@ killed at any point leaves a state the next :func:`advance` finishes, and never 
 1. **plan** (``planning`` -> ``marking``): the stale seals, found from the lineage vectors of the
    newest sealed version of every (epoch, partition) from the origin's epoch to the newest epoch. A
    seal is stale when its vector names (by :func:`~..wire.versions.read_key`) a stale or corrected
-   (partition, epoch) and it read that input before the input's new version was sealed (its attempt,
-   or its version, started before that zxid). Same-epoch downstream partitions and later epochs that
-   read through a snapshot are found alike, transitively, in epoch order; the plan is written once,
-   in one compare-and-set, with a ``correction_planned`` event.
+   (partition, epoch) and what it read of that input is older than the input's new version: by the
+   version its votes say they read (``read_versions``), or, for a seal that does not say (written
+   before votes named versions, or by a producer that names none), by when it read (its attempt, or
+   its version, started before that version sealed). So an epoch whose attempt opened before a
+   re-seal but whose producer read the re-sealed version is not stale. Same-epoch downstream
+   partitions and later epochs that read through a snapshot are found alike, transitively, in epoch
+   order; the plan is written once, in one compare-and-set, with a ``correction_planned`` event.
 2. **mark**: each planned seal gets its next version opened for this correction (once: the version
    entry names the correction), which marks it stale for every reader.
 3. producers re-produce the planned seals in plan order (:func:`pending`; a vote out of order is
@@ -46,7 +49,9 @@ from airflow_epochs.coordination.recipes.corrections.records import (
 )
 from airflow_epochs.coordination.recipes.corrections.reseal import open_derived
 from airflow_epochs.coordination.recipes.corrections.versions import (
+    LatestLineage,
     correction,
+    latest_lineage,
     lineages_at,
     sealed_version,
     versions_node,
@@ -56,6 +61,23 @@ from airflow_epochs.coordination.state.reader import epoch_record, seal_record
 from airflow_epochs.coordination.wire.events import CorrectionDone, CorrectionPlanned
 
 _NOT_YET = 1 << 62  # an input not re-sealed yet: whatever read it read the stale one
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """A stale or corrected input as a scan judges its readers: the zxid at which its version of this
+    correction sealed and that version's number (both :data:`_NOT_YET` until it seals)."""
+
+    zxid: int
+    version: int
+
+    def read_old(self, lineage: LatestLineage, key: str) -> bool:
+        """Whether ``lineage`` read this input (lineage key ``key``) older than its re-sealed version."""
+        version = lineage.read_versions.get(key)
+        return lineage.read_after < self.zxid if version is None else version < self.version
+
+
+_PENDING = Resealed(_NOT_YET, _NOT_YET)
 
 
 @dataclass(frozen=True)
@@ -77,14 +99,14 @@ def _read(ctx: PipelineContext, cid: str) -> tuple[CorrectionNode, int]:
     return ctx.call(run, what=f"read correction {cid}")
 
 
-def _resealed_at(call: Call, ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> int:
-    """The zxid at which ``item``'s version of this correction sealed (:data:`_NOT_YET` if it has not)."""
+def _resealed_at(call: Call, ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> Resealed:
+    """``item``'s version of this correction as sealed (:data:`_PENDING` if it has not sealed)."""
     found = versions_node(call, ctx, *item)
     entry = None if found is None else next((e for e in found.record.entries if e.correction == node.id), None)
     if entry is None or entry.state != "sealed":
-        return _NOT_YET
+        return _PENDING
     doc = sealed_version(call, ctx, item[0], item[1], entry.version)
-    return _NOT_YET if doc is None else doc.zxid
+    return _PENDING if doc is None else Resealed(doc.zxid, doc.version)
 
 
 def entries(call: Call, ctx: PipelineContext, node: CorrectionNode) -> list[VersionEntry | None]:
@@ -113,7 +135,7 @@ def _progress(ctx: PipelineContext, node: CorrectionNode) -> list[VersionEntry |
     return ctx.call(lambda call: entries(call, ctx, node), what=f"read the progress of correction {node.id}")
 
 
-def _resealed(ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> int:
+def _resealed(ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> Resealed:
     return ctx.call(lambda call: _resealed_at(call, ctx, node, item), what=f"read the re-seal of {item[1]!r}@{item[0]}")
 
 
@@ -125,13 +147,13 @@ def _open(ctx: PipelineContext, node: CorrectionNode, item: tuple[int, str]) -> 
 def scan(ctx: PipelineContext, node: CorrectionNode) -> Scan:
     """The seals not in ``node``'s plan that read a stale input (see the module docstring), in epoch order."""
     o_epoch, o_partition, _ = node.origin
-    sources: dict[tuple[int, str], int] = {}
+    sources: dict[tuple[int, str], Resealed] = {}
     newest = ctx.call(lambda call: ctx.record(call).newest_epoch, what="read the newest epoch")
     found: list[tuple[int, str]] = []
     unsettled = False
     for item in ((o_epoch, o_partition), *node.plan):
         sources[item] = _resealed(ctx, node, item)
-    last = max((z for z in sources.values() if z != _NOT_YET), default=0)
+    last = max((r.zxid for r in sources.values() if r.zxid != _NOT_YET), default=0)
     for epoch in range(o_epoch, newest + 1):
         def run(call: Call, epoch: int = epoch) -> tuple[list[tuple[int, str]], bool]:
             config = ctx.config_for(call, epoch)
@@ -146,13 +168,19 @@ def scan(ctx: PipelineContext, node: CorrectionNode) -> Scan:
                     if item in sources:
                         continue
                     if lineage is None:
-                        open_before = open_before or _open_before(call, ctx, epoch, last)
+                        if _open_before(call, ctx, epoch, last):
+                            open_before = True
+                        elif (sealed := latest_lineage(call, ctx, epoch, partition)) is not None:
+                            # unsealed when the seals were read, sealed now: judged here, or the finishing scan
+                            # (which ends once no epoch is open) would miss it
+                            lineages[partition] = sealed
+                            changed = True
                         continue
                     for key, read_epoch in lineage.upstream.items():
                         read = partition_read(ctx.pipeline, key)
-                        zxid = sources.get((read_epoch, read)) if read is not None else None
-                        if zxid is not None and lineage.read_after < zxid:
-                            sources[item] = _NOT_YET
+                        source = sources.get((read_epoch, read)) if read is not None else None
+                        if source is not None and source.read_old(lineage, key):
+                            sources[item] = _PENDING
                             added.append(item)
                             changed = True
                             break

@@ -29,11 +29,14 @@ from airflow_epochs.coordination.base.errors import CorruptPayload
 from airflow_epochs.coordination.base.names import validate_name
 from airflow_epochs.coordination.base.paths import PipelinePaths, epoch_key
 from airflow_epochs.coordination.wire import payloads
+from airflow_epochs.coordination.wire.records import MAX_VERSION_NUMBER as _MAX_VERSION_NUMBER
+from airflow_epochs.coordination.wire.vote_records import read_versions, union_read_versions
 
 # Versions one opening of an (epoch, partition) may have: its node stays a few KB.
 MAX_VERSIONS = 64
-# The largest version number (numbering goes on across the epoch's openings, see VersionsNode.floor).
-MAX_VERSION_NUMBER = 1_000_000
+# The largest version number (numbering goes on across the epoch's openings, see VersionsNode.floor);
+# the kernel's records hold it, since a vote names the versions it read.
+MAX_VERSION_NUMBER = _MAX_VERSION_NUMBER
 # Seals one correction may make stale (its plan is one znode).
 MAX_PLAN = 1500
 MAX_REASON = 500
@@ -78,7 +81,8 @@ def correction_path(paths: PipelinePaths, correction: str) -> str:
 
 @dataclass(frozen=True)
 class VersionVote:
-    """A producer's vote under a version: what it wrote, the snapshot it leaves and what it read."""
+    """A producer's vote under a version: what it wrote, the snapshot it leaves and what it read (and,
+    for the partitions of its pipeline, which version of them: ``read_versions``, absent in older votes)."""
 
     producer: str
     manifest: Mapping[str, Any]
@@ -86,19 +90,24 @@ class VersionVote:
     upstream: Mapping[str, int]
     request: str
     voted_at: float
+    read_versions: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"manifest": dict(self.manifest), "snapshot": self.snapshot, "upstream": dict(self.upstream),
-                "request": self.request, "voted_at": self.voted_at}
+        body: dict[str, Any] = {
+            "manifest": dict(self.manifest), "snapshot": self.snapshot, "upstream": dict(self.upstream),
+            "request": self.request, "voted_at": self.voted_at}
+        if self.read_versions:
+            body["read_versions"] = dict(self.read_versions)
+        return body
 
     @classmethod
     def from_json(cls, producer: str, body: Any, where: str) -> VersionVote:
         if not isinstance(body, dict) or not isinstance(body.get("manifest"), dict) \
                 or not isinstance(body.get("upstream"), dict) or not isinstance(body.get("request"), str):
             raise CorruptPayload(f"{where}: the vote of {producer!r} is malformed")
-        return cls(producer, body["manifest"], body.get("snapshot"),
-                   {str(k): int(v) for k, v in body["upstream"].items()}, body["request"],
-                   float(body.get("voted_at", 0.0)))
+        upstream = {str(k): int(v) for k, v in body["upstream"].items()}
+        return cls(producer, body["manifest"], body.get("snapshot"), upstream, body["request"],
+                   float(body.get("voted_at", 0.0)), read_versions(body.get("read_versions"), upstream, where))
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,11 @@ class SealedVersion:
             for key, epoch in vote.upstream.items():
                 out[key] = max(out.get(key, 0), int(epoch))
         return out
+
+    @property
+    def read_versions(self) -> dict[str, int]:
+        """Per lineage key, the oldest version of it its votes read (see ``union_read_versions``)."""
+        return union_read_versions(self.votes.values(), self.upstream)
 
     def to_bytes(self) -> bytes:
         return payloads.encode("sealed_version", {

@@ -61,7 +61,7 @@ from airflow_epochs.coordination.state.pipeline import PipelineContext
 from airflow_epochs.coordination.state.reader import frontier_with_stat, seal_record
 from airflow_epochs.coordination.wire import payloads
 from airflow_epochs.coordination.wire.events import ResealOpened, VersionSealed
-from airflow_epochs.coordination.wire.records import check_upstream
+from airflow_epochs.coordination.wire.records import check_read_versions, check_upstream
 
 
 def check_reason(reason: object) -> str:
@@ -192,7 +192,7 @@ def open_derived(call: Call, ctx: PipelineContext, epoch: int, partition: str, o
 def vote_version(
     ctx: PipelineContext, epoch: int, partition: str, version: int, producer: str,
     manifest: Mapping[str, Any] | None = None, *, snapshot: Any = None, upstream: Mapping[str, int] | None = None,
-    request_id: str | None = None,
+    read_versions: Mapping[str, int] | None = None, request_id: str | None = None,
 ) -> VersionVoteResult:
     """Vote ``producer``'s re-produced part of ``partition`` at ``epoch`` under ``version``; see
     ``EpochLedger.vote_version``."""
@@ -204,6 +204,7 @@ def vote_version(
     body_manifest = payloads.check_manifest({} if manifest is None else manifest)
     body_snapshot = payloads.check_snapshot(snapshot)
     lineage = check_upstream(upstream, limit=payloads.MAX_UPSTREAM)
+    reads = check_read_versions(read_versions, lineage, pipeline=ctx.pipeline)
     what = f"vote {producer!r} on {partition!r} at epoch {epoch} version {version}"
 
     def result(sealed: bool, duplicate: bool = False) -> VersionVoteResult:
@@ -229,11 +230,11 @@ def vote_version(
         (node, stat), entry = _open_entry(call, ctx, epoch, partition, version, producer)
         if entry.correction != correction_id(epoch, partition, version):
             _check_inputs_resealed(call, ctx, entry.correction, epoch, partition)
-        mine = VersionVote(producer, body_manifest, body_snapshot, lineage, call.request_id, ctx.clock())
+        mine = VersionVote(producer, body_manifest, body_snapshot, lineage, call.request_id, ctx.clock(), reads)
         existing = node.votes.get(producer)
         if existing is not None:
-            if (existing.manifest, existing.snapshot, dict(existing.upstream)) == (body_manifest, body_snapshot,
-                                                                                     lineage):
+            if (existing.manifest, existing.snapshot, dict(existing.upstream), dict(existing.read_versions)) == (
+                    body_manifest, body_snapshot, lineage, reads):
                 return result(False, duplicate=True)
             raise DuplicateVote(f"pipeline {ctx.pipeline!r}: {producer!r} already voted on {partition!r} at epoch "
                                 f"{epoch} version {version} with another manifest; nothing was written")

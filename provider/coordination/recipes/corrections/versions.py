@@ -7,7 +7,7 @@ partition never re-sealed costs one read more than before (its versions node is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_epochs.coordination.base.call import Call
@@ -55,13 +55,16 @@ def correction(call: Call, ctx: PipelineContext, correction_id: str) -> Found[Co
 
 @dataclass(frozen=True)
 class LatestLineage:
-    """The newest sealed version of (epoch, partition): its number, its lineage vector, and the zxid
-    after which whatever it read was read (the attempt's start for version 1, the version's opening
-    otherwise: a producer reads its inputs after that)."""
+    """The newest sealed version of (epoch, partition): its number, its lineage vector, the versions it
+    read of the partitions of its pipeline (``read_versions``: keys its producers named; older seals name
+    none), and the zxid after which whatever it read was read (the attempt's start for version 1, the
+    version's opening otherwise: a producer reads its inputs after that), which judges a key it did not
+    name a version for."""
 
     version: int
     upstream: dict[str, int]
     read_after: int
+    read_versions: dict[str, int] = field(default_factory=dict)
 
 
 def latest_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: str) -> LatestLineage | None:
@@ -73,9 +76,10 @@ def latest_lineage(call: Call, ctx: PipelineContext, epoch: int, partition: str)
     if node is not None and node.latest > 1:
         doc = sealed_version(call, ctx, epoch, partition, node.latest)
         if doc is not None:
-            return LatestLineage(doc.version, doc.upstream, doc.zxid)
+            return LatestLineage(doc.version, doc.upstream, doc.zxid, doc.read_versions)
     attempt = call.exists(ctx.paths.attempt(epoch, seal.attempt))
-    return LatestLineage(1, dict(seal.upstream), int(attempt.czxid) if attempt is not None else seal.zxid)
+    return LatestLineage(1, dict(seal.upstream), int(attempt.czxid) if attempt is not None else seal.zxid,
+                         dict(seal.read_versions))
 
 
 def lineages_at(call: Call, ctx: PipelineContext, epoch: int,
@@ -100,12 +104,13 @@ def lineages_at(call: Call, ctx: PipelineContext, epoch: int,
             out[partition] = None
         elif node is not None and node.latest > 1:
             doc = SealedVersion.from_bytes(raw.data, int(raw.stat.czxid), path=path)
-            out[partition] = LatestLineage(doc.version, doc.upstream, doc.zxid)
+            out[partition] = LatestLineage(doc.version, doc.upstream, doc.zxid, doc.read_versions)
         else:
             seals[partition] = decode_seal(raw, epoch, partition, path)
     stats = call.exists_many([ctx.paths.attempt(epoch, seal.attempt) for seal in seals.values()])
     for (partition, seal), stat in zip(seals.items(), stats, strict=True):
-        out[partition] = LatestLineage(1, dict(seal.upstream), int(stat.czxid) if stat is not None else seal.zxid)
+        out[partition] = LatestLineage(1, dict(seal.upstream), int(stat.czxid) if stat is not None else seal.zxid,
+                                       dict(seal.read_versions))
     return {p: out.get(p) for p in partitions}
 
 
@@ -161,8 +166,9 @@ def version_view(call: Call, ctx: PipelineContext, epoch: int, partition: str,
 
 def newest_snapshots(call: Call, ctx: PipelineContext, refs: dict[str, SnapshotRef]) -> dict[str, SnapshotRef]:
     """``refs`` (producer -> the snapshot sealed at an epoch) with each pointer replaced by the one the
-    newest sealed version of that (epoch, partition) left: a producer that reads the snapshot after a
-    re-seal reads the corrected one. One read per distinct epoch (none re-sealed: one read)."""
+    newest sealed version of that (epoch, partition) left, and that version's number: a producer that
+    reads the snapshot after a re-seal reads the corrected one (and names the version in its vote's
+    ``read_versions``). One read per distinct epoch (none re-sealed: one read)."""
     out = dict(refs)
     for epoch, partition in sorted({(ref.epoch, ref.partition) for ref in refs.values()}):
         found = versions_node(call, ctx, epoch, partition)
@@ -177,5 +183,5 @@ def newest_snapshots(call: Call, ctx: PipelineContext, refs: dict[str, SnapshotR
         for producer, ref in refs.items():
             vote = doc.votes.get(producer)
             if ref.epoch == epoch and vote is not None and vote.snapshot is not None:
-                out[producer] = replace(ref, pointer=vote.snapshot)
+                out[producer] = replace(ref, pointer=vote.snapshot, version=doc.version)
     return out
