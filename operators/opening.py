@@ -119,13 +119,19 @@ def _definition_request(pipeline: str, from_epoch: int, config: PipelineConfig) 
     return "define-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def create_if_missing(ledger: EpochLedger, opening: Opening) -> None:
+    """Create the pipeline with the DAG's definition if it is missing (before anything reads it: an epoch
+    chosen as the frontier's next, on a run with no logical date, reads the pipeline)."""
+    if opening.config is not None:
+        ledger.create_pipeline(PipelineConfig.from_json(opening.config))
+
+
 def apply_definition(ledger: EpochLedger, opening: Opening, epoch: int, log: logging.Logger) -> None:
-    """Create the pipeline with the DAG's definition if missing, schedule it from ``from_epoch``, and say
-    how the configuration ``epoch`` runs under differs from it (a warning naming each difference)."""
+    """Schedule the DAG's definition from ``from_epoch``, and say how the configuration ``epoch`` runs
+    under differs from it (a warning naming each difference); the pipeline exists (:func:`create_if_missing`)."""
     if opening.config is None:
         return
     defined = PipelineConfig.from_json(opening.config)
-    ledger.create_pipeline(defined)
     scheduled = False
     if opening.from_epoch is not None:
         if not differences(ledger.config_for(opening.from_epoch).config, defined):
@@ -169,6 +175,7 @@ def open_in_task(task: BaseOperator, context: Context, opening: Opening, *, epoc
     with ZooKeeperHook(zookeeper_conn_id=opening.zookeeper_conn_id) as hook:
         ledger = hook.ledger(opening.pipeline, owner=owner, root=opening.root)
         try:
+            create_if_missing(ledger, opening)
             chosen = epoch_wanted or opening.epoch_for(epoch, context, ledger)
             apply_definition(ledger, opening, chosen, log)
             decision = open_epoch(ledger, chosen, lease_duration=datetime.timedelta(seconds=opening.lease_seconds),
