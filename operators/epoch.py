@@ -27,10 +27,10 @@ from airflow_epochs.coordination import (
 )
 from airflow_epochs.coordination.base.calendar import Calendar
 from airflow_epochs.coordination.recipes.barriers.barrier import StragglerPolicy
-from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.group import current_open_task_id
 from airflow_epochs.operators.opening import DEPLOYMENT_ENV, Opening, default_owner, open_in_task, task_request_id
+from airflow_epochs.operators.sealed_events import emit_sealed_events
 from airflow_epochs.operators.stages import EpochStage, attempt_from_xcom
 from airflow_epochs.retries import CoordinationRetries, with_retry_defaults
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result, outcome_payload
@@ -354,13 +354,6 @@ class CloseEpochOperator(CoordinationRetries, BaseOperator):
 
         info, frontier, seals = self.coordinated(
             close, what=f"pipeline {attempt.pipeline!r}: close epoch {attempt.epoch}")
-        events = context["outlet_events"]
-        for partition, asset in self.partition_assets.items():
-            seal = seals[partition]
-            accessor = events[asset]
-            accessor.add_partitions(str(attempt.epoch))
-            accessor.extra.update(SealedPartitionEvent(
-                attempt.pipeline, partition, attempt.epoch, attempt.generation,
-                seal.attempt if seal else attempt.token, seal.zxid if seal else None).to_extra())
+        emit_sealed_events(context, attempt, self.partition_assets, seals)
         self.log.info("Pipeline %s: epoch %s sealed; frontier %s", attempt.pipeline, attempt.epoch, frontier)
         return {"epoch": info.epoch, "frontier": frontier, "partitions": list(info.sealed_partitions)}

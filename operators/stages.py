@@ -21,9 +21,9 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_epochs.coordination import Attempt, EpochAlreadySealed, EpochIncomplete, EpochNotOpen, SealInfo
 from airflow_epochs.coordination.recipes.barriers.barrier import BarrierOutcome, StragglerPolicy
-from airflow_epochs.coordination.recipes.delivery.records import SealedPartitionEvent
 from airflow_epochs.hooks.zookeeper import ZooKeeperHook
 from airflow_epochs.operators.opening import Opening, open_in_task, task_request_id
+from airflow_epochs.operators.sealed_events import emit_sealed_events
 from airflow_epochs.retries import CoordinationRetries
 from airflow_epochs.triggers.barriers import BarrierReleasedTrigger, barrier_result, outcome_payload
 
@@ -212,14 +212,7 @@ class EpochStage(CoordinationRetries):
         if closes is not None:
             seals, frontier = self.coordinated(lambda: self._stage_close(attempt, closes, stage),
                                                what=f"pipeline {attempt.pipeline!r}: close epoch {attempt.epoch}")
-            events = context["outlet_events"]
-            for partition, asset in closes.items():
-                seal = seals[partition]
-                accessor = events[asset]
-                accessor.add_partitions(str(attempt.epoch))
-                accessor.extra.update(SealedPartitionEvent(
-                    attempt.pipeline, partition, attempt.epoch, attempt.generation,
-                    seal.attempt if seal else attempt.token, seal.zxid if seal else None).to_extra())
+            emit_sealed_events(context, attempt, closes, seals)
             self.log.info("Pipeline %s: epoch %s sealed; frontier %s", attempt.pipeline, attempt.epoch, frontier)
 
     def _stage_arrive(self, attempt: Attempt, stage: InlineStage) -> None:
