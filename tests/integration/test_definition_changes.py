@@ -1,5 +1,6 @@
 """The DAG's definition against the stored one, at open time, on a real ZooKeeper
-(:func:`airflow_epochs.operators.opening.apply_definition`): a pipeline created with it when missing; a
+(:func:`~airflow_epochs.operators.opening.create_if_missing`,
+:func:`~airflow_epochs.operators.opening.apply_definition`): a pipeline created with it when missing; a
 stored configuration that differs is said in one warning naming each difference, and the stored one
 applies; with ``from_epoch`` the definition becomes one configuration version from that epoch, however
 many opens (and deployments) apply it, and a ``from_epoch`` already opened is refused in a warning."""
@@ -11,7 +12,7 @@ import logging
 import pytest
 
 from airflow_epochs.coordination import EpochLedger, PipelineConfig
-from airflow_epochs.operators.opening import Opening, apply_definition
+from airflow_epochs.operators.opening import Opening, apply_definition, create_if_missing
 
 pytestmark = pytest.mark.integration
 STORED = {"partitions": {"orders": ["orders_eu"]}}
@@ -20,7 +21,10 @@ DEFINED = {"partitions": {"orders": ["orders_eu", "orders_us"], "refunds": ["ref
 
 def test_a_missing_pipeline_is_created_with_the_dags_definition(zk, caplog):
     ledger = EpochLedger(zk, "defined", owner="a")
-    apply_definition(ledger, Opening(pipeline="defined", config=DEFINED), 1, logging.getLogger("t"))
+    opening = Opening(pipeline="defined", config=DEFINED)
+    create_if_missing(ledger, opening)  # before the epoch is chosen (the frontier's next reads the pipeline)
+    assert ledger.frontier() == 0
+    apply_definition(ledger, opening, 1, logging.getLogger("t"))
     assert ledger.config_for(1).config == PipelineConfig.from_json(DEFINED)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
