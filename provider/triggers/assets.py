@@ -172,11 +172,12 @@ class SealStream(SharedStreamProducer):
         the seals (see :meth:`delivered`)."""
         zk = self.zk
         assert zk is not None
-        for handed in map(Handed._make, payloads):
+        stored = [Handed(*payload) for payload in payloads]  # a payload may come back as a plain sequence
+        for handed in stored:
             if handed.version > 1:
                 await self.delivery.version_delivered(zk, handed.claim, handed.sent)
                 self.handed.discard(handed.claim)
-        seals = [handed for handed in map(Handed._make, payloads) if handed.version == 1]
+        seals = [handed for handed in stored if handed.version == 1]
         if seals:
             newest = max(seals, key=lambda handed: (handed.rewinds, handed.epoch))
             await self.delivered(newest.epoch, [handed.claim for handed in seals], newest.rewinds)
