@@ -386,6 +386,18 @@ class AirflowStack:
         return [{"dag_id": dag_id, "run_id": str(run_id), "state": str(state), "run_type": str(run_type),
                  "partition_key": "" if key is None else str(key)} for run_id, state, run_type, key in rows]
 
+    def wait_for_successes(self, dag_id: str, count: int, timeout: float) -> list[dict[str, str]]:
+        """:meth:`runs` of ``dag_id`` once ``count`` of them succeeded; fails at once on a failed run, and
+        after ``timeout`` seconds, with the scheduler's (and the triggerer's) log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = self.runs(dag_id)
+            if len([r for r in runs if r["state"] == "success"]) >= count:
+                return runs
+            assert not [r for r in runs if r["state"] == "failed"], (runs, self.log_tail("scheduler"))
+            assert time.monotonic() < deadline, (runs, self.log_tail("scheduler"), self.log_tail("triggerer"))
+            time.sleep(3)
+
     def query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         """Rows from the metadata database (for what the CLI does not print, e.g. partition keys)."""
         import psycopg2

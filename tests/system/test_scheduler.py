@@ -58,16 +58,6 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
         deployment.stop()
 
 
-def _wait_for_runs(stack: AirflowStack, dag_id: str, count: int, timeout: float) -> list[dict[str, str]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        runs = stack.runs(dag_id)
-        if len([r for r in runs if r["state"] == "success"]) >= count:
-            return runs
-        assert not [r for r in runs if r["state"] == "failed"], (runs, stack.log_tail("scheduler"))
-        assert time.monotonic() < deadline, (runs, stack.log_tail("scheduler"), stack.log_tail("triggerer"))
-        time.sleep(3)
-
 
 def test_one_downstream_run_per_sealed_partition_under_the_scheduler(stack, stack_zk):
     zk = stack_zk[1]
@@ -77,7 +67,7 @@ def test_one_downstream_run_per_sealed_partition_under_the_scheduler(stack, stac
     epochs = (1, 2, 3)
     for epoch in epochs:
         stack.trigger("gating_upstream", {"epoch": epoch})  # through the API server: no Airflow start per run
-    _wait_for_runs(stack, "gating_downstream", len(epochs), 480)
+    stack.wait_for_successes("gating_downstream", len(epochs), 480)
     time.sleep(10)  # no late duplicate arrives
     runs = stack.runs("gating_downstream")
     ledger = EpochLedger(zk, "gating")
@@ -96,7 +86,7 @@ def test_catch_up_runs_overlap_but_epochs_open_and_seal_in_order(stack, stack_zk
     zk = stack_zk[1]
     stack.wait_for_dags(["catchup_epochs"])
     stack.unpause("catchup_epochs")
-    runs = _wait_for_runs(stack, "catchup_epochs", 6, 600)
+    runs = stack.wait_for_successes("catchup_epochs", 6, 600)
     time.sleep(5)  # the scheduler creates no seventh run past end_date
     assert len(stack.runs("catchup_epochs")) == 6, runs
 

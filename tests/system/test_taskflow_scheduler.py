@@ -37,24 +37,14 @@ def stack(tmp_path_factory, zk_server, stack_zk, airflow_pg_template):
         deployment.stop()
 
 
-def _succeeded(stack: AirflowStack, dag_id: str, count: int, timeout: float) -> list[dict[str, str]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        runs = stack.runs(dag_id)
-        if len([r for r in runs if r["state"] == "success"]) >= count:
-            return runs
-        assert not [r for r in runs if r["state"] == "failed"], (runs, stack.log_tail("scheduler"))
-        assert time.monotonic() < deadline, (runs, stack.log_tail("scheduler"), stack.log_tail("triggerer"))
-        time.sleep(3)
-
 
 def test_a_taskflow_pipeline_runs_three_epochs_in_order_under_the_scheduler(stack, stack_zk):
     zk = stack_zk[1]
     stack.wait_for_dags(["taskflow_daily", "taskflow_report"])
     for dag_id in ("taskflow_report", "taskflow_daily"):
         stack.unpause(dag_id)
-    _succeeded(stack, "taskflow_daily", EPOCHS, 600)
-    _succeeded(stack, "taskflow_report", EPOCHS, 300)
+    stack.wait_for_successes("taskflow_daily", EPOCHS, 600)
+    stack.wait_for_successes("taskflow_report", EPOCHS, 300)
     time.sleep(5)  # no late duplicate run
     ledger = EpochLedger(zk, "taskflow")
     assert ledger.frontier() == EPOCHS
