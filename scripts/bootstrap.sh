@@ -4,7 +4,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STATE="$ROOT/.epochs"
-mkdir -p "$STATE"
+# Ours alone (its logs and stamps are no one else's business; the state folders below check their own modes).
+mkdir -p -m 700 "$STATE"
+if [ -O "$STATE" ] && [ ! -L "$STATE" ]; then chmod 700 "$STATE"; fi
 say() { printf '[airflow-epochs] %s\n' "$*"; }
 
 command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || {
