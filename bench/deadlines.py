@@ -12,20 +12,30 @@ when the epoch opened against the real seal time, in percent of the real time to
 rule of Airflow's ``AverageRuntimeDeadline`` (the mean of the recent runs' durations) on the same
 epochs, and the ZooKeeper reads of one prediction (bounded: the same at the first predicted epoch
 and the last).
+
+A second scenario: a hundred partitions of one epoch with the same fixed deadline, none of them ever
+voted, each watched by its own watch on one shared session, as a triggerer holds a hundred deadline
+triggers. Rows ``deadline_100_watches_alert_latency_s_p50/max``: how soon after the shared deadline each
+watch holds its alert (raised and marked delivered), ours (the family's asynchronous watch, no thread
+held while waiting) beside a thread per watch (``deadlines.wait`` on asyncio's default pool, cpus + 4
+threads, the way a trigger would run a blocking wait), best of ``REPEATS`` runs each, alternating.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import random
 import statistics
 import threading
 import time
 import uuid
 
-from common import Row, add, client, figure, pct
+from common import Row, add, alternate, client, figure, pct
 from kazoo.client import KazooClient
 
 from airflow_epochs.coordination import DeadlineSpec, EpochLedger, PipelineConfig
+from airflow_epochs.coordination.base.aio import AsyncZooKeeper
 
 PRODUCERS = {"ingest": 0.20, "enrich": 0.30, "audit": 0.25}  # base seconds after the epoch opens
 DELAYED = "enrich"  # the slowest producer
@@ -63,7 +73,79 @@ def _epoch(ledger: EpochLedger, watcher: EpochLedger, epoch: int, durations: dic
     out["sealed_at"] = ledger.seal_record(epoch, "p").sealed_at
 
 
+WATCHES = 100
+SHARED_DEADLINE = 2.0  # seconds after the epoch opens: every watch is armed well before it
+REPEATS = 3
+
+
+def _many_watches(zk: KazooClient, *, threaded: bool) -> list[float]:
+    """One run of the hundred-watches scenario on a fresh pipeline; each watch's lag after the deadline."""
+    pipeline = f"deadlines-many-{uuid.uuid4().hex[:8]}"
+    names = [f"part{i:03d}" for i in range(WATCHES)]
+    setup = EpochLedger(zk, pipeline, owner="bench")
+    setup.create_pipeline(PipelineConfig({name: ("x",) for name in names}))
+    for name in names:
+        setup.deadlines().declare(DeadlineSpec(name, mode="fixed", anchor="opened", delta=SHARED_DEADLINE))
+    done: dict[str, float] = {}
+
+    async def ours(name: str) -> None:
+        deadlines = EpochLedger(zk, pipeline, owner=f"w-{name}").deadlines()
+        store = AsyncZooKeeper(zk, asyncio.get_running_loop())
+        changed = asyncio.Event()
+        verdict = await deadlines.watch(1, name).run(store, changed, store.watcher(lambda _e: changed.set()))
+        if verdict.deliver and verdict.alert is not None:
+            done[name] = time.time()
+            await asyncio.get_running_loop().run_in_executor(None, deadlines.delivered, verdict.alert)
+
+    def blocking(name: str) -> None:
+        deadlines = EpochLedger(zk, pipeline, owner=f"w-{name}").deadlines()
+        verdict = deadlines.wait(1, name, timeout=60)
+        if verdict.deliver and verdict.alert is not None:
+            done[name] = time.time()
+            deadlines.delivered(verdict.alert)
+
+    async def scenario() -> None:
+        await asyncio.to_thread(setup.open_epoch, 1)
+        loop = asyncio.get_running_loop()
+        if threaded:
+            await asyncio.gather(*(loop.run_in_executor(None, functools.partial(blocking, n)) for n in names))
+        else:
+            await asyncio.gather(*(ours(n) for n in names))
+
+    asyncio.run(scenario())
+    deadline = setup.epoch_info(1).opened_at + SHARED_DEADLINE
+    if len(done) != WATCHES:
+        raise RuntimeError(f"{WATCHES - len(done)} of {WATCHES} watches held no alert")
+    return sorted(at - deadline for at in done.values())
+
+
+def run_many(hosts: str) -> None:
+    zk = client(hosts)
+    runs: dict[bool, list[list[float]]] = {False: [], True: []}
+
+    def side(threaded: bool) -> float:
+        lags = _many_watches(zk, threaded=threaded)
+        runs[threaded].append(lags)
+        return max(lags)
+
+    try:
+        alternate(REPEATS, lambda: side(False), lambda: side(True))
+    finally:
+        zk.stop()
+        zk.close()
+    best = {side_: min(lags_, key=max) for side_, lags_ in runs.items()}  # the run with the lowest max
+    peer_name = "a thread per watch (deadlines.wait on the default pool, cpus + 4 threads)"
+    for suffix, pick in (("p50", statistics.median), ("max", max)):
+        add(Row(f"deadline_{WATCHES}_watches_alert_latency_s_{suffix}", "deadlines",
+                f"{WATCHES} watches of one deadline on one session: alert after the deadline, {suffix}",
+                pick(best[False]), pick(best[True]), "s", peer_name,
+                ours_spread=(min(pick(r) for r in runs[False]), max(pick(r) for r in runs[False])),
+                peer_spread=(min(pick(r) for r in runs[True]), max(pick(r) for r in runs[True])),
+                note=f"best of {REPEATS} runs each, alternating; spreads over the runs"))
+
+
 def run(hosts: str, epochs: int) -> None:
+    run_many(hosts)
     rng = random.Random(38)
     delayed = {e for e in range(FIRST_PREDICTED, epochs + 1) if e % 10 == 7}
     fast_delayed = {e for e in range(FIRST_PREDICTED, epochs + 1) if e % 10 == 3 or e == FIRST_PREDICTED + 3}

@@ -30,7 +30,8 @@ Groups (row ids in brackets):
                                                                            producers_yield_to_event_s[S]]
   deadlines  60 epochs, seeded producer durations, a known delayed set:  [deadline_alert_latency_s_p50/max,
              alerts after predicted deadlines; prediction error vs the   deadline_false_alerts, deadline_missed_alerts,
-             mean of recent runs; reads of one prediction                predicted_seal_error_pct, predict_requests_*]
+             mean of recent runs; reads of one prediction; 100 watches   predicted_seal_error_pct, predict_requests_*,
+             of one deadline on one session vs a thread per watch        deadline_100_watches_alert_latency_s_p50/max]
   reseal     correct one input at epoch 8 of 20: re-seal vs rollback    [reseal_rerun_seals, reseal_seconds]
   mainjob    the main job (nycflights, 3 / 30 days) under one real       [mainjob_catchup_epoch_s[P],
              scheduler vs P = airflow (depends_on_past, max_active_runs=1,  mainjob_seal_to_downstream_s[P],

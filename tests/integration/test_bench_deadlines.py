@@ -24,10 +24,15 @@ def test_deadlines_bench_smoke_reports_its_rows(tmp_path):
     rows = {row["id"]: row for row in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"deadline_alert_latency_s_p50", "deadline_alert_latency_s_max", "deadline_false_alerts",
                          "deadline_missed_alerts", "predicted_seal_error_pct", "predict_requests_per_epoch",
-                         "deadline_moved_alert_latency_s_max"}
+                         "deadline_moved_alert_latency_s_max", "deadline_100_watches_alert_latency_s_p50",
+                         "deadline_100_watches_alert_latency_s_max"}
     assert rows["deadline_false_alerts"]["ours"] == 0 and rows["deadline_missed_alerts"]["ours"] == 0
     assert 0 <= rows["deadline_alert_latency_s_max"]["ours"] < 1.0
     # a faster producer late: the slowest one's vote moved the deadline earlier, and the alert followed it
     assert 0 <= rows["deadline_moved_alert_latency_s_max"]["ours"] < 1.0
     assert 0 < rows["predict_requests_per_epoch"]["ours"] <= 12
     assert rows["predicted_seal_error_pct"]["peer"] is not None
+    # a hundred watches of one deadline: every one alerted (else the bench fails), ours beside the peer
+    many = rows["deadline_100_watches_alert_latency_s_max"]
+    assert 0 <= rows["deadline_100_watches_alert_latency_s_p50"]["ours"] <= many["ours"]
+    assert many["peer"] is not None and many["advantage"] is not None

@@ -191,12 +191,17 @@ class PartitionDeadlines:
 
     # -- checking and alerting ---------------------------------------------------------------
 
-    def check(self, epoch: int, partition: str) -> Verdict:
+    def check(self, epoch: int, partition: str, *, due: bool = False) -> Verdict:
         """Where ``partition`` of ``epoch`` stands against its earliest deadline; past it unsealed,
-        the one alert is raised (by this call, ``deliver`` set, or found raised by another)."""
+        the one alert is raised (by this call, ``deliver`` set, or found raised by another).
+
+        :param due: the caller's last look put the deadline at or before now (a watch woken by its
+            timer): the server is synced with the leader before anything is read, so the one pass of
+            reads that follows is the one an alert is raised on (no second prediction after a sync).
+        """
         validate_epoch(epoch)
         validate_name("partition", partition)
-        return self.ctx.call(lambda call: self._check(call, epoch, partition),
+        return self.ctx.call(lambda call: self._check(call, epoch, partition, synced=due),
                              what=f"check the deadline of {partition!r} at epoch {epoch}")
 
     def preview(self, epoch: int, partition: str) -> Verdict:
@@ -207,7 +212,9 @@ class PartitionDeadlines:
         return self.ctx.call(lambda call: self._check(call, epoch, partition, act=False),
                              what=f"read the deadline of {partition!r} at epoch {epoch}")
 
-    def _check(self, call: Call, epoch: int, partition: str, *, act: bool = True) -> Verdict:
+    def _check(self, call: Call, epoch: int, partition: str, *, act: bool = True, synced: bool = False) -> Verdict:
+        if synced:  # every seal committed before now is seen by the reads below
+            call.sync(self.paths.epoch(epoch))
         specs = self._specs(call, partition)
         calendar = self._calendar(specs)
         stats = fold(call, self.ctx, partition, window=self.window, calendar=calendar, write=act)
@@ -241,11 +248,14 @@ class PartitionDeadlines:
             return Verdict(epoch, partition, "no_deadline", None, forecast)
         if self.ctx.clock() < deadline:
             return Verdict(epoch, partition, "waiting", deadline, forecast)
-        # Past the deadline: make sure no seal committed before now is unseen by this server.
-        call.sync(self.paths.epoch(epoch))
-        again = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
-        if again.status == "sealed":
-            return self._check(call, epoch, partition)  # judged by its votes, as any seal is
+        # Past the deadline: make sure no seal committed before now is unseen by this server (done
+        # already, before the reads above, when the caller said the deadline was due).
+        again = forecast
+        if not synced:
+            call.sync(self.paths.epoch(epoch))
+            again = predict(call, self.ctx, epoch, partition, stats, q=q, calendar=calendar)
+            if again.status == "sealed":
+                return self._check(call, epoch, partition)  # judged by its votes, as any seal is
         missing = again.missing
         if again.status == "not_open":  # past its deadline before it even opened: every producer is missing
             missing = self._missing(stats, self.ctx.config_for(call, epoch).config.partitions.get(partition, ()))
@@ -287,15 +297,18 @@ class PartitionDeadlines:
         alert = LateAlert(epoch, partition, deadline, self.ctx.clock(), self.ctx.owner, missing,
                           request=call.request_id, generation=generation, sealed_at=sealed_at,
                           late_by=None if sealed_at is None else max(0.0, sealed_at - deadline))
-        if call.exists(self.paths.late_alerts) is None:
-            call.try_commit([Create(self.paths.late_alerts)])  # a concurrent create is as good
         # The alert and this watcher's hold on its delivery in one transaction: the raiser delivers it
         # without a second round trip (a hundred watches share one session, whose writes go in order).
         run = Create(DeadlinePaths(self.paths).late_alert_delivery(epoch, generation, partition),
                      self.ctx.owner.encode(), ephemeral=True)
-        failure = call.try_commit([Create(path, alert.to_bytes()), run, *self.ctx.event(DeadlineMissed(
+        steps = [Create(path, alert.to_bytes()), run, *self.ctx.event(DeadlineMissed(
             epoch=epoch, partition=partition, deadline_at=deadline,
-            missing=tuple(m.producer for m in missing), raised_by=self.ctx.owner))])
+            missing=tuple(m.producer for m in missing), raised_by=self.ctx.owner))]
+        failure = call.try_commit(steps)
+        if failure is not None and isinstance(failure.error, NoNodeError) and failure.step is steps[0]:
+            # the pipeline's first alert: its folder is made then (not looked for at every alert)
+            call.try_commit([Create(self.paths.late_alerts)])  # a concurrent create is as good
+            failure = call.try_commit(steps)
         if failure is None:
             return Verdict(epoch, partition, state, deadline, forecast, alert, True)
         if not isinstance(failure.error, NodeExistsError):

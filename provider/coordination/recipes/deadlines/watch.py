@@ -18,6 +18,7 @@ none of them waits behind the loop's default pool, or holds it.
 from __future__ import annotations
 
 import asyncio
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -65,10 +66,11 @@ class DeadlineWatch:
                   stop: asyncio.Event | None = None) -> Verdict:
         """Wait for the verdict. ``wake`` is the watch callback that sets ``changed`` (on the loop);
         ``stop`` ends the wait early with the last verdict."""
+        due = False
         while True:
             changed.clear()
             verdict = await asyncio.get_running_loop().run_in_executor(
-                EVALUATIONS, self.deadlines.check, self.epoch, self.partition)
+                EVALUATIONS, functools.partial(self.deadlines.check, self.epoch, self.partition, due=due))
             if self.decided(verdict):
                 return verdict
             pause = await self._arm(store, wake, verdict)
@@ -84,6 +86,9 @@ class DeadlineWatch:
                     waiting.cancel()
             if stop is not None and stop.is_set():
                 return verdict
+            # the look at the deadline syncs first and reads once (a hundred watches of one deadline
+            # look at the same moment: each round trip saved is saved a hundred times)
+            due = verdict.deadline_at is not None and self.deadlines.ctx.clock() >= verdict.deadline_at
 
     async def _arm(self, store: NodeStore, wake: Watch, verdict: Verdict) -> float | None:
         """Leave the watches that can change ``verdict``; the seconds until the next look at the latest,
