@@ -187,8 +187,10 @@ def test_a_hundred_deadline_watches_each_alert_though_none_of_them_ever_seals(zk
     """More watches than any thread pool of the triggerer holds, each of a partition that never seals, each
     going on after its alert until the seal (``wait_for_seal``): a watch that held a thread for its wait
     would hold it for ever, and the 7th would never alert. Each waits on the loop, and the look at the
-    deadline syncs once and reads once: the 7th and the 100th alert within a second of the shared
-    deadline (the bench's ``deadline_100_watches_*`` rows measure it beside a thread per watch)."""
+    deadline syncs once and reads once: the 7th alerts within a second of the shared deadline. The 100th
+    does too on a quiet machine (0.40-0.54 s), not under a load of 7 (1.2-2.4 s: the hundred evaluations'
+    CPU); that latency is the bench's (``deadline_100_watches_*``, beside a thread per watch), and here it
+    is held to a few seconds, so that a loaded CI machine does not make this test a timing test."""
     names = [f"part{i:03d}" for i in range(100)]
     ledger = EpochLedger(zk, "many", owner="o")
     ledger.create_pipeline(PipelineConfig({name: ("x",) for name in names}))
@@ -218,7 +220,7 @@ def test_a_hundred_deadline_watches_each_alert_though_none_of_them_ever_seals(zk
     assert sorted(a["tag"] for a in alerts) == names
     lags = sorted(a["at"] - deadline for a in alerts)
     assert lags[0] >= 0 and lags[6] < 1.0, lags[:8]
-    assert lags[-1] < 1.0, [round(lag, 3) for lag in lags[::10]] + [round(lags[-1], 3)]
+    assert lags[-1] < 5.0, [round(lag, 3) for lag in lags[::10]] + [round(lags[-1], 3)]
 
 
 def test_a_partition_that_sealed_late_with_no_watcher_is_late_when_looked_at(pipeline, tmp_path):
